@@ -1,0 +1,3 @@
+//! Adaptive scorer weights.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]

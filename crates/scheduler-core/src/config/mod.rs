@@ -1,0 +1,35 @@
+//! Configuration: YAML in the shape of the Gateway API Inference Extension's
+//! `EndpointPickerConfig`, and the [`Registry`] that turns plugin type names into plugins.
+//!
+//! ```
+//! use shepherd_scheduler_core::config::EndpointPickerConfig;
+//!
+//! let yaml = r#"
+//! apiVersion: inference.networking.x-k8s.io/v1alpha1
+//! kind: EndpointPickerConfig
+//! plugins:
+//! - type: queue-scorer
+//! - type: max-score-picker
+//! schedulingProfiles:
+//! - name: default
+//!   plugins:
+//!   - pluginRef: queue-scorer
+//!     weight: 2
+//!   - pluginRef: max-score-picker
+//! "#;
+//! let config = EndpointPickerConfig::from_yaml(yaml).unwrap();
+//! assert_eq!(config.plugins[0].name(), "queue-scorer");
+//! assert_eq!(config.scheduling_profiles[0].plugins[0].weight, Some(2.0));
+//! ```
+
+mod build;
+mod error;
+mod registry;
+mod schema;
+
+pub use build::build_scheduler;
+pub use error::ConfigError;
+pub use registry::{PluginArgs, PluginFactory, Registry};
+pub use schema::{
+    EndpointPickerConfig, PluginSpec, ProfilePluginRef, ProfileSpec, SchedulerSettings,
+};

@@ -1,0 +1,100 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+
+use crate::clock::Clock;
+use crate::endpoint::Pool;
+use crate::plugin::PluginInstance;
+
+/// What a plugin factory gets to build one instance.
+pub struct PluginArgs<'a> {
+    /// Instance name.
+    pub name: &'a str,
+    /// Registered type name.
+    pub plugin_type: &'a str,
+    /// Its `parameters` (JSON null when absent).
+    pub parameters: &'a serde_json::Value,
+    /// The pool the scheduler will run over.
+    pub pool: &'a Arc<Pool>,
+    /// The scheduler's clock.
+    pub clock: &'a Arc<dyn Clock>,
+    /// The scheduler's seed (for plugins with randomness of their own).
+    pub seed: u64,
+}
+
+impl PluginArgs<'_> {
+    /// Deserializes the parameters into `T`; absent parameters give `T::default()`.
+    ///
+    /// Use `#[serde(deny_unknown_fields, rename_all = "camelCase")]` on `T` so typos are errors.
+    pub fn parse<T: DeserializeOwned + Default>(&self) -> Result<T, String> {
+        if self.parameters.is_null() {
+            return Ok(T::default());
+        }
+        serde_json::from_value(self.parameters.clone()).map_err(|e| e.to_string())
+    }
+}
+
+/// Builds a plugin instance from its arguments; an `Err` is a human-readable reason.
+pub type PluginFactory =
+    Arc<dyn Fn(&PluginArgs<'_>) -> Result<PluginInstance, String> + Send + Sync>;
+
+/// Plugin type name → factory.
+///
+/// ```
+/// use std::sync::Arc;
+/// use shepherd_scheduler_core::config::Registry;
+/// use shepherd_scheduler_core::plugin::PluginInstance;
+/// # use shepherd_scheduler_core::{endpoint::Endpoint, plugin::{Category, CycleState, Score, Scorer}};
+/// # struct Constant(f64);
+/// # impl Scorer for Constant {
+/// #     fn category(&self) -> Category { Category::Balance }
+/// #     fn score(&self, _: &mut CycleState<'_>, _: &[&Arc<Endpoint>], out: &mut [Score]) {
+/// #         out.fill(Score::new(self.0));
+/// #     }
+/// # }
+/// let mut registry = Registry::new();
+/// registry.register("constant-scorer", |_args| Ok(PluginInstance::scorer(Arc::new(Constant(1.0)))));
+/// assert!(registry.contains("constant-scorer"));
+/// ```
+#[derive(Clone, Default)]
+pub struct Registry {
+    factories: BTreeMap<String, PluginFactory>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// Registers `factory` under `plugin_type`, replacing any earlier one.
+    pub fn register<F>(&mut self, plugin_type: impl Into<String>, factory: F) -> &mut Self
+    where
+        F: Fn(&PluginArgs<'_>) -> Result<PluginInstance, String> + Send + Sync + 'static,
+    {
+        self.factories.insert(plugin_type.into(), Arc::new(factory));
+        self
+    }
+
+    /// Whether `plugin_type` is registered.
+    pub fn contains(&self, plugin_type: &str) -> bool {
+        self.factories.contains_key(plugin_type)
+    }
+
+    /// The factory for `plugin_type`.
+    pub fn get(&self, plugin_type: &str) -> Option<&PluginFactory> {
+        self.factories.get(plugin_type)
+    }
+
+    /// Registered type names, sorted.
+    pub fn types(&self) -> impl Iterator<Item = &str> {
+        self.factories.keys().map(String::as_str)
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.factories.keys()).finish()
+    }
+}

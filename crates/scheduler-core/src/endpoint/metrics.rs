@@ -1,0 +1,69 @@
+use std::time::Duration;
+
+use crate::clock::Timestamp;
+
+/// LoRA adapters an endpoint is serving or waiting to serve.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoraState {
+    /// Adapters with running requests.
+    pub running: Vec<String>,
+    /// Adapters with waiting requests.
+    pub waiting: Vec<String>,
+    /// Most adapters the server can hold at once (0 when unknown).
+    pub max_loras: u32,
+}
+
+impl LoraState {
+    /// Whether `adapter` is running on the endpoint.
+    pub fn is_running(&self, adapter: &str) -> bool {
+        self.running.iter().any(|a| a == adapter)
+    }
+
+    /// Whether `adapter` is waiting on the endpoint.
+    pub fn is_waiting(&self, adapter: &str) -> bool {
+        self.waiting.iter().any(|a| a == adapter)
+    }
+
+    /// Whether the endpoint has room to load another adapter.
+    pub fn has_room(&self) -> bool {
+        self.max_loras > 0 && (self.running.len() as u32) < self.max_loras
+    }
+}
+
+/// The latest metrics scraped from one model server.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EndpointMetrics {
+    /// Requests waiting in the server's queue.
+    pub waiting: u32,
+    /// Requests the server is running.
+    pub running: u32,
+    /// KV-cache utilization in `[0, 1]`.
+    pub kv_utilization: f64,
+    /// LoRA adapter state.
+    pub lora: LoraState,
+    /// KV-cache block size in tokens, when known.
+    pub block_size: Option<u32>,
+    /// Number of KV-cache blocks on the GPU, when known.
+    pub num_gpu_blocks: Option<u64>,
+    /// When these metrics were scraped; `None` means never.
+    pub scraped_at: Option<Timestamp>,
+}
+
+impl EndpointMetrics {
+    /// Whether these metrics are older than `max_age` at `now` (never-scraped metrics are stale).
+    pub fn is_stale(&self, now: Timestamp, max_age: Duration) -> bool {
+        match self.scraped_at {
+            None => true,
+            Some(t) => now.saturating_since(t) > max_age,
+        }
+    }
+
+    /// KV utilization clamped into `[0, 1]` (NaN counts as full).
+    pub fn kv_utilization_clamped(&self) -> f64 {
+        if self.kv_utilization.is_nan() {
+            1.0
+        } else {
+            self.kv_utilization.clamp(0.0, 1.0)
+        }
+    }
+}

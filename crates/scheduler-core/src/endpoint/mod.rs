@@ -1,0 +1,35 @@
+//! Model-server endpoints: identity, scraped metrics, live counters and the pool.
+//!
+//! The [`Pool`] holds an immutable [`PoolSnapshot`] of its members, swapped atomically when
+//! membership changes. Each [`Endpoint`] carries its own live counters (requests and prompt
+//! tokens in flight, counted by [`InFlightGuard`]s) and its latest [`EndpointMetrics`], so a
+//! membership swap never loses them.
+//!
+//! ```
+//! use shepherd_scheduler_core::endpoint::{EndpointMetrics, Pool};
+//! use shepherd_scheduler_core::clock::Timestamp;
+//!
+//! let pool = Pool::new();
+//! pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000"]);
+//! let snapshot = pool.snapshot();
+//! assert_eq!(snapshot.len(), 2);
+//!
+//! let ep = snapshot.get_by_address("10.0.0.1:8000").unwrap();
+//! ep.set_metrics(EndpointMetrics { waiting: 3, scraped_at: Some(Timestamp::ZERO), ..Default::default() });
+//! assert_eq!(ep.metrics().waiting, 3);
+//!
+//! let guard = ep.start_request(100);
+//! assert_eq!(ep.in_flight_requests(), 1);
+//! drop(guard);
+//! assert_eq!(ep.in_flight_requests(), 0);
+//! ```
+
+mod counters;
+mod metrics;
+mod node;
+mod pool;
+
+pub use counters::InFlightGuard;
+pub use metrics::{EndpointMetrics, LoraState};
+pub use node::{Endpoint, EndpointId};
+pub use pool::{MembershipListener, Pool, PoolSnapshot};

@@ -1,0 +1,49 @@
+//! # shepherd-scheduler-core
+//!
+//! The pure scheduling core of Shepherd: it decides which model server (the *endpoint*) should
+//! serve each LLM inference request. No I/O, no async runtime: adapters and the simulator feed
+//! it requests, metrics and time, and it answers with a [`Decision`](decision::Decision).
+//!
+//! - [`request`]: the request model and the OpenAI body parser;
+//! - [`endpoint`]: endpoints, their metrics and live counters, and the pool;
+//! - [`plugin`]: the `Filter` / `Scorer` / `Picker` traits and hooks;
+//! - [`profile`], [`weights`], [`scheduler`], [`decision`]: running a profile;
+//! - [`prefix`]: the prefix-cache index;
+//! - [`config`]: YAML configuration and the plugin registry.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use shepherd_scheduler_core::prelude::*;
+//!
+//! let pool = Arc::new(Pool::new());
+//! pool.set_members(["10.0.0.1:8000"]);
+//! let scheduler = Scheduler::builder(pool).profile(Profile::builder("default").build()).build().unwrap();
+//! let request = InferenceRequest::new("r1", "llama", Prompt::Text("hello".into()));
+//! assert_eq!(scheduler.schedule(&request).unwrap().primary().address(), "10.0.0.1:8000");
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod clock;
+pub mod config;
+pub mod decision;
+pub mod endpoint;
+pub mod plugin;
+pub mod prefix;
+pub mod profile;
+pub mod request;
+pub mod rng;
+pub mod scheduler;
+pub mod weights;
+
+/// The types most embedders need.
+pub mod prelude {
+    pub use crate::clock::{Clock, ManualClock, SystemClock, Timestamp};
+    pub use crate::config::{ConfigError, EndpointPickerConfig, Registry, build_scheduler};
+    pub use crate::decision::{Breakdown, Decision};
+    pub use crate::endpoint::{Endpoint, EndpointId, EndpointMetrics, InFlightGuard, Pool};
+    pub use crate::plugin::{Category, CycleState, Filter, Picker, Score, Scorer};
+    pub use crate::profile::Profile;
+    pub use crate::request::{InferenceRequest, ParseLimits, Prompt, parse_openai_request};
+    pub use crate::scheduler::{ScheduleError, ScheduleOptions, Scheduler};
+}

@@ -1,0 +1,73 @@
+use std::any::{Any, TypeId};
+use std::time::Duration;
+
+use crate::clock::Timestamp;
+use crate::request::InferenceRequest;
+
+/// Typed per-cycle storage that lets a plugin hand data from its scoring step to its own
+/// pick hook (the prefix scorer keeps the request's block hashes here, for example).
+#[derive(Default)]
+pub struct Extensions {
+    items: Vec<(TypeId, Box<dyn Any + Send>)>,
+}
+
+impl Extensions {
+    /// Stores `value`, replacing any earlier value of the same type.
+    pub fn insert<T: Any + Send>(&mut self, value: T) {
+        let id = TypeId::of::<T>();
+        match self.items.iter_mut().find(|(t, _)| *t == id) {
+            Some(slot) => slot.1 = Box::new(value),
+            None => self.items.push((id, Box::new(value))),
+        }
+    }
+
+    /// The stored value of type `T`.
+    pub fn get<T: Any + Send>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
+        self.items
+            .iter()
+            .find(|(t, _)| *t == id)
+            .and_then(|(_, v)| v.downcast_ref::<T>())
+    }
+
+    /// The stored value of type `T`, mutably.
+    pub fn get_mut<T: Any + Send>(&mut self) -> Option<&mut T> {
+        let id = TypeId::of::<T>();
+        self.items
+            .iter_mut()
+            .find(|(t, _)| *t == id)
+            .and_then(|(_, v)| v.downcast_mut::<T>())
+    }
+
+    /// Removes and returns the stored value of type `T`.
+    pub fn remove<T: Any + Send>(&mut self) -> Option<T> {
+        let id = TypeId::of::<T>();
+        let pos = self.items.iter().position(|(t, _)| *t == id)?;
+        let (_, boxed) = self.items.swap_remove(pos);
+        boxed.downcast::<T>().ok().map(|b| *b)
+    }
+}
+
+/// Everything one scheduling cycle knows: the request, the time, and plugin scratch space.
+pub struct CycleState<'r> {
+    /// The request being scheduled.
+    pub request: &'r InferenceRequest,
+    /// When the cycle started.
+    pub now: Timestamp,
+    /// Metrics older than this are stale.
+    pub staleness_bound: Duration,
+    /// Plugin scratch space for this cycle.
+    pub extensions: Extensions,
+}
+
+impl<'r> CycleState<'r> {
+    /// A cycle for `request` at `now`.
+    pub fn new(request: &'r InferenceRequest, now: Timestamp, staleness_bound: Duration) -> Self {
+        CycleState {
+            request,
+            now,
+            staleness_bound,
+            extensions: Extensions::default(),
+        }
+    }
+}

@@ -1,0 +1,111 @@
+use std::sync::Arc;
+
+use super::{CompletionHook, Filter, PickHook, Picker, Scorer};
+use crate::endpoint::MembershipListener;
+
+/// A built plugin: the facets it implements, each ready to be wired into profiles.
+///
+/// ```
+/// use std::sync::Arc;
+/// use shepherd_scheduler_core::plugin::PluginInstance;
+/// # use shepherd_scheduler_core::{endpoint::Endpoint, plugin::{Category, CycleState, Score, Scorer}};
+/// # struct Constant;
+/// # impl Scorer for Constant {
+/// #     fn category(&self) -> Category { Category::Balance }
+/// #     fn score(&self, _: &mut CycleState<'_>, _: &[&Arc<Endpoint>], out: &mut [Score]) {
+/// #         out.fill(Score::new(1.0));
+/// #     }
+/// # }
+/// let plugin = PluginInstance::scorer(Arc::new(Constant));
+/// assert!(plugin.as_scorer().is_some());
+/// assert!(plugin.as_picker().is_none());
+/// ```
+#[derive(Clone, Default)]
+pub struct PluginInstance {
+    filter: Option<Arc<dyn Filter>>,
+    scorer: Option<Arc<dyn Scorer>>,
+    picker: Option<Arc<dyn Picker>>,
+    pick_hook: Option<Arc<dyn PickHook>>,
+    completion_hook: Option<Arc<dyn CompletionHook>>,
+    membership: Option<Arc<dyn MembershipListener>>,
+}
+
+impl PluginInstance {
+    /// A plugin that is a filter.
+    pub fn filter(filter: Arc<dyn Filter>) -> Self {
+        PluginInstance {
+            filter: Some(filter),
+            ..Default::default()
+        }
+    }
+
+    /// A plugin that is a scorer.
+    pub fn scorer(scorer: Arc<dyn Scorer>) -> Self {
+        PluginInstance {
+            scorer: Some(scorer),
+            ..Default::default()
+        }
+    }
+
+    /// A plugin that is a picker.
+    pub fn picker(picker: Arc<dyn Picker>) -> Self {
+        PluginInstance {
+            picker: Some(picker),
+            ..Default::default()
+        }
+    }
+
+    /// Adds a pick hook facet.
+    pub fn with_pick_hook(mut self, hook: Arc<dyn PickHook>) -> Self {
+        self.pick_hook = Some(hook);
+        self
+    }
+
+    /// Adds a completion hook facet.
+    pub fn with_completion_hook(mut self, hook: Arc<dyn CompletionHook>) -> Self {
+        self.completion_hook = Some(hook);
+        self
+    }
+
+    /// Adds a membership listener facet (told when endpoints leave the pool).
+    pub fn with_membership_listener(mut self, listener: Arc<dyn MembershipListener>) -> Self {
+        self.membership = Some(listener);
+        self
+    }
+
+    /// Adds a filter facet.
+    pub fn with_filter(mut self, filter: Arc<dyn Filter>) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// The filter facet.
+    pub fn as_filter(&self) -> Option<&Arc<dyn Filter>> {
+        self.filter.as_ref()
+    }
+
+    /// The scorer facet.
+    pub fn as_scorer(&self) -> Option<&Arc<dyn Scorer>> {
+        self.scorer.as_ref()
+    }
+
+    /// The picker facet.
+    pub fn as_picker(&self) -> Option<&Arc<dyn Picker>> {
+        self.picker.as_ref()
+    }
+
+    /// The pick hook facet.
+    pub fn as_pick_hook(&self) -> Option<&Arc<dyn PickHook>> {
+        self.pick_hook.as_ref()
+    }
+
+    /// The completion hook facet.
+    pub fn as_completion_hook(&self) -> Option<&Arc<dyn CompletionHook>> {
+        self.completion_hook.as_ref()
+    }
+
+    /// The membership listener facet.
+    pub fn as_membership_listener(&self) -> Option<&Arc<dyn MembershipListener>> {
+        self.membership.as_ref()
+    }
+}

@@ -1,0 +1,129 @@
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::CycleState;
+use crate::endpoint::Endpoint;
+use crate::request::InferenceRequest;
+use crate::rng::PickRng;
+
+/// What a scorer pulls traffic toward, which decides how adaptive weights treat it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Category {
+    /// "Stick": prefix cache, LoRA, session affinity.
+    Affinity,
+    /// "Spread": KV utilization, queue depth, running and in-flight requests.
+    Distribution,
+    /// Left alone by the adaptive weights.
+    Balance,
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Category::Affinity => "affinity",
+            Category::Distribution => "distribution",
+            Category::Balance => "balance",
+        })
+    }
+}
+
+/// One scorer's verdict on one candidate: a value in `[0, 1]`, higher is better.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Score {
+    /// The score, in `[0, 1]` (the scheduler clamps it, and treats NaN as 0).
+    pub value: f64,
+    /// True when the scorer could not judge (stale or missing metrics) and gave a neutral value.
+    pub neutral: bool,
+}
+
+impl Score {
+    /// The neutral score given when a scorer cannot judge.
+    pub const NEUTRAL: Score = Score {
+        value: 0.5,
+        neutral: true,
+    };
+
+    /// A judged score (clamped into `[0, 1]`, NaN becomes 0).
+    pub fn new(value: f64) -> Self {
+        Score {
+            value: if value.is_nan() {
+                0.0
+            } else {
+                value.clamp(0.0, 1.0)
+            },
+            neutral: false,
+        }
+    }
+}
+
+impl Default for Score {
+    fn default() -> Self {
+        Score::NEUTRAL
+    }
+}
+
+/// Narrows the candidate list.
+pub trait Filter: Send + Sync {
+    /// Removes the candidates that must not serve this request. The order of those kept must
+    /// be preserved.
+    fn filter(&self, cycle: &mut CycleState<'_>, candidates: &mut Vec<&Arc<Endpoint>>);
+}
+
+/// Scores every candidate in `[0, 1]`, higher is better. Must be deterministic for the same
+/// inputs.
+pub trait Scorer: Send + Sync {
+    /// Whether this scorer pulls toward affinity, distribution, or neither.
+    fn category(&self) -> Category;
+
+    /// Writes one score per candidate into `out` (same length and order as `candidates`; every
+    /// slot starts [`Score::NEUTRAL`]).
+    fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]);
+}
+
+/// Chooses the endpoints from the weighted totals.
+pub trait Picker: Send + Sync {
+    /// Returns up to `count` distinct indexes into `totals`, best first (the primary, then the
+    /// fallbacks in order). Ties are broken uniformly at random with `rng`. Must return at
+    /// least one index when `totals` is not empty and `count > 0`.
+    fn pick(&self, totals: &[f64], count: usize, rng: &mut PickRng) -> Vec<usize>;
+}
+
+/// Runs once an endpoint is picked, before the request is forwarded.
+pub trait PickHook: Send + Sync {
+    /// `picked` will serve the request of `cycle`.
+    fn on_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>);
+}
+
+/// Token usage reported by a model server's response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Generated tokens.
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the server's prefix cache, when reported.
+    pub cached_tokens: Option<u64>,
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Completion {
+    /// Whether the endpoint answered successfully.
+    pub success: bool,
+    /// Usage, when the response reported it.
+    pub usage: Option<Usage>,
+}
+
+/// Runs when a response has ended (or failed).
+pub trait CompletionHook: Send + Sync {
+    /// `request`, served by `endpoint`, ended as `completion` says.
+    fn on_complete(
+        &self,
+        request: &InferenceRequest,
+        endpoint: &Arc<Endpoint>,
+        completion: &Completion,
+    );
+}

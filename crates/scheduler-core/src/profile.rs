@@ -1,0 +1,196 @@
+//! Scheduling profiles: a named list of filters, weighted scorers and one picker.
+//!
+//! Profiles are usually built from config (see [`crate::config`]); building one by hand:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use shepherd_scheduler_core::profile::Profile;
+//! # use shepherd_scheduler_core::{rng::PickRng, plugin::Picker};
+//! # struct First;
+//! # impl Picker for First {
+//! #     fn pick(&self, totals: &[f64], count: usize, _: &mut PickRng) -> Vec<usize> {
+//! #         (0..totals.len().min(count)).collect()
+//! #     }
+//! # }
+//! let profile = Profile::builder("default").picker(Arc::new(First)).build();
+//! assert_eq!(profile.name(), "default");
+//! assert!(profile.scorers().is_empty());
+//! ```
+
+use std::sync::Arc;
+
+use crate::plugin::{Category, Filter, PickHook, Picker, Scorer};
+use crate::weights::{WeightTable, Weights};
+
+/// A filter as used in a profile.
+#[derive(Clone)]
+pub struct FilterEntry {
+    /// Plugin name.
+    pub name: Arc<str>,
+    /// The filter.
+    pub filter: Arc<dyn Filter>,
+}
+
+/// A scorer as used in a profile.
+#[derive(Clone)]
+pub struct ScorerEntry {
+    /// Plugin name.
+    pub name: Arc<str>,
+    /// The scorer.
+    pub scorer: Arc<dyn Scorer>,
+    /// Its category (read once at build time).
+    pub category: Category,
+}
+
+/// A named list of filters, weighted scorers and one picker.
+pub struct Profile {
+    name: Arc<str>,
+    filters: Vec<FilterEntry>,
+    scorers: Vec<ScorerEntry>,
+    weights: Arc<Weights>,
+    picker_name: Arc<str>,
+    picker: Arc<dyn Picker>,
+    pick_hooks: Vec<Arc<dyn PickHook>>,
+}
+
+impl Profile {
+    /// Starts building a profile called `name`.
+    pub fn builder(name: impl Into<Arc<str>>) -> ProfileBuilder {
+        ProfileBuilder {
+            name: name.into(),
+            filters: Vec::new(),
+            scorers: Vec::new(),
+            weights: Vec::new(),
+            picker: None,
+            pick_hooks: Vec::new(),
+        }
+    }
+
+    /// The profile's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The profile's name, shared.
+    pub fn name_arc(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// Its filters, in order.
+    pub fn filters(&self) -> &[FilterEntry] {
+        &self.filters
+    }
+
+    /// Its scorers, in order (aligned with the weight table).
+    pub fn scorers(&self) -> &[ScorerEntry] {
+        &self.scorers
+    }
+
+    /// Its live weights.
+    pub fn weights(&self) -> &Arc<Weights> {
+        &self.weights
+    }
+
+    /// Its picker.
+    pub fn picker(&self) -> &Arc<dyn Picker> {
+        &self.picker
+    }
+
+    /// Its picker's plugin name.
+    pub fn picker_name(&self) -> &str {
+        &self.picker_name
+    }
+
+    /// Hooks run after this profile picks.
+    pub fn pick_hooks(&self) -> &[Arc<dyn PickHook>] {
+        &self.pick_hooks
+    }
+}
+
+/// Builds a [`Profile`].
+pub struct ProfileBuilder {
+    name: Arc<str>,
+    filters: Vec<FilterEntry>,
+    scorers: Vec<ScorerEntry>,
+    weights: Vec<f64>,
+    picker: Option<(Arc<str>, Arc<dyn Picker>)>,
+    pick_hooks: Vec<Arc<dyn PickHook>>,
+}
+
+impl ProfileBuilder {
+    /// Adds a filter named `name`.
+    pub fn filter(mut self, name: impl Into<Arc<str>>, filter: Arc<dyn Filter>) -> Self {
+        self.filters.push(FilterEntry {
+            name: name.into(),
+            filter,
+        });
+        self
+    }
+
+    /// Adds a scorer named `name` with `weight`.
+    pub fn scorer(
+        mut self,
+        name: impl Into<Arc<str>>,
+        scorer: Arc<dyn Scorer>,
+        weight: f64,
+    ) -> Self {
+        let category = scorer.category();
+        self.scorers.push(ScorerEntry {
+            name: name.into(),
+            scorer,
+            category,
+        });
+        self.weights.push(weight);
+        self
+    }
+
+    /// Sets the picker (named after its type when built by hand).
+    pub fn picker(self, picker: Arc<dyn Picker>) -> Self {
+        self.named_picker("picker", picker)
+    }
+
+    /// Sets the picker, with its plugin name.
+    pub fn named_picker(mut self, name: impl Into<Arc<str>>, picker: Arc<dyn Picker>) -> Self {
+        self.picker = Some((name.into(), picker));
+        self
+    }
+
+    /// Adds a hook run after this profile picks.
+    pub fn pick_hook(mut self, hook: Arc<dyn PickHook>) -> Self {
+        self.pick_hooks.push(hook);
+        self
+    }
+
+    /// Whether a picker has been set.
+    pub fn has_picker(&self) -> bool {
+        self.picker.is_some()
+    }
+
+    /// Finishes the profile. Without a picker, the first-ranked endpoint wins (ties by order).
+    pub fn build(self) -> Profile {
+        let (picker_name, picker) = self
+            .picker
+            .unwrap_or_else(|| (Arc::from("highest-total"), Arc::new(HighestTotal)));
+        Profile {
+            name: self.name,
+            filters: self.filters,
+            scorers: self.scorers,
+            weights: Arc::new(Weights::new(WeightTable::new(self.weights))),
+            picker_name,
+            picker,
+            pick_hooks: self.pick_hooks,
+        }
+    }
+}
+
+/// Fallback picker: highest totals first, ties by candidate order. Deterministic, no RNG.
+struct HighestTotal;
+
+impl Picker for HighestTotal {
+    fn pick(&self, totals: &[f64], count: usize, _rng: &mut crate::rng::PickRng) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..totals.len()).collect();
+        order.sort_by(|&a, &b| totals[b].total_cmp(&totals[a]).then(a.cmp(&b)));
+        order.truncate(count);
+        order
+    }
+}

@@ -1,0 +1,22 @@
+//! The request model: what the scheduler knows about one inference request.
+//!
+//! Adapters turn an HTTP path and body into an [`InferenceRequest`] with
+//! [`parse_openai_request`], then add what only they know (headers, priority, fairness id).
+//!
+//! ```
+//! use shepherd_scheduler_core::request::{parse_openai_request, ParseLimits, Prompt};
+//!
+//! let body = br#"{"model":"llama","prompt":"Hello","stream":true}"#;
+//! let req = parse_openai_request("/v1/completions", body, &ParseLimits::default()).unwrap();
+//! assert_eq!(req.model, "llama");
+//! assert!(req.stream);
+//! assert_eq!(req.prompt, Prompt::Text("Hello".into()));
+//! ```
+
+mod error;
+mod parse;
+mod types;
+
+pub use error::ParseError;
+pub use parse::{ApiKind, ParseLimits, parse_openai_request};
+pub use types::{InferenceRequest, Prompt};

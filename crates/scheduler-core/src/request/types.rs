@@ -1,0 +1,122 @@
+use std::fmt;
+
+use super::parse::ApiKind;
+
+/// A request's prompt, in the form the prefix index hashes.
+///
+/// Chat conversations are serialized at parse time (roles, contents, tools, in order) into
+/// [`Prompt::Text`], so two conversations that share their first messages share a byte prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompt {
+    /// Prompt text (completions), or a serialized chat conversation.
+    Text(String),
+    /// Token ids given by the client.
+    Tokens(Vec<u32>),
+}
+
+impl Prompt {
+    /// The prompt's size in bytes (token ids count 4 bytes each).
+    pub fn len_bytes(&self) -> usize {
+        match self {
+            Prompt::Text(s) => s.len(),
+            Prompt::Tokens(t) => t.len().saturating_mul(4),
+        }
+    }
+
+    /// Whether the prompt is empty.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Prompt::Text(s) => s.is_empty(),
+            Prompt::Tokens(t) => t.is_empty(),
+        }
+    }
+
+    /// The number of tokens: exact for token ids, else one pseudo token per 4 bytes (rounded up).
+    pub fn estimated_tokens(&self) -> usize {
+        match self {
+            Prompt::Text(s) => s.len().div_ceil(4),
+            Prompt::Tokens(t) => t.len(),
+        }
+    }
+}
+
+/// One inference request, as the scheduler sees it.
+#[derive(Clone, PartialEq)]
+pub struct InferenceRequest {
+    /// Request id (from `x-request-id` when present, else assigned by the adapter).
+    pub id: String,
+    /// Model name as the client asked for it.
+    pub model: String,
+    /// LoRA adapter to serve it with, when the model name names an adapter.
+    pub lora: Option<String>,
+    /// Which OpenAI API the body came from.
+    pub api: ApiKind,
+    /// The prompt.
+    pub prompt: Prompt,
+    /// Whether the client asked for a streamed response.
+    pub stream: bool,
+    /// Priority: higher is more important; negative means sheddable.
+    pub priority: i32,
+    /// Fairness id (flow); `None` means the default flow.
+    pub fairness_id: Option<String>,
+    /// Session key for session affinity, when the client sent one.
+    pub session_key: Option<String>,
+    /// Requested maximum output tokens, when given.
+    pub max_tokens: Option<u32>,
+    /// Headers of interest to plugins, lower-cased names.
+    pub headers: Vec<(String, String)>,
+    /// Size of the request body in bytes.
+    pub body_size: usize,
+}
+
+impl InferenceRequest {
+    /// A request for `model` with a text prompt and defaults everywhere else.
+    pub fn new(id: impl Into<String>, model: impl Into<String>, prompt: Prompt) -> Self {
+        let body_size = prompt.len_bytes();
+        InferenceRequest {
+            id: id.into(),
+            model: model.into(),
+            lora: None,
+            api: ApiKind::Completions,
+            prompt,
+            stream: false,
+            priority: 0,
+            fairness_id: None,
+            session_key: None,
+            max_tokens: None,
+            headers: Vec::new(),
+            body_size,
+        }
+    }
+
+    /// The value of header `name` (case-insensitive), when present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The model or adapter name that endpoints must serve: the LoRA adapter when set.
+    pub fn target_model(&self) -> &str {
+        self.lora.as_deref().unwrap_or(&self.model)
+    }
+}
+
+impl fmt::Debug for InferenceRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The prompt can be megabytes: show its size, not its text.
+        f.debug_struct("InferenceRequest")
+            .field("id", &self.id)
+            .field("model", &self.model)
+            .field("lora", &self.lora)
+            .field("api", &self.api)
+            .field("prompt_bytes", &self.prompt.len_bytes())
+            .field("stream", &self.stream)
+            .field("priority", &self.priority)
+            .field("fairness_id", &self.fairness_id)
+            .field("session_key", &self.session_key)
+            .field("body_size", &self.body_size)
+            .finish()
+    }
+}

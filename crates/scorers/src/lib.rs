@@ -1,0 +1,3 @@
+//! Shepherd built-in plugins.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]

@@ -1,0 +1,3 @@
+//! The Shepherd simulator.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
