@@ -74,6 +74,10 @@ pub struct ScheduleOptions<'a> {
     pub subset: Option<&'a [String]>,
     /// Run this profile instead of the default one.
     pub profile: Option<&'a str>,
+    /// Score and pick without running pick hooks (nothing is recorded in the prefix index or
+    /// session tables): "which endpoint would serve this?", for explain views and benchmarks.
+    /// The decision still holds an in-flight guard; drop it at once.
+    pub dry_run: bool,
 }
 
 /// Runs scheduling profiles over a pool.
@@ -206,8 +210,10 @@ impl Scheduler {
         };
 
         let primary = candidates[primary_index];
-        for hook in profile.pick_hooks() {
-            hook.on_pick(&mut cycle, primary);
+        if !options.dry_run {
+            for hook in profile.pick_hooks() {
+                hook.on_pick(&mut cycle, primary);
+            }
         }
         let guard = primary.start_request(request.prompt.estimated_tokens() as u64);
 

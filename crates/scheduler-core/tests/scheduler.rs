@@ -112,7 +112,11 @@ fn request() -> InferenceRequest {
 }
 
 fn opts<'a>(subset: Option<&'a [String]>, profile: Option<&'a str>) -> ScheduleOptions<'a> {
-    ScheduleOptions { subset, profile }
+    ScheduleOptions {
+        subset,
+        profile,
+        dry_run: false,
+    }
 }
 
 #[test]
@@ -276,6 +280,16 @@ fn hooks_run_and_guard_counts_in_flight() {
         .build()
         .unwrap();
     let req = InferenceRequest::new("r", "m", Prompt::Tokens(vec![1; 40]));
+    let dry = ScheduleOptions {
+        dry_run: true,
+        ..Default::default()
+    };
+    drop(s.schedule_with(&req, dry).unwrap());
+    assert_eq!(
+        hook.0.load(Ordering::Relaxed),
+        0,
+        "a dry run runs no pick hook"
+    );
     let d = s.schedule(&req).unwrap();
     assert_eq!(hook.0.load(Ordering::Relaxed), 1);
     let ep = Arc::clone(d.primary());
