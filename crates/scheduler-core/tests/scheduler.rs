@@ -137,9 +137,9 @@ fn weighted_sum_decides_and_breakdown_explains() {
         d.destination_header(),
         "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
     );
-    assert_eq!(d.breakdown.scorers.len(), 2);
-    assert_eq!(d.breakdown.rows.len(), 5);
-    let row = &d.breakdown.rows[0];
+    assert_eq!(d.breakdown.scorers().len(), 2);
+    assert_eq!(d.breakdown.rows().len(), 5);
+    let row = &d.breakdown.rows()[0];
     assert!((row.total - (1.0 * 0.1 + 3.0 * 0.9)).abs() < 1e-9);
     assert_eq!(row.rank, Some(0));
     let text = d.breakdown.to_string();
@@ -171,7 +171,7 @@ fn live_weights_change_the_pick_without_rebuilding() {
     );
     let d = s.schedule(&request()).unwrap();
     assert_eq!(d.primary().address(), "127.0.0.1:5");
-    assert_eq!(d.breakdown.scorers[0].weight, 3.0);
+    assert_eq!(d.breakdown.scorers()[0].weight, 3.0);
     weights.reset();
     assert_eq!(
         s.schedule(&request()).unwrap().primary().address(),
@@ -189,7 +189,7 @@ fn garbage_scores_are_clamped() {
         .build()
         .unwrap();
     let d = s.schedule(&request()).unwrap();
-    for row in &d.breakdown.rows {
+    for row in &d.breakdown.rows() {
         assert!(row.total.is_finite() && (0.0..=1.0).contains(&row.total));
     }
     assert_eq!(
@@ -223,8 +223,8 @@ fn filters_subsets_and_errors() {
         .unwrap();
     let d = s.schedule(&request()).unwrap();
     assert_eq!(d.primary().address(), "127.0.0.1:4");
-    assert_eq!(d.breakdown.candidates_before_filters, 5);
-    assert_eq!(d.breakdown.rows.len(), 2);
+    assert_eq!(d.breakdown.candidates_before_filters(), 5);
+    assert_eq!(d.breakdown.rows().len(), 2);
 
     let subset = vec!["127.0.0.1:2".to_string(), "127.0.0.1:3".to_string()];
     let d = s
