@@ -40,7 +40,11 @@ fn default_profile_has_the_documented_weights() {
     let names: Vec<&str> = profile.scorers().iter().map(|s| &*s.name).collect();
     assert_eq!(
         names,
-        ["prefix-cache-scorer", "queue-scorer", "kv-cache-utilization-scorer"]
+        [
+            "prefix-cache-scorer",
+            "queue-scorer",
+            "kv-cache-utilization-scorer"
+        ]
     );
     assert_eq!(profile.weights().load().as_slice(), &[3.0, 2.0, 2.0]);
     assert_eq!(profile.picker_name(), "max-score-picker");
@@ -79,16 +83,20 @@ fn stale_metrics_show_as_neutral_in_the_breakdown() {
 
 /// Runs a fixed workload and returns every decision's destination header.
 fn run_workload(yaml: &str, seed: u64) -> Vec<String> {
-    let config = EndpointPickerConfig::from_yaml(&format!("{yaml}\nscheduler:\n  seed: {seed}\n"))
-        .unwrap();
+    let config =
+        EndpointPickerConfig::from_yaml(&format!("{yaml}\nscheduler:\n  seed: {seed}\n")).unwrap();
     let (pool, members) = pool(6);
     // Two pairs of identical endpoints, so ties really happen.
     for (i, ep) in members.iter().enumerate() {
         ep.set_metrics(fresh((i / 2) as u32, i as u32 % 3, 0.1 * (i / 2) as f64));
     }
-    let scheduler =
-        build_scheduler(&config, &builtin_registry(), pool, Arc::new(ManualClock::default()))
-            .unwrap();
+    let scheduler = build_scheduler(
+        &config,
+        &builtin_registry(),
+        pool,
+        Arc::new(ManualClock::default()),
+    )
+    .unwrap();
     let mut held = Vec::new();
     let mut out = Vec::new();
     for i in 0..60 {
@@ -146,7 +154,13 @@ fn default_config_spreads_ties_across_equal_endpoints() {
     let scheduler = build_default_scheduler(pool, Arc::new(ManualClock::default())).unwrap();
     let mut seen = std::collections::BTreeSet::new();
     for i in 0..40 {
-        seen.insert(scheduler.schedule(&request(&format!("r{i}"))).unwrap().primary().id());
+        seen.insert(
+            scheduler
+                .schedule(&request(&format!("r{i}")))
+                .unwrap()
+                .primary()
+                .id(),
+        );
     }
     assert_eq!(seen.len(), 4, "equal endpoints all get picked sometimes");
 }
@@ -154,7 +168,12 @@ fn default_config_spreads_ties_across_equal_endpoints() {
 fn build(yaml: &str) -> Result<Scheduler, ConfigError> {
     let config = EndpointPickerConfig::from_yaml(yaml)?;
     let (pool, _) = pool(2);
-    build_scheduler(&config, &builtin_registry(), pool, Arc::new(ManualClock::default()))
+    build_scheduler(
+        &config,
+        &builtin_registry(),
+        pool,
+        Arc::new(ManualClock::default()),
+    )
 }
 
 #[test]

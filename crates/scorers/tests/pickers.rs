@@ -196,7 +196,10 @@ fn max_num_of_endpoints_caps_the_answer() {
     let capped = MaxScorePicker::new(PickerParameters {
         max_num_of_endpoints: Some(1),
     });
-    assert_eq!(capped.pick(&[0.1, 0.2, 0.3], 3, &mut PickRng::seed_from(0)), vec![2]);
+    assert_eq!(
+        capped.pick(&[0.1, 0.2, 0.3], 3, &mut PickRng::seed_from(0)),
+        vec![2]
+    );
 }
 
 #[test]

@@ -65,14 +65,16 @@ fn metrics() -> impl Strategy<Value = EndpointMetrics> {
         lora(),
         prop::option::of(0u64..=1_000),
     )
-        .prop_map(|(waiting, running, kv_utilization, lora, scraped)| EndpointMetrics {
-            waiting,
-            running,
-            kv_utilization,
-            lora,
-            scraped_at: scraped.map(Timestamp::from_millis),
-            ..Default::default()
-        })
+        .prop_map(
+            |(waiting, running, kv_utilization, lora, scraped)| EndpointMetrics {
+                waiting,
+                running,
+                kv_utilization,
+                lora,
+                scraped_at: scraped.map(Timestamp::from_millis),
+                ..Default::default()
+            },
+        )
 }
 
 fn all_scorers() -> Vec<(&'static str, Box<dyn Scorer>)> {
@@ -239,5 +241,8 @@ fn stale_candidates_do_not_shift_the_normalization_of_fresh_ones() {
         endpoint(2, fresh(5, 0, 0.0)),
     ];
     let scores = score(&QueueScorer, &request("r"), &endpoints);
-    assert_eq!(scores, vec![Score::new(1.0), Score::NEUTRAL, Score::new(0.0)]);
+    assert_eq!(
+        scores,
+        vec![Score::new(1.0), Score::NEUTRAL, Score::new(0.0)]
+    );
 }
