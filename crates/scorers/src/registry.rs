@@ -3,7 +3,7 @@
 use shepherd_scheduler_core::config::Registry;
 
 use crate::filters::lora_affinity as lora_filter;
-use crate::pickers::factories;
+use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
 use crate::scorers::{
     active_request, kv_cache, lora_affinity, queue, running_requests, session_affinity,
@@ -42,8 +42,8 @@ pub fn builtin_registry() -> Registry {
         .register(lora_affinity::TYPE_NAME, lora_affinity::factory)
         .register(session_affinity::TYPE_NAME, session_affinity::factory)
         .register(lora_filter::TYPE_NAME, lora_filter::factory)
-        .register(factories::MAX_SCORE, factories::max_score)
-        .register(factories::RANDOM, factories::random)
-        .register(factories::WEIGHTED_RANDOM, factories::weighted_random);
+        .register(max_score::TYPE_NAME, max_score::factory)
+        .register(random::TYPE_NAME, random::factory)
+        .register(weighted_random::TYPE_NAME, weighted_random::factory);
     registry
 }

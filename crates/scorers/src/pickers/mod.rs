@@ -11,20 +11,13 @@
 //! | `random-picker` | uniform | uniform, without replacement |
 //! | `weighted-random-picker` | probability ∝ total | weighted sampling without replacement |
 
-mod max_score;
+pub mod max_score;
 mod parameters;
-mod random;
+pub mod random;
 mod ranking;
-mod weighted_random;
+pub mod weighted_random;
 
 pub use max_score::MaxScorePicker;
 pub use parameters::PickerParameters;
 pub use random::RandomPicker;
 pub use weighted_random::WeightedRandomPicker;
-
-/// Registry type names and factories of the pickers.
-pub mod factories {
-    pub use super::max_score::{TYPE_NAME as MAX_SCORE, factory as max_score};
-    pub use super::random::{TYPE_NAME as RANDOM, factory as random};
-    pub use super::weighted_random::{TYPE_NAME as WEIGHTED_RANDOM, factory as weighted_random};
-}

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ahash::AHashMap;
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 use shepherd_scheduler_core::clock::Timestamp;
 use shepherd_scheduler_core::endpoint::EndpointId;
 
@@ -33,13 +33,13 @@ impl Inner {
     }
 }
 
-/// Session hash → endpoint, holding at most `capacity` sessions, each forgotten `ttl` after its
+/// Session hash → endpoint (read-mostly: lookups share a read lock), holding at most `capacity` sessions, each forgotten `ttl` after its
 /// last pick.
 #[derive(Debug)]
 pub(crate) struct SessionStore {
     capacity: usize,
     ttl: Duration,
-    inner: Mutex<Inner>,
+    inner: RwLock<Inner>,
 }
 
 impl SessionStore {
@@ -48,13 +48,13 @@ impl SessionStore {
         SessionStore {
             capacity: capacity.max(1),
             ttl,
-            inner: Mutex::new(Inner::default()),
+            inner: RwLock::new(Inner::default()),
         }
     }
 
     /// The endpoint that last served `session`, unless it expired by `now`.
     pub(crate) fn get(&self, session: u64, now: Timestamp) -> Option<EndpointId> {
-        let inner = self.inner.lock();
+        let inner = self.inner.read();
         let entry = inner.entries.get(&session)?;
         (now.saturating_since(entry.last_used) <= self.ttl).then_some(entry.endpoint)
     }
@@ -62,7 +62,7 @@ impl SessionStore {
     /// Remembers that `endpoint` served `session` at `now`, evicting expired sessions and then
     /// the least recently used ones beyond capacity.
     pub(crate) fn record(&self, session: u64, endpoint: EndpointId, now: Timestamp) {
-        let mut inner = self.inner.lock();
+        let mut inner = self.inner.write();
         inner.remove(session);
         let tick = inner.next_tick;
         inner.next_tick += 1;
@@ -90,7 +90,7 @@ impl SessionStore {
 
     /// Forgets every session served by one of `removed`.
     pub(crate) fn forget_endpoints(&self, removed: &[EndpointId]) {
-        let mut inner = self.inner.lock();
+        let mut inner = self.inner.write();
         let gone: Vec<u64> = inner
             .entries
             .iter()
@@ -104,7 +104,7 @@ impl SessionStore {
 
     /// Sessions remembered.
     pub(crate) fn len(&self) -> usize {
-        self.inner.lock().entries.len()
+        self.inner.read().entries.len()
     }
 }
 
