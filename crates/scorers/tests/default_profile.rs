@@ -76,7 +76,7 @@ fn stale_metrics_show_as_neutral_in_the_breakdown() {
     clock.advance(std::time::Duration::from_secs(1)); // both scrapes are now stale
     let scheduler = build_default_scheduler(pool, clock).unwrap();
     let decision = scheduler.schedule(&request("r1")).unwrap();
-    for row in &decision.breakdown.rows {
+    for row in &decision.breakdown.rows() {
         assert!(row.scores[1].neutral && row.scores[2].neutral, "{row:?}");
     }
 }

@@ -188,7 +188,7 @@ schedulingProfiles:
     let decision = scheduler.schedule(&lora_request(Some("sql"))).unwrap();
     assert_eq!(decision.primary().address(), "127.0.0.1:8002");
     assert_eq!(
-        decision.breakdown.rows.len(),
+        decision.breakdown.rows().len(),
         2,
         "the chat-only endpoint was filtered out"
     );

@@ -96,7 +96,7 @@ proptest! {
                 prop_assert!(members.iter().any(|m| m.id() == ep.id()));
                 prop_assert!(decision.endpoints[..k].iter().all(|e| e.id() != ep.id()));
             }
-            for row in &decision.breakdown.rows {
+            for row in &decision.breakdown.rows() {
                 prop_assert!((0.0..=WEIGHT_SUM).contains(&row.total), "{row:?}");
                 prop_assert!(row.scores.iter().all(|s| (0.0..=1.0).contains(&s.value)));
             }
