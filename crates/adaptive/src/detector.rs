@@ -24,7 +24,8 @@ use serde::Serialize;
 use crate::config::{AdaptiveConfig, Combine};
 use crate::sample::EndpointSample;
 
-/// nCV(x) = min(1, CV(x)/√(N − 1)); 0 for N ≤ 1, a zero mean, or non-finite values.
+/// nCV(x) = min(1, CV(x)/√(N − 1)); 0 for N ≤ 1, a zero mean, or non-finite values (and
+/// below 10⁻¹², which is rounding noise).
 pub fn ncv(values: &[f64]) -> f64 {
     let n = values.len();
     if n <= 1 {
@@ -38,7 +39,8 @@ pub fn ncv(values: &[f64]) -> f64 {
     let variance = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / count;
     let cv = variance.sqrt() / mean;
     let normalized = cv / (count - 1.0).sqrt();
-    if normalized.is_nan() {
+    // Rounding leaves a tiny variance for equal values that are not exactly representable.
+    if normalized.is_nan() || normalized < 1e-12 {
         0.0
     } else {
         normalized.clamp(0.0, 1.0)
