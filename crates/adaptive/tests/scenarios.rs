@@ -193,7 +193,7 @@ fn all_stale_metrics_hold_the_weights_in_force() {
 
 #[test]
 fn stale_endpoints_are_left_out_of_the_statistics() {
-    let mut ep = Episode::new(4, builtin_like_profile(), AdaptiveConfig::default());
+    let ep = Episode::new(4, builtin_like_profile(), AdaptiveConfig::default());
     // Endpoint 0 reports a huge queue but its metrics are old; the fresh three are even.
     let snapshot = ep.pool.snapshot();
     snapshot.endpoints()[0].set_metrics(EndpointMetrics {
