@@ -1,0 +1,125 @@
+//! The imbalance detector: normalized coefficients of variation and the combined signal.
+//!
+//! For values x₁..x_N (N fresh endpoints), CV(x) = σ(x)/μ(x) with the population standard
+//! deviation, and nCV(x) = min(1, CV(x)/√(N − 1)). √(N − 1) is the largest CV N non-negative
+//! values can have (all the mass on one of them), so nCV is 0 for a perfectly even pool and 1
+//! when one endpoint carries everything. nCV is 0 when N ≤ 1 or μ = 0.
+//!
+//! Stale endpoints are left out: N counts fresh endpoints only. When *every* endpoint is stale
+//! the reading has no signal at all and the configurator holds its state (see
+//! [`Reading::signal`]). When the pool is nearly idle (total load below
+//! `idleLoadPerEndpoint` × N) both nCVs are 0: a handful of requests says nothing about
+//! imbalance, and at low load affinity should win.
+//!
+//! ```
+//! use shepherd_adaptive::detector::ncv;
+//!
+//! assert_eq!(ncv(&[5.0, 5.0, 5.0, 5.0]), 0.0);
+//! assert!((ncv(&[12.0, 0.0, 0.0, 0.0]) - 1.0).abs() < 1e-12);
+//! assert_eq!(ncv(&[7.0]), 0.0);
+//! ```
+
+use serde::Serialize;
+
+use crate::config::{AdaptiveConfig, Combine};
+use crate::sample::EndpointSample;
+
+/// nCV(x) = min(1, CV(x)/√(N − 1)); 0 for N ≤ 1, a zero mean, or non-finite values (and
+/// below 10⁻¹², which is rounding noise).
+pub fn ncv(values: &[f64]) -> f64 {
+    let n = values.len();
+    if n <= 1 {
+        return 0.0;
+    }
+    let count = n as f64;
+    let mean = values.iter().sum::<f64>() / count;
+    if !(mean.is_finite() && mean > 0.0) {
+        return 0.0;
+    }
+    let variance = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / count;
+    let cv = variance.sqrt() / mean;
+    let normalized = cv / (count - 1.0).sqrt();
+    // Rounding leaves a tiny variance for equal values that are not exactly representable.
+    if normalized.is_nan() || normalized < 1e-12 {
+        0.0
+    } else {
+        normalized.clamp(0.0, 1.0)
+    }
+}
+
+/// What the detector concluded on one tick.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reading {
+    /// Endpoints in the pool.
+    pub endpoints: usize,
+    /// Endpoints with fresh metrics (the N of the statistics).
+    pub fresh: usize,
+    /// Σ pᵢ over fresh endpoints.
+    pub total_load: f64,
+    /// Whether the pool counted as nearly idle.
+    pub idle: bool,
+    /// nCV of the load.
+    pub ncv_load: f64,
+    /// nCV of the KV utilization.
+    pub ncv_kv: f64,
+    /// The combined signal s ∈ [0, 1]; `None` when every endpoint was stale (nothing known,
+    /// so the configurator holds its state). An empty pool gives `Some(0.0)`.
+    pub signal: Option<f64>,
+}
+
+/// Reads `samples` under `config`.
+pub fn detect(samples: &[EndpointSample], config: &AdaptiveConfig) -> Reading {
+    let fresh: Vec<&EndpointSample> = samples.iter().filter(|s| !s.stale).collect();
+    let total_load: f64 = fresh.iter().map(|s| s.load).sum();
+    if !samples.is_empty() && fresh.is_empty() {
+        return Reading {
+            endpoints: samples.len(),
+            fresh: 0,
+            total_load: 0.0,
+            idle: false,
+            ncv_load: 0.0,
+            ncv_kv: 0.0,
+            signal: None,
+        };
+    }
+    let idle = total_load < config.idle_load_per_endpoint * fresh.len() as f64;
+    let (ncv_load, ncv_kv) = if idle {
+        (0.0, 0.0)
+    } else {
+        let loads: Vec<f64> = fresh.iter().map(|s| s.load).collect();
+        let kvs: Vec<f64> = fresh.iter().map(|s| s.kv_utilization).collect();
+        (ncv(&loads), ncv(&kvs))
+    };
+    Reading {
+        endpoints: samples.len(),
+        fresh: fresh.len(),
+        total_load,
+        idle,
+        ncv_load,
+        ncv_kv,
+        signal: Some(combine(ncv_load, ncv_kv, config)),
+    }
+}
+
+/// Combines the two nCVs as `config.signal` says; always in `[0, 1]`.
+pub fn combine(ncv_load: f64, ncv_kv: f64, config: &AdaptiveConfig) -> f64 {
+    let s = &config.signal;
+    let (wp, wk) = (s.load_weight, s.kv_weight);
+    let value = match s.combine {
+        Combine::Max => (wp * ncv_load).max(wk * ncv_kv),
+        Combine::WeightedMean => {
+            let total = wp + wk;
+            if total > 0.0 {
+                (wp * ncv_load + wk * ncv_kv) / total
+            } else {
+                0.0
+            }
+        }
+    };
+    if value.is_nan() {
+        0.0
+    } else {
+        value.clamp(0.0, 1.0)
+    }
+}
