@@ -1,3 +1,12 @@
-//! The Shepherd simulator.
+//! # shepherd-sim
+//!
+//! A deterministic discrete-event simulator of a pool of vLLM-like model servers, driven by the
+//! same Shepherd scheduler, plugins and adaptive weights as production, and a report that
+//! compares routing policies side by side.
+//!
+//! - [`engine`]: one simulated server (continuous batching, chunked prefill, paged KV cache
+//!   with automatic prefix caching, preemption) and its step-time cost model.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
+
+pub mod engine;
