@@ -5,8 +5,13 @@
 //! compares routing policies side by side.
 //!
 //! - [`engine`]: one simulated server (continuous batching, chunked prefill, paged KV cache
-//!   with automatic prefix caching, preemption) and its step-time cost model.
+//!   with automatic prefix caching, preemption) and its step-time cost model;
+//! - [`workload`]: scenario files, traffic generators and trace replay.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod engine;
+pub mod error;
+pub mod workload;
+
+pub use error::SimError;
