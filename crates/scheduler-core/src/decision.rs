@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::endpoint::{Endpoint, InFlightGuard};
+use crate::endpoint::{Endpoint, EndpointId, InFlightGuard, PoolSnapshot};
 use crate::plugin::{Category, Score};
+use crate::profile::Profile;
 
 /// The scheduler's answer for one request.
 ///
@@ -14,8 +15,6 @@ use crate::plugin::{Category, Score};
 /// flight there until the decision (or the guard taken out of it) is dropped.
 #[derive(Debug)]
 pub struct Decision {
-    /// The profile that produced it.
-    pub profile: Arc<str>,
     /// Primary first, then the fallbacks in order.
     pub endpoints: Vec<Arc<Endpoint>>,
     /// In-flight guard on the primary.
@@ -33,6 +32,11 @@ impl Decision {
     /// The ordered fallbacks.
     pub fn fallbacks(&self) -> &[Arc<Endpoint>] {
         self.endpoints.get(1..).unwrap_or(&[])
+    }
+
+    /// The name of the profile that decided.
+    pub fn profile(&self) -> &str {
+        self.breakdown.profile.name()
     }
 
     /// `ip:port[,ip:port...]`: the value of `x-gateway-destination-endpoint`.
@@ -62,7 +66,7 @@ pub struct ScorerColumn {
 /// One candidate's row in a [`Breakdown`].
 #[derive(Debug, Clone, Serialize)]
 pub struct BreakdownRow {
-    /// Candidate address.
+    /// Candidate address (empty if the endpoint has since left the pool's snapshot).
     pub address: Arc<str>,
     /// One score per scorer column.
     pub scores: Vec<Score>,
@@ -74,39 +78,156 @@ pub struct BreakdownRow {
 
 /// Every scorer's raw score and weight for every candidate that survived the filters, so any
 /// pick can be explained.
-#[derive(Debug, Clone, Default, Serialize)]
+///
+/// It is recorded cheaply on the request path (flat arrays, no per-row allocation); the row and
+/// column views are built when asked for.
 pub struct Breakdown {
+    pub(crate) candidates_before_filters: usize,
+    pub(crate) profile: Arc<Profile>,
+    pub(crate) weights: Vec<f64>,
+    pub(crate) snapshot: Arc<PoolSnapshot>,
+    pub(crate) candidates: Vec<EndpointId>,
+    /// Column-major: `scores[s * n + i]` is scorer `s` on candidate `i`.
+    pub(crate) scores: Vec<Score>,
+    pub(crate) totals: Vec<f64>,
+    pub(crate) picked: Vec<usize>,
+}
+
+impl Breakdown {
     /// Candidates before filtering.
-    pub candidates_before_filters: usize,
-    /// The scorer columns.
-    pub scorers: Vec<ScorerColumn>,
-    /// Picker plugin name.
-    pub picker: Arc<str>,
+    pub fn candidates_before_filters(&self) -> usize {
+        self.candidates_before_filters
+    }
+
+    /// Number of scored candidates (after filters).
+    pub fn len(&self) -> usize {
+        self.candidates.len()
+    }
+
+    /// Whether no candidate was scored.
+    pub fn is_empty(&self) -> bool {
+        self.candidates.is_empty()
+    }
+
+    /// The scored candidates' ids, in scoring order.
+    pub fn candidates(&self) -> &[EndpointId] {
+        &self.candidates
+    }
+
+    /// Scorer `s`'s score for candidate `i`.
+    pub fn score(&self, s: usize, i: usize) -> Option<Score> {
+        self.scores.get(s * self.candidates.len() + i).copied()
+    }
+
+    /// Candidate `i`'s weighted total.
+    pub fn total(&self, i: usize) -> Option<f64> {
+        self.totals.get(i).copied()
+    }
+
+    /// Candidate indexes picked, primary first.
+    pub fn picked(&self) -> &[usize] {
+        &self.picked
+    }
+
+    /// The picker's plugin name.
+    pub fn picker(&self) -> &str {
+        self.profile.picker_name()
+    }
+
+    /// The scorer columns with the weights in force for this pick.
+    pub fn scorers(&self) -> Vec<ScorerColumn> {
+        self.profile
+            .scorers()
+            .iter()
+            .zip(&self.weights)
+            .map(|(e, &weight)| ScorerColumn {
+                name: Arc::clone(&e.name),
+                category: e.category,
+                weight,
+            })
+            .collect()
+    }
+
     /// One row per scored candidate.
-    pub rows: Vec<BreakdownRow>,
+    pub fn rows(&self) -> Vec<BreakdownRow> {
+        let n = self.candidates.len();
+        let m = self.weights.len();
+        let mut rank = vec![None; n];
+        for (r, &i) in self.picked.iter().enumerate() {
+            if let Some(slot) = rank.get_mut(i) {
+                *slot = Some(r);
+            }
+        }
+        self.candidates
+            .iter()
+            .enumerate()
+            .map(|(i, id)| BreakdownRow {
+                address: self
+                    .snapshot
+                    .get(*id)
+                    .map(|e| Arc::clone(e.address_arc()))
+                    .unwrap_or_else(|| Arc::from("")),
+                scores: (0..m).map(|s| self.scores[s * n + i]).collect(),
+                total: self.totals[i],
+                rank: rank[i],
+            })
+            .collect()
+    }
+}
+
+impl fmt::Debug for Breakdown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breakdown")
+            .field("profile", &self.profile.name())
+            .field("scorers", &self.scorers())
+            .field("rows", &self.rows())
+            .finish()
+    }
+}
+
+impl Serialize for Breakdown {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct View<'a> {
+            profile: &'a str,
+            picker: &'a str,
+            candidates_before_filters: usize,
+            scorers: Vec<ScorerColumn>,
+            rows: Vec<BreakdownRow>,
+        }
+        View {
+            profile: self.profile.name(),
+            picker: self.picker(),
+            candidates_before_filters: self.candidates_before_filters,
+            scorers: self.scorers(),
+            rows: self.rows(),
+        }
+        .serialize(serializer)
+    }
 }
 
 impl fmt::Display for Breakdown {
     /// A small text table, picked rows marked with their rank.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:<24}", "endpoint")?;
-        for c in &self.scorers {
-            write!(f, " {:>18}", format!("{}×{:.2}", c.name, c.weight))?;
+        for c in self.scorers() {
+            write!(f, " {:>30}", format!("{}×{:.2}", c.name, c.weight))?;
         }
         writeln!(f, " {:>8} {:>5}", "total", "rank")?;
-        for row in &self.rows {
+        for row in self.rows() {
             write!(f, "{:<24}", row.address)?;
             for s in &row.scores {
                 let mark = if s.neutral { "~" } else { " " };
-                write!(f, " {:>17.3}{}", s.value, mark)?;
+                write!(f, " {:>29.3}{}", s.value, mark)?;
             }
             let rank = row.rank.map(|r| r.to_string()).unwrap_or_default();
             writeln!(f, " {:>8.3} {:>5}", row.total, rank)?;
         }
         write!(
             f,
-            "(~ = neutral: the scorer could not judge; picker: {})",
-            self.picker
+            "(~ = neutral: the scorer could not judge; profile: {}; picker: {})",
+            self.profile.name(),
+            self.picker()
         )
     }
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::clock::{Clock, SystemClock};
-use crate::decision::{Breakdown, BreakdownRow, Decision, ScorerColumn};
+use crate::decision::{Breakdown, Decision};
 use crate::endpoint::{Endpoint, Pool};
 use crate::plugin::{Completion, CompletionHook, CycleState, Score};
 use crate::profile::Profile;
@@ -74,6 +74,10 @@ pub struct ScheduleOptions<'a> {
     pub subset: Option<&'a [String]>,
     /// Run this profile instead of the default one.
     pub profile: Option<&'a str>,
+    /// Score and pick without running pick hooks (nothing is recorded in the prefix index or
+    /// session tables): "which endpoint would serve this?", for explain views and benchmarks.
+    /// The decision still holds an in-flight guard; drop it at once.
+    pub dry_run: bool,
 }
 
 /// Runs scheduling profiles over a pool.
@@ -206,41 +210,24 @@ impl Scheduler {
         };
 
         let primary = candidates[primary_index];
-        for hook in profile.pick_hooks() {
-            hook.on_pick(&mut cycle, primary);
+        if !options.dry_run {
+            for hook in profile.pick_hooks() {
+                hook.on_pick(&mut cycle, primary);
+            }
         }
         let guard = primary.start_request(request.prompt.estimated_tokens() as u64);
 
-        let mut rank = vec![None; n];
-        for (r, &i) in picked.iter().enumerate() {
-            rank[i] = Some(r);
-        }
-        let rows = candidates
-            .iter()
-            .enumerate()
-            .map(|(i, e)| BreakdownRow {
-                address: Arc::clone(e.address_arc()),
-                scores: (0..scorers.len()).map(|s| scores[s * n + i]).collect(),
-                total: totals[i],
-                rank: rank[i],
-            })
-            .collect();
         let breakdown = Breakdown {
             candidates_before_filters: before_filters,
-            scorers: scorers
-                .iter()
-                .enumerate()
-                .map(|(s, e)| ScorerColumn {
-                    name: Arc::clone(&e.name),
-                    category: e.category,
-                    weight: weights.get(s),
-                })
-                .collect(),
-            picker: Arc::from(profile.picker_name()),
-            rows,
+            profile: Arc::clone(profile),
+            weights: weights.as_slice().to_vec(),
+            snapshot: Arc::clone(&snapshot),
+            candidates: candidates.iter().map(|e| e.id()).collect(),
+            scores,
+            totals,
+            picked: picked.clone(),
         };
         Ok(Decision {
-            profile: Arc::clone(profile.name_arc()),
             endpoints: picked.iter().map(|&i| Arc::clone(candidates[i])).collect(),
             guard,
             breakdown,

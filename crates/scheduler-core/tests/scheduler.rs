@@ -112,7 +112,11 @@ fn request() -> InferenceRequest {
 }
 
 fn opts<'a>(subset: Option<&'a [String]>, profile: Option<&'a str>) -> ScheduleOptions<'a> {
-    ScheduleOptions { subset, profile }
+    ScheduleOptions {
+        subset,
+        profile,
+        dry_run: false,
+    }
 }
 
 #[test]
@@ -133,9 +137,9 @@ fn weighted_sum_decides_and_breakdown_explains() {
         d.destination_header(),
         "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
     );
-    assert_eq!(d.breakdown.scorers.len(), 2);
-    assert_eq!(d.breakdown.rows.len(), 5);
-    let row = &d.breakdown.rows[0];
+    assert_eq!(d.breakdown.scorers().len(), 2);
+    assert_eq!(d.breakdown.rows().len(), 5);
+    let row = &d.breakdown.rows()[0];
     assert!((row.total - (1.0 * 0.1 + 3.0 * 0.9)).abs() < 1e-9);
     assert_eq!(row.rank, Some(0));
     let text = d.breakdown.to_string();
@@ -167,7 +171,7 @@ fn live_weights_change_the_pick_without_rebuilding() {
     );
     let d = s.schedule(&request()).unwrap();
     assert_eq!(d.primary().address(), "127.0.0.1:5");
-    assert_eq!(d.breakdown.scorers[0].weight, 3.0);
+    assert_eq!(d.breakdown.scorers()[0].weight, 3.0);
     weights.reset();
     assert_eq!(
         s.schedule(&request()).unwrap().primary().address(),
@@ -185,7 +189,7 @@ fn garbage_scores_are_clamped() {
         .build()
         .unwrap();
     let d = s.schedule(&request()).unwrap();
-    for row in &d.breakdown.rows {
+    for row in &d.breakdown.rows() {
         assert!(row.total.is_finite() && (0.0..=1.0).contains(&row.total));
     }
     assert_eq!(
@@ -219,8 +223,8 @@ fn filters_subsets_and_errors() {
         .unwrap();
     let d = s.schedule(&request()).unwrap();
     assert_eq!(d.primary().address(), "127.0.0.1:4");
-    assert_eq!(d.breakdown.candidates_before_filters, 5);
-    assert_eq!(d.breakdown.rows.len(), 2);
+    assert_eq!(d.breakdown.candidates_before_filters(), 5);
+    assert_eq!(d.breakdown.rows().len(), 2);
 
     let subset = vec!["127.0.0.1:2".to_string(), "127.0.0.1:3".to_string()];
     let d = s
@@ -276,6 +280,16 @@ fn hooks_run_and_guard_counts_in_flight() {
         .build()
         .unwrap();
     let req = InferenceRequest::new("r", "m", Prompt::Tokens(vec![1; 40]));
+    let dry = ScheduleOptions {
+        dry_run: true,
+        ..Default::default()
+    };
+    drop(s.schedule_with(&req, dry).unwrap());
+    assert_eq!(
+        hook.0.load(Ordering::Relaxed),
+        0,
+        "a dry run runs no pick hook"
+    );
     let d = s.schedule(&req).unwrap();
     assert_eq!(hook.0.load(Ordering::Relaxed), 1);
     let ep = Arc::clone(d.primary());

@@ -19,6 +19,7 @@ pub trait MembershipListener: Send + Sync {
 pub struct PoolSnapshot {
     endpoints: Vec<Arc<Endpoint>>,
     by_address: AHashMap<Arc<str>, usize>,
+    by_id: AHashMap<EndpointId, usize>,
 }
 
 impl PoolSnapshot {
@@ -29,9 +30,15 @@ impl PoolSnapshot {
             .enumerate()
             .map(|(i, e)| (Arc::clone(e.address_arc()), i))
             .collect();
+        let by_id = endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.id(), i))
+            .collect();
         PoolSnapshot {
             endpoints,
             by_address,
+            by_id,
         }
     }
 
@@ -48,6 +55,11 @@ impl PoolSnapshot {
     /// Whether the pool is empty.
     pub fn is_empty(&self) -> bool {
         self.endpoints.is_empty()
+    }
+
+    /// The member with `id`, when present.
+    pub fn get(&self, id: EndpointId) -> Option<&Arc<Endpoint>> {
+        self.by_id.get(&id).map(|&i| &self.endpoints[i])
     }
 
     /// The member at `address`, when present.
