@@ -1,1 +1,4 @@
-//! Shared helpers for the benchmarks.
+//! Shared helpers for the benchmarks: deterministic prompts, pools and timing.
+#![forbid(unsafe_code)]
+
+pub mod workload;

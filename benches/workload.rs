@@ -1,0 +1,56 @@
+//! Deterministic prompts and pools for the benchmarks.
+
+use std::sync::Arc;
+
+use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
+use shepherd_scheduler_core::endpoint::{EndpointMetrics, Pool};
+use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
+use shepherd_scheduler_core::rng::PickRng;
+
+/// `len` bytes of printable ASCII, deterministic in `seed`.
+pub fn text(seed: u64, len: usize) -> String {
+    let mut rng = PickRng::seed_from(seed);
+    let mut out = String::with_capacity(len);
+    while out.len() < len {
+        let word = rng.next_u64();
+        for b in word.to_le_bytes() {
+            if out.len() == len {
+                break;
+            }
+            out.push((b' ' + (b % 94)) as char);
+        }
+    }
+    out
+}
+
+/// A prompt of `shared` bytes from group `group` followed by `unique` bytes unique to `id`.
+pub fn grouped_prompt(group: u64, id: u64, shared: usize, unique: usize) -> String {
+    let mut prompt = text(0xA11CE ^ group.wrapping_mul(0x9E37_79B9), shared);
+    prompt.push_str(&text(0xB0B ^ id.wrapping_mul(0xC2B2_AE35), unique));
+    prompt
+}
+
+/// A request for model `bench-model` with `prompt`.
+pub fn request(id: u64, prompt: String) -> InferenceRequest {
+    InferenceRequest::new(format!("r{id}"), "bench-model", Prompt::Text(prompt))
+}
+
+/// A pool of `n` loopback endpoints with fresh, varied metrics, and the clock they are fresh at.
+pub fn pool(n: usize) -> (Arc<Pool>, Arc<ManualClock>) {
+    let pool = Arc::new(Pool::new());
+    pool.set_members((0..n).map(|i| format!("127.0.{}.{}:8000", i / 250, i % 250 + 1)));
+    let clock = Arc::new(ManualClock::at(Timestamp::from_millis(1_000)));
+    let mut rng = PickRng::seed_from(7);
+    for ep in pool.snapshot().endpoints() {
+        ep.set_metrics(EndpointMetrics {
+            waiting: rng.below(8) as u32,
+            running: rng.below(64) as u32,
+            kv_utilization: rng.unit_f64() * 0.9,
+            num_gpu_blocks: Some(24_000),
+            block_size: Some(16),
+            scraped_at: Some(Timestamp::from_millis(1_000)),
+            ..Default::default()
+        });
+    }
+    (pool, clock)
+}

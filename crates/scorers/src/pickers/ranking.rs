@@ -1,0 +1,71 @@
+//! Ordering candidates by a key with random tie-breaking.
+
+/// A candidate's sort key: larger `key` first, then larger `tie` (a random draw), then lower
+/// `index` (only reached if two 64-bit draws collide, which keeps the order total).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ranked {
+    pub(crate) key: f64,
+    pub(crate) tie: u64,
+    pub(crate) index: usize,
+}
+
+fn best_first(a: &Ranked, b: &Ranked) -> std::cmp::Ordering {
+    b.key
+        .total_cmp(&a.key)
+        .then(b.tie.cmp(&a.tie))
+        .then(a.index.cmp(&b.index))
+}
+
+/// The indexes of the `count` best entries, best first. Selects before sorting, so the cost is
+/// linear in the candidates plus `count · log count`.
+pub(crate) fn top(mut ranked: Vec<Ranked>, count: usize) -> Vec<usize> {
+    let count = count.min(ranked.len());
+    if count == 0 {
+        return Vec::new();
+    }
+    if count < ranked.len() {
+        ranked.select_nth_unstable_by(count - 1, best_first);
+        ranked.truncate(count);
+    }
+    ranked.sort_unstable_by(best_first);
+    ranked.into_iter().map(|r| r.index).collect()
+}
+
+/// A total that sorts sensibly: NaN ranks below everything.
+pub(crate) fn sane_total(t: f64) -> f64 {
+    if t.is_nan() { f64::NEG_INFINITY } else { t }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orders_by_key_then_tie() {
+        let ranked = vec![
+            Ranked {
+                key: 1.0,
+                tie: 5,
+                index: 0,
+            },
+            Ranked {
+                key: 2.0,
+                tie: 0,
+                index: 1,
+            },
+            Ranked {
+                key: 1.0,
+                tie: 9,
+                index: 2,
+            },
+            Ranked {
+                key: f64::NEG_INFINITY,
+                tie: 1,
+                index: 3,
+            },
+        ];
+        assert_eq!(top(ranked.clone(), 4), vec![1, 2, 0, 3]);
+        assert_eq!(top(ranked.clone(), 2), vec![1, 2]);
+        assert_eq!(top(ranked, 0), Vec::<usize>::new());
+    }
+}

@@ -1,0 +1,49 @@
+//! The registry of every built-in plugin type.
+
+use shepherd_scheduler_core::config::Registry;
+
+use crate::filters::lora_affinity as lora_filter;
+use crate::pickers::{max_score, random, weighted_random};
+use crate::prefix_cache;
+use crate::scorers::{
+    active_request, kv_cache, lora_affinity, queue, running_requests, session_affinity,
+};
+
+/// A [`Registry`] holding every built-in plugin type under the Gateway API Inference
+/// Extension's type names:
+///
+/// - scorers: `prefix-cache-scorer`, `kv-cache-utilization-scorer` (also under its older name
+///   `kv-cache-scorer`), `queue-scorer`, `running-requests-size-scorer`,
+///   `active-request-scorer`, `lora-affinity-scorer`, `session-affinity-scorer`;
+/// - filters: `lora-affinity-filter`;
+/// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
+///
+/// A plugin author adds a type with one more call:
+///
+/// ```
+/// use std::sync::Arc;
+/// use shepherd_scheduler_core::plugin::PluginInstance;
+/// use shepherd_scorers::{builtin_registry, scorers::QueueScorer};
+///
+/// let mut registry = builtin_registry();
+/// registry.register("my-queue-scorer", |_args| Ok(PluginInstance::scorer(Arc::new(QueueScorer))));
+/// assert!(registry.contains("my-queue-scorer"));
+/// assert!(registry.contains("prefix-cache-scorer"));
+/// ```
+pub fn builtin_registry() -> Registry {
+    let mut registry = Registry::new();
+    registry
+        .register(prefix_cache::TYPE_NAME, prefix_cache::factory)
+        .register(kv_cache::TYPE_NAME, kv_cache::factory)
+        .register(kv_cache::LEGACY_TYPE_NAME, kv_cache::factory)
+        .register(queue::TYPE_NAME, queue::factory)
+        .register(running_requests::TYPE_NAME, running_requests::factory)
+        .register(active_request::TYPE_NAME, active_request::factory)
+        .register(lora_affinity::TYPE_NAME, lora_affinity::factory)
+        .register(session_affinity::TYPE_NAME, session_affinity::factory)
+        .register(lora_filter::TYPE_NAME, lora_filter::factory)
+        .register(max_score::TYPE_NAME, max_score::factory)
+        .register(random::TYPE_NAME, random::factory)
+        .register(weighted_random::TYPE_NAME, weighted_random::factory);
+    registry
+}

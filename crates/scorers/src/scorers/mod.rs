@@ -1,0 +1,31 @@
+//! The built-in scorers, one per file.
+//!
+//! | type name | category | scores |
+//! |---|---|---|
+//! | `kv-cache-utilization-scorer` | distribution | 1 − KV-cache utilization |
+//! | `queue-scorer` | distribution | fewest waiting requests (min-max) |
+//! | `running-requests-size-scorer` | distribution | fewest running requests (min-max) |
+//! | `active-request-scorer` | distribution | fewest requests in flight from this scheduler (min-max) |
+//! | `lora-affinity-scorer` | affinity | adapter running 1, room to load 0.8, waiting 0.6, else 0 |
+//! | `session-affinity-scorer` | affinity | 1 for the endpoint that served the session before |
+//!
+//! Scorers that read scraped metrics give [`Score::NEUTRAL`](shepherd_scheduler_core::plugin::Score::NEUTRAL)
+//! to a candidate whose metrics are stale (older than the cycle's staleness bound, or never
+//! scraped): they cannot judge it, and neither reward nor punish it. The breakdown marks such
+//! scores as neutral.
+
+pub mod active_request;
+pub mod kv_cache;
+pub mod lora_affinity;
+mod normalize;
+pub mod queue;
+pub mod running_requests;
+pub mod session_affinity;
+mod session_store;
+
+pub use active_request::ActiveRequestScorer;
+pub use kv_cache::KvCacheUtilizationScorer;
+pub use lora_affinity::LoraAffinityScorer;
+pub use queue::QueueScorer;
+pub use running_requests::RunningRequestsScorer;
+pub use session_affinity::{SessionAffinityParameters, SessionAffinityScorer};
