@@ -10,12 +10,7 @@ use crate::runner::TickDriver;
 
 /// The registry of built-in plugins.
 pub(crate) fn base_registry() -> Registry {
-    let mut registry = Registry::new();
-    registry.register(
-        shepherd_scorers::prefix_cache::TYPE_NAME,
-        shepherd_scorers::prefix_cache::factory,
-    );
-    registry
+    shepherd_scorers::builtin_registry()
 }
 
 /// The adaptive controller for `policy`, bound to the default profile of `scheduler`.
