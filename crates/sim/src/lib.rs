@@ -1,3 +1,25 @@
-//! The Shepherd simulator.
+//! # shepherd-sim
+//!
+//! A deterministic discrete-event simulator of a pool of vLLM-like model servers, driven by the
+//! same Shepherd scheduler, plugins and adaptive weights as production, and a report that
+//! compares routing policies side by side.
+//!
+//! - [`engine`]: one simulated server (continuous batching, chunked prefill, paged KV cache
+//!   with automatic prefix caching, preemption) and its step-time cost model;
+//! - [`workload`]: scenario files, traffic generators and trace replay;
+//! - [`policy`]: the routing policies compared, as Shepherd configs;
+//! - [`runner`]: the discrete-event loop that runs a scenario under a policy.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
+
+mod adaptive;
+pub mod compare;
+pub mod engine;
+pub mod error;
+pub mod policy;
+pub mod report;
+pub mod runner;
+pub mod svg;
+pub mod workload;
+
+pub use error::SimError;

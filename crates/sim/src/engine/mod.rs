@@ -1,0 +1,529 @@
+//! One simulated vLLM-like model server (the V1 engine's scheduler and KV cache).
+//!
+//! Each step serves the running requests first (a decode computes one token; an unfinished
+//! prefill computes its next chunk within the step's token budget), then, unless someone had
+//! to be preempted, admits waiting requests first come first served while under
+//! `max_num_seqs`, the step token budget `max_num_batched_tokens`, and the free KV blocks.
+//! Admission reuses cached blocks of the request's prefix (at least one prompt token is always
+//! recomputed). When a running request needs a block and none is free, the most recently
+//! admitted request is preempted: its blocks are freed and it goes back to the front of the
+//! queue, to be recomputed later.
+//!
+//! The engine never reads a clock: the driver calls [`Engine::begin_step`] at a time of its
+//! choosing, waits the returned duration (simulated or real), then calls
+//! [`Engine::finish_step`], and drains the [`EngineEvent`]s.
+//!
+//! ```
+//! use shepherd_sim::engine::{Engine, EngineConfig, EngineEvent, EngineRequest};
+//!
+//! let mut engine = Engine::new(EngineConfig::h100_llama8b());
+//! let request = EngineRequest { id: 1, prompt_len: 100, output_len: 2, block_hashes: vec![11, 12, 13, 14, 15, 16] };
+//! engine.add_request(request, 0).unwrap();
+//! let mut now = 0;
+//! while let Some(d) = engine.begin_step(now) {
+//!     now += d;
+//!     engine.finish_step(now);
+//! }
+//! let events = engine.drain_events();
+//! assert!(matches!(events.last(), Some(EngineEvent::Finished { id: 1, .. })));
+//! ```
+
+mod cost;
+mod kv;
+
+use std::collections::VecDeque;
+
+use ahash::AHashMap;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+pub use cost::{BatchShape, CostModel};
+pub use kv::BlockPool;
+
+/// Engine geometry, limits and step-time model.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Tokens per KV block.
+    pub block_size: u32,
+    /// KV blocks on the GPU.
+    pub num_gpu_blocks: u32,
+    /// Most requests in a batch.
+    pub max_num_seqs: u32,
+    /// Token budget of one step.
+    pub max_num_batched_tokens: u32,
+    /// Step-time model.
+    pub cost: CostModel,
+}
+
+impl EngineConfig {
+    /// Llama-3-8B on one H100 80GB (vLLM V1 defaults for online serving).
+    pub fn h100_llama8b() -> Self {
+        EngineConfig {
+            block_size: 16,
+            num_gpu_blocks: 24_000,
+            max_num_seqs: 256,
+            max_num_batched_tokens: 8192,
+            cost: CostModel::h100_llama8b(),
+        }
+    }
+
+    /// Llama-3-8B on one A100 80GB.
+    pub fn a100_llama8b() -> Self {
+        EngineConfig {
+            block_size: 16,
+            num_gpu_blocks: 23_000,
+            max_num_seqs: 256,
+            max_num_batched_tokens: 8192,
+            cost: CostModel::a100_llama8b(),
+        }
+    }
+
+    /// The preset called `name` (`h100-llama8b` or `a100-llama8b`).
+    pub fn preset(name: &str) -> Option<Self> {
+        match name {
+            "h100-llama8b" | "h100" => Some(Self::h100_llama8b()),
+            "a100-llama8b" | "a100" => Some(Self::a100_llama8b()),
+            _ => None,
+        }
+    }
+
+    /// Names of the presets.
+    pub const PRESETS: &'static [&'static str] = &["h100-llama8b", "a100-llama8b"];
+}
+
+/// A request as the engine sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineRequest {
+    /// Caller's id, unique among live requests.
+    pub id: u64,
+    /// Prompt tokens (at least 1).
+    pub prompt_len: u32,
+    /// Tokens to generate (at least 1).
+    pub output_len: u32,
+    /// Chained hash of every full block of the prompt followed by the output; blocks beyond
+    /// the list are never cached.
+    pub block_hashes: Vec<u64>,
+}
+
+/// Why the engine refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum EngineError {
+    /// Prompt or output is empty.
+    #[error("request {0}: prompt and output must each have at least one token")]
+    Empty(u64),
+    /// The request can never fit in the KV cache.
+    #[error("request {id}: needs {needed} KV blocks, the cache has {capacity}")]
+    TooLong {
+        /// Request id.
+        id: u64,
+        /// Blocks it needs.
+        needed: u64,
+        /// Blocks the engine has.
+        capacity: u32,
+    },
+    /// The id is already in use.
+    #[error("request {0}: id already in use")]
+    DuplicateId(u64),
+}
+
+/// Something that happened to a request during a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineEvent {
+    /// The request was put in a batch for the first time (at the step's start).
+    Scheduled {
+        /// Request id.
+        id: u64,
+    },
+    /// The first output token was produced (at the step's end).
+    FirstToken {
+        /// Request id.
+        id: u64,
+    },
+    /// The last output token was produced; the request left the engine.
+    Finished {
+        /// Request id.
+        id: u64,
+        /// Prompt tokens found in the prefix cache at first admission.
+        cached_tokens: u32,
+        /// Times it was preempted.
+        preemptions: u32,
+    },
+}
+
+/// What a server's `/metrics` would say right now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EngineSnapshot {
+    /// Requests waiting.
+    pub waiting: u32,
+    /// Requests running.
+    pub running: u32,
+    /// Fraction of KV blocks in use.
+    pub kv_utilization: f64,
+    /// Tokens per block.
+    pub block_size: u32,
+    /// Blocks in total.
+    pub num_gpu_blocks: u32,
+}
+
+#[derive(Debug)]
+struct Seq {
+    req: EngineRequest,
+    num_computed: u32,
+    num_generated: u32,
+    blocks: Vec<u32>,
+    registered: usize,
+    admitted_once: bool,
+    produced_first: bool,
+    cached_tokens: u32,
+    preemptions: u32,
+}
+
+impl Seq {
+    fn num_tokens(&self) -> u32 {
+        self.req.prompt_len + self.num_generated
+    }
+}
+
+/// Counters over the engine's life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Steps run.
+    pub steps: u64,
+    /// Preemptions.
+    pub preemptions: u64,
+    /// Prompt tokens admitted for the first time.
+    pub prompt_tokens: u64,
+    /// Of those, tokens found in the prefix cache.
+    pub cached_tokens: u64,
+    /// Tokens generated.
+    pub generated_tokens: u64,
+}
+
+/// One simulated model server.
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+    pool: BlockPool,
+    seqs: AHashMap<u64, Seq>,
+    running: Vec<u64>,
+    waiting: VecDeque<u64>,
+    batch: Vec<(u64, u32)>,
+    in_step: bool,
+    events: Vec<EngineEvent>,
+    stats: EngineStats,
+}
+
+impl Engine {
+    /// An idle engine.
+    pub fn new(config: EngineConfig) -> Self {
+        let config = EngineConfig {
+            block_size: config.block_size.max(1),
+            max_num_seqs: config.max_num_seqs.max(1),
+            max_num_batched_tokens: config.max_num_batched_tokens.max(1),
+            ..config
+        };
+        Engine {
+            pool: BlockPool::new(config.num_gpu_blocks),
+            config,
+            seqs: AHashMap::new(),
+            running: Vec::new(),
+            waiting: VecDeque::new(),
+            batch: Vec::new(),
+            in_step: false,
+            events: Vec::new(),
+            stats: EngineStats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The KV block pool (for invariant checks).
+    pub fn block_pool(&self) -> &BlockPool {
+        &self.pool
+    }
+
+    /// Lifetime counters.
+    pub fn stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    /// Whether a step has begun and not finished.
+    pub fn in_step(&self) -> bool {
+        self.in_step
+    }
+
+    /// Whether any request is waiting or running.
+    pub fn has_work(&self) -> bool {
+        !self.running.is_empty() || !self.waiting.is_empty()
+    }
+
+    /// Queues `req` (time is only used by callers; the engine is clockless).
+    pub fn add_request(&mut self, req: EngineRequest, _now: u64) -> Result<(), EngineError> {
+        if req.prompt_len == 0 || req.output_len == 0 {
+            return Err(EngineError::Empty(req.id));
+        }
+        let needed = (u64::from(req.prompt_len) + u64::from(req.output_len))
+            .div_ceil(u64::from(self.config.block_size));
+        if needed > u64::from(self.config.num_gpu_blocks) {
+            return Err(EngineError::TooLong {
+                id: req.id,
+                needed,
+                capacity: self.config.num_gpu_blocks,
+            });
+        }
+        if self.seqs.contains_key(&req.id) {
+            return Err(EngineError::DuplicateId(req.id));
+        }
+        let id = req.id;
+        self.seqs.insert(
+            id,
+            Seq {
+                req,
+                num_computed: 0,
+                num_generated: 0,
+                blocks: Vec::new(),
+                registered: 0,
+                admitted_once: false,
+                produced_first: false,
+                cached_tokens: 0,
+                preemptions: 0,
+            },
+        );
+        self.waiting.push_back(id);
+        Ok(())
+    }
+
+    /// Removes request `id` wherever it is (a client gave up); returns whether it was here.
+    pub fn abort(&mut self, id: u64) -> bool {
+        let Some(seq) = self.seqs.remove(&id) else {
+            return false;
+        };
+        self.running.retain(|&r| r != id);
+        self.waiting.retain(|&r| r != id);
+        let tail_first: Vec<u32> = seq.blocks.iter().rev().copied().collect();
+        self.pool.release(&tail_first);
+        true
+    }
+
+    /// What the server's metrics endpoint reports now.
+    pub fn snapshot(&self) -> EngineSnapshot {
+        let total = self.pool.total_blocks().max(1) as f64;
+        EngineSnapshot {
+            waiting: self.waiting.len() as u32,
+            running: self.running.len() as u32,
+            kv_utilization: self.pool.used_blocks() as f64 / total,
+            block_size: self.config.block_size,
+            num_gpu_blocks: self.config.num_gpu_blocks,
+        }
+    }
+
+    /// Takes the events produced since the last call.
+    pub fn drain_events(&mut self) -> Vec<EngineEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Forms the next batch and returns how long the step takes in nanoseconds, or `None`
+    /// when there is nothing to run (or a step is already in progress).
+    pub fn begin_step(&mut self, _now: u64) -> Option<u64> {
+        if self.in_step {
+            return None;
+        }
+        let bs = self.config.block_size;
+        let mut budget = self.config.max_num_batched_tokens;
+        let mut shape = BatchShape::default();
+        self.batch.clear();
+        let mut preempted = false;
+
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let id = self.running[i];
+            let Some(seq) = self.seqs.get(&id) else {
+                self.running.remove(i);
+                continue;
+            };
+            let n = (seq.num_tokens() - seq.num_computed).min(budget);
+            let target = (seq.num_computed + n).div_ceil(bs) as usize;
+            let mut scheduled = true;
+            loop {
+                let have = self.seqs.get(&id).map_or(0, |s| s.blocks.len());
+                let need = target.saturating_sub(have);
+                if need <= self.pool.free_blocks() {
+                    break;
+                }
+                let Some(victim) = self.running.pop() else {
+                    scheduled = false;
+                    break;
+                };
+                self.preempt(victim);
+                preempted = true;
+                if victim == id {
+                    scheduled = false;
+                    break;
+                }
+            }
+            if !scheduled {
+                break;
+            }
+            self.grow(id, target);
+            if let Some(seq) = self.seqs.get(&id) {
+                add_to_shape(&mut shape, seq, n);
+            }
+            self.batch.push((id, n));
+            budget -= n;
+            i += 1;
+        }
+
+        while !preempted
+            && budget > 0
+            && self.running.len() < self.config.max_num_seqs as usize
+            && let Some(&id) = self.waiting.front()
+        {
+            let Some(seq) = self.seqs.get(&id) else {
+                self.waiting.pop_front();
+                continue;
+            };
+            let max_hit_blocks = ((seq.num_tokens() - 1) / bs) as usize;
+            let mut hits: Vec<u32> = Vec::new();
+            for &h in seq.req.block_hashes.iter().take(max_hit_blocks) {
+                match self.pool.lookup(h) {
+                    Some(b) => hits.push(b),
+                    None => break,
+                }
+            }
+            let hit_tokens = hits.len() as u32 * bs;
+            let n = (seq.num_tokens() - hit_tokens).min(budget);
+            let target = (hit_tokens + n).div_ceil(bs) as usize;
+            let need = target - hits.len();
+            let pinned_free = hits.iter().filter(|&&b| self.pool.is_free(b)).count();
+            if need > self.pool.free_blocks() - pinned_free {
+                break;
+            }
+            for &b in &hits {
+                self.pool.touch(b);
+            }
+            self.waiting.pop_front();
+            let Some(seq) = self.seqs.get_mut(&id) else {
+                continue;
+            };
+            seq.registered = hits.len();
+            seq.blocks = hits;
+            seq.num_computed = hit_tokens;
+            if !seq.admitted_once {
+                seq.admitted_once = true;
+                seq.cached_tokens = hit_tokens;
+                self.stats.prompt_tokens += u64::from(seq.req.prompt_len);
+                self.stats.cached_tokens += u64::from(hit_tokens);
+                self.events.push(EngineEvent::Scheduled { id });
+            }
+            self.grow(id, target);
+            if let Some(seq) = self.seqs.get(&id) {
+                add_to_shape(&mut shape, seq, n);
+            }
+            self.running.push(id);
+            self.batch.push((id, n));
+            budget -= n;
+        }
+
+        if self.batch.is_empty() {
+            return None;
+        }
+        shape.requests = self.batch.len() as u32;
+        self.in_step = true;
+        self.stats.steps += 1;
+        Some(self.config.cost.step_nanos(&shape))
+    }
+
+    /// Applies the step begun by [`Engine::begin_step`]: computed tokens, cached blocks,
+    /// sampled tokens, finished requests.
+    pub fn finish_step(&mut self, _now: u64) {
+        if !self.in_step {
+            return;
+        }
+        self.in_step = false;
+        let bs = self.config.block_size;
+        let mut finished = Vec::new();
+        for &(id, n) in &self.batch {
+            let Some(seq) = self.seqs.get_mut(&id) else {
+                continue;
+            };
+            seq.num_computed += n;
+            let full = ((seq.num_computed / bs) as usize)
+                .min(seq.req.block_hashes.len())
+                .min(seq.blocks.len());
+            for j in seq.registered..full {
+                self.pool.register(seq.blocks[j], seq.req.block_hashes[j]);
+            }
+            seq.registered = seq.registered.max(full);
+            if seq.num_computed == seq.num_tokens() {
+                seq.num_generated += 1;
+                self.stats.generated_tokens += 1;
+                if !seq.produced_first {
+                    seq.produced_first = true;
+                    self.events.push(EngineEvent::FirstToken { id });
+                }
+                if seq.num_generated >= seq.req.output_len {
+                    finished.push(id);
+                }
+            }
+        }
+        if finished.is_empty() {
+            return;
+        }
+        for id in &finished {
+            if let Some(seq) = self.seqs.remove(id) {
+                let tail_first: Vec<u32> = seq.blocks.iter().rev().copied().collect();
+                self.pool.release(&tail_first);
+                self.events.push(EngineEvent::Finished {
+                    id: *id,
+                    cached_tokens: seq.cached_tokens,
+                    preemptions: seq.preemptions,
+                });
+            }
+        }
+        self.running.retain(|r| !finished.contains(r));
+    }
+
+    fn grow(&mut self, id: u64, target: usize) {
+        let Some(seq) = self.seqs.get_mut(&id) else {
+            return;
+        };
+        while seq.blocks.len() < target {
+            match self.pool.allocate() {
+                Some(b) => seq.blocks.push(b),
+                None => break,
+            }
+        }
+    }
+
+    fn preempt(&mut self, id: u64) {
+        let Some(seq) = self.seqs.get_mut(&id) else {
+            return;
+        };
+        let tail_first: Vec<u32> = seq.blocks.iter().rev().copied().collect();
+        seq.blocks.clear();
+        seq.registered = 0;
+        seq.num_computed = 0;
+        seq.preemptions += 1;
+        self.pool.release(&tail_first);
+        self.stats.preemptions += 1;
+        self.waiting.push_front(id);
+    }
+}
+
+fn add_to_shape(shape: &mut BatchShape, seq: &Seq, n: u32) {
+    let decode = n == 1 && seq.num_generated > 0 && seq.num_computed + 1 == seq.num_tokens();
+    if decode {
+        shape.decode_tokens += 1;
+        shape.decode_context += u64::from(seq.num_computed);
+    } else {
+        shape.prefill_tokens += u64::from(n);
+        shape.prefill_pairs += f64::from(n) * (f64::from(seq.num_computed) + f64::from(n) / 2.0);
+    }
+}
+
+#[cfg(test)]
+mod tests;

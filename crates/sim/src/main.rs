@@ -1,0 +1,163 @@
+//! `shepherd-sim`: compare routing policies on simulated vLLM-like servers.
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Parser;
+use shepherd_sim::compare::{CompareOptions, compare};
+use shepherd_sim::policy::{Policy, builtin_policies, builtin_policy, sim_registry};
+use shepherd_sim::report::table;
+use shepherd_sim::workload::{Scenario, builtin_scenario, builtin_scenarios};
+use shepherd_sim::{SimError, svg};
+
+/// Simulate a pool of vLLM-like model servers and compare Shepherd routing policies.
+///
+/// With no arguments: every built-in scenario under every built-in policy, plus the
+/// zero-staleness bound; prints the table and writes report.json and SVG plots to --out.
+#[derive(Debug, Parser)]
+#[command(name = "shepherd-sim", version)]
+struct Cli {
+    /// `compare` (the default and only command).
+    #[arg(value_parser = ["compare"])]
+    command: Option<String>,
+    /// Built-in scenario name or scenario YAML file (repeatable; default: all built-ins).
+    #[arg(long)]
+    scenario: Vec<String>,
+    /// Built-in policy name (repeatable; default: all built-ins).
+    #[arg(long)]
+    policy: Vec<String>,
+    /// A Shepherd config file to compare as an extra policy (repeatable).
+    #[arg(long)]
+    config: Vec<PathBuf>,
+    /// Replay a Mooncake-format JSONL trace as a scenario.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Servers for --trace.
+    #[arg(long, default_value_t = 8)]
+    servers: u32,
+    /// Multiply trace timestamps by this (0.5 replays twice as fast).
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// Seed of every run.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Directory for report.json and the SVG plots.
+    #[arg(long, default_value = "out")]
+    out: PathBuf,
+    /// Print the JSON report to stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Worker threads (default: available cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Skip the zero-staleness bound runs.
+    #[arg(long)]
+    no_bound: bool,
+    /// No progress on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match real_main(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shepherd-sim: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn load_scenario(arg: &str) -> Result<Scenario, SimError> {
+    let path = Path::new(arg);
+    if path.exists() || arg.ends_with(".yaml") || arg.ends_with(".yml") {
+        Scenario::from_file(path)
+    } else {
+        builtin_scenario(arg)
+    }
+}
+
+fn real_main(cli: &Cli) -> Result<(), SimError> {
+    let mut scenarios = Vec::new();
+    for s in &cli.scenario {
+        scenarios.push(load_scenario(s)?);
+    }
+    if let Some(trace) = &cli.trace {
+        if !(cli.time_scale.is_finite() && cli.time_scale > 0.0) {
+            return Err(SimError::Input {
+                file: "--time-scale".into(),
+                line: 0,
+                field: "time-scale".into(),
+                reason: "must be > 0".into(),
+            });
+        }
+        scenarios.push(Scenario::for_trace(trace, cli.servers, cli.time_scale)?);
+    }
+    if scenarios.is_empty() {
+        scenarios = builtin_scenarios()?;
+    }
+    let mut policies = if cli.policy.is_empty() {
+        builtin_policies()?
+    } else {
+        cli.policy
+            .iter()
+            .map(|p| builtin_policy(p))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    for c in &cli.config {
+        policies.push(Policy::from_file(c)?);
+    }
+    let registry = sim_registry();
+    let threads = cli.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(std::num::NonZero::get)
+            .unwrap_or(1)
+    });
+    let comparison = compare(
+        &scenarios,
+        &policies,
+        &registry,
+        &CompareOptions {
+            seed: cli.seed,
+            threads,
+            fresh_bound: !cli.no_bound,
+            progress: !cli.quiet,
+        },
+    )?;
+    let json = serde_json::to_string_pretty(&comparison.report).unwrap_or_default();
+    std::fs::create_dir_all(&cli.out).map_err(|source| SimError::Io {
+        path: cli.out.display().to_string(),
+        source,
+    })?;
+    let write = |name: &str, text: &str| {
+        let path = cli.out.join(name);
+        std::fs::write(&path, text).map_err(|source| SimError::Io {
+            path: path.display().to_string(),
+            source,
+        })
+    };
+    write("report.json", &json)?;
+    for (scenario, runs) in scenarios.iter().zip(&comparison.runs) {
+        for (name, text) in svg::plots(scenario, runs) {
+            write(&name, &text)?;
+        }
+    }
+    if cli.json {
+        println!("{json}");
+    } else {
+        println!("{}", table(&comparison.report));
+    }
+    if !cli.quiet {
+        eprintln!(
+            "{} runs, {} simulated events in {:.1} s wall ({:.0}k events/s); report and plots in {}",
+            comparison.runs.iter().map(Vec::len).sum::<usize>(),
+            comparison.events,
+            comparison.wall_seconds,
+            comparison.events as f64 / comparison.wall_seconds.max(1e-9) / 1e3,
+            cli.out.display()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! Routing policies: each one a Shepherd config (YAML) run through the same core scheduler.
+//!
+//! The built-in policies use the built-in plugins, plus sim-local ones registered into the same
+//! registry: a `round-robin-picker`, and two peers reimplemented from their published
+//! algorithms (`sglang-cache-aware-scorer`, `dynamo-kv-cost-scorer`). A config with an
+//! `adaptive` section runs with the adaptive weights controller ticking on the pool.
+//!
+//! ```
+//! use shepherd_sim::policy::{Policy, builtin_policies};
+//!
+//! let all = builtin_policies().unwrap();
+//! assert!(all.iter().any(|p| p.name == "static-default"));
+//! ```
+
+mod dynamo;
+mod peer_index;
+mod round_robin;
+mod sglang;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use shepherd_scheduler_core::config::{EndpointPickerConfig, Registry};
+use shepherd_scheduler_core::plugin::PluginInstance;
+use shepherd_scheduler_core::scheduler::Scheduler;
+
+pub use round_robin::RoundRobinPicker;
+
+use crate::error::SimError;
+use crate::runner::TickDriver;
+
+/// `(name, YAML)` of every built-in policy, in report order.
+pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
+    (
+        "round-robin",
+        include_str!("../../policies/round-robin.yaml"),
+    ),
+    ("random", include_str!("../../policies/random.yaml")),
+    ("least-load", include_str!("../../policies/least-load.yaml")),
+    (
+        "prefix-only",
+        include_str!("../../policies/prefix-only.yaml"),
+    ),
+    (
+        "static-default",
+        include_str!("../../policies/static-default.yaml"),
+    ),
+    ("adaptive", include_str!("../../policies/adaptive.yaml")),
+    ("sglang", include_str!("../../policies/sglang.yaml")),
+    ("dynamo", include_str!("../../policies/dynamo.yaml")),
+];
+
+/// A named Shepherd config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// Name in the report.
+    pub name: String,
+    /// The config.
+    pub config: EndpointPickerConfig,
+}
+
+impl Policy {
+    /// Parses a config; `file` names it in errors.
+    pub fn from_yaml(name: &str, text: &str, file: &str) -> Result<Policy, SimError> {
+        let config = EndpointPickerConfig::from_yaml(text).map_err(|e| {
+            let message = e.to_string();
+            let line = message
+                .split("at line ")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            let field = message
+                .trim_start_matches("invalid config: ")
+                .split_once(": ")
+                .map(|(head, _)| head)
+                .filter(|head| !head.contains(' '))
+                .unwrap_or("-")
+                .to_string();
+            SimError::Input {
+                file: file.to_string(),
+                line,
+                field,
+                reason: message,
+            }
+        })?;
+        Ok(Policy {
+            name: name.to_string(),
+            config,
+        })
+    }
+
+    /// Loads a user's config file as a policy named after the file.
+    pub fn from_file(path: &Path) -> Result<Policy, SimError> {
+        let text = SimError::read(path)?;
+        let name = path
+            .file_stem()
+            .map_or_else(|| "custom".into(), |s| s.to_string_lossy().into_owned());
+        Self::from_yaml(&name, &text, &path.display().to_string())
+    }
+
+    /// Whether the config asks for adaptive weights.
+    pub fn is_adaptive(&self) -> bool {
+        self.config.adaptive.is_some()
+    }
+
+    /// The adaptive controller bound to `scheduler`'s default profile, when the config has an
+    /// `adaptive` section.
+    pub fn tick_driver(
+        &self,
+        scheduler: &Scheduler,
+    ) -> Result<Option<Box<dyn TickDriver>>, SimError> {
+        if !self.is_adaptive() {
+            return Ok(None);
+        }
+        crate::adaptive::driver(self, scheduler)
+    }
+}
+
+/// The built-in policy called `name`.
+pub fn builtin_policy(name: &str) -> Result<Policy, SimError> {
+    let (_, yaml) = BUILTIN_POLICIES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| SimError::Unknown {
+            kind: "policy",
+            name: name.to_string(),
+            known: BUILTIN_POLICIES
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    Policy::from_yaml(name, yaml, &format!("<built-in {name}>"))
+}
+
+/// Every built-in policy.
+pub fn builtin_policies() -> Result<Vec<Policy>, SimError> {
+    BUILTIN_POLICIES
+        .iter()
+        .map(|(n, _)| builtin_policy(n))
+        .collect()
+}
+
+/// The built-in plugins plus the simulator's own.
+pub fn sim_registry() -> Registry {
+    let mut registry = crate::adaptive::base_registry();
+    registry.register(round_robin::TYPE_NAME, |_| {
+        Ok(PluginInstance::picker(
+            Arc::new(RoundRobinPicker::default()),
+        ))
+    });
+    registry.register(sglang::TYPE_NAME, sglang::factory);
+    registry.register(dynamo::TYPE_NAME, dynamo::factory);
+    registry
+}

@@ -1,0 +1,289 @@
+//! Summaries of runs: the figures of the report, the printed table and the JSON document.
+//!
+//! JSON field names are stable (schema `shepherd-sim/report/v1`): times in milliseconds with a
+//! `_ms` suffix, rates as fractions in [0, 1], throughput in output tokens per simulated second.
+//! Wall-clock timings are printed, never written to the JSON, so the same seed gives
+//! byte-identical JSON.
+
+use serde::Serialize;
+
+use crate::runner::{Outcome, RunResult};
+use crate::workload::Scenario;
+
+/// The report's figures for one policy on one scenario.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PolicySummary {
+    /// Policy name (`<name>@fresh` for the zero-staleness bound).
+    pub policy: String,
+    /// Whether this row is a bound rather than a policy.
+    pub bound: bool,
+    /// Requests issued.
+    pub requests: u64,
+    /// Requests answered in full.
+    pub completed: u64,
+    /// Requests refused (no endpoint, or can never fit).
+    pub dropped: u64,
+    /// Requests abandoned after the scenario's timeout.
+    pub timed_out: u64,
+    /// Time to first token, ms.
+    pub ttft_p50_ms: f64,
+    /// Time to first token, ms.
+    pub ttft_p90_ms: f64,
+    /// Time to first token, ms.
+    pub ttft_p99_ms: f64,
+    /// Time per output token after the first, ms.
+    pub tpot_p50_ms: f64,
+    /// Time per output token after the first, ms.
+    pub tpot_p99_ms: f64,
+    /// End-to-end latency, ms.
+    pub e2e_p50_ms: f64,
+    /// End-to-end latency, ms.
+    pub e2e_p99_ms: f64,
+    /// Output tokens of completed requests per simulated second (first arrival to last end).
+    pub output_tokens_per_s: f64,
+    /// Prompt tokens served from the prefix cache / prompt tokens (first admissions).
+    pub cache_hit_rate: f64,
+    /// Mean over ticks of the coefficient of variation of per-server load (running + waiting).
+    pub load_imbalance_cv: f64,
+    /// Preemptions across servers.
+    pub preemptions: u64,
+    /// Simulated seconds from the first arrival to the last end.
+    pub makespan_s: f64,
+    /// Simulated events processed.
+    pub events: u64,
+    /// Per-stream time to first token.
+    pub streams: Vec<StreamSummary>,
+}
+
+/// Per-stream latency, for scenarios with phases (such as the hot-prefix spike).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamSummary {
+    /// Stream name.
+    pub stream: String,
+    /// Requests completed.
+    pub completed: u64,
+    /// Time to first token, ms.
+    pub ttft_p50_ms: f64,
+    /// Time to first token, ms.
+    pub ttft_p90_ms: f64,
+    /// Time to first token, ms.
+    pub ttft_p99_ms: f64,
+}
+
+/// One scenario's results.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScenarioReport {
+    /// Scenario name.
+    pub scenario: String,
+    /// Its description.
+    pub description: String,
+    /// Servers.
+    pub servers: u32,
+    /// Hardware preset.
+    pub hardware: String,
+    /// Cache hit rate an infinite cache would reach on this workload (token weighted).
+    pub cache_hit_ceiling: f64,
+    /// One row per policy, then the bounds.
+    pub results: Vec<PolicySummary>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Schema id.
+    pub schema: &'static str,
+    /// Seed of every run.
+    pub seed: u64,
+    /// Scenarios in order.
+    pub scenarios: Vec<ScenarioReport>,
+}
+
+/// Nearest-rank percentile of sorted `v` (0 when empty).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Time-to-first-token samples (ms) of the completed requests of `run`, optionally of one
+/// stream.
+pub fn ttfts_ms(run: &RunResult, stream: Option<u32>) -> Vec<f64> {
+    sorted(
+        run.records
+            .iter()
+            .filter(|r| r.outcome == Outcome::Completed && stream.is_none_or(|s| r.stream == s))
+            .filter_map(|r| r.first_token.map(|t| (t - r.arrival) as f64 / 1e6))
+            .collect(),
+    )
+}
+
+/// Summarizes one run.
+pub fn summarize(scenario: &Scenario, run: &RunResult, bound: bool) -> PolicySummary {
+    let done: Vec<_> = run
+        .records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Completed)
+        .collect();
+    let ttft = ttfts_ms(run, None);
+    let tpot = sorted(
+        done.iter()
+            .filter(|r| r.output_tokens > 1)
+            .filter_map(|r| {
+                let (ft, end) = (r.first_token?, r.end?);
+                Some((end - ft) as f64 / 1e6 / f64::from(r.output_tokens - 1))
+            })
+            .collect(),
+    );
+    let e2e = sorted(
+        done.iter()
+            .filter_map(|r| r.end.map(|e| (e - r.arrival) as f64 / 1e6))
+            .collect(),
+    );
+    let first = run.records.iter().map(|r| r.arrival).min().unwrap_or(0);
+    let last = run
+        .records
+        .iter()
+        .filter_map(|r| r.end)
+        .max()
+        .unwrap_or(first);
+    let makespan = (last - first) as f64 / 1e9;
+    let output: u64 = done.iter().map(|r| u64::from(r.output_tokens)).sum();
+    let count = |o: Outcome| run.records.iter().filter(|r| r.outcome == o).count() as u64;
+    let mut cvs = Vec::new();
+    for (_, loads) in &run.load_series {
+        let n = loads.len() as f64;
+        let total: f64 = loads.iter().map(|&l| f64::from(l)).sum();
+        if n < 2.0 || total <= 0.0 {
+            continue;
+        }
+        let mean = total / n;
+        let var = loads
+            .iter()
+            .map(|&l| (f64::from(l) - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        cvs.push(var.sqrt() / mean);
+    }
+    let imbalance = if cvs.is_empty() {
+        0.0
+    } else {
+        cvs.iter().sum::<f64>() / cvs.len() as f64
+    };
+    let streams = scenario
+        .streams
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let t = ttfts_ms(run, Some(i as u32));
+            StreamSummary {
+                stream: s.name.clone(),
+                completed: t.len() as u64,
+                ttft_p50_ms: round3(percentile(&t, 50.0)),
+                ttft_p90_ms: round3(percentile(&t, 90.0)),
+                ttft_p99_ms: round3(percentile(&t, 99.0)),
+            }
+        })
+        .collect();
+    PolicySummary {
+        policy: run.policy.clone(),
+        bound,
+        requests: run.records.len() as u64,
+        completed: done.len() as u64,
+        dropped: count(Outcome::Dropped),
+        timed_out: count(Outcome::TimedOut),
+        ttft_p50_ms: round3(percentile(&ttft, 50.0)),
+        ttft_p90_ms: round3(percentile(&ttft, 90.0)),
+        ttft_p99_ms: round3(percentile(&ttft, 99.0)),
+        tpot_p50_ms: round3(percentile(&tpot, 50.0)),
+        tpot_p99_ms: round3(percentile(&tpot, 99.0)),
+        e2e_p50_ms: round3(percentile(&e2e, 50.0)),
+        e2e_p99_ms: round3(percentile(&e2e, 99.0)),
+        output_tokens_per_s: round3(if makespan > 0.0 {
+            output as f64 / makespan
+        } else {
+            0.0
+        }),
+        cache_hit_rate: round3(if run.prompt_tokens > 0 {
+            run.cached_tokens as f64 / run.prompt_tokens as f64
+        } else {
+            0.0
+        }),
+        load_imbalance_cv: round3(imbalance),
+        preemptions: run.preemptions,
+        makespan_s: round3(makespan),
+        events: run.events,
+        streams,
+    }
+}
+
+/// Infinite-cache hit ceiling of a run's workload.
+pub fn ceiling(run: &RunResult) -> f64 {
+    if run.ceiling_prompt_tokens == 0 {
+        0.0
+    } else {
+        round3(run.ceiling_cached_tokens as f64 / run.ceiling_prompt_tokens as f64)
+    }
+}
+
+/// The report as a text table.
+pub fn table(report: &Report) -> String {
+    let mut out = String::new();
+    for s in &report.scenarios {
+        out.push_str(&format!(
+            "\n## {} — {} ({} × {}; infinite-cache hit ceiling {:.1}%)\n\n",
+            s.scenario,
+            s.description,
+            s.servers,
+            s.hardware,
+            s.cache_hit_ceiling * 100.0
+        ));
+        out.push_str("| policy | TTFT p50 | p90 | p99 (ms) | TPOT p50 | p99 (ms) | E2E p50 | p99 (s) | out tok/s | cache hit | imbalance CV | preempt | dropped/timed out |\n");
+        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for r in &s.results {
+            out.push_str(&format!(
+                "| {}{} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1}% | {:.2} | {} | {}/{} |\n",
+                r.policy,
+                if r.bound { " (bound)" } else { "" },
+                r.ttft_p50_ms,
+                r.ttft_p90_ms,
+                r.ttft_p99_ms,
+                r.tpot_p50_ms,
+                r.tpot_p99_ms,
+                r.e2e_p50_ms / 1000.0,
+                r.e2e_p99_ms / 1000.0,
+                r.output_tokens_per_s,
+                r.cache_hit_rate * 100.0,
+                r.load_imbalance_cv,
+                r.preemptions,
+                r.dropped,
+                r.timed_out,
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percentile;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), 50.0);
+        assert_eq!(percentile(&v, 99.0), 99.0);
+        assert_eq!(percentile(&v, 100.0), 100.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+}

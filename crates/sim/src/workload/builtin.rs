@@ -1,0 +1,55 @@
+//! The scenarios that ship with the simulator (YAML files embedded at build time).
+
+use super::spec::Scenario;
+use crate::error::SimError;
+
+/// `(name, YAML)` of every built-in scenario, in report order.
+pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
+    (
+        "shared-prefix",
+        include_str!("../../scenarios/shared-prefix.yaml"),
+    ),
+    (
+        "hot-prefix",
+        include_str!("../../scenarios/hot-prefix.yaml"),
+    ),
+    (
+        "multi-turn",
+        include_str!("../../scenarios/multi-turn.yaml"),
+    ),
+];
+
+/// The built-in scenario called `name`.
+pub fn builtin_scenario(name: &str) -> Result<Scenario, SimError> {
+    let (_, yaml) = BUILTIN_SCENARIOS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| SimError::Unknown {
+            kind: "scenario",
+            name: name.to_string(),
+            known: BUILTIN_SCENARIOS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    Scenario::from_yaml(yaml, &format!("<built-in {name}>"))
+}
+
+/// Every built-in scenario.
+pub fn builtin_scenarios() -> Result<Vec<Scenario>, SimError> {
+    BUILTIN_SCENARIOS
+        .iter()
+        .map(|(n, _)| builtin_scenario(n))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_builtin_scenario_loads() {
+        let all = super::builtin_scenarios().unwrap();
+        assert_eq!(all.len(), super::BUILTIN_SCENARIOS.len());
+        assert!(super::builtin_scenario("nope").is_err());
+    }
+}

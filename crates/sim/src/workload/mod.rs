@@ -1,0 +1,16 @@
+//! Workloads: scenario files, traffic generators, trace replay, and the deterministic prompt
+//! contents shared by the scheduler and the engines.
+
+mod builtin;
+mod spec;
+mod tokens;
+mod trace;
+mod traffic;
+
+pub use builtin::{BUILTIN_SCENARIOS, builtin_scenario, builtin_scenarios};
+pub use spec::{
+    EngineOverrides, Load, LoadSpec, Scenario, ScenarioSpec, Stream, StreamKind, StreamSpec,
+};
+pub use tokens::{Segment, VOCAB, block_hashes, materialize, name_id, segment_id};
+pub use trace::{TRACE_BLOCK_TOKENS, TraceRecord, parse_trace};
+pub use traffic::{Issue, RequestSpec, Traffic};
