@@ -99,39 +99,44 @@ impl PrefixIndex {
         holders.for_each(|t| active.push(t));
         let mut last = inline_pair(holders);
         let mut i = 1;
-        while !active.is_empty() {
-            if i == total {
-                matched.extend(active.drain(..).map(|t| (EndpointId(id_of(t)), total)));
-                break;
-            }
-            if i >= chain.computed().len() {
-                chain.extend_to(prompt, i + HASH_BATCH);
-            }
-            let Some(key) = chain.computed().get(i) else {
+        let mut slots = [usize::MAX; HASH_BATCH];
+        'walk: while !active.is_empty() && i < total {
+            let end = (i + HASH_BATCH).min(total);
+            let computed = chain.extend_to(prompt, end);
+            let Some(keys) = computed.get(i..end) else {
                 break;
             };
-            match table.holders(key.get()) {
-                None => {
-                    matched.extend(active.drain(..).map(|t| (EndpointId(id_of(t)), i)));
-                }
-                Some(holders) => {
-                    let pair = inline_pair(holders);
-                    // Same holders as the previous block: every active endpoint still matches.
-                    if pair.is_none() || pair != last {
-                        active.retain(|&t| {
-                            let keep = holders.contains(t);
-                            if !keep {
-                                matched.push((EndpointId(id_of(t)), i));
-                            }
-                            keep
-                        });
-                        last = pair;
+            let mut raw = [0u64; HASH_BATCH];
+            for (r, k) in raw.iter_mut().zip(keys) {
+                *r = k.get();
+            }
+            let batch = keys.len();
+            table.find_batch(&raw[..batch], &mut slots[..batch]);
+            for (j, &slot) in slots[..batch].iter().enumerate() {
+                let block = i + j;
+                let Some(holders) = table.holders_at(slot) else {
+                    matched.extend(active.drain(..).map(|t| (EndpointId(id_of(t)), block)));
+                    break 'walk;
+                };
+                let pair = inline_pair(holders);
+                // Same holders as the previous block: every active endpoint still matches.
+                if pair.is_none() || pair != last {
+                    active.retain(|&t| {
+                        let keep = holders.contains(t);
+                        if !keep {
+                            matched.push((EndpointId(id_of(t)), block));
+                        }
+                        keep
+                    });
+                    last = pair;
+                    if active.is_empty() {
+                        break 'walk;
                     }
                 }
             }
-            i += 1;
+            i = end;
         }
-        // Anything left active ran out of computed keys (cannot happen for a well-formed chain).
+        // Whoever is still active holds every block (or every block the chain could hash).
         let reached = i.min(total);
         matched.extend(active.drain(..).map(|t| (EndpointId(id_of(t)), reached)));
         matched.sort_unstable_by_key(|m| m.0);

@@ -1,15 +1,14 @@
 //! One shard's map from block key to the endpoints holding that block.
 //!
 //! Open addressing with linear probing over 16-byte slots: the key and two inline holder tags.
-//! A block held by more than two endpoints moves its holders to a small spill map. A holder tag
+//! A block held by more than two endpoints moves its holders to a spill list in a slab, whose
+//! index the slot keeps in place of its first holder. A holder tag
 //! is `endpoint id + 1` with [`REF_BIT`] set when the block was touched again since the
 //! endpoint's eviction clock last passed it.
 
-use ahash::AHashMap;
-
 /// Set on a holder tag when its block was re-used (a second chance for the eviction clock).
 pub(crate) const REF_BIT: u32 = 1 << 31;
-/// Inline `b` value meaning the holders live in the spill map.
+/// Inline `b` value meaning the holders live in the spill slab at index `a`.
 const SPILLED: u32 = u32::MAX;
 /// Largest endpoint id the index can hold (tags must stay below `SPILLED & !REF_BIT`).
 pub(crate) const MAX_ENDPOINT_ID: u32 = (SPILLED & !REF_BIT) - 2;
@@ -92,7 +91,8 @@ pub(crate) enum ClockHand {
 pub(crate) struct BlockTable {
     slots: Vec<Slot>,
     len: usize,
-    spill: AHashMap<u64, Vec<u32>>,
+    spill: Vec<Vec<u32>>,
+    spill_free: Vec<u32>,
 }
 
 impl BlockTable {
@@ -103,9 +103,10 @@ impl BlockTable {
 
     /// Heap bytes owned by the table (slots, spill map entries and lists).
     pub(crate) fn heap_bytes(&self) -> usize {
-        let spill_lists: usize = self.spill.values().map(|v| v.capacity() * 4).sum();
+        let spill_lists: usize = self.spill.iter().map(|v| v.capacity() * 4).sum();
         self.slots.capacity() * std::mem::size_of::<Slot>()
-            + self.spill.capacity() * (8 + std::mem::size_of::<Vec<u32>>() + 1)
+            + self.spill.capacity() * std::mem::size_of::<Vec<u32>>()
+            + self.spill_free.capacity() * 4
             + spill_lists
     }
 
@@ -128,12 +129,56 @@ impl BlockTable {
         }
     }
 
+    /// Finds the slots of several keys at once: their home slots are loaded first, with no
+    /// dependency between the loads, so the cache misses of a batch overlap. `out[j]` is the
+    /// slot of `keys[j]`, or `usize::MAX` when absent.
+    #[inline]
+    pub(crate) fn find_batch(&self, keys: &[u64], out: &mut [usize]) {
+        if self.slots.is_empty() {
+            out.fill(usize::MAX);
+            return;
+        }
+        let mask = self.slots.len() - 1;
+        let mut homes = [0u64; 16];
+        for (home, &key) in homes.iter_mut().zip(keys) {
+            *home = self.slots[key as usize & mask].key;
+        }
+        for ((slot, &key), &home) in out.iter_mut().zip(keys).zip(&homes) {
+            *slot = if home == key {
+                key as usize & mask
+            } else if home == 0 {
+                usize::MAX
+            } else {
+                self.find(key).unwrap_or(usize::MAX)
+            };
+        }
+    }
+
+    /// The holders in slot `index` (from [`find_batch`](Self::find_batch)); `None` for
+    /// `usize::MAX`.
+    #[inline]
+    pub(crate) fn holders_at(&self, index: usize) -> Option<Holders<'_>> {
+        let slot = self.slots.get(index)?;
+        Some(if slot.b == SPILLED {
+            Holders::Spilled(
+                self.spill
+                    .get(slot.a as usize)
+                    .map_or(&[][..], Vec::as_slice),
+            )
+        } else {
+            Holders::Inline(slot.a & !REF_BIT, slot.b & !REF_BIT)
+        })
+    }
+
     /// The holders of `key`, when anyone holds it.
     #[inline]
     pub(crate) fn holders(&self, key: u64) -> Option<Holders<'_>> {
         let slot = &self.slots[self.find(key)?];
         if slot.b == SPILLED {
-            let list = self.spill.get(&key).map(Vec::as_slice).unwrap_or(&[]);
+            let list = self
+                .spill
+                .get(slot.a as usize)
+                .map_or(&[][..], Vec::as_slice);
             Some(Holders::Spilled(list))
         } else {
             Some(Holders::Inline(slot.a & !REF_BIT, slot.b & !REF_BIT))
@@ -161,7 +206,9 @@ impl BlockTable {
         }
         let slot = &mut self.slots[i];
         if slot.b == SPILLED {
-            let list = self.spill.entry(key).or_default();
+            let Some(list) = self.spill.get_mut(slot.a as usize) else {
+                return Added::Touched;
+            };
             if let Some(t) = list.iter_mut().find(|t| **t & !REF_BIT == tag) {
                 *t |= REF_BIT;
                 return Added::Touched;
@@ -182,9 +229,18 @@ impl BlockTable {
             }
         }
         let list = vec![slot.a, slot.b, tag];
-        slot.a = 0;
+        let index = match self.spill_free.pop() {
+            Some(free) => {
+                self.spill[free as usize] = list;
+                free
+            }
+            None => {
+                self.spill.push(list);
+                (self.spill.len() - 1) as u32
+            }
+        };
+        slot.a = index;
         slot.b = SPILLED;
-        self.spill.insert(key, list);
         Added::New
     }
 
@@ -197,7 +253,7 @@ impl BlockTable {
             let slot = &mut self.slots[i];
             let found = if slot.b == SPILLED {
                 self.spill
-                    .get_mut(&key)
+                    .get_mut(slot.a as usize)
                     .and_then(|list| list.iter_mut().find(|t| **t & !REF_BIT == tag))
             } else {
                 [&mut slot.a, &mut slot.b]
@@ -216,7 +272,7 @@ impl BlockTable {
         if referenced {
             ClockHand::SecondChance
         } else {
-            self.remove_at(i, key, tag);
+            self.remove_at(i, tag);
             ClockHand::Evicted
         }
     }
@@ -224,15 +280,16 @@ impl BlockTable {
     /// Forgets that endpoint `tag` holds `key`; returns whether it did.
     pub(crate) fn remove(&mut self, key: u64, tag: u32) -> bool {
         match self.find(key) {
-            Some(i) => self.remove_at(i, key, tag),
+            Some(i) => self.remove_at(i, tag),
             None => false,
         }
     }
 
-    fn remove_at(&mut self, i: usize, key: u64, tag: u32) -> bool {
+    fn remove_at(&mut self, i: usize, tag: u32) -> bool {
         let slot = &mut self.slots[i];
         if slot.b == SPILLED {
-            let Some(list) = self.spill.get_mut(&key) else {
+            let index = slot.a as usize;
+            let Some(list) = self.spill.get_mut(index) else {
                 return false;
             };
             let Some(pos) = list.iter().position(|t| *t & !REF_BIT == tag) else {
@@ -242,11 +299,8 @@ impl BlockTable {
             if list.len() <= 2 {
                 slot.a = list.first().copied().unwrap_or(0);
                 slot.b = list.get(1).copied().unwrap_or(0);
-                self.spill.remove(&key);
-                if self.spill.capacity() > 64 && self.spill.len() * 8 < self.spill.capacity() {
-                    let keep = self.spill.len() * 2;
-                    self.spill.shrink_to(keep);
-                }
+                *list = Vec::new();
+                self.spill_free.push(index as u32);
             }
             return true;
         }
