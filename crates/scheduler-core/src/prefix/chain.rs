@@ -1,0 +1,265 @@
+//! Chained block hashes of a prompt, computed lazily.
+
+use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+
+use crate::request::Prompt;
+
+/// Bytes per pseudo token: text prompts are cut into tokens of this many bytes, and token ids
+/// are hashed as this many little-endian bytes each.
+pub const BYTES_PER_TOKEN: usize = 4;
+
+/// Bits of a [`BlockKey`] that name its shard.
+pub const SHARD_BITS: u32 = 6;
+
+/// Number of shards of the index (`2^SHARD_BITS`).
+pub const SHARDS: usize = 1 << SHARD_BITS;
+
+const HASH_BITS: u32 = 64 - SHARD_BITS;
+const HASH_MASK: u64 = (1u64 << HASH_BITS) - 1;
+
+/// Blocks hashed ahead at a time while a lookup walks the chain: a lookup hashes at most this
+/// many blocks beyond the first one nobody holds.
+pub(crate) const HASH_BATCH: usize = 8;
+
+/// One block of a prompt, as the index knows it: the chained hash of the block and everything
+/// before it, with the index shard of its chain in the top [`SHARD_BITS`] bits.
+///
+/// Every key of one chain lives in the same shard (the one its first block picked), so a lookup
+/// takes one lock however long the prompt is. Never zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BlockKey(u64);
+
+impl BlockKey {
+    /// A key from its raw 64-bit form (as [`BlockKey::get`] returned it). Zero becomes one.
+    pub fn from_raw(raw: u64) -> Self {
+        BlockKey(if raw & HASH_MASK == 0 { raw | 1 } else { raw })
+    }
+
+    /// The key tagged for `shard` from a chained hash.
+    fn tagged(hash: u64, shard: usize) -> Self {
+        BlockKey::from_raw((hash & HASH_MASK) | ((shard as u64) << HASH_BITS))
+    }
+
+    /// The raw 64-bit form.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The index shard holding this key.
+    pub fn shard(self) -> usize {
+        (self.0 >> HASH_BITS) as usize
+    }
+}
+
+/// How prompts are cut into blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockLayout {
+    block_tokens: usize,
+    max_blocks: usize,
+}
+
+impl BlockLayout {
+    /// Blocks of `block_tokens` tokens (at least 1), at most `max_blocks` per request.
+    pub fn new(block_tokens: usize, max_blocks: usize) -> Self {
+        BlockLayout {
+            block_tokens: block_tokens.max(1),
+            max_blocks,
+        }
+    }
+
+    /// Tokens per block.
+    pub fn block_tokens(&self) -> usize {
+        self.block_tokens
+    }
+
+    /// Most blocks indexed per request.
+    pub fn max_blocks(&self) -> usize {
+        self.max_blocks
+    }
+
+    /// Complete blocks of `prompt` that are indexed (a trailing partial block is not).
+    pub fn blocks_of(&self, prompt: &Prompt) -> usize {
+        let tokens = match prompt {
+            Prompt::Text(s) => s.len() / BYTES_PER_TOKEN,
+            Prompt::Tokens(t) => t.len(),
+        };
+        (tokens / self.block_tokens).min(self.max_blocks)
+    }
+}
+
+impl Default for BlockLayout {
+    /// 64-token blocks, up to 2,048 of them (131,072 tokens).
+    fn default() -> Self {
+        BlockLayout::new(64, 2048)
+    }
+}
+
+/// The seed of every chain for one model, LoRA adapter and salt: h₀ = xxh3(model ‖ LoRA ‖ salt),
+/// each part length-prefixed so no two different triples collide by concatenation.
+pub fn chain_seed(model: &str, lora: Option<&str>, salt: &str) -> u64 {
+    let lora = lora.unwrap_or("");
+    let mut bytes = Vec::with_capacity(model.len() + lora.len() + salt.len() + 24);
+    for part in [model, lora, salt] {
+        bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(part.as_bytes());
+    }
+    xxh3_64(&bytes)
+}
+
+/// The chained block keys of one prompt, hashed only as far as someone asks.
+///
+/// hᵢ = xxh3(xxh3(blockᵢ), seed = hᵢ₋₁) starting from the [`chain_seed`]: each block's own
+/// hash is independent of the others (so the processor overlaps them) and the cheap 8-byte step
+/// chains them. The same chain must always be extended with the same prompt.
+///
+/// ```
+/// use shepherd_scheduler_core::prefix::{BlockChain, BlockLayout, chain_seed};
+/// use shepherd_scheduler_core::request::Prompt;
+///
+/// let prompt = Prompt::Text("x".repeat(1000));
+/// let layout = BlockLayout::new(64, 2048); // 256 bytes per block
+/// let mut chain = BlockChain::new(&layout, chain_seed("llama", None, ""), &prompt);
+/// assert_eq!(chain.total_blocks(), 3);
+/// assert_eq!(chain.computed().len(), 0);
+/// assert_eq!(chain.complete(&prompt).len(), 3);
+/// ```
+#[derive(Debug, Clone)]
+pub struct BlockChain {
+    prev: u64,
+    shard: usize,
+    block_tokens: usize,
+    total: usize,
+    keys: Vec<BlockKey>,
+    scratch: Vec<u8>,
+}
+
+impl BlockChain {
+    /// A chain for `prompt` cut by `layout`, seeded with `seed`; nothing is hashed yet.
+    pub fn new(layout: &BlockLayout, seed: u64, prompt: &Prompt) -> Self {
+        BlockChain {
+            prev: seed,
+            shard: 0,
+            block_tokens: layout.block_tokens,
+            total: layout.blocks_of(prompt),
+            keys: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Blocks in the whole chain.
+    pub fn total_blocks(&self) -> usize {
+        self.total
+    }
+
+    /// The keys hashed so far, in order from the first block.
+    pub fn computed(&self) -> &[BlockKey] {
+        &self.keys
+    }
+
+    /// Hashes blocks until at least `n` (or all) are known; returns the keys known.
+    pub fn extend_to(&mut self, prompt: &Prompt, n: usize) -> &[BlockKey] {
+        let target = n.min(self.total);
+        if self.keys.len() >= target {
+            return &self.keys;
+        }
+        self.keys.reserve(target - self.keys.len());
+        let block_bytes = self.block_tokens * BYTES_PER_TOKEN;
+        match prompt {
+            Prompt::Text(text) => {
+                let bytes = text.as_bytes();
+                for i in self.keys.len()..target {
+                    let start = i * block_bytes;
+                    let own = match bytes.get(start..start + block_bytes) {
+                        Some(block) => xxh3_64(block),
+                        None => break,
+                    };
+                    self.push(own);
+                }
+            }
+            Prompt::Tokens(tokens) => {
+                for i in self.keys.len()..target {
+                    let start = i * self.block_tokens;
+                    let Some(block) = tokens.get(start..start + self.block_tokens) else {
+                        break;
+                    };
+                    self.scratch.clear();
+                    self.scratch
+                        .extend(block.iter().flat_map(|t| t.to_le_bytes()));
+                    let own = xxh3_64(&self.scratch);
+                    self.push(own);
+                }
+            }
+        }
+        &self.keys
+    }
+
+    /// Hashes every block; returns all keys.
+    pub fn complete(&mut self, prompt: &Prompt) -> &[BlockKey] {
+        self.extend_to(prompt, self.total)
+    }
+
+    fn push(&mut self, own: u64) {
+        let hash = xxh3_64_with_seed(&own.to_le_bytes(), self.prev);
+        if self.keys.is_empty() {
+            self.shard = (hash >> HASH_BITS) as usize;
+        }
+        self.prev = hash;
+        self.keys.push(BlockKey::tagged(hash, self.shard));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_hash_like_their_little_endian_bytes() {
+        let tokens: Vec<u32> = (0..300).map(|i| i * 7919).collect();
+        let text: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
+        // The byte string is not UTF-8 in general; compare the block hashes directly instead.
+        let layout = BlockLayout::new(16, 100);
+        let mut by_tokens = BlockChain::new(&layout, 7, &Prompt::Tokens(tokens.clone()));
+        let keys = by_tokens.complete(&Prompt::Tokens(tokens)).to_vec();
+        assert_eq!(keys.len(), 300 / 16);
+        let mut prev = 7u64;
+        let mut shard = 0;
+        for (i, key) in keys.iter().enumerate() {
+            let own = xxh3_64(&text[i * 64..(i + 1) * 64]);
+            prev = xxh3_64_with_seed(&own.to_le_bytes(), prev);
+            if i == 0 {
+                shard = (prev >> HASH_BITS) as usize;
+            }
+            assert_eq!(*key, BlockKey::tagged(prev, shard));
+        }
+    }
+
+    #[test]
+    fn keys_of_one_chain_share_a_shard_and_are_never_zero() {
+        let prompt = Prompt::Text("abcd".repeat(5000));
+        let mut chain = BlockChain::new(&BlockLayout::new(4, 10_000), 1, &prompt);
+        let keys = chain.complete(&prompt);
+        assert_eq!(keys.len(), 1250);
+        assert!(
+            keys.iter()
+                .all(|k| k.shard() == keys[0].shard() && k.get() != 0)
+        );
+    }
+
+    #[test]
+    fn partial_blocks_and_the_cap_are_respected() {
+        let layout = BlockLayout::new(64, 3);
+        assert_eq!(layout.blocks_of(&Prompt::Text("a".repeat(255))), 0);
+        assert_eq!(layout.blocks_of(&Prompt::Text("a".repeat(511))), 1);
+        assert_eq!(layout.blocks_of(&Prompt::Text("a".repeat(100_000))), 3);
+        assert_eq!(layout.blocks_of(&Prompt::Tokens(vec![0; 130])), 2);
+    }
+
+    #[test]
+    fn seeds_separate_models_adapters_and_salts() {
+        let a = chain_seed("m", Some("l"), "");
+        assert_ne!(a, chain_seed("m", None, ""));
+        assert_ne!(a, chain_seed("ml", None, ""));
+        assert_ne!(a, chain_seed("m", Some("l"), "s"));
+        assert_eq!(a, chain_seed("m", Some("l"), ""));
+    }
+}

@@ -1,0 +1,405 @@
+//! The sharded prefix index.
+
+use std::sync::Arc;
+
+use ahash::{AHashMap, AHashSet};
+use arc_swap::ArcSwap;
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+
+use super::chain::{HASH_BATCH, SHARDS};
+use super::endpoint_blocks::EndpointBlocks;
+use super::table::{Added, BlockTable, ClockHand, Holders, MAX_ENDPOINT_ID, id_of, tag_of};
+use super::{BlockChain, BlockKey, PrefixIndexConfig, PrefixMatch};
+use crate::endpoint::{EndpointId, MembershipListener};
+use crate::request::Prompt;
+
+/// One shard on its own cache lines, so two threads working on two shards do not share one.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard(RwLock<BlockTable>);
+
+type EndpointState = Arc<Mutex<EndpointBlocks>>;
+
+#[derive(Debug, Clone, Default)]
+struct Endpoints {
+    live: AHashMap<EndpointId, EndpointState>,
+    /// Endpoints that left the pool: ids are never reused, so late inserts for them are dropped.
+    retired: AHashSet<EndpointId>,
+}
+
+/// A write guard on one shard, kept while consecutive keys stay in that shard. At most one shard
+/// lock is held at a time, so writers cannot deadlock.
+type ShardGuard<'a> = Option<(usize, RwLockWriteGuard<'a, BlockTable>)>;
+
+/// Which endpoints are believed to hold which prompt blocks.
+///
+/// Lookups walk a request's [`BlockChain`] under one shard read lock, hashing only as far as
+/// some endpoint still matches. Inserts record a chain for the endpoint a request was sent to;
+/// each endpoint remembers at most its capacity in blocks, evicting (approximately) the least
+/// recently used. The same [`insert_blocks`](PrefixIndex::insert_blocks) /
+/// [`remove_blocks`](PrefixIndex::remove_blocks) pair can be fed by model-server KV-cache events
+/// instead of guesses.
+#[derive(Debug)]
+pub struct PrefixIndex {
+    config: PrefixIndexConfig,
+    shards: Box<[Shard]>,
+    endpoints: ArcSwap<Endpoints>,
+    endpoints_write: Mutex<()>,
+}
+
+impl Default for PrefixIndex {
+    fn default() -> Self {
+        PrefixIndex::new(PrefixIndexConfig::default())
+    }
+}
+
+impl PrefixIndex {
+    /// An empty index.
+    pub fn new(config: PrefixIndexConfig) -> Self {
+        PrefixIndex {
+            config,
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            endpoints: ArcSwap::from_pointee(Endpoints::default()),
+            endpoints_write: Mutex::new(()),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PrefixIndexConfig {
+        &self.config
+    }
+
+    /// A lazily hashed chain for `prompt`, seeded with `seed` (see [`chain_seed`](super::chain_seed)).
+    pub fn chain(&self, seed: u64, prompt: &Prompt) -> BlockChain {
+        BlockChain::new(&self.config.layout, seed, prompt)
+    }
+
+    /// Looks `chain` up: how many leading blocks each endpoint holds.
+    pub fn match_prefix(&self, chain: &mut BlockChain, prompt: &Prompt) -> PrefixMatch {
+        let mut out = PrefixMatch::new();
+        self.match_into(chain, prompt, &mut out);
+        out
+    }
+
+    /// Like [`match_prefix`](Self::match_prefix), refilling `out`. Hashes `chain` only as far as
+    /// the walk needs (plus at most a small batch).
+    pub fn match_into(&self, chain: &mut BlockChain, prompt: &Prompt, out: &mut PrefixMatch) {
+        let total = chain.total_blocks();
+        out.reset(total);
+        let Some(&first) = chain.extend_to(prompt, HASH_BATCH).first() else {
+            return;
+        };
+        let table = self.shards[first.shard()].0.read();
+        let Some(holders) = table.holders(first.get()) else {
+            return;
+        };
+        let PrefixMatch {
+            matched, active, ..
+        } = out;
+        holders.for_each(|t| active.push(t));
+        let mut last = inline_pair(holders);
+        let mut i = 1;
+        let mut slots = [usize::MAX; HASH_BATCH];
+        'walk: while !active.is_empty() && i < total {
+            let end = (i + HASH_BATCH).min(total);
+            let computed = chain.extend_to(prompt, end);
+            let Some(keys) = computed.get(i..end) else {
+                break;
+            };
+            let mut raw = [0u64; HASH_BATCH];
+            for (r, k) in raw.iter_mut().zip(keys) {
+                *r = k.get();
+            }
+            let batch = keys.len();
+            table.find_batch(&raw[..batch], &mut slots[..batch]);
+            for (j, &slot) in slots[..batch].iter().enumerate() {
+                let block = i + j;
+                let Some(holders) = table.holders_at(slot) else {
+                    matched.extend(active.drain(..).map(|t| (EndpointId(id_of(t)), block)));
+                    break 'walk;
+                };
+                let pair = inline_pair(holders);
+                // Same holders as the previous block: every active endpoint still matches.
+                if pair.is_none() || pair != last {
+                    active.retain(|&t| {
+                        let keep = holders.contains(t);
+                        if !keep {
+                            matched.push((EndpointId(id_of(t)), block));
+                        }
+                        keep
+                    });
+                    last = pair;
+                    if active.is_empty() {
+                        break 'walk;
+                    }
+                }
+            }
+            i = end;
+        }
+        // Whoever is still active holds every block (or every block the chain could hash).
+        let reached = i.min(total);
+        matched.extend(active.drain(..).map(|t| (EndpointId(id_of(t)), reached)));
+        matched.sort_unstable_by_key(|m| m.0);
+    }
+
+    /// Records that `endpoint` now holds every block of `chain` (finishing its hashing).
+    /// `capacity`, when given, updates the endpoint's capacity in blocks.
+    pub fn insert_chain(
+        &self,
+        endpoint: EndpointId,
+        chain: &mut BlockChain,
+        prompt: &Prompt,
+        capacity: Option<usize>,
+    ) {
+        let keys = chain.complete(prompt);
+        self.insert_blocks(endpoint, keys, capacity);
+    }
+
+    /// Records that `endpoint` holds `keys` (a chain's keys in order, or any keys a KV event
+    /// reports), evicting its coldest blocks beyond its capacity. Later keys of the slice are
+    /// evicted before earlier ones, as a model server frees a sequence's tail first. Ignored for
+    /// endpoints that left the pool.
+    pub fn insert_blocks(&self, endpoint: EndpointId, keys: &[BlockKey], capacity: Option<usize>) {
+        if keys.is_empty() || endpoint.0 > MAX_ENDPOINT_ID {
+            return;
+        }
+        let Some(state) = self.endpoint_state(endpoint) else {
+            return;
+        };
+        let mut ep = state.lock();
+        if ep.retired {
+            return;
+        }
+        if let Some(capacity) = capacity {
+            ep.capacity = capacity;
+        }
+        let tag = tag_of(endpoint.0);
+        let mut guard: ShardGuard<'_> = None;
+        for key in keys.iter().rev() {
+            let table = self.lock_shard(&mut guard, key.shard());
+            if table.add(key.get(), tag) == Added::New {
+                ep.queue.push_back(key.get());
+                ep.live += 1;
+            }
+        }
+        self.evict(&mut ep, tag, &mut guard);
+    }
+
+    /// Records that `endpoint` no longer holds `keys` (for KV-cache removal events).
+    pub fn remove_blocks(&self, endpoint: EndpointId, keys: &[BlockKey]) {
+        if endpoint.0 > MAX_ENDPOINT_ID {
+            return;
+        }
+        let Some(state) = self.endpoints.load().live.get(&endpoint).cloned() else {
+            return;
+        };
+        let mut ep = state.lock();
+        let tag = tag_of(endpoint.0);
+        let mut guard: ShardGuard<'_> = None;
+        for key in keys {
+            if self
+                .lock_shard(&mut guard, key.shard())
+                .remove(key.get(), tag)
+            {
+                ep.live -= 1;
+            }
+        }
+        if ep.queue.len() > 2 * ep.live + 64 {
+            self.compact(&mut ep, tag, &mut guard);
+        }
+    }
+
+    /// Forgets `endpoint` entirely; later inserts for it are ignored (ids are never reused).
+    pub fn remove_endpoint(&self, endpoint: EndpointId) {
+        let state = {
+            let _write = self.endpoints_write.lock();
+            let mut next = Endpoints::clone(&self.endpoints.load());
+            let state = next.live.remove(&endpoint);
+            next.retired.insert(endpoint);
+            self.endpoints.store(Arc::new(next));
+            state
+        };
+        let Some(state) = state else {
+            return;
+        };
+        let mut ep = state.lock();
+        ep.retired = true;
+        let tag = tag_of(endpoint.0);
+        let mut guard: ShardGuard<'_> = None;
+        for key in std::mem::take(&mut ep.queue) {
+            self.lock_shard(&mut guard, BlockKey::from_raw(key).shard())
+                .remove(key, tag);
+        }
+        ep.live = 0;
+    }
+
+    /// Sets `endpoint`'s capacity in blocks, evicting at once if it now holds too many.
+    pub fn set_capacity(&self, endpoint: EndpointId, capacity: usize) {
+        if endpoint.0 > MAX_ENDPOINT_ID {
+            return;
+        }
+        let Some(state) = self.endpoint_state(endpoint) else {
+            return;
+        };
+        let mut ep = state.lock();
+        ep.capacity = capacity;
+        let mut guard: ShardGuard<'_> = None;
+        self.evict(&mut ep, tag_of(endpoint.0), &mut guard);
+    }
+
+    /// `endpoint`'s capacity in blocks, when the index knows the endpoint.
+    pub fn capacity_of(&self, endpoint: EndpointId) -> Option<usize> {
+        let state = self.endpoints.load().live.get(&endpoint).cloned()?;
+        let capacity = state.lock().capacity;
+        Some(capacity)
+    }
+
+    /// Blocks `endpoint` is believed to hold.
+    pub fn endpoint_entries(&self, endpoint: EndpointId) -> usize {
+        let state = self.endpoints.load().live.get(&endpoint).cloned();
+        state.map_or(0, |s| s.lock().live)
+    }
+
+    /// (block, endpoint) entries in the index.
+    pub fn entries(&self) -> usize {
+        let endpoints = self.endpoints.load();
+        endpoints.live.values().map(|s| s.lock().live).sum()
+    }
+
+    /// Distinct blocks held by at least one endpoint.
+    pub fn blocks(&self) -> usize {
+        self.shards.iter().map(|s| s.0.read().len()).sum()
+    }
+
+    /// Endpoints the index currently remembers.
+    pub fn endpoints(&self) -> Vec<EndpointId> {
+        let mut ids: Vec<EndpointId> = self.endpoints.load().live.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Whether `endpoint` is believed to hold `key`.
+    pub fn holds(&self, endpoint: EndpointId, key: BlockKey) -> bool {
+        if endpoint.0 > MAX_ENDPOINT_ID {
+            return false;
+        }
+        let table = self.shards[key.shard()].0.read();
+        table
+            .holders(key.get())
+            .is_some_and(|h| h.contains(tag_of(endpoint.0)))
+    }
+
+    /// Heap bytes the index owns (tables and eviction queues), as its own accounting sees them.
+    pub fn heap_bytes(&self) -> usize {
+        let tables: usize = self.shards.iter().map(|s| s.0.read().heap_bytes()).sum();
+        let endpoints = self.endpoints.load();
+        let queues: usize = endpoints
+            .live
+            .values()
+            .map(|s| s.lock().queue.capacity() * 8)
+            .sum();
+        tables + queues
+    }
+
+    fn endpoint_state(&self, endpoint: EndpointId) -> Option<EndpointState> {
+        {
+            let endpoints = self.endpoints.load();
+            if let Some(state) = endpoints.live.get(&endpoint) {
+                return Some(Arc::clone(state));
+            }
+            if endpoints.retired.contains(&endpoint) {
+                return None;
+            }
+        }
+        let _write = self.endpoints_write.lock();
+        let current = self.endpoints.load_full();
+        if let Some(state) = current.live.get(&endpoint) {
+            return Some(Arc::clone(state));
+        }
+        if current.retired.contains(&endpoint) {
+            return None;
+        }
+        let state = Arc::new(Mutex::new(EndpointBlocks::new(
+            self.config.default_capacity,
+        )));
+        let mut next = Endpoints::clone(&current);
+        next.live.insert(endpoint, Arc::clone(&state));
+        self.endpoints.store(Arc::new(next));
+        Some(state)
+    }
+
+    fn lock_shard<'g, 'a: 'g>(
+        &'a self,
+        guard: &'g mut ShardGuard<'a>,
+        shard: usize,
+    ) -> &'g mut BlockTable {
+        if guard.as_ref().map(|g| g.0) != Some(shard) {
+            *guard = None;
+        }
+        let (_, table) = guard.get_or_insert_with(|| (shard, self.shards[shard].0.write()));
+        table
+    }
+
+    /// Runs the clock hand until `ep` fits its capacity.
+    fn evict<'a>(&'a self, ep: &mut EndpointBlocks, tag: u32, guard: &mut ShardGuard<'a>) {
+        // Each full turn clears every reference bit, so two turns always suffice.
+        let mut budget = 2 * ep.queue.len() + 1;
+        while ep.live > ep.capacity && budget > 0 {
+            budget -= 1;
+            let Some(key) = ep.queue.pop_front() else {
+                break;
+            };
+            let table = self.lock_shard(guard, BlockKey::from_raw(key).shard());
+            match table.clock(key, tag) {
+                ClockHand::SecondChance => ep.queue.push_back(key),
+                ClockHand::Evicted => ep.live -= 1,
+                ClockHand::Absent => {}
+            }
+        }
+        if ep.queue.len() > 2 * ep.live + 64 {
+            self.compact(ep, tag, guard);
+        }
+    }
+
+    /// Drops stale and duplicate queue entries.
+    fn compact<'a>(&'a self, ep: &mut EndpointBlocks, tag: u32, guard: &mut ShardGuard<'a>) {
+        let mut seen = AHashSet::with_capacity(ep.live);
+        let queue = std::mem::take(&mut ep.queue);
+        for key in queue {
+            let table = self.lock_shard(guard, BlockKey::from_raw(key).shard());
+            let present = table.holders(key).is_some_and(|h| h.contains(tag));
+            if present && seen.insert(key) {
+                ep.queue.push_back(key);
+            }
+        }
+        ep.queue.shrink_to_fit();
+    }
+
+    /// Every (key, endpoint) entry of the tables, sorted (for tests).
+    #[cfg(test)]
+    pub(crate) fn audit(&self) -> Vec<(u64, EndpointId)> {
+        let mut out: Vec<(u64, EndpointId)> = self
+            .shards
+            .iter()
+            .flat_map(|s| s.0.read().entries())
+            .map(|(k, t)| (k, EndpointId(id_of(t))))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+}
+
+fn inline_pair(holders: Holders<'_>) -> Option<(u32, u32)> {
+    match holders {
+        Holders::Inline(a, b) => Some((a, b)),
+        Holders::Spilled(_) => None,
+    }
+}
+
+impl MembershipListener for PrefixIndex {
+    fn on_removed(&self, removed: &[EndpointId]) {
+        for &endpoint in removed {
+            self.remove_endpoint(endpoint);
+        }
+    }
+}
