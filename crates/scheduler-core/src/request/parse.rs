@@ -143,7 +143,11 @@ impl ParseLimits {
     }
 
     /// Adds LoRA adapter `adapter`, served on top of `base`.
-    pub fn with_lora_adapter(mut self, adapter: impl Into<String>, base: impl Into<String>) -> Self {
+    pub fn with_lora_adapter(
+        mut self,
+        adapter: impl Into<String>,
+        base: impl Into<String>,
+    ) -> Self {
         let map = self.lora_adapters.get_or_insert_with(Default::default);
         Arc::make_mut(map).insert(adapter.into(), base.into());
         self
@@ -151,7 +155,10 @@ impl ParseLimits {
 
     /// The base model of `adapter`, when it is a known LoRA adapter.
     pub fn lora_base(&self, adapter: &str) -> Option<&str> {
-        self.lora_adapters.as_ref()?.get(adapter).map(String::as_str)
+        self.lora_adapters
+            .as_ref()?
+            .get(adapter)
+            .map(String::as_str)
     }
 }
 

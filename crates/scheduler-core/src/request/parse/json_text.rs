@@ -152,7 +152,9 @@ mod tests {
     #[test]
     fn transcodes_compactly_in_body_order() {
         assert_eq!(
-            transcode(r#" { "b" : [1, -2, 2.5, true, null], "a": {"x": "q\"\n\u0001"} , "e": [] } "#),
+            transcode(
+                r#" { "b" : [1, -2, 2.5, true, null], "a": {"x": "q\"\n\u0001"} , "e": [] } "#
+            ),
             r#"{"b":[1,-2,2.5,true,null],"a":{"x":"q\"\n\u0001"},"e":[]}"#
         );
     }

@@ -42,9 +42,7 @@ impl<'de> Visitor<'de> for KeySeed {
     }
 
     fn visit_borrowed_str<E: Error>(self, key: &'de str) -> Result<Key<'de>, E> {
-        Ok(self
-            .classify(key)
-            .unwrap_or(Key::Other(Cow::Borrowed(key))))
+        Ok(self.classify(key).unwrap_or(Key::Other(Cow::Borrowed(key))))
     }
 
     fn visit_str<E: Error>(self, key: &str) -> Result<Key<'de>, E> {

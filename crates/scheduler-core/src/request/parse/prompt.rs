@@ -144,7 +144,10 @@ impl<'de> Visitor<'de> for ElementSeed<'_> {
     fn visit_i64<E: Error>(self, v: i64) -> Result<(), E> {
         match u64::try_from(v) {
             Ok(v) => self.visit_u64(v),
-            Err(_) => Err(E::invalid_value(Unexpected::Signed(v), &"a token id (0 to 2^32-1)")),
+            Err(_) => Err(E::invalid_value(
+                Unexpected::Signed(v),
+                &"a token id (0 to 2^32-1)",
+            )),
         }
     }
 

@@ -163,7 +163,8 @@ impl<'de> Visitor<'de> for TurnSeed<'_> {
                     push_tag(self.out, &name);
                     let value_at = self.out.len();
                     if let Err(e) = map.next_value_seed(JsonInto(&mut *self.out)) {
-                        self.trail.note::<(), _>(Segment::OwnedKey(name.into_owned()), Err(()))
+                        self.trail
+                            .note::<(), _>(Segment::OwnedKey(name.into_owned()), Err(()))
                             .ok();
                         return Err(e);
                     }
