@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use shepherd_scheduler_core::config::{EndpointPickerConfig, Registry, build_scheduler};
 use shepherd_scheduler_core::endpoint::{Endpoint, Pool};
-use shepherd_scheduler_core::plugin::{Category, CycleState, Picker, PluginInstance, Score, Scorer};
+use shepherd_scheduler_core::plugin::{
+    Category, CycleState, Picker, PluginInstance, Score, Scorer,
+};
 use shepherd_scheduler_core::prelude::{ManualClock, Timestamp};
 use shepherd_scheduler_core::request::{ParseError, ParseLimits, Prompt, parse_openai_request};
 use shepherd_scheduler_core::rng::PickRng;

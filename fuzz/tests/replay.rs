@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 fn inputs(target: &str) -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for dir in [root.join("seeds").join(target), root.join("regressions").join(target)] {
+    for dir in [
+        root.join("seeds").join(target),
+        root.join("regressions").join(target),
+    ] {
         let Ok(entries) = fs::read_dir(&dir) else {
             continue;
         };

@@ -285,3 +285,17 @@ fn deep_nesting_is_bounded() {
     let result = chat(&body);
     assert!(result.is_ok(), "{result:?}");
 }
+
+#[test]
+fn error_messages_do_not_echo_long_values() {
+    let long = "é".repeat(100_000);
+    let body = format!(r#"{{"model":"m","messages":"{long}"}}"#);
+    let (field, reason) = invalid_field(chat(&body));
+    assert_eq!(field, "messages");
+    assert!(reason.len() < 300, "{} bytes", reason.len());
+    assert!(reason.starts_with("invalid type: string"), "{reason}");
+    assert!(
+        reason.ends_with(&format!("at line 1 column {}", body.len() - 1)),
+        "{reason}"
+    );
+}

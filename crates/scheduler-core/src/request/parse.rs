@@ -199,9 +199,9 @@ pub fn parse_openai_request(
     .map_err(|e| match e.classify() {
         serde_json::error::Category::Data => ParseError::InvalidField {
             field: trail.render(),
-            reason: e.to_string(),
+            reason: bounded_message(e.to_string()),
         },
-        _ => ParseError::InvalidJson(e.to_string()),
+        _ => ParseError::InvalidJson(bounded_message(e.to_string())),
     })?;
     build_request(api, fields, body.len(), limits)
 }
@@ -259,6 +259,26 @@ fn build_request(
         .or(fields.max_tokens);
     request.body_size = body_size;
     Ok(request)
+}
+
+/// Longest error message kept before its position, in bytes.
+const MAX_MESSAGE_BYTES: usize = 200;
+
+/// Shortens an error message that quotes a long value from the body (serde quotes a string of
+/// the wrong type in full), keeping its `at line L column C` suffix.
+fn bounded_message(message: String) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES * 2 {
+        return message;
+    }
+    let (text, position) = match message.rfind(" at line ") {
+        Some(at) => message.split_at(at),
+        None => (message.as_str(), ""),
+    };
+    let mut cut = MAX_MESSAGE_BYTES.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…{position}", &text[..cut])
 }
 
 /// `head` + `middle` + `tail`, without copying `tail` when the others are empty.
