@@ -258,3 +258,27 @@ fn scheduler_settings_are_checked() {
         "{err:?}"
     );
 }
+
+#[test]
+fn hostile_yaml_is_an_error_not_a_hang_or_a_crash() {
+    // Nine levels of nine-fold aliases would expand to 387 million strings.
+    let mut yaml = String::from("plugins:\n- type: constant-scorer\n  parameters:\n");
+    yaml.push_str(
+        "    a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+    for pair in names.windows(2) {
+        let (prev, next) = (pair[0], pair[1]);
+        let refs = vec![format!("*{prev}"); 9].join(",");
+        yaml.push_str(&format!("    {next}: &{next} [{refs}]\n"));
+    }
+    let err = EndpointPickerConfig::from_yaml(&yaml).unwrap_err();
+    assert!(err.to_string().contains("repetition limit"), "{err}");
+
+    // Nesting far past any sane depth.
+    let deep = format!("plugins:\n- type: x\n  parameters: {}", "[".repeat(20_000));
+    assert!(matches!(
+        EndpointPickerConfig::from_yaml(&deep),
+        Err(ConfigError::Syntax(_))
+    ));
+}
