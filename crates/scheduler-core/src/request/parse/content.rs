@@ -1,0 +1,216 @@
+//! Message content: a string, `null`, or an array of content parts.
+//!
+//! Parts are rendered in order, separated by `"\n"`. A part's `text` (or `refusal`) is copied
+//! as it is; media become a tag and a stable reference — `<|image|>URL`, `<|audio|>…`,
+//! `<|video|>…`, `<|file|>ID` — where inline data (`data:` URLs, base64 payloads) is replaced
+//! by its xxh3 hash. A part with none of these renders as `<|TYPE|>`.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::json_text::push_media_ref;
+use super::keys::{AppendStr, Key, KeySeed, StrSeed};
+use super::trail::{Segment, Trail};
+
+/// Separator between the parts of an array content.
+pub(super) const PART_SEPARATOR: &str = "\n";
+
+/// Appends a message's content to `out`.
+pub(super) struct ContentSeed<'o> {
+    pub(super) out: &'o mut String,
+    pub(super) trail: &'o mut Trail,
+}
+
+impl<'de> DeserializeSeed<'de> for ContentSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ContentSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string, null, or an array of content parts")
+    }
+
+    fn visit_str<E: Error>(self, v: &str) -> Result<(), E> {
+        self.out.push_str(v);
+        Ok(())
+    }
+
+    fn visit_unit<E: Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E: Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut index = 0;
+        loop {
+            let mark = self.out.len();
+            if index > 0 {
+                self.out.push_str(PART_SEPARATOR);
+            }
+            let part = PartSeed {
+                out: &mut *self.out,
+                trail: &mut *self.trail,
+            };
+            let next = seq.next_element_seed(part);
+            if self.trail.note(Segment::Index(index), next)?.is_none() {
+                self.out.truncate(mark);
+                return Ok(());
+            }
+            index += 1;
+        }
+    }
+}
+
+/// Keys of a content part this parser reads.
+const PART_KEYS: &[&str] = &[
+    "type",
+    "text",
+    "refusal",
+    "image_url",
+    "audio_url",
+    "video_url",
+    "input_audio",
+    "file",
+    "file_id",
+    "file_data",
+    "file_url",
+];
+
+/// One content part, appended to `out`.
+struct PartSeed<'o> {
+    out: &'o mut String,
+    trail: &'o mut Trail,
+}
+
+impl<'de> DeserializeSeed<'de> for PartSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PartSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a content part object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let start = self.out.len();
+        let mut part_type: Option<Cow<'de, str>> = None;
+        while let Some(key) = map.next_key_seed(KeySeed(PART_KEYS))? {
+            let Key::Known(name) = key else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            let out = &mut *self.out;
+            let trail = &mut *self.trail;
+            let result = match name {
+                "type" => map.next_value_seed(StrSeed).map(|t| part_type = Some(t)),
+                "text" | "refusal" => map.next_value_seed(AppendStr(out)),
+                "image_url" => map.next_value_seed(MediaSeed::new(out, trail, "image", false)),
+                "audio_url" | "input_audio" => {
+                    map.next_value_seed(MediaSeed::new(out, trail, "audio", false))
+                }
+                "video_url" => map.next_value_seed(MediaSeed::new(out, trail, "video", false)),
+                "file_data" => map.next_value_seed(MediaSeed::new(out, trail, "file", true)),
+                _ => map.next_value_seed(MediaSeed::new(out, trail, "file", false)),
+            };
+            self.trail.note(Segment::Key(name), result)?;
+        }
+        if self.out.len() == start {
+            if let Some(part_type) = part_type {
+                self.out.push_str("<|");
+                self.out.push_str(&part_type);
+                self.out.push_str("|>");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A media reference: a string (URL, id or inline data) or an object holding one
+/// (`url`, `file_id`, `data`, `file_data`). Renders `<|LABEL|>` and the reference(s).
+struct MediaSeed<'o> {
+    out: &'o mut String,
+    trail: &'o mut Trail,
+    label: &'static str,
+    inline: bool,
+}
+
+impl<'o> MediaSeed<'o> {
+    fn new(out: &'o mut String, trail: &'o mut Trail, label: &'static str, inline: bool) -> Self {
+        MediaSeed {
+            out,
+            trail,
+            label,
+            inline,
+        }
+    }
+
+    fn open(&mut self) {
+        self.out.push_str("<|");
+        self.out.push_str(self.label);
+        self.out.push_str("|>");
+    }
+}
+
+const MEDIA_KEYS: &[&str] = &["url", "file_id", "data", "file_data"];
+
+impl<'de> DeserializeSeed<'de> for MediaSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MediaSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a URL, an id, or an object with `url`, `file_id`, `data` or `file_data`")
+    }
+
+    fn visit_str<E: Error>(mut self, v: &str) -> Result<(), E> {
+        self.open();
+        push_media_ref(self.out, v, self.inline);
+        Ok(())
+    }
+
+    fn visit_unit<E: Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        self.open();
+        let mut refs = 0;
+        while let Some(key) = map.next_key_seed(KeySeed(MEDIA_KEYS))? {
+            let Key::Known(name) = key else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            let reference = map.next_value_seed(StrSeed);
+            let reference = self.trail.note(Segment::Key(name), reference)?;
+            if refs > 0 {
+                self.out.push(' ');
+            }
+            push_media_ref(self.out, &reference, matches!(name, "data" | "file_data"));
+            refs += 1;
+        }
+        Ok(())
+    }
+}

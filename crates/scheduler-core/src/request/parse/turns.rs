@@ -1,0 +1,191 @@
+//! Conversation turns: the `messages` of `/v1/chat/completions` and the `input` items of
+//! `/v1/responses`, rendered in order into the prompt text.
+//!
+//! Each turn becomes `<|ROLE|>` + content + its other fields + `"\n"`, where every other field
+//! (`name`, `tool_calls`, `tool_call_id`, `call_id`, `arguments`, `output`, …) is rendered as
+//! `<|KEY|>` followed by its value as compact JSON, in the body's order (fields that are
+//! `null` are left out). A responses item without `role` and `content` (a function call or
+//! its output, say) uses its `type` in place of the role; a responses message without `role`
+//! is a `user` turn.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
+
+use super::content::ContentSeed;
+use super::json_text::JsonInto;
+use super::keys::{Key, KeySeed, StrSeed};
+use super::trail::{Segment, Trail};
+
+/// Which API the turns come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TurnKind {
+    /// Chat completions `messages`: every message needs a `role`.
+    ChatMessage,
+    /// Responses `input`: a string (one user turn) or an array of items.
+    ResponsesItem,
+}
+
+/// Appends `<|ROLE|>` + text + `"\n"`: how a plain-string turn is rendered.
+pub(super) fn push_text_turn(out: &mut String, role: &str, text: &str) {
+    push_tag(out, role);
+    out.push_str(text);
+    out.push('\n');
+}
+
+fn push_tag(out: &mut String, tag: &str) {
+    out.reserve(tag.len() + 4);
+    out.push_str("<|");
+    out.push_str(tag);
+    out.push_str("|>");
+}
+
+/// Appends every turn of an array to `out`; returns how many turns there were.
+pub(super) struct TurnsSeed<'o> {
+    pub(super) out: &'o mut String,
+    pub(super) trail: &'o mut Trail,
+    pub(super) kind: TurnKind,
+}
+
+impl<'de> DeserializeSeed<'de> for TurnsSeed<'_> {
+    type Value = usize;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<usize, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TurnsSeed<'_> {
+    type Value = usize;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            TurnKind::ChatMessage => f.write_str("an array of messages"),
+            TurnKind::ResponsesItem => f.write_str("a string or an array of input items"),
+        }
+    }
+
+    fn visit_str<E: Error>(self, v: &str) -> Result<usize, E> {
+        match self.kind {
+            TurnKind::ResponsesItem => {
+                push_text_turn(self.out, "user", v);
+                Ok(1)
+            }
+            TurnKind::ChatMessage => Err(E::invalid_type(serde::de::Unexpected::Str(v), &self)),
+        }
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
+        let mut index = 0;
+        loop {
+            let turn = TurnSeed {
+                out: &mut *self.out,
+                trail: &mut *self.trail,
+                kind: self.kind,
+            };
+            let next = seq.next_element_seed(turn);
+            if self.trail.note(Segment::Index(index), next)?.is_none() {
+                return Ok(index);
+            }
+            index += 1;
+        }
+    }
+}
+
+const TURN_KEYS: &[&str] = &["role", "content", "type"];
+
+/// One message or input item.
+struct TurnSeed<'o> {
+    out: &'o mut String,
+    trail: &'o mut Trail,
+    kind: TurnKind,
+}
+
+impl<'de> DeserializeSeed<'de> for TurnSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TurnSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            TurnKind::ChatMessage => f.write_str("a message object"),
+            TurnKind::ResponsesItem => f.write_str("an input item object"),
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let start = self.out.len();
+        let mut header_written = false;
+        let mut role: Option<Cow<'de, str>> = None;
+        let mut item_type: Option<Cow<'de, str>> = None;
+        let mut has_content = false;
+        while let Some(key) = map.next_key_seed(KeySeed(TURN_KEYS))? {
+            match key {
+                Key::Known("role") => {
+                    let value = map.next_value_seed(StrSeed);
+                    let value = self.trail.note(Segment::Key("role"), value)?;
+                    if role.is_some() {
+                        return Err(A::Error::duplicate_field("role"));
+                    }
+                    if self.out.len() == start {
+                        // The usual order: the role comes first, so the header goes in place.
+                        push_tag(self.out, &value);
+                        header_written = true;
+                    }
+                    role = Some(value);
+                }
+                Key::Known("content") => {
+                    if has_content {
+                        return Err(A::Error::duplicate_field("content"));
+                    }
+                    has_content = true;
+                    let content = ContentSeed {
+                        out: &mut *self.out,
+                        trail: &mut *self.trail,
+                    };
+                    let result = map.next_value_seed(content);
+                    self.trail.note(Segment::Key("content"), result)?;
+                }
+                Key::Known(name) => {
+                    // "type": what a responses item is; used only when it has no role.
+                    let value = map.next_value_seed(StrSeed);
+                    item_type = Some(self.trail.note(Segment::Key(name), value)?);
+                }
+                Key::Other(name) => {
+                    let mark = self.out.len();
+                    push_tag(self.out, &name);
+                    let value_at = self.out.len();
+                    if let Err(e) = map.next_value_seed(JsonInto(&mut *self.out)) {
+                        self.trail
+                            .note::<(), _>(Segment::OwnedKey(name.into_owned()), Err(()))
+                            .ok();
+                        return Err(e);
+                    }
+                    if &self.out[value_at..] == "null" {
+                        self.out.truncate(mark);
+                    }
+                }
+            }
+        }
+        if !header_written {
+            let header: &str = match (&role, self.kind) {
+                (Some(role), _) => role,
+                (None, TurnKind::ChatMessage) => return Err(A::Error::missing_field("role")),
+                (None, TurnKind::ResponsesItem) if has_content => "user",
+                (None, TurnKind::ResponsesItem) => item_type.as_deref().unwrap_or("item"),
+            };
+            let mut tag = String::with_capacity(header.len() + 4);
+            push_tag(&mut tag, header);
+            self.out.insert_str(start, &tag);
+        }
+        self.out.push('\n');
+        Ok(())
+    }
+}

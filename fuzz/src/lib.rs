@@ -1,0 +1,120 @@
+//! The fuzz targets' bodies, shared by the libFuzzer binaries (`fuzz_targets/`) and the plain
+//! replay test (`tests/replay.rs`), so both check the same properties on the same inputs.
+//!
+//! - [`parse_body`]: the first input byte picks the API path (and whether a tiny body limit
+//!   and a LoRA map apply); the rest is the request body.
+//! - [`parse_config`]: the input, if UTF-8, is a YAML picker configuration; when it loads, it
+//!   is built into a scheduler with a small registry of test plugins.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::sync::Arc;
+
+use shepherd_scheduler_core::config::{EndpointPickerConfig, Registry, build_scheduler};
+use shepherd_scheduler_core::endpoint::{Endpoint, Pool};
+use shepherd_scheduler_core::plugin::{
+    Category, CycleState, Picker, PluginInstance, Score, Scorer,
+};
+use shepherd_scheduler_core::prelude::{ManualClock, Timestamp};
+use shepherd_scheduler_core::request::{ParseError, ParseLimits, Prompt, parse_openai_request};
+use shepherd_scheduler_core::rng::PickRng;
+
+/// The paths [`parse_body`] chooses from (the last is not an inference API).
+pub const PATHS: [&str; 5] = [
+    "/v1/completions",
+    "/v1/chat/completions",
+    "/v1/responses",
+    "/v1/embeddings",
+    "/v1/models",
+];
+
+/// Runs one body through the parser and checks what comes out. Panics only on a broken
+/// invariant (which is what the fuzzer reports).
+pub fn parse_body(data: &[u8]) {
+    let Some((&selector, body)) = data.split_first() else {
+        return;
+    };
+    let path = PATHS[usize::from(selector) % PATHS.len()];
+    let mut limits = ParseLimits::default();
+    if selector & 0x80 != 0 {
+        limits = limits.with_max_body_bytes(64);
+    }
+    if selector & 0x40 != 0 {
+        limits = limits.with_lora_adapter("m", "base");
+    }
+    match parse_openai_request(path, body, &limits) {
+        Ok(request) => {
+            assert!(body.len() <= limits.max_body_bytes);
+            assert!(!request.model.is_empty());
+            assert!(!request.prompt.is_empty());
+            assert_eq!(request.body_size, body.len());
+            match &request.prompt {
+                Prompt::Text(text) => {
+                    assert_eq!(request.prompt.estimated_tokens(), text.len().div_ceil(4));
+                }
+                Prompt::Tokens(ids) => assert_eq!(request.prompt.estimated_tokens(), ids.len()),
+            }
+            if request.lora.is_some() {
+                assert_eq!(request.model, "base");
+            }
+        }
+        Err(error) => {
+            assert!(!error.to_string().is_empty());
+            let status = error.http_status();
+            assert!(matches!(status, 400 | 404 | 413));
+            if let ParseError::BodyTooLarge { size, limit } = error {
+                assert!(size > limit);
+            }
+        }
+    }
+}
+
+struct ConstantScorer;
+
+impl Scorer for ConstantScorer {
+    fn category(&self) -> Category {
+        Category::Balance
+    }
+
+    fn score(&self, _: &mut CycleState<'_>, _: &[&Arc<Endpoint>], out: &mut [Score]) {
+        out.fill(Score::new(1.0));
+    }
+}
+
+struct FirstPicker;
+
+impl Picker for FirstPicker {
+    fn pick(&self, totals: &[f64], count: usize, _: &mut PickRng) -> Vec<usize> {
+        (0..totals.len().min(count)).collect()
+    }
+}
+
+fn registry() -> Registry {
+    let mut registry = Registry::new();
+    registry.register("constant-scorer", |args| {
+        if !args.parameters.is_null() && !args.parameters.is_object() {
+            return Err("parameters must be a mapping".into());
+        }
+        Ok(PluginInstance::scorer(Arc::new(ConstantScorer)))
+    });
+    registry.register("first-picker", |_| {
+        Ok(PluginInstance::picker(Arc::new(FirstPicker)))
+    });
+    registry
+}
+
+/// Loads one configuration text and, when it loads, builds a scheduler from it.
+pub fn parse_config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(config) = EndpointPickerConfig::from_yaml(text) else {
+        return;
+    };
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["127.0.0.1:8000", "127.0.0.1:8001"]);
+    let clock = Arc::new(ManualClock::at(Timestamp::ZERO));
+    if let Err(error) = build_scheduler(&config, &registry(), pool, clock) {
+        assert!(!error.to_string().is_empty());
+    }
+}
