@@ -80,7 +80,7 @@ impl EndpointSample {
 
     /// Reads one endpoint at `now`.
     pub fn read(endpoint: &Endpoint, now: Timestamp, staleness: Duration) -> Self {
-        let metrics = endpoint.metrics();
+        let metrics = endpoint.load_metrics();
         EndpointSample::new(
             Arc::clone(endpoint.address_arc()),
             metrics.running,

@@ -67,3 +67,40 @@ impl EndpointMetrics {
         }
     }
 }
+
+/// The numeric part of an endpoint's metrics, read without locks or reference counting: what
+/// distribution scorers and the adaptive detector read on every pick or tick.
+///
+/// It is refreshed by [`Endpoint::set_metrics`](super::Endpoint::set_metrics) field by field,
+/// so a reader racing a scrape may see fields from two consecutive scrapes; each field is
+/// itself always a value some scrape produced.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LoadMetrics {
+    /// Requests waiting in the server's queue.
+    pub waiting: u32,
+    /// Requests the server is running.
+    pub running: u32,
+    /// KV-cache utilization as scraped (may be garbage: use [`LoadMetrics::kv_utilization_clamped`]).
+    pub kv_utilization: f64,
+    /// When these metrics were scraped; `None` means never.
+    pub scraped_at: Option<Timestamp>,
+}
+
+impl LoadMetrics {
+    /// Whether these metrics are older than `max_age` at `now` (never-scraped metrics are stale).
+    pub fn is_stale(&self, now: Timestamp, max_age: Duration) -> bool {
+        match self.scraped_at {
+            None => true,
+            Some(t) => now.saturating_since(t) > max_age,
+        }
+    }
+
+    /// KV utilization clamped into `[0, 1]` (NaN counts as full).
+    pub fn kv_utilization_clamped(&self) -> f64 {
+        if self.kv_utilization.is_nan() {
+            1.0
+        } else {
+            self.kv_utilization.clamp(0.0, 1.0)
+        }
+    }
+}

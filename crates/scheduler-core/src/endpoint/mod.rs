@@ -17,6 +17,7 @@
 //! let ep = snapshot.get_by_address("10.0.0.1:8000").unwrap();
 //! ep.set_metrics(EndpointMetrics { waiting: 3, scraped_at: Some(Timestamp::ZERO), ..Default::default() });
 //! assert_eq!(ep.metrics().waiting, 3);
+//! assert_eq!(ep.load_metrics().waiting, 3);
 //!
 //! let guard = ep.start_request(100);
 //! assert_eq!(ep.in_flight_requests(), 1);
@@ -30,6 +31,6 @@ mod node;
 mod pool;
 
 pub use counters::InFlightGuard;
-pub use metrics::{EndpointMetrics, LoraState};
+pub use metrics::{EndpointMetrics, LoadMetrics, LoraState};
 pub use node::{Endpoint, EndpointId};
 pub use pool::{MembershipListener, Pool, PoolSnapshot};

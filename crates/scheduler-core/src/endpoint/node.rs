@@ -1,10 +1,11 @@
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 
-use super::{EndpointMetrics, InFlightGuard};
+use super::{EndpointMetrics, InFlightGuard, LoadMetrics};
+use crate::clock::Timestamp;
 
 /// A compact, process-unique endpoint identity. Never reused for another endpoint, so indexes
 /// keyed by it cannot confuse an endpoint that left with one that joined later.
@@ -23,11 +24,34 @@ pub(super) struct Counters {
     pub(super) prompt_tokens: AtomicU64,
 }
 
+/// The numeric metrics mirrored in atomics, so the request path reads them without touching a
+/// shared reference count.
+#[derive(Debug)]
+struct LoadCells {
+    waiting: AtomicU32,
+    running: AtomicU32,
+    kv_bits: AtomicU64,
+    /// Nanoseconds since the clock origin; `u64::MAX` = never scraped.
+    scraped_at: AtomicU64,
+}
+
+impl Default for LoadCells {
+    fn default() -> Self {
+        LoadCells {
+            waiting: AtomicU32::new(0),
+            running: AtomicU32::new(0),
+            kv_bits: AtomicU64::new(0f64.to_bits()),
+            scraped_at: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
 /// One model server: its address, its latest metrics, and its live in-flight counters.
 pub struct Endpoint {
     id: EndpointId,
     address: Arc<str>,
     metrics: ArcSwap<EndpointMetrics>,
+    load: LoadCells,
     pub(super) counters: Counters,
 }
 
@@ -38,6 +62,7 @@ impl Endpoint {
             id,
             address: address.into(),
             metrics: ArcSwap::from_pointee(EndpointMetrics::default()),
+            load: LoadCells::default(),
             counters: Counters::default(),
         }
     }
@@ -57,14 +82,37 @@ impl Endpoint {
         &self.address
     }
 
-    /// The latest metrics (a cheap, lock-free load).
+    /// The latest metrics, all of them (lock-free; prefer [`Endpoint::load_metrics`] on hot
+    /// paths that only need the numbers).
     pub fn metrics(&self) -> arc_swap::Guard<Arc<EndpointMetrics>> {
         self.metrics.load()
     }
 
+    /// The latest waiting / running / KV-utilization / scrape-time figures: a few relaxed
+    /// atomic loads, no reference counting, so concurrent picks do not contend.
+    pub fn load_metrics(&self) -> LoadMetrics {
+        let scraped = self.load.scraped_at.load(Ordering::Acquire);
+        LoadMetrics {
+            waiting: self.load.waiting.load(Ordering::Relaxed),
+            running: self.load.running.load(Ordering::Relaxed),
+            kv_utilization: f64::from_bits(self.load.kv_bits.load(Ordering::Relaxed)),
+            scraped_at: (scraped != u64::MAX).then(|| Timestamp::from_nanos(scraped)),
+        }
+    }
+
     /// Replaces the metrics with a fresh scrape.
     pub fn set_metrics(&self, metrics: EndpointMetrics) {
+        self.load.waiting.store(metrics.waiting, Ordering::Relaxed);
+        self.load.running.store(metrics.running, Ordering::Relaxed);
+        self.load
+            .kv_bits
+            .store(metrics.kv_utilization.to_bits(), Ordering::Relaxed);
+        let scraped = metrics
+            .scraped_at
+            .map_or(u64::MAX, |t| t.as_nanos().min(u64::MAX - 1));
         self.metrics.store(Arc::new(metrics));
+        // Published last: a reader that sees the new time also sees the new numbers above.
+        self.load.scraped_at.store(scraped, Ordering::Release);
     }
 
     /// Requests the scheduler has sent here that have not finished.

@@ -16,12 +16,32 @@ fn best_first(a: &Ranked, b: &Ranked) -> std::cmp::Ordering {
         .then(a.index.cmp(&b.index))
 }
 
+/// Up to this many picks, [`top`] keeps a small sorted buffer instead of selecting.
+const SMALL_TOP: usize = 8;
+
 /// The indexes of the `count` best entries, best first. Selects before sorting, so the cost is
-/// linear in the candidates plus `count · log count`.
+/// linear in the candidates plus `count · log count`; for the usual few picks (primary and a
+/// couple of fallbacks) a single pass with a tiny sorted buffer does it.
 pub(crate) fn top(mut ranked: Vec<Ranked>, count: usize) -> Vec<usize> {
     let count = count.min(ranked.len());
     if count == 0 {
         return Vec::new();
+    }
+    if count <= SMALL_TOP && count < ranked.len() {
+        let mut best: Vec<Ranked> = Vec::with_capacity(count + 1);
+        for r in ranked {
+            if best.len() == count {
+                if let Some(worst) = best.last() {
+                    if best_first(&r, worst) != std::cmp::Ordering::Less {
+                        continue;
+                    }
+                }
+                best.pop();
+            }
+            let at = best.partition_point(|b| best_first(b, &r) == std::cmp::Ordering::Less);
+            best.insert(at, r);
+        }
+        return best.into_iter().map(|r| r.index).collect();
     }
     if count < ranked.len() {
         ranked.select_nth_unstable_by(count - 1, best_first);

@@ -43,7 +43,7 @@ impl Scorer for KvCacheUtilizationScorer {
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         for (slot, ep) in out.iter_mut().zip(candidates) {
-            let metrics = ep.metrics();
+            let metrics = ep.load_metrics();
             *slot = if metrics.is_stale(cycle.now, cycle.staleness_bound) {
                 Score::NEUTRAL
             } else {

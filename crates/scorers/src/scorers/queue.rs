@@ -46,7 +46,7 @@ impl Scorer for QueueScorer {
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         fewer_is_better(out, |i| {
-            let metrics = candidates[i].metrics();
+            let metrics = candidates[i].load_metrics();
             (!metrics.is_stale(cycle.now, cycle.staleness_bound))
                 .then(|| u64::from(metrics.waiting))
         });
