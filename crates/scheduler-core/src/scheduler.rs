@@ -22,6 +22,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::clock::{Clock, SystemClock};
+use crate::config::SchedulerSettings;
 use crate::decision::{Breakdown, Decision};
 use crate::endpoint::{Endpoint, Pool};
 use crate::plugin::{Completion, CompletionHook, CycleState, Score};
@@ -95,13 +96,15 @@ pub struct Scheduler {
 impl Scheduler {
     /// Starts building a scheduler over `pool`.
     pub fn builder(pool: Arc<Pool>) -> SchedulerBuilder {
+        // One source of defaults: the config schema's.
+        let defaults = SchedulerSettings::default();
         SchedulerBuilder {
             pool,
             profiles: Vec::new(),
             clock: Arc::new(SystemClock::new()),
-            staleness_bound: Duration::from_millis(200),
-            max_endpoints: 3,
-            seed: 0x5EED,
+            staleness_bound: Duration::from_millis(defaults.staleness_ms),
+            max_endpoints: defaults.max_endpoints,
+            seed: defaults.seed,
             completion_hooks: Vec::new(),
         }
     }

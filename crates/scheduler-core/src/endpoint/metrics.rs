@@ -50,21 +50,24 @@ pub struct EndpointMetrics {
 }
 
 impl EndpointMetrics {
+    /// The numeric load figures of these metrics.
+    pub fn load(&self) -> LoadMetrics {
+        LoadMetrics {
+            waiting: self.waiting,
+            running: self.running,
+            kv_utilization: self.kv_utilization,
+            scraped_at: self.scraped_at,
+        }
+    }
+
     /// Whether these metrics are older than `max_age` at `now` (never-scraped metrics are stale).
     pub fn is_stale(&self, now: Timestamp, max_age: Duration) -> bool {
-        match self.scraped_at {
-            None => true,
-            Some(t) => now.saturating_since(t) > max_age,
-        }
+        self.load().is_stale(now, max_age)
     }
 
     /// KV utilization clamped into `[0, 1]` (NaN counts as full).
     pub fn kv_utilization_clamped(&self) -> f64 {
-        if self.kv_utilization.is_nan() {
-            1.0
-        } else {
-            self.kv_utilization.clamp(0.0, 1.0)
-        }
+        self.load().kv_utilization_clamped()
     }
 }
 
