@@ -354,6 +354,8 @@ fn run_one(name: &str, workload: Workload) {
             scratch = s;
         }
     }
+    let mut new_match: Vec<f64> = new_match.iter().map(|&m| m as f64).collect();
+    let mut rep_match: Vec<f64> = rep_match.iter().map(|&m| m as f64).collect();
     for v in [
         &mut new_t,
         &mut rep_t,
@@ -363,8 +365,6 @@ fn run_one(name: &str, workload: Workload) {
     ] {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     }
-    let new_match = new_match.iter().map(|&m| m as f64).collect::<Vec<_>>();
-    let rep_match = rep_match.iter().map(|&m| m as f64).collect::<Vec<_>>();
     println!(
         "RESULT\t{}\t{}\t{:.2}\t{:.2}\t{:.2}\t{:.2}\t{:.2}\t{:.2}\t{:.1}\t{}\t{}",
         workload.name,

@@ -57,8 +57,8 @@ fn warmed(prompts: &Prompts) -> (PrefixIndex, i64) {
         }
     }
     let change = region.change();
-    let net = change.bytes_allocated as i64 - change.bytes_deallocated as i64
-        + change.bytes_reallocated as i64;
+    // Reallocations are already folded into the allocated / deallocated byte counts.
+    let net = change.bytes_allocated as i64 - change.bytes_deallocated as i64;
     // The scratch buffer is the only allocation outside the index that survives the loop.
     let net = net - scratch.capacity() as i64;
     (index, net)

@@ -95,7 +95,7 @@ impl Prompts {
     pub fn request_into(&self, out: &mut String, k: usize, shared: usize) {
         out.clear();
         out.push_str(&self.shared[shared % self.shared.len()]);
-        Rng::new(0xC0FFEE_0000_0000 + k as u64).fill_text(out, self.workload.suffix_bytes);
+        Rng::new(0x00C0_FFEE_0000_0000 + k as u64).fill_text(out, self.workload.suffix_bytes);
     }
 
     /// Warm request `k`: (prompt, endpoint).
