@@ -91,10 +91,12 @@ pub struct LoadMetrics {
 
 impl LoadMetrics {
     /// Whether these metrics are older than `max_age` at `now` (never-scraped metrics are stale).
+    #[inline]
     pub fn is_stale(&self, now: Timestamp, max_age: Duration) -> bool {
         match self.scraped_at {
             None => true,
-            Some(t) => now.saturating_since(t) > max_age,
+            // In integer nanoseconds: no `Duration` built per call on the request path.
+            Some(t) => u128::from(now.as_nanos().saturating_sub(t.as_nanos())) > max_age.as_nanos(),
         }
     }
 
