@@ -47,6 +47,27 @@ pub fn ncv(values: &[f64]) -> f64 {
     }
 }
 
+/// The part of a load nCV that chance does not explain, for M requests:
+/// √(max(0, nCV² − 1/M) / (1 − 1/M)). 0 at or below chance level, 1 when one endpoint
+/// carries everything (nCV = 1), non-decreasing in nCV; 0 when M ≤ 1 (nothing to balance).
+///
+/// ```
+/// use shepherd_adaptive::detector::beyond_chance;
+///
+/// assert_eq!(beyond_chance(1.0, 50.0), 1.0);
+/// assert_eq!(beyond_chance(0.3, 8.0), 0.0); // 8 requests: nCV² = 0.09 < 1/8
+/// assert!((beyond_chance(0.378, 130.0) - 0.369).abs() < 1e-3); // 4 of 8 endpoints carry 130
+/// ```
+pub fn beyond_chance(ncv: f64, requests: f64) -> f64 {
+    if !(requests.is_finite() && requests > 1.0 && ncv.is_finite()) {
+        return 0.0;
+    }
+    let chance = 1.0 / requests;
+    let excess = (ncv * ncv - chance).max(0.0) / (1.0 - chance);
+    let v = excess.sqrt();
+    if v < 1e-12 { 0.0 } else { v.clamp(0.0, 1.0) }
+}
+
 /// What the detector concluded on one tick.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -59,9 +80,11 @@ pub struct Reading {
     pub total_load: f64,
     /// Whether the pool counted as nearly idle.
     pub idle: bool,
-    /// nCV of the load.
+    /// Estimated distinct requests on fresh endpoints: Σ max(running + waiting, in-flight).
+    pub requests: f64,
+    /// nCV of the load (after the chance correction, when it is on).
     pub ncv_load: f64,
-    /// nCV of the KV utilization.
+    /// nCV of the KV utilization, scaled by the memory pressure min(1, max(k)/`kvPressure`).
     pub ncv_kv: f64,
     /// The combined signal s ∈ [0, 1]; `None` when every endpoint was stale (nothing known,
     /// so the configurator holds its state). An empty pool gives `Some(0.0)`.
@@ -77,24 +100,35 @@ pub fn detect(samples: &[EndpointSample], config: &AdaptiveConfig) -> Reading {
             endpoints: samples.len(),
             fresh: 0,
             total_load: 0.0,
+            requests: 0.0,
             idle: false,
             ncv_load: 0.0,
             ncv_kv: 0.0,
             signal: None,
         };
     }
+    let requests: f64 = fresh.iter().map(|s| s.requests()).sum();
     let idle = total_load < config.idle_load_per_endpoint * fresh.len() as f64;
     let (ncv_load, ncv_kv) = if idle {
         (0.0, 0.0)
     } else {
         let loads: Vec<f64> = fresh.iter().map(|s| s.load).collect();
         let kvs: Vec<f64> = fresh.iter().map(|s| s.kv_utilization).collect();
-        (ncv(&loads), ncv(&kvs))
+        let raw = ncv(&loads);
+        let load = if config.signal.chance_correction {
+            beyond_chance(raw, requests)
+        } else {
+            raw
+        };
+        let hottest = kvs.iter().copied().fold(0.0, f64::max);
+        let pressure = (hottest / config.signal.kv_pressure).clamp(0.0, 1.0);
+        (load, ncv(&kvs) * pressure)
     };
     Reading {
         endpoints: samples.len(),
         fresh: fresh.len(),
         total_load,
+        requests,
         idle,
         ncv_load,
         ncv_kv,

@@ -78,6 +78,13 @@ impl EndpointSample {
         }
     }
 
+    /// Estimated distinct requests at the endpoint: max(running + waiting, in-flight). The
+    /// scheduler's own in-flight requests are normally also among the server's running and
+    /// waiting ones, so the larger of the two counts is the better estimate.
+    pub fn requests(&self) -> f64 {
+        (f64::from(self.running) + f64::from(self.waiting)).max(self.in_flight as f64)
+    }
+
     /// Reads one endpoint at `now`.
     pub fn read(endpoint: &Endpoint, now: Timestamp, staleness: Duration) -> Self {
         let metrics = endpoint.load_metrics();

@@ -90,6 +90,7 @@ fn reading_with_signal(signal: f64) -> Reading {
         endpoints: 4,
         fresh: 4,
         total_load: 40.0,
+        requests: 20.0,
         idle: false,
         ncv_load: signal,
         ncv_kv: 0.0,

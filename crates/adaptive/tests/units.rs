@@ -23,6 +23,7 @@ fn reading(signal: f64) -> Reading {
         endpoints: 4,
         fresh: 4,
         total_load: 40.0,
+        requests: 20.0,
         idle: false,
         ncv_load: signal,
         ncv_kv: 0.0,
@@ -173,4 +174,53 @@ fn burst_gives_distribution_more_than_steady_at_the_same_signal() {
     }
     assert_eq!(tuner.share(Mode::Steady, 0.0), 4.0 / 7.0);
     assert_eq!(tuner.share(Mode::Burst, 1.0), 0.9);
+}
+
+#[test]
+fn chance_correction_silences_a_handful_of_requests_but_not_a_hot_node() {
+    use shepherd_adaptive::sample::EndpointSample;
+    let pool = |loads: &[u32]| -> Vec<EndpointSample> {
+        loads
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| EndpointSample::new(format!("10.0.0.{i}:8000"), l, 0, 0, 0.1, false))
+            .collect()
+    };
+    let on = AdaptiveConfig::default();
+    let mut off = AdaptiveConfig::default();
+    off.signal.chance_correction = false;
+    // Eight requests scattered 2/0/1/1/2/0/1/1: chance-level unevenness.
+    let few = pool(&[2, 0, 1, 1, 2, 0, 1, 1]);
+    assert!(detect(&few, &off).ncv_load > 0.2);
+    assert_eq!(detect(&few, &on).ncv_load, 0.0);
+    // 120 requests on one of eight endpoints: as hot as it gets, with or without.
+    let hot = pool(&[120, 1, 1, 1, 1, 1, 1, 1]);
+    assert!(detect(&hot, &on).ncv_load > 0.9);
+    assert!((detect(&hot, &on).ncv_load - detect(&hot, &off).ncv_load).abs() < 0.01);
+}
+
+#[test]
+fn kv_imbalance_counts_only_under_memory_pressure() {
+    use shepherd_adaptive::sample::EndpointSample;
+    let pool = |hot_kv: f64| -> Vec<EndpointSample> {
+        (0..4)
+            .map(|i| {
+                let kv = if i == 0 { hot_kv } else { hot_kv / 10.0 };
+                EndpointSample::new(format!("10.0.0.{i}:8000"), 5, 0, 0, kv, false)
+            })
+            .collect()
+    };
+    let c = AdaptiveConfig::default();
+    let low = detect(&pool(0.05), &c).ncv_kv;
+    let high = detect(&pool(0.8), &c).ncv_kv;
+    assert!(low < 0.1 * high + 1e-12, "low {low} high {high}");
+    assert!((high - ncv(&[0.8, 0.08, 0.08, 0.08])).abs() < 1e-12);
+    let mut bad = AdaptiveConfig::default();
+    bad.signal.kv_pressure = 0.0;
+    assert!(
+        bad.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("signal.kvPressure")
+    );
 }

@@ -36,6 +36,15 @@ pub enum SimError {
         #[source]
         source: shepherd_scheduler_core::config::ConfigError,
     },
+    /// A policy's `adaptive:` section is invalid, or its profile cannot take adaptive weights.
+    #[error("policy `{policy}`: {source}")]
+    Adaptive {
+        /// The policy.
+        policy: String,
+        /// The cause.
+        #[source]
+        source: shepherd_adaptive::AdaptiveError,
+    },
     /// An unknown scenario or policy name.
     #[error("unknown {kind} `{name}` (known: {known})")]
     Unknown {

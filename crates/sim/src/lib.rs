@@ -8,7 +8,9 @@
 //!   with automatic prefix caching, preemption) and its step-time cost model;
 //! - [`workload`]: scenario files, traffic generators and trace replay;
 //! - [`policy`]: the routing policies compared, as Shepherd configs;
-//! - [`runner`]: the discrete-event loop that runs a scenario under a policy.
+//! - [`runner`]: the discrete-event loop that runs a scenario under a policy (and ticks the
+//!   adaptive controller on simulated time);
+//! - [`report`], [`svg`], [`timeline`]: the table and JSON, the plots, the adaptive timeline.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
@@ -20,6 +22,7 @@ pub mod policy;
 pub mod report;
 pub mod runner;
 pub mod svg;
+pub mod timeline;
 pub mod workload;
 
 pub use error::SimError;

@@ -9,7 +9,7 @@ use shepherd_sim::compare::{CompareOptions, compare};
 use shepherd_sim::policy::{Policy, builtin_policies, builtin_policy, sim_registry};
 use shepherd_sim::report::table;
 use shepherd_sim::workload::{Scenario, builtin_scenario, builtin_scenarios};
-use shepherd_sim::{SimError, svg};
+use shepherd_sim::{SimError, svg, timeline};
 
 /// Simulate a pool of vLLM-like model servers and compare Shepherd routing policies.
 ///
@@ -142,6 +142,14 @@ fn real_main(cli: &Cli) -> Result<(), SimError> {
     for (scenario, runs) in scenarios.iter().zip(&comparison.runs) {
         for (name, text) in svg::plots(scenario, runs) {
             write(&name, &text)?;
+        }
+        for run in runs {
+            if let Some(text) = timeline::csv(run) {
+                write(
+                    &format!("{}-{}-adaptive.csv", scenario.name, run.policy),
+                    &text,
+                )?;
+            }
         }
     }
     if cli.json {

@@ -53,6 +53,66 @@ pub struct PolicySummary {
     pub events: u64,
     /// Per-stream time to first token.
     pub streams: Vec<StreamSummary>,
+    /// What the adaptive controller did (only for policies with an `adaptive:` section).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<AdaptiveSummary>,
+}
+
+/// What the adaptive controller did during a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdaptiveSummary {
+    /// Controller ticks.
+    pub ticks: u64,
+    /// Ticks that ended in `burst` mode.
+    pub burst_ticks: u64,
+    /// Mode changes (entering and leaving `burst` count one each).
+    pub mode_changes: u64,
+    /// Simulated time of the first entry into `burst`, seconds from the start (null if never).
+    pub first_burst_s: Option<f64>,
+    /// Simulated time of the last exit from `burst`, seconds from the start (null if never).
+    pub last_exit_s: Option<f64>,
+    /// Highest smoothed signal seen.
+    pub max_smoothed: f64,
+    /// Highest Distribution share of the weight budget in force.
+    pub max_distribution_share: f64,
+}
+
+/// Summarizes the adaptive series of `run` (`None` when it has none).
+pub fn adaptive_summary(run: &RunResult) -> Option<AdaptiveSummary> {
+    let series = &run.adaptive_series;
+    if series.is_empty() {
+        return None;
+    }
+    let mut mode_changes = 0;
+    let mut first_burst = None;
+    let mut last_exit = None;
+    let mut previous = "steady";
+    for a in series {
+        if a.mode != previous {
+            mode_changes += 1;
+            let at = round3(a.time as f64 / 1e9);
+            if a.mode == "burst" {
+                first_burst.get_or_insert(at);
+            } else {
+                last_exit = Some(at);
+            }
+            previous = &a.mode;
+        }
+    }
+    Some(AdaptiveSummary {
+        ticks: series.len() as u64,
+        burst_ticks: series.iter().filter(|a| a.mode == "burst").count() as u64,
+        mode_changes,
+        first_burst_s: first_burst,
+        last_exit_s: last_exit,
+        max_smoothed: round3(series.iter().map(|a| a.smoothed).fold(0.0, f64::max)),
+        max_distribution_share: round3(
+            series
+                .iter()
+                .map(|a| a.distribution_share)
+                .fold(0.0, f64::max),
+        ),
+    })
 }
 
 /// Per-stream latency, for scenarios with phases (such as the hot-prefix spike).
@@ -224,6 +284,7 @@ pub fn summarize(scenario: &Scenario, run: &RunResult, bound: bool) -> PolicySum
         makespan_s: round3(makespan),
         events: run.events,
         streams,
+        adaptive: adaptive_summary(run),
     }
 }
 

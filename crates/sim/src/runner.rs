@@ -91,21 +91,34 @@ pub struct RequestRecord {
     pub outcome: Outcome,
 }
 
-/// One adaptive tick, for the report's plot.
+/// One adaptive tick, for the report and the plots.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AdaptiveSample {
     /// Simulated time, ns.
     pub time: u64,
-    /// Imbalance signal (smoothed), in [0, 1].
-    pub signal: f64,
-    /// Mode name.
+    /// Raw imbalance signal s ∈ [0, 1] of the tick (`None` when every endpoint was stale).
+    pub signal: Option<f64>,
+    /// Load imbalance nCV(p) the detector read (after its chance correction, if on).
+    pub ncv_load: f64,
+    /// KV-utilization imbalance nCV(k) the detector read.
+    pub ncv_kv: f64,
+    /// Smoothed signal r ∈ [0, 1] after the tick (what the hysteresis compares).
+    pub smoothed: f64,
+    /// Mode after the tick (`steady` or `burst`).
     pub mode: String,
+    /// Distribution share of the weight budget after the tick.
+    pub distribution_share: f64,
     /// The profile's weights after the tick, scorer order.
     pub weights: Vec<f64>,
+    /// The controller's explanation, on ticks that changed the mode.
+    pub reason: Option<String>,
 }
 
-/// Something ticked with the pool every scenario tick: the adaptive weights controller.
+/// Something ticked with the pool on its own period of simulated time: the adaptive weights
+/// controller.
 pub trait TickDriver: Send {
+    /// How often to tick (simulated time).
+    fn interval(&self) -> std::time::Duration;
     /// Called every tick; returns what to plot, if anything.
     fn tick(&mut self, pool: &PoolSnapshot, now: Timestamp) -> Option<AdaptiveSample>;
 }
@@ -145,6 +158,7 @@ enum Event {
     StepEnd(u32),
     Scrape(u32),
     Tick,
+    Adapt,
     Timeout(u64),
 }
 
@@ -330,6 +344,9 @@ impl Sim<'_> {
             }
         }
         self.push(0, Event::Tick);
+        if self.driver.is_some() {
+            self.push(0, Event::Adapt);
+        }
         while let Some(Reverse((now, _, event))) = self.heap.pop() {
             self.events += 1;
             self.clock.set(Timestamp::from_nanos(now));
@@ -349,6 +366,12 @@ impl Sim<'_> {
                     self.on_tick(now);
                     if !self.idle() {
                         self.push(now + self.scenario.tick_ms * 1_000_000, Event::Tick);
+                    }
+                }
+                Event::Adapt => {
+                    let period = self.on_adapt(now);
+                    if !self.idle() {
+                        self.push(now.saturating_add(period), Event::Adapt);
                     }
                 }
                 Event::Timeout(id) => self.on_timeout(now, id),
@@ -389,12 +412,20 @@ impl Sim<'_> {
             })
             .collect();
         self.load_series.push((now, loads));
-        if let Some(driver) = self.driver.as_mut() {
-            let snapshot = self.pool.snapshot();
-            if let Some(sample) = driver.tick(&snapshot, Timestamp::from_nanos(now)) {
-                self.adaptive_series.push(sample);
-            }
+    }
+
+    /// Runs one adaptive tick; returns the period until the next one, ns (at least 1 ms).
+    fn on_adapt(&mut self, now: u64) -> u64 {
+        let Some(driver) = self.driver.as_mut() else {
+            return u64::MAX / 2;
+        };
+        let snapshot = self.pool.snapshot();
+        if let Some(sample) = driver.tick(&snapshot, Timestamp::from_nanos(now)) {
+            self.adaptive_series.push(sample);
         }
+        u64::try_from(driver.interval().as_nanos())
+            .unwrap_or(u64::MAX / 2)
+            .max(1_000_000)
     }
 
     fn on_issue(&mut self, now: u64, issue: Issue) {

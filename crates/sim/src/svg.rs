@@ -190,13 +190,22 @@ pub fn plots(scenario: &Scenario, runs: &[RunResult]) -> Vec<(String, String)> {
         ));
         if !r.adaptive_series.is_empty() {
             let samples = downsample(&r.adaptive_series, 600);
-            let mut series = vec![Series {
-                name: "signal".into(),
-                points: samples
-                    .iter()
-                    .map(|a| (a.time as f64 / 1e9, a.signal))
-                    .collect(),
-            }];
+            let mut series = vec![
+                Series {
+                    name: "signal (raw)".into(),
+                    points: samples
+                        .iter()
+                        .filter_map(|a| a.signal.map(|s| (a.time as f64 / 1e9, s)))
+                        .collect(),
+                },
+                Series {
+                    name: "signal (smoothed)".into(),
+                    points: samples
+                        .iter()
+                        .map(|a| (a.time as f64 / 1e9, a.smoothed))
+                        .collect(),
+                },
+            ];
             let mut modes: Vec<String> = Vec::new();
             for a in &samples {
                 if !modes.contains(&a.mode) {

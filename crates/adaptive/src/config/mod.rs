@@ -103,6 +103,17 @@ pub struct SignalConfig {
     pub load_weight: f64,
     /// Weight of the KV-utilization imbalance nCV(k), in `[0, 1]`. Default 1.
     pub kv_weight: f64,
+    /// Count only the load imbalance chance cannot explain. M requests spread over N endpoints
+    /// uniformly at random give nCV² ≈ 1/M on average, so a pool carrying a handful of
+    /// requests always *looks* imbalanced; with this on, the load nCV becomes
+    /// √(max(0, nCV² − 1/M) / (1 − 1/M)), which is 0 at chance level and still 1 when one
+    /// endpoint carries everything (see [`crate::detector::beyond_chance`]). Default `true`.
+    pub chance_correction: bool,
+    /// KV-utilization imbalance counts in full only under memory pressure: nCV(k) is scaled by
+    /// min(1, max(k) / `kvPressure`), so uneven KV use at a few percent (one server caching a
+    /// long prompt on an otherwise idle pool) raises no alarm, while the same spread near
+    /// capacity does. In `(0, 1]`; a tiny value restores the raw nCV(k). Default 0.5.
+    pub kv_pressure: f64,
 }
 
 impl Default for SignalConfig {
@@ -111,6 +122,8 @@ impl Default for SignalConfig {
             combine: Combine::Max,
             load_weight: 1.0,
             kv_weight: 1.0,
+            chance_correction: true,
+            kv_pressure: 0.5,
         }
     }
 }
@@ -254,6 +267,14 @@ impl AdaptiveConfig {
             1.0,
             "a number in [0, 1]",
         )?;
+        let p = self.signal.kv_pressure;
+        if !(p.is_finite() && p > 0.0 && p <= 1.0) {
+            return Err(AdaptiveError::OutOfRange {
+                field: "signal.kvPressure",
+                value: p,
+                expected: "a number in (0, 1]",
+            });
+        }
         if self.signal.load_weight + self.signal.kv_weight <= 0.0 {
             return Err(AdaptiveError::Inconsistent {
                 field: "signal",

@@ -45,6 +45,10 @@ pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
         "static-default",
         include_str!("../../policies/static-default.yaml"),
     ),
+    (
+        "static-default-plus",
+        include_str!("../../policies/static-default-plus.yaml"),
+    ),
     ("adaptive", include_str!("../../policies/adaptive.yaml")),
     ("sglang", include_str!("../../policies/sglang.yaml")),
     ("dynamo", include_str!("../../policies/dynamo.yaml")),
