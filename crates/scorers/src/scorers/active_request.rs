@@ -4,8 +4,10 @@
 //! Unlike the scraped queue and running counts, the in-flight count
 //! ([`Endpoint::in_flight_requests`]) is the scheduler's own and always fresh: it rises the
 //! moment a pick is made and falls when the response ends. It is therefore the signal that
-//! spreads a burst of simultaneous requests before any scrape can see them. Min-max normalized
-//! over the candidates (fewest = 1, most = 0, all equal = 1); never neutral.
+//! spreads a burst of simultaneous requests before any scrape can see them. Normalized relative
+//! to the busiest candidate, `1 − in_flight / max_in_flight` (all idle = 1), so two busy
+//! endpoints a couple of requests apart score nearly alike while a hot spot scores far below
+//! the rest; never neutral.
 
 use std::sync::Arc;
 
@@ -13,7 +15,7 @@ use shepherd_scheduler_core::config::PluginArgs;
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{Category, CycleState, PluginInstance, Score, Scorer};
 
-use super::normalize::fewer_is_better;
+use super::normalize::fewer_relative_to_busiest;
 use crate::params::NoParameters;
 
 /// Registry type name.
@@ -29,7 +31,7 @@ impl Scorer for ActiveRequestScorer {
     }
 
     fn score(&self, _cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
-        fewer_is_better(out, |i| Some(candidates[i].in_flight_requests()));
+        fewer_relative_to_busiest(out, |i| candidates[i].in_flight_requests());
     }
 }
 
