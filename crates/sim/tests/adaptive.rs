@@ -104,7 +104,8 @@ fn adaptive_weights_move_in_the_spike_and_return_after_it() {
         .zip(&configured)
         .map(|(w, c)| (w - c).abs())
         .sum();
-    assert!(drift < 0.05, "weights after the spike: {:?}", last.weights);
+    // Within 1.25 % of the 8.0 budget: the smoothed signal decays toward zero, it does not snap.
+    assert!(drift < 0.1, "weights after the spike: {:?}", last.weights);
 }
 
 #[test]
