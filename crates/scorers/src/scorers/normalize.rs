@@ -1,6 +1,23 @@
 //! Min-max normalization for "fewer is better" load signals.
 
-use shepherd_scheduler_core::plugin::Score;
+use std::sync::Arc;
+
+use shepherd_scheduler_core::endpoint::{Endpoint, LoadMetrics};
+use shepherd_scheduler_core::plugin::{CycleState, Score};
+
+/// [`fewer_is_better`] over one scraped count (`count` picks it from the metrics); candidates
+/// with stale metrics are neutral and left out of the normalization.
+pub(crate) fn fewer_scraped(
+    cycle: &CycleState<'_>,
+    candidates: &[&Arc<Endpoint>],
+    out: &mut [Score],
+    count: fn(&LoadMetrics) -> u32,
+) {
+    fewer_is_better(out, |i| {
+        let metrics = candidates[i].load_metrics();
+        (!metrics.is_stale(cycle.now, cycle.staleness_bound)).then(|| u64::from(count(&metrics)))
+    });
+}
 
 /// Scores candidates by a load where fewer is better, min-max normalized over the candidates
 /// whose load is known: the least loaded scores 1, the most loaded 0, and when every known load

@@ -29,7 +29,7 @@ use shepherd_scheduler_core::config::PluginArgs;
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{Category, CycleState, PluginInstance, Score, Scorer};
 
-use super::normalize::fewer_is_better;
+use super::normalize::fewer_scraped;
 use crate::params::NoParameters;
 
 /// Registry type name.
@@ -45,11 +45,7 @@ impl Scorer for QueueScorer {
     }
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
-        fewer_is_better(out, |i| {
-            let metrics = candidates[i].load_metrics();
-            (!metrics.is_stale(cycle.now, cycle.staleness_bound))
-                .then(|| u64::from(metrics.waiting))
-        });
+        fewer_scraped(cycle, candidates, out, |m| m.waiting);
     }
 }
 
