@@ -21,8 +21,14 @@
 //! an overlap-credited prefill cost, fed by the scheduler's own counts.
 //!
 //! **Order matters:** list it *after* `prefix-cache-scorer` in the profile, so the cached
-//! estimates are published before it scores. It is a [`Category::Distribution`] scorer; it
-//! takes no parameters and is never neutral.
+//! estimates are published before it scores. It is a [`Category::Distribution`] scorer and is
+//! never neutral.
+//!
+//! ## Parameters
+//!
+//! | parameter | default | meaning |
+//! |---|---|---|
+//! | `uncachedWeight` | 1.0 | multiplies this request's own uncached tokens in the cost: 1 = the expected wait; 0 = only the prefill work already queued there (the scorer then only keeps bursts off servers busy prefilling, and adds no prefix affinity of its own) |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -44,7 +50,7 @@
 //! let mut cycle = CycleState::new(&request, Timestamp::ZERO, Duration::from_millis(200));
 //! CachedPrefix::publish(&mut cycle.extensions, [(candidates[0].id(), 900)]);
 //! let mut out = vec![Score::NEUTRAL; 2];
-//! PrefillLoadScorer.score(&mut cycle, &candidates, &mut out);
+//! PrefillLoadScorer::default().score(&mut cycle, &candidates, &mut out);
 //! // Costs 300 + 100 = 400 and 0 + 1000 = 1000.
 //! assert!((out[0].value - 0.6).abs() < 1e-12);
 //! assert_eq!(out[1].value, 0.0);
@@ -52,6 +58,7 @@
 
 use std::sync::Arc;
 
+use serde::Deserialize;
 use shepherd_scheduler_core::config::PluginArgs;
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{
@@ -59,21 +66,54 @@ use shepherd_scheduler_core::plugin::{
 };
 
 use super::normalize::fewer_relative_to_busiest;
-use crate::params::NoParameters;
 
 /// Registry type name.
 pub const TYPE_NAME: &str = "prefill-load-scorer";
 
+/// The `prefill-load-scorer` parameters (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct PrefillLoadParameters {
+    /// Multiplies this request's own uncached tokens in the cost (finite, at least 0).
+    pub uncached_weight: f64,
+}
+
+impl Default for PrefillLoadParameters {
+    fn default() -> Self {
+        PrefillLoadParameters {
+            uncached_weight: 1.0,
+        }
+    }
+}
+
 /// Scores the shortest expected prefill wait highest (a [`Category::Distribution`] scorer).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PrefillLoadScorer;
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrefillLoadScorer {
+    uncached_weight: f64,
+}
+
+impl Default for PrefillLoadScorer {
+    fn default() -> Self {
+        PrefillLoadScorer::new(&PrefillLoadParameters::default())
+    }
+}
 
 impl PrefillLoadScorer {
+    /// A scorer with `parameters` (an invalid weight counts as the default, 1).
+    pub fn new(parameters: &PrefillLoadParameters) -> Self {
+        let w = parameters.uncached_weight;
+        PrefillLoadScorer {
+            uncached_weight: if w.is_finite() && w >= 0.0 { w } else { 1.0 },
+        }
+    }
+
     /// The expected prefill wait on `endpoint`, in tokens, for a prompt of `prompt_tokens`.
-    pub fn cost(cycle: &CycleState<'_>, endpoint: &Endpoint, prompt_tokens: u64) -> u64 {
+    pub fn cost(&self, cycle: &CycleState<'_>, endpoint: &Endpoint, prompt_tokens: u64) -> u64 {
         let uncached =
             CachedPrefix::uncached_tokens_in(&cycle.extensions, endpoint.id(), prompt_tokens);
-        endpoint.pending_prefill_tokens().saturating_add(uncached)
+        // Saturating float-to-int conversion: never overflows.
+        let own = (uncached as f64 * self.uncached_weight) as u64;
+        endpoint.pending_prefill_tokens().saturating_add(own)
     }
 }
 
@@ -85,14 +125,22 @@ impl Scorer for PrefillLoadScorer {
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         let prompt_tokens = cycle.request.prompt.estimated_tokens() as u64;
         let cycle = &*cycle;
-        fewer_relative_to_busiest(out, |i| Self::cost(cycle, candidates[i], prompt_tokens));
+        fewer_relative_to_busiest(out, |i| self.cost(cycle, candidates[i], prompt_tokens));
     }
 }
 
-/// Builds a `prefill-load-scorer` (it takes no parameters).
+/// Builds a `prefill-load-scorer` from its config arguments.
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
-    args.parse::<NoParameters>()?;
-    Ok(PluginInstance::scorer(Arc::new(PrefillLoadScorer)))
+    let parameters: PrefillLoadParameters = args.parse()?;
+    let w = parameters.uncached_weight;
+    if !(w.is_finite() && w >= 0.0) {
+        return Err(format!(
+            "uncachedWeight must be a finite number >= 0, got {w}"
+        ));
+    }
+    Ok(PluginInstance::scorer(Arc::new(PrefillLoadScorer::new(
+        &parameters,
+    ))))
 }
 
 #[cfg(test)]
@@ -126,7 +174,7 @@ mod tests {
             );
         }
         let mut out = vec![Score::NEUTRAL; candidates.len()];
-        PrefillLoadScorer.score(&mut cycle, &candidates, &mut out);
+        PrefillLoadScorer::default().score(&mut cycle, &candidates, &mut out);
         assert!(out.iter().all(|s| !s.neutral));
         out.iter().map(|s| s.value).collect()
     }
@@ -179,11 +227,35 @@ mod tests {
     }
 
     #[test]
+    fn uncached_weight_zero_counts_only_the_queued_prefill() {
+        let pool = pool(3);
+        let snapshot = pool.snapshot();
+        let eps = snapshot.endpoints();
+        let candidates: Vec<&Arc<Endpoint>> = eps.iter().collect();
+        let _busy = eps[1].start_request_uncached(16_200, 16_200);
+        let _light = eps[0].start_request_uncached(1000, 4_050);
+        let request = tokens(16_200);
+        let mut cycle = CycleState::new(&request, Timestamp::ZERO, Duration::ZERO);
+        CachedPrefix::publish(&mut cycle.extensions, [(eps[0].id(), 16_000)]);
+        let scorer = PrefillLoadScorer::new(&PrefillLoadParameters {
+            uncached_weight: 0.0,
+        });
+        let mut out = vec![Score::NEUTRAL; 3];
+        scorer.score(&mut cycle, &candidates, &mut out);
+        // Pending 1000 (capped at the prompt), 16,200 and 0: the idle cold server is not
+        // penalized for lacking the prefix.
+        let values: Vec<f64> = out.iter().map(|s| s.value).collect();
+        assert_eq!(values, vec![1.0 - 1000.0 / 16_200.0, 0.0, 1.0]);
+    }
+
+    #[test]
     fn parameters_are_rejected() {
         let pool = Arc::new(pool(1));
         let clock: Arc<dyn shepherd_scheduler_core::clock::Clock> =
             Arc::new(shepherd_scheduler_core::clock::ManualClock::default());
         let bad = serde_json::json!({"weight": 2});
+        let negative = serde_json::json!({"uncachedWeight": -1.0});
+        let zero = serde_json::json!({"uncachedWeight": 0.0});
         let args = PluginArgs {
             name: "p",
             plugin_type: TYPE_NAME,
@@ -199,6 +271,16 @@ mod tests {
             ..args
         };
         assert!(factory(&args).unwrap().as_scorer().is_some());
+        let args = PluginArgs {
+            parameters: &negative,
+            ..args
+        };
+        assert!(factory(&args).is_err());
+        let args = PluginArgs {
+            parameters: &zero,
+            ..args
+        };
+        assert!(factory(&args).is_ok());
     }
 
     proptest::proptest! {
