@@ -29,6 +29,7 @@
 //! | parameter | default | meaning |
 //! |---|---|---|
 //! | `uncachedWeight` | 1.0 | multiplies this request's own uncached tokens in the cost: 1 = the expected wait; 0 = only the prefill work already queued there (the scorer then only keeps bursts off servers busy prefilling, and adds no prefix affinity of its own) |
+//! | `minScaleTokens` | 0 | the cost that scores 0 is at least this many tokens: `1 − cost / max(max cost, minScaleTokens)`. About one engine step's token budget (vLLM's `max_num_batched_tokens`, e.g. 8192) makes prefill work that fits in the next step nearly free, so a short queued question does not push a request off the server that caches its prefix |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -65,8 +66,6 @@ use shepherd_scheduler_core::plugin::{
     CachedPrefix, Category, CycleState, PluginInstance, Score, Scorer,
 };
 
-use super::normalize::fewer_relative_to_busiest;
-
 /// Registry type name.
 pub const TYPE_NAME: &str = "prefill-load-scorer";
 
@@ -76,12 +75,15 @@ pub const TYPE_NAME: &str = "prefill-load-scorer";
 pub struct PrefillLoadParameters {
     /// Multiplies this request's own uncached tokens in the cost (finite, at least 0).
     pub uncached_weight: f64,
+    /// The cost that scores 0 is at least this many tokens.
+    pub min_scale_tokens: u64,
 }
 
 impl Default for PrefillLoadParameters {
     fn default() -> Self {
         PrefillLoadParameters {
             uncached_weight: 1.0,
+            min_scale_tokens: 0,
         }
     }
 }
@@ -90,6 +92,7 @@ impl Default for PrefillLoadParameters {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PrefillLoadScorer {
     uncached_weight: f64,
+    min_scale_tokens: u64,
 }
 
 impl Default for PrefillLoadScorer {
@@ -104,6 +107,7 @@ impl PrefillLoadScorer {
         let w = parameters.uncached_weight;
         PrefillLoadScorer {
             uncached_weight: if w.is_finite() && w >= 0.0 { w } else { 1.0 },
+            min_scale_tokens: parameters.min_scale_tokens,
         }
     }
 
@@ -125,7 +129,16 @@ impl Scorer for PrefillLoadScorer {
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         let prompt_tokens = cycle.request.prompt.estimated_tokens() as u64;
         let cycle = &*cycle;
-        fewer_relative_to_busiest(out, |i| self.cost(cycle, candidates[i], prompt_tokens));
+        let cost = |i: usize| self.cost(cycle, candidates[i], prompt_tokens);
+        let scale = (0..out.len()).map(cost).max().unwrap_or(0);
+        let scale = scale.max(self.min_scale_tokens);
+        for (i, slot) in out.iter_mut().enumerate() {
+            *slot = if scale == 0 {
+                Score::new(1.0)
+            } else {
+                Score::new(1.0 - cost(i) as f64 / scale as f64)
+            };
+        }
     }
 }
 
@@ -239,6 +252,7 @@ mod tests {
         CachedPrefix::publish(&mut cycle.extensions, [(eps[0].id(), 16_000)]);
         let scorer = PrefillLoadScorer::new(&PrefillLoadParameters {
             uncached_weight: 0.0,
+            ..Default::default()
         });
         let mut out = vec![Score::NEUTRAL; 3];
         scorer.score(&mut cycle, &candidates, &mut out);
@@ -246,6 +260,29 @@ mod tests {
         // penalized for lacking the prefix.
         let values: Vec<f64> = out.iter().map(|s| s.value).collect();
         assert_eq!(values, vec![1.0 - 1000.0 / 16_200.0, 0.0, 1.0]);
+    }
+
+    #[test]
+    fn a_minimum_scale_keeps_small_queues_nearly_free() {
+        let pool = pool(2);
+        let snapshot = pool.snapshot();
+        let eps = snapshot.endpoints();
+        let candidates: Vec<&Arc<Endpoint>> = eps.iter().collect();
+        let _queued = eps[0].start_request_uncached(1200, 1200);
+        let request = tokens(1000);
+        let mut cycle = CycleState::new(&request, Timestamp::ZERO, Duration::ZERO);
+        let scorer = PrefillLoadScorer::new(&PrefillLoadParameters {
+            uncached_weight: 0.0,
+            min_scale_tokens: 8000,
+        });
+        let mut out = vec![Score::NEUTRAL; 2];
+        scorer.score(&mut cycle, &candidates, &mut out);
+        assert_eq!(out[0].value, 1.0 - 1200.0 / 8000.0);
+        assert_eq!(out[1].value, 1.0);
+        // Above the scale the worst candidate scores 0 again.
+        let _long = eps[0].start_request_uncached(16_000, 16_000);
+        scorer.score(&mut cycle, &candidates, &mut out);
+        assert_eq!(out[0].value, 0.0);
     }
 
     #[test]
