@@ -25,7 +25,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::SchedulerSettings;
 use crate::decision::{Breakdown, Decision};
 use crate::endpoint::{Endpoint, Pool};
-use crate::plugin::{Completion, CompletionHook, CycleState, Score};
+use crate::plugin::{CachedPrefix, Completion, CompletionHook, CycleState, Score};
 use crate::profile::Profile;
 use crate::request::InferenceRequest;
 use crate::rng::PickRng;
@@ -218,7 +218,12 @@ impl Scheduler {
                 hook.on_pick(&mut cycle, primary);
             }
         }
-        let guard = primary.start_request(request.prompt.estimated_tokens() as u64);
+        // The picked endpoint's pending prefill: what an affinity scorer believes it does not
+        // cache of this prompt (all of it when nobody published an estimate).
+        let prompt_tokens = request.prompt.estimated_tokens() as u64;
+        let uncached =
+            CachedPrefix::uncached_tokens_in(&cycle.extensions, primary.id(), prompt_tokens);
+        let guard = primary.start_request_uncached(prompt_tokens, uncached);
 
         let breakdown = Breakdown {
             candidates_before_filters: before_filters,

@@ -8,7 +8,8 @@ use proptest::prelude::*;
 use shepherd_scheduler_core::clock::ManualClock;
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{
-    Category, Completion, CompletionHook, CycleState, Filter, PickHook, Picker, Score, Scorer,
+    CachedPrefix, Category, Completion, CompletionHook, CycleState, Filter, PickHook, Picker,
+    Score, Scorer,
 };
 use shepherd_scheduler_core::prelude::*;
 use shepherd_scheduler_core::rng::PickRng;
@@ -331,4 +332,129 @@ proptest! {
 #[test]
 fn different_seeds_give_different_sequences() {
     assert_ne!(picks(1, 10, 20), picks(2, 10, 20));
+}
+
+/// Publishes a cached-prefix estimate: 300 tokens on port 1, 5000 (more than the prompt) on
+/// port 2, nothing elsewhere; scores port 1 highest.
+struct CachingScorer;
+impl Scorer for CachingScorer {
+    fn category(&self) -> Category {
+        Category::Affinity
+    }
+    fn score(&self, cycle: &mut CycleState<'_>, c: &[&Arc<Endpoint>], out: &mut [Score]) {
+        let estimates = c.iter().filter_map(|e| match port(e) as u32 {
+            1 => Some((e.id(), 300)),
+            2 => Some((e.id(), 5000)),
+            _ => None,
+        });
+        CachedPrefix::publish(&mut cycle.extensions, estimates);
+        for (o, e) in out.iter_mut().zip(c) {
+            *o = Score::new(if port(e) as u32 == 1 { 1.0 } else { 0.0 });
+        }
+    }
+}
+
+fn tokens_request(n: u32) -> InferenceRequest {
+    InferenceRequest::new("r", "m", Prompt::Tokens((0..n).collect()))
+}
+
+#[test]
+fn the_guard_counts_the_uncached_part_of_the_prompt_as_pending_prefill() {
+    let profile = Profile::builder("p")
+        .scorer("cache", Arc::new(CachingScorer), 1.0)
+        .build();
+    let s = Scheduler::builder(pool(3))
+        .profile(profile)
+        .build()
+        .unwrap();
+    let mut d = s.schedule(&tokens_request(1000)).unwrap();
+    assert_eq!(port(d.primary()), 1.0);
+    assert_eq!(d.primary().in_flight_prompt_tokens(), 1000);
+    assert_eq!(d.primary().pending_prefill_tokens(), 700);
+    assert_eq!(d.guard.pending_prefill_tokens(), 700);
+    d.guard.prefill_done();
+    assert_eq!(d.primary().pending_prefill_tokens(), 0);
+    assert_eq!(
+        d.primary().in_flight_requests(),
+        1,
+        "still in flight until the end"
+    );
+    d.guard.prefill_done();
+    assert_eq!(
+        d.primary().pending_prefill_tokens(),
+        0,
+        "a second call does nothing"
+    );
+    let ep = Arc::clone(d.primary());
+    drop(d);
+    assert_eq!(ep.in_flight_requests(), 0);
+    assert_eq!(ep.in_flight_prompt_tokens(), 0);
+}
+
+#[test]
+fn without_an_estimate_the_whole_prompt_is_pending_prefill_until_drop() {
+    let profile = Profile::builder("p")
+        .scorer("port", Arc::new(PortScorer), 1.0)
+        .build();
+    let s = Scheduler::builder(pool(3))
+        .profile(profile)
+        .build()
+        .unwrap();
+    let d = s.schedule(&tokens_request(400)).unwrap();
+    let ep = Arc::clone(d.primary());
+    assert_eq!(ep.pending_prefill_tokens(), 400);
+    drop(d);
+    assert_eq!(ep.pending_prefill_tokens(), 0);
+}
+
+/// Picks the candidate at a fixed index.
+struct PickIndex(usize);
+impl Picker for PickIndex {
+    fn pick(&self, _totals: &[f64], _max: usize, _rng: &mut PickRng) -> Vec<usize> {
+        vec![self.0]
+    }
+}
+
+#[test]
+fn an_estimate_above_the_prompt_leaves_nothing_pending() {
+    // pool(3) has ports 1..=3; candidate 1 is port 2, estimated to cache 5000 tokens.
+    let profile = Profile::builder("p")
+        .scorer("cache", Arc::new(CachingScorer), 1.0)
+        .picker(Arc::new(PickIndex(1)))
+        .build();
+    let s = Scheduler::builder(pool(3))
+        .profile(profile)
+        .build()
+        .unwrap();
+    let d = s.schedule(&tokens_request(1000)).unwrap();
+    assert_eq!(port(d.primary()), 2.0);
+    assert_eq!(d.primary().pending_prefill_tokens(), 0);
+    assert_eq!(d.primary().in_flight_prompt_tokens(), 1000);
+}
+
+proptest! {
+    /// However guards start, finish their prefill and drop, the counters return to zero and
+    /// pending prefill never exceeds the prompt tokens in flight.
+    #[test]
+    fn pending_prefill_is_conserved(
+        ops in proptest::collection::vec((0u64..5000, 0u64..6000, proptest::bool::ANY), 1..30),
+    ) {
+        let pool = Pool::new();
+        let ep = pool.add("a:1");
+        let mut guards = Vec::new();
+        for (prompt, uncached, done) in ops {
+            let mut g = ep.start_request_uncached(prompt, uncached);
+            if done {
+                g.prefill_done();
+            }
+            guards.push(g);
+            prop_assert!(ep.pending_prefill_tokens() <= ep.in_flight_prompt_tokens());
+        }
+        let expected: u64 = guards.iter().map(|g| g.pending_prefill_tokens()).sum();
+        prop_assert_eq!(ep.pending_prefill_tokens(), expected);
+        drop(guards);
+        prop_assert_eq!(ep.pending_prefill_tokens(), 0);
+        prop_assert_eq!(ep.in_flight_prompt_tokens(), 0);
+        prop_assert_eq!(ep.in_flight_requests(), 0);
+    }
 }

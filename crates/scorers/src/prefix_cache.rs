@@ -52,7 +52,7 @@ use serde::Deserialize;
 use shepherd_scheduler_core::config::PluginArgs;
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{
-    Category, CycleState, PickHook, PluginInstance, Score, Scorer,
+    CachedPrefix, Category, CycleState, PickHook, PluginInstance, Score, Scorer,
 };
 use shepherd_scheduler_core::prefix::{
     BlockChain, BlockLayout, PrefixIndex, PrefixIndexConfig, PrefixMatch, chain_seed,
@@ -159,6 +159,11 @@ impl Scorer for PrefixCacheScorer {
         for (slot, endpoint) in out.iter_mut().zip(candidates) {
             *slot = Score::new(found.score(endpoint.id()));
         }
+        // Publish each candidate's estimated cached prompt tokens (see `CachedPrefix`).
+        let block_tokens = self.index.config().layout.block_tokens() as u64;
+        let cached =
+            |e: &&Arc<Endpoint>| (e.id(), found.matched_blocks(e.id()) as u64 * block_tokens);
+        CachedPrefix::publish(&mut cycle.extensions, candidates.iter().map(cached));
         cycle.extensions.insert(PendingChain {
             instance: self.instance,
             chain,

@@ -6,7 +6,8 @@ use crate::filters::lora_affinity as lora_filter;
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
 use crate::scorers::{
-    active_request, kv_cache, lora_affinity, queue, running_requests, session_affinity,
+    active_request, kv_cache, lora_affinity, prefill_load, queue, running_requests,
+    session_affinity,
 };
 
 /// A [`Registry`] holding every built-in plugin type under the Gateway API Inference
@@ -14,7 +15,8 @@ use crate::scorers::{
 ///
 /// - scorers: `prefix-cache-scorer`, `kv-cache-utilization-scorer` (also under its older name
 ///   `kv-cache-scorer`), `queue-scorer`, `running-requests-size-scorer`,
-///   `active-request-scorer`, `lora-affinity-scorer`, `session-affinity-scorer`;
+///   `active-request-scorer`, `prefill-load-scorer`, `lora-affinity-scorer`,
+///   `session-affinity-scorer`;
 /// - filters: `lora-affinity-filter`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
 ///
@@ -39,6 +41,7 @@ pub fn builtin_registry() -> Registry {
         .register(queue::TYPE_NAME, queue::factory)
         .register(running_requests::TYPE_NAME, running_requests::factory)
         .register(active_request::TYPE_NAME, active_request::factory)
+        .register(prefill_load::TYPE_NAME, prefill_load::factory)
         .register(lora_affinity::TYPE_NAME, lora_affinity::factory)
         .register(session_affinity::TYPE_NAME, session_affinity::factory)
         .register(lora_filter::TYPE_NAME, lora_filter::factory)

@@ -584,8 +584,11 @@ impl Sim<'_> {
                     }
                 }
                 EngineEvent::FirstToken { id } => {
-                    if let Some(live) = self.live.get(&id) {
+                    if let Some(live) = self.live.get_mut(&id) {
                         self.records[live.record].first_token = Some(now);
+                        // The prefill is done; the guard keeps the request in flight until
+                        // it finishes.
+                        live.decision.guard.prefill_done();
                     }
                 }
                 EngineEvent::Finished {

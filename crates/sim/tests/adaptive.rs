@@ -48,14 +48,15 @@ fn adaptive_weights_move_in_the_spike_and_return_after_it() {
     let scenario = Scenario::from_yaml(HOT, "hot-small.yaml").unwrap();
     let policy = builtin_policy("adaptive").unwrap();
     let result = run(&scenario, &policy, &sim_registry(), RunOptions::default()).unwrap();
-    let configured = vec![3.0, 2.0, 2.0, 1.0];
+    let configured = vec![3.0, 2.0, 2.0, 1.0, 2.0];
     assert_eq!(
         result.scorer_names,
         [
             "prefix-cache-scorer",
             "queue-scorer",
             "kv-cache-utilization-scorer",
-            "active-request-scorer"
+            "active-request-scorer",
+            "prefill-load-scorer"
         ]
     );
     let series = &result.adaptive_series;
@@ -84,7 +85,7 @@ fn adaptive_weights_move_in_the_spike_and_return_after_it() {
     for a in series {
         let total: f64 = a.weights.iter().sum();
         assert!(
-            (total - 8.0).abs() < 1e-9,
+            (total - 10.0).abs() < 1e-9,
             "budget not kept: {:?}",
             a.weights
         );
@@ -104,8 +105,8 @@ fn adaptive_weights_move_in_the_spike_and_return_after_it() {
         .zip(&configured)
         .map(|(w, c)| (w - c).abs())
         .sum();
-    // Within 1.25 % of the 8.0 budget: the smoothed signal decays toward zero, it does not snap.
-    assert!(drift < 0.1, "weights after the spike: {:?}", last.weights);
+    // Within 1.25 % of the 10.0 budget: the smoothed signal decays toward zero, it does not snap.
+    assert!(drift < 0.125, "weights after the spike: {:?}", last.weights);
 }
 
 #[test]

@@ -5,25 +5,50 @@ use super::Endpoint;
 
 /// Counts one request in flight on an endpoint for as long as it lives.
 ///
-/// Created by [`Endpoint::start_request`]; dropping it releases the request and its prompt
-/// tokens from the endpoint's live counters, however the request ended.
+/// Created by [`Endpoint::start_request`] or [`Endpoint::start_request_uncached`]; dropping
+/// it releases the request, its prompt tokens and whatever of its pending prefill is left
+/// from the endpoint's live counters, however the request ended.
+///
+/// The pending prefill (the request's uncached prompt tokens) is released earlier, by
+/// [`InFlightGuard::prefill_done`], when the first token comes back: from then on the
+/// endpoint only decodes for this request.
+///
+/// ```
+/// use shepherd_scheduler_core::endpoint::Pool;
+///
+/// let pool = Pool::new();
+/// pool.set_members(["10.0.0.1:8000"]);
+/// let ep = pool.snapshot().endpoints()[0].clone();
+/// let mut guard = ep.start_request_uncached(1000, 300);
+/// assert_eq!(ep.pending_prefill_tokens(), 300);
+/// guard.prefill_done(); // the first token arrived
+/// assert_eq!(ep.pending_prefill_tokens(), 0);
+/// assert_eq!(ep.in_flight_requests(), 1);
+/// drop(guard);
+/// assert_eq!(ep.in_flight_requests(), 0);
+/// ```
 #[derive(Debug)]
 #[must_use = "dropping the guard immediately releases the in-flight count"]
 pub struct InFlightGuard {
     endpoint: Arc<Endpoint>,
     prompt_tokens: u64,
+    prefill_tokens: u64,
 }
 
 impl InFlightGuard {
-    pub(super) fn new(endpoint: Arc<Endpoint>, prompt_tokens: u64) -> Self {
-        endpoint.counters.requests.fetch_add(1, Ordering::Relaxed);
-        endpoint
-            .counters
+    pub(super) fn new(endpoint: Arc<Endpoint>, prompt_tokens: u64, prefill_tokens: u64) -> Self {
+        let counters = &endpoint.counters;
+        counters.requests.fetch_add(1, Ordering::Relaxed);
+        counters
             .prompt_tokens
             .fetch_add(prompt_tokens, Ordering::Relaxed);
+        counters
+            .prefill_tokens
+            .fetch_add(prefill_tokens, Ordering::Relaxed);
         InFlightGuard {
             endpoint,
             prompt_tokens,
+            prefill_tokens,
         }
     }
 
@@ -31,16 +56,32 @@ impl InFlightGuard {
     pub fn endpoint(&self) -> &Arc<Endpoint> {
         &self.endpoint
     }
+
+    /// Uncached prompt tokens of this request still counted as pending prefill.
+    pub fn pending_prefill_tokens(&self) -> u64 {
+        self.prefill_tokens
+    }
+
+    /// The request's prefill is done (its first token came back): releases its pending
+    /// prefill tokens from the endpoint, keeping the request itself in flight. Calling it
+    /// again does nothing.
+    pub fn prefill_done(&mut self) {
+        let tokens = std::mem::take(&mut self.prefill_tokens);
+        if tokens > 0 {
+            self.endpoint
+                .counters
+                .prefill_tokens
+                .fetch_sub(tokens, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        self.endpoint
-            .counters
-            .requests
-            .fetch_sub(1, Ordering::Relaxed);
-        self.endpoint
-            .counters
+        self.prefill_done();
+        let counters = &self.endpoint.counters;
+        counters.requests.fetch_sub(1, Ordering::Relaxed);
+        counters
             .prompt_tokens
             .fetch_sub(self.prompt_tokens, Ordering::Relaxed);
     }

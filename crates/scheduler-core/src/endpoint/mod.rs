@@ -3,7 +3,8 @@
 //! The [`Pool`] holds an immutable [`PoolSnapshot`] of its members, swapped atomically when
 //! membership changes. Each [`Endpoint`] carries its own live counters (requests and prompt
 //! tokens in flight, counted by [`InFlightGuard`]s) and its latest [`EndpointMetrics`], so a
-//! membership swap never loses them.
+//! membership swap never loses them. The guard also counts the request's *pending prefill*
+//! (uncached prompt tokens) until the first token comes back ([`InFlightGuard::prefill_done`]).
 //!
 //! ```
 //! use shepherd_scheduler_core::endpoint::{EndpointMetrics, Pool};

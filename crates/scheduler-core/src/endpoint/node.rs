@@ -22,6 +22,7 @@ impl fmt::Display for EndpointId {
 pub(super) struct Counters {
     pub(super) requests: AtomicU64,
     pub(super) prompt_tokens: AtomicU64,
+    pub(super) prefill_tokens: AtomicU64,
 }
 
 /// The numeric metrics mirrored in atomics, so the request path reads them without touching a
@@ -125,9 +126,31 @@ impl Endpoint {
         self.counters.prompt_tokens.load(Ordering::Relaxed)
     }
 
-    /// Counts a request with `prompt_tokens` in flight until the returned guard drops.
+    /// Uncached prompt tokens of the requests sent here whose first token has not come back
+    /// yet: the prefill work this endpoint still has to do for this scheduler's requests.
+    pub fn pending_prefill_tokens(&self) -> u64 {
+        self.counters.prefill_tokens.load(Ordering::Relaxed)
+    }
+
+    /// Counts a request with `prompt_tokens` in flight until the returned guard drops, all of
+    /// them pending prefill (nothing assumed cached).
     pub fn start_request(self: &Arc<Self>, prompt_tokens: u64) -> InFlightGuard {
-        InFlightGuard::new(Arc::clone(self), prompt_tokens)
+        InFlightGuard::new(Arc::clone(self), prompt_tokens, prompt_tokens)
+    }
+
+    /// Counts a request with `prompt_tokens` in flight, of which `uncached_tokens` (capped at
+    /// `prompt_tokens`) still need prefilling here; they stay pending until
+    /// [`InFlightGuard::prefill_done`] or the guard drops.
+    pub fn start_request_uncached(
+        self: &Arc<Self>,
+        prompt_tokens: u64,
+        uncached_tokens: u64,
+    ) -> InFlightGuard {
+        InFlightGuard::new(
+            Arc::clone(self),
+            prompt_tokens,
+            uncached_tokens.min(prompt_tokens),
+        )
     }
 }
 
@@ -137,6 +160,7 @@ impl fmt::Debug for Endpoint {
             .field("id", &self.id)
             .field("address", &self.address)
             .field("in_flight", &self.in_flight_requests())
+            .field("pending_prefill", &self.pending_prefill_tokens())
             .finish()
     }
 }

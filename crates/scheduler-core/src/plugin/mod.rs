@@ -27,10 +27,12 @@
 //! }
 //! ```
 
+mod cached_prefix;
 mod cycle;
 mod instance;
 mod traits;
 
+pub use cached_prefix::CachedPrefix;
 pub use cycle::{CycleState, Extensions};
 pub use instance::PluginInstance;
 pub use traits::{

@@ -6,6 +6,7 @@
 //! | `queue-scorer` | distribution | fewest waiting requests (min-max) |
 //! | `running-requests-size-scorer` | distribution | fewest running requests (min-max) |
 //! | `active-request-scorer` | distribution | fewest requests in flight from this scheduler (min-max) |
+//! | `prefill-load-scorer` | distribution | shortest expected prefill wait: pending prefill + this request's uncached tokens (relative to the worst) |
 //! | `lora-affinity-scorer` | affinity | adapter running 1, room to load 0.8, waiting 0.6, else 0 |
 //! | `session-affinity-scorer` | affinity | 1 for the endpoint that served the session before |
 //!
@@ -18,6 +19,7 @@ pub mod active_request;
 pub mod kv_cache;
 pub mod lora_affinity;
 mod normalize;
+pub mod prefill_load;
 pub mod queue;
 pub mod running_requests;
 pub mod session_affinity;
@@ -26,6 +28,7 @@ mod session_store;
 pub use active_request::ActiveRequestScorer;
 pub use kv_cache::KvCacheUtilizationScorer;
 pub use lora_affinity::LoraAffinityScorer;
+pub use prefill_load::PrefillLoadScorer;
 pub use queue::QueueScorer;
 pub use running_requests::RunningRequestsScorer;
 pub use session_affinity::{SessionAffinityParameters, SessionAffinityScorer};

@@ -1,0 +1,138 @@
+//! [`CachedPrefix`]: what an affinity scorer believes each candidate already caches of this
+//! request's prompt, handed to the rest of the cycle.
+//!
+//! An affinity scorer (the prefix-cache scorer) publishes, during its `score` step, how many
+//! of the request's prompt tokens each candidate probably holds in its KV cache. Two readers
+//! use it:
+//!
+//! - the [`Scheduler`](crate::scheduler::Scheduler), which counts the picked endpoint's
+//!   *pending prefill* (`prompt tokens − cached tokens`) in the request's
+//!   [`InFlightGuard`](crate::endpoint::InFlightGuard);
+//! - load scorers listed after the publisher (the prefill-load scorer), which add this
+//!   request's uncached tokens to each candidate's pending prefill.
+//!
+//! When nobody published, every prompt token counts as uncached.
+//!
+//! ```
+//! use shepherd_scheduler_core::endpoint::EndpointId;
+//! use shepherd_scheduler_core::plugin::{CachedPrefix, Extensions};
+//!
+//! let mut extensions = Extensions::default();
+//! assert_eq!(CachedPrefix::uncached_tokens_in(&extensions, EndpointId(1), 1000), 1000);
+//!
+//! CachedPrefix::publish(&mut extensions, [(EndpointId(1), 768), (EndpointId(2), 0)]);
+//! assert_eq!(CachedPrefix::uncached_tokens_in(&extensions, EndpointId(1), 1000), 232);
+//! assert_eq!(CachedPrefix::uncached_tokens_in(&extensions, EndpointId(2), 1000), 1000);
+//! // An estimate larger than the prompt is capped: at least nothing is left to prefill.
+//! assert_eq!(CachedPrefix::uncached_tokens_in(&extensions, EndpointId(1), 500), 0);
+//! ```
+
+use super::Extensions;
+use crate::endpoint::EndpointId;
+
+/// Estimated cached prompt tokens per candidate for the current request (a cycle
+/// [`Extensions`] entry).
+///
+/// Endpoints without an entry are believed to cache nothing. When several scorers publish,
+/// the largest estimate per endpoint wins.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CachedPrefix {
+    /// `(endpoint, cached tokens)`, sorted by endpoint.
+    entries: Vec<(EndpointId, u64)>,
+}
+
+impl CachedPrefix {
+    /// Merges `estimates` (`(endpoint, cached prompt tokens)`) into the cycle's
+    /// `CachedPrefix`, creating it if needed; for an endpoint already present the larger
+    /// estimate is kept.
+    pub fn publish(
+        extensions: &mut Extensions,
+        estimates: impl IntoIterator<Item = (EndpointId, u64)>,
+    ) {
+        if extensions.get::<CachedPrefix>().is_none() {
+            extensions.insert(CachedPrefix::default());
+        }
+        if let Some(cached) = extensions.get_mut::<CachedPrefix>() {
+            for (endpoint, tokens) in estimates {
+                cached.record(endpoint, tokens);
+            }
+        }
+    }
+
+    /// Records `tokens` cached on `endpoint`, keeping the larger of two estimates.
+    pub fn record(&mut self, endpoint: EndpointId, tokens: u64) {
+        match self.entries.binary_search_by_key(&endpoint, |e| e.0) {
+            Ok(i) => self.entries[i].1 = self.entries[i].1.max(tokens),
+            Err(i) => self.entries.insert(i, (endpoint, tokens)),
+        }
+    }
+
+    /// Estimated cached prompt tokens on `endpoint` (0 when unknown).
+    pub fn cached_tokens(&self, endpoint: EndpointId) -> u64 {
+        self.entries
+            .binary_search_by_key(&endpoint, |e| e.0)
+            .map_or(0, |i| self.entries[i].1)
+    }
+
+    /// Of a prompt of `prompt_tokens`, the tokens `endpoint` would still have to prefill.
+    pub fn uncached_tokens(&self, endpoint: EndpointId, prompt_tokens: u64) -> u64 {
+        prompt_tokens.saturating_sub(self.cached_tokens(endpoint))
+    }
+
+    /// [`CachedPrefix::uncached_tokens`] from the cycle's extensions; every prompt token
+    /// when nobody published an estimate.
+    pub fn uncached_tokens_in(
+        extensions: &Extensions,
+        endpoint: EndpointId,
+        prompt_tokens: u64,
+    ) -> u64 {
+        extensions.get::<CachedPrefix>().map_or(prompt_tokens, |c| {
+            c.uncached_tokens(endpoint, prompt_tokens)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_estimate_wins() {
+        let mut extensions = Extensions::default();
+        CachedPrefix::publish(&mut extensions, [(EndpointId(3), 100), (EndpointId(1), 50)]);
+        CachedPrefix::publish(&mut extensions, [(EndpointId(3), 20), (EndpointId(2), 70)]);
+        let cached = extensions.get::<CachedPrefix>().unwrap();
+        assert_eq!(cached.cached_tokens(EndpointId(1)), 50);
+        assert_eq!(cached.cached_tokens(EndpointId(2)), 70);
+        assert_eq!(cached.cached_tokens(EndpointId(3)), 100);
+        assert_eq!(cached.cached_tokens(EndpointId(4)), 0);
+    }
+
+    #[test]
+    fn uncached_is_prompt_minus_cached_never_negative() {
+        let mut cached = CachedPrefix::default();
+        cached.record(EndpointId(0), 64);
+        assert_eq!(cached.uncached_tokens(EndpointId(0), 100), 36);
+        assert_eq!(cached.uncached_tokens(EndpointId(0), 10), 0);
+        assert_eq!(cached.uncached_tokens(EndpointId(9), 10), 10);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn uncached_never_exceeds_the_prompt(
+            estimates in proptest::collection::vec((0u32..8, proptest::num::u64::ANY), 0..20),
+            prompt in proptest::num::u64::ANY,
+            probe in 0u32..8,
+        ) {
+            let mut extensions = Extensions::default();
+            CachedPrefix::publish(
+                &mut extensions,
+                estimates.iter().map(|&(e, t)| (EndpointId(e), t)),
+            );
+            let uncached = CachedPrefix::uncached_tokens_in(&extensions, EndpointId(probe), prompt);
+            proptest::prop_assert!(uncached <= prompt);
+            let best = estimates.iter().filter(|e| e.0 == probe).map(|e| e.1).max().unwrap_or(0);
+            proptest::prop_assert_eq!(uncached, prompt.saturating_sub(best));
+        }
+    }
+}
