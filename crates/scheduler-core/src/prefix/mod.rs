@@ -45,6 +45,7 @@
 //! assert_eq!(index.entries(), 0);
 //! ```
 
+mod block_hash;
 mod chain;
 mod config;
 mod endpoint_blocks;
