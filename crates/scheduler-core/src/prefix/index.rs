@@ -8,7 +8,7 @@ use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 use super::chain::{HASH_BATCH, SHARDS};
 use super::endpoint_blocks::EndpointBlocks;
-use super::table::{Added, BlockTable, ClockHand, Holders, MAX_ENDPOINT_ID, id_of, tag_of};
+use super::table::{Added, BlockTable, ClockHand, MAX_ENDPOINT_ID, id_of, tag_of};
 use super::{BlockChain, BlockKey, PrefixIndexConfig, PrefixMatch};
 use crate::endpoint::{EndpointId, MembershipListener};
 use crate::request::Prompt;
@@ -97,7 +97,7 @@ impl PrefixIndex {
             matched, active, ..
         } = out;
         holders.for_each(|t| active.push(t));
-        let mut last = inline_pair(holders);
+        let mut last = holders.signature();
         let mut i = 1;
         let mut slots = [usize::MAX; HASH_BATCH];
         'walk: while !active.is_empty() && i < total {
@@ -118,9 +118,9 @@ impl PrefixIndex {
                     matched.extend(active.drain(..).map(|t| (EndpointId(id_of(t)), block)));
                     break 'walk;
                 };
-                let pair = inline_pair(holders);
+                let signature = holders.signature();
                 // Same holders as the previous block: every active endpoint still matches.
-                if pair.is_none() || pair != last {
+                if signature != last {
                     active.retain(|&t| {
                         let keep = holders.contains(t);
                         if !keep {
@@ -128,7 +128,7 @@ impl PrefixIndex {
                         }
                         keep
                     });
-                    last = pair;
+                    last = signature;
                     if active.is_empty() {
                         break 'walk;
                     }
@@ -386,13 +386,6 @@ impl PrefixIndex {
             .collect();
         out.sort_unstable();
         out
-    }
-}
-
-fn inline_pair(holders: Holders<'_>) -> Option<(u32, u32)> {
-    match holders {
-        Holders::Inline(a, b) => Some((a, b)),
-        Holders::Spilled(_) => None,
     }
 }
 

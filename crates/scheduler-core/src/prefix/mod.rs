@@ -49,6 +49,7 @@ mod block_hash;
 mod chain;
 mod config;
 mod endpoint_blocks;
+mod holder_sets;
 mod index;
 mod matched;
 mod table;

@@ -1,18 +1,23 @@
 //! One shard's map from block key to the endpoints holding that block.
 //!
-//! Open addressing with linear probing over 16-byte slots: the key and two inline holder tags.
-//! A block held by more than two endpoints moves its holders to a spill list in a slab, whose
-//! index the slot keeps in place of its first holder. A holder tag
-//! is `endpoint id + 1` with [`REF_BIT`] set when the block was touched again since the
-//! endpoint's eviction clock last passed it.
+//! Open addressing with linear probing over 16-byte slots: the key and two words. A block held
+//! by one or two endpoints keeps their tags inline (`a`, `b`; `b` = 0 when there is one). A
+//! block held by three or more refers to an interned [`HolderSets`] set: `a` is the set id with
+//! [`SHARED_BIT`] set and `b` holds the holders' reference bits by position in the sorted set
+//! (holders past the 31st share bit 31). A holder tag is `endpoint id + 1`, with [`REF_BIT`] set
+//! (inline) when the block was touched again since the endpoint's eviction clock last passed it.
 
-/// Set on a holder tag when its block was re-used (a second chance for the eviction clock).
+use super::holder_sets::{HolderSets, MAX_SETS};
+
+/// Set on an inline holder tag when its block was re-used (a second chance for the clock).
 pub(crate) const REF_BIT: u32 = 1 << 31;
-/// Inline `b` value meaning the holders live in the spill slab at index `a`.
-const SPILLED: u32 = u32::MAX;
-/// Largest endpoint id the index can hold (tags must stay below `SPILLED & !REF_BIT`).
-pub(crate) const MAX_ENDPOINT_ID: u32 = (SPILLED & !REF_BIT) - 2;
+/// Set on `a` when the slot refers to an interned holder set.
+const SHARED_BIT: u32 = 1 << 30;
+/// Largest endpoint id the index can hold (tags must stay below [`SHARED_BIT`]).
+pub(crate) const MAX_ENDPOINT_ID: u32 = SHARED_BIT - 2;
 const MIN_SLOTS: usize = 16;
+/// Most blocks one shard holds (every interned set is used by a slot, so ids always fit).
+const MAX_LEN: usize = MAX_SETS - 2;
 
 /// The tag of endpoint `id` (without the reference bit).
 pub(crate) fn tag_of(id: u32) -> u32 {
@@ -22,6 +27,30 @@ pub(crate) fn tag_of(id: u32) -> u32 {
 /// The endpoint id of `tag` (reference bit ignored).
 pub(crate) fn id_of(tag: u32) -> u32 {
     (tag & !REF_BIT) - 1
+}
+
+/// The reference bit of the holder at `position` of a shared set.
+#[inline]
+fn position_bit(position: usize) -> u32 {
+    1 << position.min(31)
+}
+
+/// Reference bits after a holder is inserted at `position` (later holders move up one).
+fn bits_after_insert(bits: u32, position: usize) -> u32 {
+    if position >= 31 {
+        return bits;
+    }
+    let below = (1u32 << position) - 1;
+    (bits & below) | ((bits & !below) << 1) | (bits & (1 << 31))
+}
+
+/// Reference bits after the holder at `position` leaves (later holders move down one).
+fn bits_after_remove(bits: u32, position: usize) -> u32 {
+    if position >= 31 {
+        return bits;
+    }
+    let below = (1u32 << position) - 1;
+    (bits & below) | ((bits >> 1) & !below) | (bits & (1 << 31))
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -36,8 +65,8 @@ struct Slot {
 pub(crate) enum Holders<'a> {
     /// Up to two tags (0 means none), reference bits cleared.
     Inline(u32, u32),
-    /// More than two tags (reference bits may be set).
-    Spilled(&'a [u32]),
+    /// An interned set (its id and sorted bare tags).
+    Shared(u32, &'a [u32]),
 }
 
 impl Holders<'_> {
@@ -46,7 +75,17 @@ impl Holders<'_> {
     pub(crate) fn contains(&self, tag: u32) -> bool {
         match *self {
             Holders::Inline(a, b) => a == tag || b == tag,
-            Holders::Spilled(list) => list.iter().any(|&t| t & !REF_BIT == tag),
+            Holders::Shared(_, list) => list.binary_search(&tag).is_ok(),
+        }
+    }
+
+    /// Equal for two blocks with the same holders in the same representation (different
+    /// values may still be equal sets).
+    #[inline]
+    pub(crate) fn signature(&self) -> u64 {
+        match *self {
+            Holders::Inline(a, b) => (u64::from(a) << 32) | u64::from(b),
+            Holders::Shared(id, _) => u64::from(id | SHARED_BIT) << 32,
         }
     }
 
@@ -61,7 +100,7 @@ impl Holders<'_> {
                     f(b);
                 }
             }
-            Holders::Spilled(list) => list.iter().for_each(|&t| f(t & !REF_BIT)),
+            Holders::Shared(_, list) => list.iter().for_each(|&t| f(t)),
         }
     }
 }
@@ -73,6 +112,8 @@ pub(crate) enum Added {
     New,
     /// The endpoint already held it; its reference bit is now set.
     Touched,
+    /// The shard is full; nothing was recorded.
+    Full,
 }
 
 /// What the eviction clock found for one (block, endpoint) entry.
@@ -86,13 +127,24 @@ pub(crate) enum ClockHand {
     Absent,
 }
 
+/// The last change of holder set, remembered because the blocks of one chain usually make the
+/// same change one after the other: (holders before, tag added or removed, set id after).
+#[derive(Debug, Clone, Copy)]
+struct Transition {
+    from: u64,
+    tag: u32,
+    to: u32,
+}
+
 /// A shard's block table.
 #[derive(Debug, Default)]
 pub(crate) struct BlockTable {
     slots: Vec<Slot>,
     len: usize,
-    spill: Vec<Vec<u32>>,
-    spill_free: Vec<u32>,
+    sets: HolderSets,
+    added: Option<Transition>,
+    removed: Option<Transition>,
+    scratch: Vec<u32>,
 }
 
 impl BlockTable {
@@ -101,13 +153,11 @@ impl BlockTable {
         self.len
     }
 
-    /// Heap bytes owned by the table (slots, spill map entries and lists).
+    /// Heap bytes owned by the table (slots and interned sets).
     pub(crate) fn heap_bytes(&self) -> usize {
-        let spill_lists: usize = self.spill.iter().map(|v| v.capacity() * 4).sum();
         self.slots.capacity() * std::mem::size_of::<Slot>()
-            + self.spill.capacity() * std::mem::size_of::<Vec<u32>>()
-            + self.spill_free.capacity() * 4
-            + spill_lists
+            + self.sets.heap_bytes()
+            + self.scratch.capacity() * 4
     }
 
     #[inline]
@@ -152,18 +202,16 @@ impl BlockTable {
                 self.find(key).unwrap_or(usize::MAX)
             };
         }
-        // Touch the spilled holder lists of the batch the same way, so their misses overlap
-        // too instead of stalling the walk one block at a time.
-        let mut touched = 0u32;
-        for &index in out.iter() {
-            if let Some(slot) = self.slots.get(index)
-                && slot.b == SPILLED
-                && let Some(list) = self.spill.get(slot.a as usize)
-            {
-                touched ^= list.first().copied().unwrap_or(0);
-            }
+    }
+
+    #[inline]
+    fn holders_of(&self, slot: &Slot) -> Holders<'_> {
+        if slot.a & SHARED_BIT != 0 {
+            let id = slot.a & !SHARED_BIT;
+            Holders::Shared(id, self.sets.members(id))
+        } else {
+            Holders::Inline(slot.a & !REF_BIT, slot.b & !REF_BIT)
         }
-        std::hint::black_box(touched);
     }
 
     /// The holders in slot `index` (from [`find_batch`](Self::find_batch)); `None` for
@@ -171,29 +219,41 @@ impl BlockTable {
     #[inline]
     pub(crate) fn holders_at(&self, index: usize) -> Option<Holders<'_>> {
         let slot = self.slots.get(index)?;
-        Some(if slot.b == SPILLED {
-            Holders::Spilled(
-                self.spill
-                    .get(slot.a as usize)
-                    .map_or(&[][..], Vec::as_slice),
-            )
-        } else {
-            Holders::Inline(slot.a & !REF_BIT, slot.b & !REF_BIT)
-        })
+        Some(self.holders_of(slot))
     }
 
     /// The holders of `key`, when anyone holds it.
     #[inline]
     pub(crate) fn holders(&self, key: u64) -> Option<Holders<'_>> {
         let slot = &self.slots[self.find(key)?];
-        if slot.b == SPILLED {
-            let list = self
-                .spill
-                .get(slot.a as usize)
-                .map_or(&[][..], Vec::as_slice);
-            Some(Holders::Spilled(list))
+        Some(self.holders_of(slot))
+    }
+
+    /// The id of the set `members` (sorted), reusing `memo` when it describes this very change.
+    fn set_for(&mut self, from: u64, tag: u32, adding: bool) -> Option<u32> {
+        let memo = if adding { self.added } else { self.removed };
+        if let Some(t) = memo
+            && t.from == from
+            && t.tag == tag
+        {
+            self.sets.reuse(t.to);
+            return Some(t.to);
+        }
+        let to = self.sets.acquire(&self.scratch)?;
+        let t = Some(Transition { from, tag, to });
+        if adding {
+            self.added = t;
         } else {
-            Some(Holders::Inline(slot.a & !REF_BIT, slot.b & !REF_BIT))
+            self.removed = t;
+        }
+        Some(to)
+    }
+
+    /// Releases one use of set `id`, forgetting remembered transitions if that freed it.
+    fn release(&mut self, id: u32) {
+        if self.sets.release(id) {
+            self.added = None;
+            self.removed = None;
         }
     }
 
@@ -207,6 +267,9 @@ impl BlockTable {
         loop {
             let slot = self.slots[i];
             if slot.key == 0 {
+                if self.len >= MAX_LEN {
+                    return Added::Full;
+                }
                 self.slots[i] = Slot { key, a: tag, b: 0 };
                 self.len += 1;
                 return Added::New;
@@ -216,43 +279,62 @@ impl BlockTable {
             }
             i = (i + 1) & mask;
         }
-        let slot = &mut self.slots[i];
-        if slot.b == SPILLED {
-            let Some(list) = self.spill.get_mut(slot.a as usize) else {
-                return Added::Touched;
+        let slot = self.slots[i];
+        if slot.a & SHARED_BIT != 0 {
+            let id = slot.a & !SHARED_BIT;
+            let members = self.sets.members(id);
+            let position = match members.binary_search(&tag) {
+                Ok(p) => {
+                    self.slots[i].b |= position_bit(p);
+                    return Added::Touched;
+                }
+                Err(p) => p,
             };
-            if let Some(t) = list.iter_mut().find(|t| **t & !REF_BIT == tag) {
-                *t |= REF_BIT;
-                return Added::Touched;
-            }
-            list.push(tag);
+            self.scratch.clear();
+            self.scratch.extend_from_slice(members);
+            self.scratch.insert(position, tag);
+            let from = u64::from(slot.a) << 32;
+            let Some(to) = self.set_for(from, tag, true) else {
+                return Added::Full;
+            };
+            self.release(id);
+            self.slots[i].a = to | SHARED_BIT;
+            self.slots[i].b = bits_after_insert(slot.b, position);
             return Added::New;
         }
-        for t in [&mut slot.a, &mut slot.b] {
-            if *t & !REF_BIT == tag {
-                *t |= REF_BIT;
-                return Added::Touched;
-            }
+        let (a, b) = (slot.a & !REF_BIT, slot.b & !REF_BIT);
+        if a == tag {
+            self.slots[i].a |= REF_BIT;
+            return Added::Touched;
         }
-        for t in [&mut slot.a, &mut slot.b] {
-            if *t == 0 {
-                *t = tag;
-                return Added::New;
-            }
+        if b == tag {
+            self.slots[i].b |= REF_BIT;
+            return Added::Touched;
         }
-        let list = vec![slot.a, slot.b, tag];
-        let index = match self.spill_free.pop() {
-            Some(free) => {
-                self.spill[free as usize] = list;
-                free
-            }
-            None => {
-                self.spill.push(list);
-                (self.spill.len() - 1) as u32
-            }
+        if b == 0 {
+            self.slots[i].b = tag;
+            return Added::New;
+        }
+        // A third holder: move the three to an interned set.
+        let mut members = [
+            (a, slot.a & REF_BIT != 0),
+            (b, slot.b & REF_BIT != 0),
+            (tag, false),
+        ];
+        members.sort_unstable_by_key(|m| m.0);
+        self.scratch.clear();
+        self.scratch.extend(members.iter().map(|m| m.0));
+        let from = (u64::from(a.min(b)) << 32) | u64::from(a.max(b));
+        let Some(to) = self.set_for(from, tag, true) else {
+            return Added::Full;
         };
-        slot.a = index;
-        slot.b = SPILLED;
+        let bits = members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.1)
+            .fold(0, |bits, (p, _)| bits | position_bit(p));
+        self.slots[i].a = to | SHARED_BIT;
+        self.slots[i].b = bits;
         Added::New
     }
 
@@ -261,32 +343,32 @@ impl BlockTable {
         let Some(i) = self.find(key) else {
             return ClockHand::Absent;
         };
-        let referenced = {
-            let slot = &mut self.slots[i];
-            let found = if slot.b == SPILLED {
-                self.spill
-                    .get_mut(slot.a as usize)
-                    .and_then(|list| list.iter_mut().find(|t| **t & !REF_BIT == tag))
-            } else {
-                [&mut slot.a, &mut slot.b]
-                    .into_iter()
-                    .find(|t| **t & !REF_BIT == tag)
+        let slot = &mut self.slots[i];
+        if slot.a & SHARED_BIT != 0 {
+            let members = self.sets.members(slot.a & !SHARED_BIT);
+            let Ok(position) = members.binary_search(&tag) else {
+                return ClockHand::Absent;
             };
-            match found {
-                None => return ClockHand::Absent,
-                Some(t) if *t & REF_BIT != 0 => {
-                    *t &= !REF_BIT;
-                    true
-                }
-                Some(_) => false,
+            let bit = position_bit(position);
+            if slot.b & bit != 0 {
+                slot.b &= !bit;
+                return ClockHand::SecondChance;
             }
-        };
-        if referenced {
-            ClockHand::SecondChance
         } else {
-            self.remove_at(i, tag);
-            ClockHand::Evicted
+            let t = if slot.a & !REF_BIT == tag {
+                &mut slot.a
+            } else if slot.b & !REF_BIT == tag {
+                &mut slot.b
+            } else {
+                return ClockHand::Absent;
+            };
+            if *t & REF_BIT != 0 {
+                *t &= !REF_BIT;
+                return ClockHand::SecondChance;
+            }
         }
+        self.remove_at(i, tag);
+        ClockHand::Evicted
     }
 
     /// Forgets that endpoint `tag` holds `key`; returns whether it did.
@@ -298,33 +380,55 @@ impl BlockTable {
     }
 
     fn remove_at(&mut self, i: usize, tag: u32) -> bool {
-        let slot = &mut self.slots[i];
-        if slot.b == SPILLED {
-            let index = slot.a as usize;
-            let Some(list) = self.spill.get_mut(index) else {
+        let slot = self.slots[i];
+        if slot.a & SHARED_BIT != 0 {
+            let id = slot.a & !SHARED_BIT;
+            let members = self.sets.members(id);
+            let Ok(position) = members.binary_search(&tag) else {
                 return false;
             };
-            let Some(pos) = list.iter().position(|t| *t & !REF_BIT == tag) else {
-                return false;
-            };
-            list.swap_remove(pos);
-            if list.len() <= 2 {
-                slot.a = list.first().copied().unwrap_or(0);
-                slot.b = list.get(1).copied().unwrap_or(0);
-                *list = Vec::new();
-                self.spill_free.push(index as u32);
+            if members.len() <= 3 {
+                // Back to two inline holders, keeping their reference bits.
+                let mut inline = [0u32; 2];
+                for (slot_tag, (p, &m)) in inline
+                    .iter_mut()
+                    .zip(members.iter().enumerate().filter(|(p, _)| *p != position))
+                {
+                    let referenced = slot.b & position_bit(p) != 0;
+                    *slot_tag = if referenced { m | REF_BIT } else { m };
+                }
+                self.slots[i].a = inline[0];
+                self.slots[i].b = inline[1];
+                self.release(id);
+                return true;
+            }
+            self.scratch.clear();
+            self.scratch.extend_from_slice(members);
+            self.scratch.remove(position);
+            let from = u64::from(slot.a) << 32;
+            match self.set_for(from, tag, false) {
+                Some(to) => {
+                    self.slots[i].a = to | SHARED_BIT;
+                    self.slots[i].b = bits_after_remove(slot.b, position);
+                    self.release(id);
+                }
+                None => {
+                    // Unreachable (a shard never holds more sets than blocks): drop the block.
+                    self.release(id);
+                    self.delete_slot(i);
+                }
             }
             return true;
         }
         if slot.a & !REF_BIT == tag {
-            slot.a = slot.b;
-            slot.b = 0;
+            self.slots[i].a = slot.b;
+            self.slots[i].b = 0;
         } else if slot.b & !REF_BIT == tag {
-            slot.b = 0;
+            self.slots[i].b = 0;
         } else {
             return false;
         }
-        if slot.a == 0 {
+        if self.slots[i].a == 0 {
             self.delete_slot(i);
         }
         true
@@ -383,6 +487,12 @@ impl BlockTable {
         }
         out
     }
+
+    /// Distinct interned sets alive (for tests).
+    #[cfg(test)]
+    pub(crate) fn live_sets(&self) -> usize {
+        self.sets.live()
+    }
 }
 
 #[cfg(test)]
@@ -392,31 +502,42 @@ mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
     proptest! {
+        /// The table against a plain model: a map from key to holders with their reference
+        /// bits (exact below 31 holders per block), and no interned set outliving its blocks.
         #[test]
-        fn behaves_like_a_map_of_sets(ops in prop::collection::vec((0u8..3, 1u64..40, 1u32..6), 0..400)) {
+        fn behaves_like_a_map_of_sets(ops in prop::collection::vec((0u8..3, 1u64..40, 1u32..7), 0..500)) {
             let mut table = BlockTable::default();
-            let mut model: BTreeMap<u64, BTreeSet<u32>> = BTreeMap::new();
+            let mut model: BTreeMap<u64, BTreeMap<u32, bool>> = BTreeMap::new();
             for (op, key, tag) in ops {
                 // Small keys collide in the low bits: exercise long probe runs.
                 let key = key << 3;
                 match op {
                     0 => {
                         let added = table.add(key, tag);
-                        let new = model.entry(key).or_default().insert(tag);
-                        prop_assert_eq!(added == Added::New, new);
+                        let holders = model.entry(key).or_default();
+                        let new = !holders.contains_key(&tag);
+                        holders.insert(tag, !new);
+                        prop_assert_eq!(added, if new { Added::New } else { Added::Touched });
                     }
                     1 => {
                         let removed = table.remove(key, tag);
-                        let had = model.get_mut(&key).is_some_and(|s| s.remove(&tag));
+                        let had = model.get_mut(&key).is_some_and(|s| s.remove(&tag).is_some());
                         prop_assert_eq!(removed, had);
                     }
                     _ => {
                         let hand = table.clock(key, tag);
-                        let had = model.get(&key).is_some_and(|s| s.contains(&tag));
-                        prop_assert_eq!(hand != ClockHand::Absent, had);
-                        if hand == ClockHand::Evicted {
+                        let expected = match model.get_mut(&key).and_then(|s| s.get_mut(&tag)) {
+                            None => ClockHand::Absent,
+                            Some(referenced) if *referenced => {
+                                *referenced = false;
+                                ClockHand::SecondChance
+                            }
+                            Some(_) => ClockHand::Evicted,
+                        };
+                        if expected == ClockHand::Evicted {
                             model.get_mut(&key).map(|s| s.remove(&tag));
                         }
+                        prop_assert_eq!(hand, expected);
                     }
                 }
                 model.retain(|_, s| !s.is_empty());
@@ -424,17 +545,59 @@ mod tests {
                 for (k, set) in &model {
                     let holders = table.holders(*k);
                     prop_assert!(holders.is_some());
-                    for t in set {
+                    for t in set.keys() {
                         prop_assert!(holders.is_some_and(|h| h.contains(*t)));
                     }
                 }
+                let distinct: BTreeSet<Vec<u32>> = model
+                    .values()
+                    .filter(|s| s.len() >= 3)
+                    .map(|s| s.keys().copied().collect())
+                    .collect();
+                prop_assert_eq!(table.live_sets(), distinct.len());
             }
             let mut entries = table.entries();
             entries.sort_unstable();
             let expected: Vec<(u64, u32)> =
-                model.iter().flat_map(|(k, s)| s.iter().map(move |t| (*k, *t))).collect();
+                model.iter().flat_map(|(k, s)| s.keys().map(move |t| (*k, *t))).collect();
             prop_assert_eq!(entries, expected);
         }
+    }
+
+    #[test]
+    fn blocks_with_the_same_holders_share_one_set() {
+        let mut table = BlockTable::default();
+        for key in 1..=100u64 {
+            for tag in [5, 3, 9, 1] {
+                assert_eq!(table.add(key << 8, tag), Added::New);
+            }
+        }
+        assert_eq!(table.live_sets(), 1);
+        let signature = |t: &BlockTable, key: u64| t.holders(key).map(|h| h.signature());
+        assert_eq!(signature(&table, 1 << 8), signature(&table, 100 << 8));
+        for key in 1..=100u64 {
+            assert!(table.remove(key << 8, 9));
+        }
+        assert_eq!(table.live_sets(), 1);
+        for key in 1..=100u64 {
+            assert!(table.remove(key << 8, 1));
+        }
+        assert_eq!(table.live_sets(), 0);
+        assert_eq!(table.entries().len(), 200);
+    }
+
+    #[test]
+    fn many_holders_share_the_last_reference_bit() {
+        let mut table = BlockTable::default();
+        for tag in 1..=40 {
+            table.add(8, tag);
+        }
+        // Touching holder 40 (position 39) sets the bit shared by positions 31 and up.
+        assert_eq!(table.add(8, 40), Added::Touched);
+        assert_eq!(table.clock(8, 1), ClockHand::Evicted);
+        assert_eq!(table.clock(8, 35), ClockHand::SecondChance);
+        assert_eq!(table.clock(8, 40), ClockHand::Evicted);
+        assert_eq!(table.entries().len(), 38);
     }
 
     #[test]
