@@ -19,9 +19,12 @@ pub const SHARDS: usize = 1 << SHARD_BITS;
 const HASH_BITS: u32 = 64 - SHARD_BITS;
 const HASH_MASK: u64 = (1u64 << HASH_BITS) - 1;
 
-/// Blocks hashed ahead at a time while a lookup walks the chain: a lookup hashes at most this
-/// many blocks beyond the first one nobody holds.
+/// Blocks hashed ahead at a time while a lookup starts walking the chain (later batches grow
+/// with the match, up to [`MAX_HASH_SPAN`]).
 pub(crate) const HASH_BATCH: usize = 8;
+
+/// Most blocks a long lookup hashes ahead of its probes at once.
+pub(crate) const MAX_HASH_SPAN: usize = 256;
 
 /// One block of a prompt, as the index knows it: the chained hash of the block and everything
 /// before it, with the index shard of its chain in the top [`SHARD_BITS`] bits.

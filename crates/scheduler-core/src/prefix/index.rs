@@ -6,7 +6,7 @@ use ahash::{AHashMap, AHashSet};
 use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
-use super::chain::{HASH_BATCH, SHARDS};
+use super::chain::{HASH_BATCH, MAX_HASH_SPAN, SHARDS};
 use super::endpoint_blocks::EndpointBlocks;
 use super::table::{Added, BlockTable, ClockHand, MAX_ENDPOINT_ID, id_of, tag_of};
 use super::{BlockChain, BlockKey, PrefixIndexConfig, PrefixMatch};
@@ -47,6 +47,9 @@ pub struct PrefixIndex {
     endpoints_write: Mutex<()>,
 }
 
+/// Blocks whose home slots a lookup loads at once.
+const PROBE_BATCH: usize = 32;
+
 impl Default for PrefixIndex {
     fn default() -> Self {
         PrefixIndex::new(PrefixIndexConfig::default())
@@ -82,7 +85,7 @@ impl PrefixIndex {
     }
 
     /// Like [`match_prefix`](Self::match_prefix), refilling `out`. Hashes `chain` only as far as
-    /// the walk needs (plus at most a small batch).
+    /// the walk needs (plus at most a quarter of what matched, or a small first batch).
     pub fn match_into(&self, chain: &mut BlockChain, prompt: &Prompt, out: &mut PrefixMatch) {
         let total = chain.total_blocks();
         out.reset(total);
@@ -99,42 +102,52 @@ impl PrefixIndex {
         holders.for_each(|t| active.push(t));
         let mut last = holders.signature();
         let mut i = 1;
-        let mut slots = [usize::MAX; HASH_BATCH];
+        let mut slots = [usize::MAX; PROBE_BATCH];
+        let mut homes = [0u64; PROBE_BATCH];
+        let mut raw = [0u64; PROBE_BATCH];
         'walk: while !active.is_empty() && i < total {
-            let end = (i + HASH_BATCH).min(total);
-            let computed = chain.extend_to(prompt, end);
-            let Some(keys) = computed.get(i..end) else {
+            // Hash a span that grows with the match (so a lookup hashes at most a quarter
+            // more than it matched), then probe it in batches with nothing in between: the
+            // probes' cache misses overlap each other instead of alternating with hashing.
+            let span = (i / 4).clamp(HASH_BATCH, MAX_HASH_SPAN);
+            let span_end = (i + span).min(total);
+            let computed = chain.extend_to(prompt, span_end);
+            let span_end = span_end.min(computed.len());
+            if i >= span_end {
                 break;
-            };
-            let mut raw = [0u64; HASH_BATCH];
-            for (r, k) in raw.iter_mut().zip(keys) {
-                *r = k.get();
             }
-            let batch = keys.len();
-            table.find_batch(&raw[..batch], &mut slots[..batch]);
-            for (j, &slot) in slots[..batch].iter().enumerate() {
-                let block = i + j;
-                let Some(holders) = table.holders_at(slot) else {
-                    matched.extend(active.drain(..).map(|t| (EndpointId(id_of(t)), block)));
-                    break 'walk;
-                };
-                let signature = holders.signature();
-                // Same holders as the previous block: every active endpoint still matches.
-                if signature != last {
-                    active.retain(|&t| {
-                        let keep = holders.contains(t);
-                        if !keep {
-                            matched.push((EndpointId(id_of(t)), block));
-                        }
-                        keep
-                    });
-                    last = signature;
-                    if active.is_empty() {
+            while i < span_end {
+                let end = (i + PROBE_BATCH).min(span_end);
+                let batch = end - i;
+                for (r, k) in raw.iter_mut().zip(&computed[i..end]) {
+                    *r = k.get();
+                }
+                table.load_homes(&raw[..batch], &mut homes[..batch]);
+                table.resolve(&raw[..batch], &homes[..batch], &mut slots[..batch]);
+                for (j, &slot) in slots[..batch].iter().enumerate() {
+                    let block = i + j;
+                    let Some(holders) = table.holders_at(slot) else {
+                        matched.extend(active.drain(..).map(|t| (EndpointId(id_of(t)), block)));
                         break 'walk;
+                    };
+                    let signature = holders.signature();
+                    // Same holders as the previous block: every active endpoint still matches.
+                    if signature != last {
+                        active.retain(|&t| {
+                            let keep = holders.contains(t);
+                            if !keep {
+                                matched.push((EndpointId(id_of(t)), block));
+                            }
+                            keep
+                        });
+                        last = signature;
+                        if active.is_empty() {
+                            break 'walk;
+                        }
                     }
                 }
+                i = end;
             }
-            i = end;
         }
         // Whoever is still active holds every block (or every block the chain could hash).
         let reached = i.min(total);

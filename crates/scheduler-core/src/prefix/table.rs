@@ -179,21 +179,30 @@ impl BlockTable {
         }
     }
 
-    /// Finds the slots of several keys at once: their home slots are loaded first, with no
-    /// dependency between the loads, so the cache misses of a batch overlap. `out[j]` is the
-    /// slot of `keys[j]`, or `usize::MAX` when absent.
+    /// Loads the home slot of each of `keys` into `homes`, with no dependency between the
+    /// loads, so their cache misses overlap (with each other and with whatever the caller does
+    /// before [`resolve`](Self::resolve)).
     #[inline]
-    pub(crate) fn find_batch(&self, keys: &[u64], out: &mut [usize]) {
+    pub(crate) fn load_homes(&self, keys: &[u64], homes: &mut [u64]) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let mask = self.slots.len() - 1;
+        for (home, &key) in homes.iter_mut().zip(keys) {
+            *home = self.slots[key as usize & mask].key;
+        }
+    }
+
+    /// The slots of `keys` given their home slots' keys from [`load_homes`](Self::load_homes):
+    /// `out[j]` is the slot of `keys[j]`, or `usize::MAX` when absent.
+    #[inline]
+    pub(crate) fn resolve(&self, keys: &[u64], homes: &[u64], out: &mut [usize]) {
         if self.slots.is_empty() {
             out.fill(usize::MAX);
             return;
         }
         let mask = self.slots.len() - 1;
-        let mut homes = [0u64; 16];
-        for (home, &key) in homes.iter_mut().zip(keys) {
-            *home = self.slots[key as usize & mask].key;
-        }
-        for ((slot, &key), &home) in out.iter_mut().zip(keys).zip(&homes) {
+        for ((slot, &key), &home) in out.iter_mut().zip(keys).zip(homes) {
             *slot = if home == key {
                 key as usize & mask
             } else if home == 0 {
@@ -214,7 +223,7 @@ impl BlockTable {
         }
     }
 
-    /// The holders in slot `index` (from [`find_batch`](Self::find_batch)); `None` for
+    /// The holders in slot `index` (from [`resolve`](Self::resolve)); `None` for
     /// `usize::MAX`.
     #[inline]
     pub(crate) fn holders_at(&self, index: usize) -> Option<Holders<'_>> {
