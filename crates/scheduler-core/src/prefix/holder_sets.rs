@@ -16,6 +16,8 @@ struct HolderSet {
     members: Box<[u32]>,
     /// Slots referring to this set.
     uses: u32,
+    /// Times a block left this set (kept across reuse of the id, so it never repeats soon).
+    departures: u32,
 }
 
 /// One shard's interned holder sets, reference counted by the slots that use them.
@@ -53,12 +55,14 @@ impl HolderSets {
             self.sets[id as usize].uses += 1;
             return Some(id);
         }
-        let set = HolderSet {
+        let mut set = HolderSet {
             members: members.into(),
             uses: 1,
+            departures: 0,
         };
         let id = match self.free.pop() {
             Some(id) => {
+                set.departures = self.sets[id as usize].departures;
                 self.sets[id as usize] = set;
                 id
             }
@@ -72,6 +76,13 @@ impl HolderSets {
         self.by_members
             .insert_unique(hash, id, |&id| hash_members(&sets[id as usize].members));
         Some(id)
+    }
+
+    /// How many times a block left set `id`: unchanged since a moment means every block that
+    /// had the set then still has it (up to wrap-around after 2^32 departures).
+    #[inline]
+    pub(crate) fn departures(&self, id: u32) -> u32 {
+        self.sets.get(id as usize).map_or(0, |s| s.departures)
     }
 
     /// Counts one more use of the live set `id`.
@@ -89,6 +100,7 @@ impl HolderSets {
             return false;
         };
         set.uses = set.uses.saturating_sub(1);
+        set.departures = set.departures.wrapping_add(1);
         if set.uses > 0 {
             return false;
         }

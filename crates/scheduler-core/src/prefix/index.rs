@@ -8,7 +8,7 @@ use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 use super::chain::{HASH_BATCH, MAX_HASH_SPAN, SHARDS};
 use super::endpoint_blocks::EndpointBlocks;
-use super::table::{Added, BlockTable, ClockHand, MAX_ENDPOINT_ID, id_of, tag_of};
+use super::table::{ABSENT, Added, BlockTable, ClockHand, MAX_ENDPOINT_ID, Run, id_of, tag_of};
 use super::{BlockChain, BlockKey, PrefixIndexConfig, PrefixMatch};
 use crate::endpoint::{EndpointId, MembershipListener};
 use crate::request::Prompt;
@@ -101,15 +101,37 @@ impl PrefixIndex {
         } = out;
         holders.for_each(|t| active.push(t));
         let mut last = holders.signature();
+        let mut run = table.run_of(first.get()).map(|r| (0, r));
+        // The last key of a run this chain did not follow: the runs on the following blocks
+        // of the same insert end there too, and are not tried again.
+        let mut left_run = None;
+        // Where the current stretch of block-by-block walking began (after a skipped run, the
+        // next block is as likely to end the match as the first one).
+        let mut stretch = 0;
         let mut i = 1;
-        let mut slots = [usize::MAX; PROBE_BATCH];
-        let mut homes = [0u64; PROBE_BATCH];
+        let mut found = [ABSENT; PROBE_BATCH];
+        // Chains are hot (shared) then cold (own tail): probe first where the last block was.
+        let mut hot = true;
         let mut raw = [0u64; PROBE_BATCH];
         'walk: while !active.is_empty() && i < total {
-            // Hash a span that grows with the match (so a lookup hashes at most a quarter
-            // more than it matched), then probe it in batches with nothing in between: the
-            // probes' cache misses overlap each other instead of alternating with hashing.
-            let span = (i / 4).clamp(HASH_BATCH, MAX_HASH_SPAN);
+            // A valid run recorded on the last block seen: when this chain reaches the run's
+            // last key at the same distance, every block in between has the same holders.
+            if let Some((from, r)) = run.take()
+                && left_run != Some(r.end)
+            {
+                match skip_run(&table, chain, prompt, from, r, last) {
+                    Some(next) => {
+                        i = next;
+                        stretch = next;
+                        continue;
+                    }
+                    None => left_run = Some(r.end),
+                }
+            }
+            // Hash a span that grows with the stretch (so a lookup hashes at most half again
+            // what it matched), then probe it in batches with nothing in between: the probes'
+            // cache misses overlap each other instead of alternating with hashing.
+            let span = ((i - stretch) / 2).clamp(HASH_BATCH, MAX_HASH_SPAN);
             let span_end = (i + span).min(total);
             let computed = chain.extend_to(prompt, span_end);
             let span_end = span_end.min(computed.len());
@@ -122,14 +144,14 @@ impl PrefixIndex {
                 for (r, k) in raw.iter_mut().zip(&computed[i..end]) {
                     *r = k.get();
                 }
-                table.load_homes(&raw[..batch], &mut homes[..batch]);
-                table.resolve(&raw[..batch], &homes[..batch], &mut slots[..batch]);
-                for (j, &slot) in slots[..batch].iter().enumerate() {
+                table.find_batch(&raw[..batch], &mut found[..batch], hot);
+                for (j, &at) in found[..batch].iter().enumerate() {
                     let block = i + j;
-                    let Some(holders) = table.holders_at(slot) else {
+                    let Some(holders) = table.holders_at(at) else {
                         matched.extend(active.drain(..).map(|t| (EndpointId(id_of(t)), block)));
                         break 'walk;
                     };
+                    hot = BlockTable::is_hot(at);
                     let signature = holders.signature();
                     // Same holders as the previous block: every active endpoint still matches.
                     if signature != last {
@@ -144,6 +166,11 @@ impl PrefixIndex {
                         if active.is_empty() {
                             break 'walk;
                         }
+                    }
+                    if let Some(r) = table.run_at(at) {
+                        run = Some((block, r));
+                        i = block + 1;
+                        continue 'walk;
                     }
                 }
                 i = end;
@@ -165,7 +192,7 @@ impl PrefixIndex {
         capacity: Option<usize>,
     ) {
         let keys = chain.complete(prompt);
-        self.insert_blocks(endpoint, keys, capacity);
+        self.insert_keys(endpoint, keys, capacity, true);
     }
 
     /// Records that `endpoint` holds `keys` (a chain's keys in order, or any keys a KV event
@@ -173,6 +200,19 @@ impl PrefixIndex {
     /// evicted before earlier ones, as a model server frees a sequence's tail first. Ignored for
     /// endpoints that left the pool.
     pub fn insert_blocks(&self, endpoint: EndpointId, keys: &[BlockKey], capacity: Option<usize>) {
+        self.insert_keys(endpoint, keys, capacity, false);
+    }
+
+    /// [`insert_blocks`](Self::insert_blocks); `whole_chain` when `keys` are every key of one
+    /// chain in order from its first block, so runs of blocks with the same holders may be
+    /// recorded for lookups to skip over.
+    fn insert_keys(
+        &self,
+        endpoint: EndpointId,
+        keys: &[BlockKey],
+        capacity: Option<usize>,
+        whole_chain: bool,
+    ) {
         if keys.is_empty() || endpoint.0 > MAX_ENDPOINT_ID {
             return;
         }
@@ -188,9 +228,17 @@ impl PrefixIndex {
         }
         let tag = tag_of(endpoint.0);
         let mut guard: ShardGuard<'_> = None;
+        let mut following = None;
         for key in keys.iter().rev() {
             let table = self.lock_shard(&mut guard, key.shard());
-            if table.add(key.get(), tag) == Added::New {
+            let added = if whole_chain {
+                let (added, run) = table.add_in_chain(key.get(), tag, following);
+                following = run;
+                added
+            } else {
+                table.add(key.get(), tag)
+            };
+            if added == Added::New {
                 ep.queue.push_back(key.get());
                 ep.live += 1;
             }
@@ -399,6 +447,40 @@ impl PrefixIndex {
             .collect();
         out.sort_unstable();
         out
+    }
+}
+
+/// Skips the run `run` recorded on block `from` of `chain` (whose holders have signature
+/// `holders`): hashes on in growing spans, checking at each span end that the chain still has
+/// a block with the same holders (else it left the run: give up early, having hashed at most
+/// twice what it matched, or 16 blocks), and at the run's last position that the chain has the run's last
+/// key — then, chained keys being equal, the chain *is* the recorded one up to there and every
+/// block of the run still has the recorded holders. Returns the block after the run.
+fn skip_run(
+    table: &BlockTable,
+    chain: &mut BlockChain,
+    prompt: &Prompt,
+    from: usize,
+    run: Run,
+    holders: u64,
+) -> Option<usize> {
+    let last = from + run.len as usize - 1;
+    if last >= chain.total_blocks() {
+        return None;
+    }
+    let mut at = from + 1;
+    loop {
+        let span = (at - from).clamp(2 * HASH_BATCH, MAX_HASH_SPAN);
+        let upto = (at + span).min(last + 1);
+        let keys = chain.extend_to(prompt, upto);
+        if upto > last {
+            return (keys.get(last)?.get() == run.end).then_some(last + 1);
+        }
+        let probe = keys.get(upto - 1)?.get();
+        if table.holders(probe)?.signature() != holders {
+            return None;
+        }
+        at = upto;
     }
 }
 

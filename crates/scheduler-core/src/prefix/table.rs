@@ -1,13 +1,17 @@
 //! One shard's map from block key to the endpoints holding that block.
 //!
-//! Open addressing with linear probing over 16-byte slots: the key and two words. A block held
-//! by one or two endpoints keeps their tags inline (`a`, `b`; `b` = 0 when there is one). A
-//! block held by three or more refers to an interned [`HolderSets`] set: `a` is the set id with
-//! [`SHARED_BIT`] set and `b` holds the holders' reference bits by position in the sorted set
-//! (holders past the 31st share bit 31). A holder tag is `endpoint id + 1`, with [`REF_BIT`] set
+//! Two open-addressing arrays of 16-byte [`Slot`]s (the key and two words). A block held by one
+//! or two endpoints lives in the *cold* array with their tags inline (`a`, `b`; `b` = 0 when
+//! there is one). A block held by three or more lives in the *hot* array and refers to an
+//! interned [`HolderSets`] set: `a` is the set id with [`SHARED_BIT`] set and `b` holds the
+//! holders' reference bits by position in the sorted set (holders past the 31st share bit 31).
+//! Shared prefixes are what lookups walk most, and the hot array holds only them, so it is a
+//! small fraction of the table and stays in cache while the cold array (every request's unique
+//! tail) does not. A holder tag is `endpoint id + 1`, with [`REF_BIT`] set
 //! (inline) when the block was touched again since the endpoint's eviction clock last passed it.
 
 use super::holder_sets::{HolderSets, MAX_SETS};
+use super::slots::{Keyed, Slot, Slots};
 
 /// Set on an inline holder tag when its block was re-used (a second chance for the clock).
 pub(crate) const REF_BIT: u32 = 1 << 31;
@@ -15,9 +19,12 @@ pub(crate) const REF_BIT: u32 = 1 << 31;
 const SHARED_BIT: u32 = 1 << 30;
 /// Largest endpoint id the index can hold (tags must stay below [`SHARED_BIT`]).
 pub(crate) const MAX_ENDPOINT_ID: u32 = SHARED_BIT - 2;
-const MIN_SLOTS: usize = 16;
 /// Most blocks one shard holds (every interned set is used by a slot, so ids always fit).
 const MAX_LEN: usize = MAX_SETS - 2;
+/// Marks a [`BlockTable::find_batch`] result in the hot array.
+const HOT: usize = 1 << (usize::BITS - 1);
+/// A [`BlockTable::find_batch`] result for an absent key.
+pub(crate) const ABSENT: usize = usize::MAX;
 
 /// The tag of endpoint `id` (without the reference bit).
 pub(crate) fn tag_of(id: u32) -> u32 {
@@ -51,13 +58,6 @@ fn bits_after_remove(bits: u32, position: usize) -> u32 {
     }
     let below = (1u32 << position) - 1;
     (bits & below) | ((bits >> 1) & !below) | (bits & (1 << 31))
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Slot {
-    key: u64,
-    a: u32,
-    b: u32,
 }
 
 /// The holders of one block, as a lookup sees them.
@@ -136,81 +136,136 @@ struct Transition {
     to: u32,
 }
 
+/// A run of consecutive blocks of one inserted chain that all had the same holder set: the
+/// block it is stored on, the `len - 1` blocks after it, ending with the block keyed `end`.
+/// Valid while the set's departure count still equals `departures`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Run {
+    pub(crate) end: u64,
+    pub(crate) len: u32,
+    departures: u32,
+}
+
+/// The run recorded on the block after the one being recorded (inserts walk a chain backwards).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Following {
+    set: u32,
+    end: u64,
+    len: u32,
+}
+
+/// A hot block: its slot and the run of blocks that followed it with the same holders.
+#[derive(Debug, Clone, Copy, Default)]
+struct HotSlot {
+    slot: Slot,
+    run: Run,
+}
+
+impl Keyed for HotSlot {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.slot.key
+    }
+}
+
 /// A shard's block table.
 #[derive(Debug, Default)]
 pub(crate) struct BlockTable {
-    slots: Vec<Slot>,
-    len: usize,
+    /// Blocks with one or two holders (inline tags).
+    cold: Slots<Slot>,
+    /// Blocks with three or more holders (interned sets), with their runs.
+    hot: Slots<HotSlot>,
     sets: HolderSets,
     added: Option<Transition>,
     removed: Option<Transition>,
     scratch: Vec<u32>,
 }
 
+/// Where a key lives.
+#[derive(Debug, Clone, Copy)]
+enum At {
+    Hot(usize),
+    Cold(usize),
+}
+
 impl BlockTable {
     /// Number of blocks held by at least one endpoint.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.cold.len() + self.hot.len()
     }
 
     /// Heap bytes owned by the table (slots and interned sets).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot>()
+        self.cold.heap_bytes()
+            + self.hot.heap_bytes()
             + self.sets.heap_bytes()
             + self.scratch.capacity() * 4
     }
 
     #[inline]
-    fn find(&self, key: u64) -> Option<usize> {
-        if self.slots.is_empty() {
-            return None;
+    fn find(&self, key: u64) -> Option<At> {
+        if let Some(i) = self.hot.find(key) {
+            return Some(At::Hot(i));
         }
-        let mask = self.slots.len() - 1;
-        let mut i = key as usize & mask;
-        loop {
-            let slot = &self.slots[i];
-            if slot.key == key {
-                return Some(i);
-            }
-            if slot.key == 0 {
-                return None;
-            }
-            i = (i + 1) & mask;
-        }
+        self.cold.find(key).map(At::Cold)
     }
 
-    /// Loads the home slot of each of `keys` into `homes`, with no dependency between the
-    /// loads, so their cache misses overlap (with each other and with whatever the caller does
-    /// before [`resolve`](Self::resolve)).
+    /// Finds several keys at once: their home slots are loaded together, first in one array
+    /// (the hot one when `hot_first`), then, for the keys not there, in the other, so the
+    /// cache misses of a batch overlap. `out[j]` locates `keys[j]` for
+    /// [`holders_at`](Self::holders_at), or is [`ABSENT`]. At most 64 keys.
     #[inline]
-    pub(crate) fn load_homes(&self, keys: &[u64], homes: &mut [u64]) {
-        if self.slots.is_empty() {
-            return;
+    pub(crate) fn find_batch(&self, keys: &[u64], out: &mut [usize], hot_first: bool) {
+        let n = keys.len().min(out.len()).min(64);
+        let mut homes = [0u64; 64];
+        let mut rest_keys = [0u64; 64];
+        let mut rest_at = [0usize; 64];
+        let mut misses = 0;
+        if hot_first {
+            self.hot.load_homes(&keys[..n], &mut homes[..n]);
+        } else {
+            self.cold.load_homes(&keys[..n], &mut homes[..n]);
         }
-        let mask = self.slots.len() - 1;
-        for (home, &key) in homes.iter_mut().zip(keys) {
-            *home = self.slots[key as usize & mask].key;
-        }
-    }
-
-    /// The slots of `keys` given their home slots' keys from [`load_homes`](Self::load_homes):
-    /// `out[j]` is the slot of `keys[j]`, or `usize::MAX` when absent.
-    #[inline]
-    pub(crate) fn resolve(&self, keys: &[u64], homes: &[u64], out: &mut [usize]) {
-        if self.slots.is_empty() {
-            out.fill(usize::MAX);
-            return;
-        }
-        let mask = self.slots.len() - 1;
-        for ((slot, &key), &home) in out.iter_mut().zip(keys).zip(homes) {
-            *slot = if home == key {
-                key as usize & mask
-            } else if home == 0 {
-                usize::MAX
+        for (j, (&key, &home)) in keys[..n].iter().zip(&homes[..n]).enumerate() {
+            let hit = if hot_first {
+                self.hot.resolve(key, home).map(|i| i | HOT)
             } else {
-                self.find(key).unwrap_or(usize::MAX)
+                self.cold.resolve(key, home)
             };
+            match hit {
+                Some(at) => out[j] = at,
+                None => {
+                    rest_keys[misses] = key;
+                    rest_at[misses] = j;
+                    misses += 1;
+                }
+            }
         }
+        if hot_first {
+            self.cold
+                .load_homes(&rest_keys[..misses], &mut homes[..misses]);
+        } else {
+            self.hot
+                .load_homes(&rest_keys[..misses], &mut homes[..misses]);
+        }
+        for ((&key, &home), &j) in rest_keys[..misses]
+            .iter()
+            .zip(&homes[..misses])
+            .zip(&rest_at[..misses])
+        {
+            out[j] = if hot_first {
+                self.cold.resolve(key, home)
+            } else {
+                self.hot.resolve(key, home).map(|i| i | HOT)
+            }
+            .unwrap_or(ABSENT);
+        }
+    }
+
+    /// Whether a [`find_batch`](Self::find_batch) result is in the hot array.
+    #[inline]
+    pub(crate) fn is_hot(found: usize) -> bool {
+        found != ABSENT && found & HOT != 0
     }
 
     #[inline]
@@ -223,22 +278,32 @@ impl BlockTable {
         }
     }
 
-    /// The holders in slot `index` (from [`resolve`](Self::resolve)); `None` for
-    /// `usize::MAX`.
+    /// The holders at `found` (from [`find_batch`](Self::find_batch)); `None` for [`ABSENT`].
     #[inline]
-    pub(crate) fn holders_at(&self, index: usize) -> Option<Holders<'_>> {
-        let slot = self.slots.get(index)?;
+    pub(crate) fn holders_at(&self, found: usize) -> Option<Holders<'_>> {
+        if found == ABSENT {
+            return None;
+        }
+        let slot = if found & HOT != 0 {
+            &self.hot.get(found & !HOT)?.slot
+        } else {
+            self.cold.get(found)?
+        };
         Some(self.holders_of(slot))
     }
 
     /// The holders of `key`, when anyone holds it.
     #[inline]
     pub(crate) fn holders(&self, key: u64) -> Option<Holders<'_>> {
-        let slot = &self.slots[self.find(key)?];
+        let slot = match self.find(key)? {
+            At::Hot(i) => &self.hot.get(i)?.slot,
+            At::Cold(i) => self.cold.get(i)?,
+        };
         Some(self.holders_of(slot))
     }
 
-    /// The id of the set `members` (sorted), reusing `memo` when it describes this very change.
+    /// The id of the set in `scratch` (sorted), reusing the remembered transition when it
+    /// describes this very change.
     fn set_for(&mut self, from: u64, tag: u32, adding: bool) -> Option<u32> {
         let memo = if adding { self.added } else { self.removed };
         if let Some(t) = memo
@@ -268,66 +333,79 @@ impl BlockTable {
 
     /// Records that endpoint `tag` holds `key` (setting its reference bit if it already did).
     pub(crate) fn add(&mut self, key: u64, tag: u32) -> Added {
-        if (self.len + 1) * 4 > self.slots.len() * 3 {
-            self.resize((self.slots.len() * 2).max(MIN_SLOTS));
+        self.add_locating(key, tag).0
+    }
+
+    /// [`add`](Self::add), then (the block being one of a whole chain inserted backwards)
+    /// records the run of blocks from `key` on that share its holder set; `following` is what
+    /// the call for the next block of the chain returned. Blocks with fewer than three holders
+    /// have no run.
+    pub(crate) fn add_in_chain(
+        &mut self,
+        key: u64,
+        tag: u32,
+        following: Option<Following>,
+    ) -> (Added, Option<Following>) {
+        let (added, hot) = self.add_locating(key, tag);
+        let Some(hot) = hot.and_then(|i| self.hot.get_mut(i)) else {
+            return (added, None);
+        };
+        let set = hot.slot.a & !SHARED_BIT;
+        let (end, len) = match following {
+            Some(f) if f.set == set && f.len < u32::MAX => (f.end, f.len + 1),
+            _ => (key, 1),
+        };
+        hot.run = Run {
+            end,
+            len,
+            departures: self.sets.departures(set),
+        };
+        (added, Some(Following { set, end, len }))
+    }
+
+    /// [`add`](Self::add), also returning the block's index in the hot array when it is there.
+    fn add_locating(&mut self, key: u64, tag: u32) -> (Added, Option<usize>) {
+        if let Some(i) = self.hot.find(key) {
+            return (self.add_to_set(i, tag), Some(i));
         }
-        let mask = self.slots.len() - 1;
-        let mut i = key as usize & mask;
-        loop {
-            let slot = self.slots[i];
-            if slot.key == 0 {
-                if self.len >= MAX_LEN {
-                    return Added::Full;
-                }
-                self.slots[i] = Slot { key, a: tag, b: 0 };
-                self.len += 1;
-                return Added::New;
+        self.add_cold(key, tag)
+    }
+
+    /// [`add`](Self::add) for a block not in the hot array; returns its hot index if it moved
+    /// there.
+    fn add_cold(&mut self, key: u64, tag: u32) -> (Added, Option<usize>) {
+        let Some(i) = self.cold.find(key) else {
+            if self.len() >= MAX_LEN {
+                return (Added::Full, None);
             }
-            if slot.key == key {
-                break;
-            }
-            i = (i + 1) & mask;
-        }
-        let slot = self.slots[i];
-        if slot.a & SHARED_BIT != 0 {
-            let id = slot.a & !SHARED_BIT;
-            let members = self.sets.members(id);
-            let position = match members.binary_search(&tag) {
-                Ok(p) => {
-                    self.slots[i].b |= position_bit(p);
-                    return Added::Touched;
-                }
-                Err(p) => p,
-            };
-            self.scratch.clear();
-            self.scratch.extend_from_slice(members);
-            self.scratch.insert(position, tag);
-            let from = u64::from(slot.a) << 32;
-            let Some(to) = self.set_for(from, tag, true) else {
-                return Added::Full;
-            };
-            self.release(id);
-            self.slots[i].a = to | SHARED_BIT;
-            self.slots[i].b = bits_after_insert(slot.b, position);
-            return Added::New;
-        }
-        let (a, b) = (slot.a & !REF_BIT, slot.b & !REF_BIT);
+            self.cold.insert(Slot { key, a: tag, b: 0 });
+            return (Added::New, None);
+        };
+        let Some(Slot {
+            a: slot_a,
+            b: slot_b,
+            ..
+        }) = self.cold.get_mut(i)
+        else {
+            return (Added::Full, None);
+        };
+        let (a, b) = (*slot_a & !REF_BIT, *slot_b & !REF_BIT);
         if a == tag {
-            self.slots[i].a |= REF_BIT;
-            return Added::Touched;
+            *slot_a |= REF_BIT;
+            return (Added::Touched, None);
         }
         if b == tag {
-            self.slots[i].b |= REF_BIT;
-            return Added::Touched;
+            *slot_b |= REF_BIT;
+            return (Added::Touched, None);
         }
         if b == 0 {
-            self.slots[i].b = tag;
-            return Added::New;
+            *slot_b = tag;
+            return (Added::New, None);
         }
-        // A third holder: move the three to an interned set.
+        // A third holder: the block moves to the hot array with an interned set.
         let mut members = [
-            (a, slot.a & REF_BIT != 0),
-            (b, slot.b & REF_BIT != 0),
+            (a, *slot_a & REF_BIT != 0),
+            (b, *slot_b & REF_BIT != 0),
             (tag, false),
         ];
         members.sort_unstable_by_key(|m| m.0);
@@ -335,164 +413,197 @@ impl BlockTable {
         self.scratch.extend(members.iter().map(|m| m.0));
         let from = (u64::from(a.min(b)) << 32) | u64::from(a.max(b));
         let Some(to) = self.set_for(from, tag, true) else {
-            return Added::Full;
+            return (Added::Full, None);
         };
         let bits = members
             .iter()
             .enumerate()
             .filter(|(_, m)| m.1)
             .fold(0, |bits, (p, _)| bits | position_bit(p));
-        self.slots[i].a = to | SHARED_BIT;
-        self.slots[i].b = bits;
+        self.cold.delete(i);
+        let at = self.hot.insert(HotSlot {
+            slot: Slot {
+                key,
+                a: to | SHARED_BIT,
+                b: bits,
+            },
+            run: Run::default(),
+        });
+        (Added::New, Some(at))
+    }
+
+    fn add_to_set(&mut self, i: usize, tag: u32) -> Added {
+        let Some(&HotSlot { slot, .. }) = self.hot.get(i) else {
+            return Added::Full;
+        };
+        let id = slot.a & !SHARED_BIT;
+        let members = self.sets.members(id);
+        let position = match members.binary_search(&tag) {
+            Ok(p) => {
+                if let Some(hot) = self.hot.get_mut(i) {
+                    hot.slot.b |= position_bit(p);
+                }
+                return Added::Touched;
+            }
+            Err(p) => p,
+        };
+        self.scratch.clear();
+        self.scratch.extend_from_slice(members);
+        self.scratch.insert(position, tag);
+        let from = u64::from(slot.a) << 32;
+        let Some(to) = self.set_for(from, tag, true) else {
+            return Added::Full;
+        };
+        self.release(id);
+        if let Some(hot) = self.hot.get_mut(i) {
+            hot.slot.a = to | SHARED_BIT;
+            hot.slot.b = bits_after_insert(slot.b, position);
+        }
         Added::New
     }
 
     /// Runs the eviction clock over endpoint `tag`'s entry for `key`.
     pub(crate) fn clock(&mut self, key: u64, tag: u32) -> ClockHand {
-        let Some(i) = self.find(key) else {
+        let Some(at) = self.find(key) else {
             return ClockHand::Absent;
         };
-        let slot = &mut self.slots[i];
-        if slot.a & SHARED_BIT != 0 {
-            let members = self.sets.members(slot.a & !SHARED_BIT);
-            let Ok(position) = members.binary_search(&tag) else {
-                return ClockHand::Absent;
-            };
-            let bit = position_bit(position);
-            if slot.b & bit != 0 {
-                slot.b &= !bit;
-                return ClockHand::SecondChance;
+        match at {
+            At::Hot(i) => {
+                let Some(hot) = self.hot.get(i) else {
+                    return ClockHand::Absent;
+                };
+                let members = self.sets.members(hot.slot.a & !SHARED_BIT);
+                let Ok(position) = members.binary_search(&tag) else {
+                    return ClockHand::Absent;
+                };
+                let bit = position_bit(position);
+                if let Some(hot) = self.hot.get_mut(i)
+                    && hot.slot.b & bit != 0
+                {
+                    hot.slot.b &= !bit;
+                    return ClockHand::SecondChance;
+                }
             }
-        } else {
-            let t = if slot.a & !REF_BIT == tag {
-                &mut slot.a
-            } else if slot.b & !REF_BIT == tag {
-                &mut slot.b
-            } else {
-                return ClockHand::Absent;
-            };
-            if *t & REF_BIT != 0 {
-                *t &= !REF_BIT;
-                return ClockHand::SecondChance;
+            At::Cold(i) => {
+                let Some(Slot { a, b, .. }) = self.cold.get_mut(i) else {
+                    return ClockHand::Absent;
+                };
+                let t = if *a & !REF_BIT == tag {
+                    a
+                } else if *b & !REF_BIT == tag {
+                    b
+                } else {
+                    return ClockHand::Absent;
+                };
+                if *t & REF_BIT != 0 {
+                    *t &= !REF_BIT;
+                    return ClockHand::SecondChance;
+                }
             }
         }
-        self.remove_at(i, tag);
+        self.remove_at(at, tag);
         ClockHand::Evicted
     }
 
     /// Forgets that endpoint `tag` holds `key`; returns whether it did.
     pub(crate) fn remove(&mut self, key: u64, tag: u32) -> bool {
         match self.find(key) {
-            Some(i) => self.remove_at(i, tag),
+            Some(at) => self.remove_at(at, tag),
             None => false,
         }
     }
 
-    fn remove_at(&mut self, i: usize, tag: u32) -> bool {
-        let slot = self.slots[i];
-        if slot.a & SHARED_BIT != 0 {
-            let id = slot.a & !SHARED_BIT;
-            let members = self.sets.members(id);
-            let Ok(position) = members.binary_search(&tag) else {
-                return false;
-            };
-            if members.len() <= 3 {
-                // Back to two inline holders, keeping their reference bits.
-                let mut inline = [0u32; 2];
-                for (slot_tag, (p, &m)) in inline
-                    .iter_mut()
-                    .zip(members.iter().enumerate().filter(|(p, _)| *p != position))
-                {
-                    let referenced = slot.b & position_bit(p) != 0;
-                    *slot_tag = if referenced { m | REF_BIT } else { m };
-                }
-                self.slots[i].a = inline[0];
-                self.slots[i].b = inline[1];
-                self.release(id);
-                return true;
-            }
-            self.scratch.clear();
-            self.scratch.extend_from_slice(members);
-            self.scratch.remove(position);
-            let from = u64::from(slot.a) << 32;
-            match self.set_for(from, tag, false) {
-                Some(to) => {
-                    self.slots[i].a = to | SHARED_BIT;
-                    self.slots[i].b = bits_after_remove(slot.b, position);
-                    self.release(id);
-                }
-                None => {
-                    // Unreachable (a shard never holds more sets than blocks): drop the block.
-                    self.release(id);
-                    self.delete_slot(i);
-                }
-            }
-            return true;
-        }
-        if slot.a & !REF_BIT == tag {
-            self.slots[i].a = slot.b;
-            self.slots[i].b = 0;
-        } else if slot.b & !REF_BIT == tag {
-            self.slots[i].b = 0;
+    fn remove_at(&mut self, at: At, tag: u32) -> bool {
+        let i = match at {
+            At::Hot(i) => return self.remove_from_set(i, tag),
+            At::Cold(i) => i,
+        };
+        let Some(Slot { a, b, .. }) = self.cold.get_mut(i) else {
+            return false;
+        };
+        if *a & !REF_BIT == tag {
+            *a = *b;
+            *b = 0;
+        } else if *b & !REF_BIT == tag {
+            *b = 0;
         } else {
             return false;
         }
-        if self.slots[i].a == 0 {
-            self.delete_slot(i);
+        if *a == 0 {
+            self.cold.delete(i);
         }
         true
     }
 
-    /// Empties slot `i` and shifts later members of its probe run back (no tombstones).
-    fn delete_slot(&mut self, mut hole: usize) {
-        let mask = self.slots.len() - 1;
-        self.slots[hole] = Slot::default();
-        self.len -= 1;
-        let mut j = hole;
-        loop {
-            j = (j + 1) & mask;
-            let slot = self.slots[j];
-            if slot.key == 0 {
-                break;
+    fn remove_from_set(&mut self, i: usize, tag: u32) -> bool {
+        let Some(&HotSlot { slot, .. }) = self.hot.get(i) else {
+            return false;
+        };
+        let id = slot.a & !SHARED_BIT;
+        let members = self.sets.members(id);
+        let Ok(position) = members.binary_search(&tag) else {
+            return false;
+        };
+        if members.len() <= 3 {
+            // Back to two inline holders in the cold array, keeping their reference bits.
+            let mut inline = [0u32; 2];
+            for (slot_tag, (p, &m)) in inline
+                .iter_mut()
+                .zip(members.iter().enumerate().filter(|(p, _)| *p != position))
+            {
+                let referenced = slot.b & position_bit(p) != 0;
+                *slot_tag = if referenced { m | REF_BIT } else { m };
             }
-            let home = slot.key as usize & mask;
-            // Move `j` into the hole unless its home lies cyclically in (hole, j].
-            let stays = if hole <= j {
-                hole < home && home <= j
-            } else {
-                hole < home || home <= j
-            };
-            if !stays {
-                self.slots[hole] = slot;
-                self.slots[j] = Slot::default();
-                hole = j;
+            self.hot.delete(i);
+            self.cold.insert(Slot {
+                key: slot.key,
+                a: inline[0],
+                b: inline[1],
+            });
+            self.release(id);
+            return true;
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(members);
+        self.scratch.remove(position);
+        let from = u64::from(slot.a) << 32;
+        match self.set_for(from, tag, false) {
+            Some(to) => {
+                if let Some(hot) = self.hot.get_mut(i) {
+                    hot.slot.a = to | SHARED_BIT;
+                    hot.slot.b = bits_after_remove(slot.b, position);
+                }
             }
+            // Unreachable (a shard never holds more sets than blocks): drop the block.
+            None => self.hot.delete(i),
         }
-        if self.slots.len() > MIN_SLOTS && self.len * 8 < self.slots.len() {
-            self.resize((self.len * 2).next_power_of_two().max(MIN_SLOTS));
-        }
+        self.release(id);
+        true
     }
 
-    fn resize(&mut self, slots: usize) {
-        let old = std::mem::replace(&mut self.slots, vec![Slot::default(); slots]);
-        let mask = slots - 1;
-        for slot in old.into_iter().filter(|s| s.key != 0) {
-            let mut i = slot.key as usize & mask;
-            while self.slots[i].key != 0 {
-                i = (i + 1) & mask;
-            }
-            self.slots[i] = slot;
+    /// The still valid run recorded on the block at `found` (from
+    /// [`find_batch`](Self::find_batch)), when longer than the block itself.
+    #[inline]
+    pub(crate) fn run_at(&self, found: usize) -> Option<Run> {
+        if found == ABSENT || found & HOT == 0 {
+            return None;
         }
+        let hot = self.hot.get(found & !HOT)?;
+        let set = hot.slot.a & !SHARED_BIT;
+        (hot.run.len > 1 && hot.run.departures == self.sets.departures(set)).then_some(hot.run)
+    }
+
+    /// [`run_at`](Self::run_at) for a key.
+    pub(crate) fn run_of(&self, key: u64) -> Option<Run> {
+        self.run_at(self.hot.find(key)? | HOT)
     }
 
     /// Every (key, bare tag) pair (for tests and audits).
     #[cfg(test)]
     pub(crate) fn entries(&self) -> Vec<(u64, u32)> {
         let mut out = Vec::new();
-        for slot in self.slots.iter().filter(|s| s.key != 0) {
-            if let Some(h) = self.holders(slot.key) {
-                h.for_each(|t| out.push((slot.key, t)));
-            }
+        for slot in self.hot.iter().map(|h| &h.slot).chain(self.cold.iter()) {
+            self.holders_of(slot).for_each(|t| out.push((slot.key, t)));
         }
         out
     }

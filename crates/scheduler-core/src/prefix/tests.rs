@@ -109,6 +109,50 @@ proptest! {
         }
     }
 
+    /// Lookups agree with a block-by-block oracle (`holds` on every key of the query's chain)
+    /// after inserts, evictions and out-of-band removals, with many endpoints sharing
+    /// prefixes (interned sets and recorded runs).
+    #[test]
+    fn lookups_agree_with_block_by_block_holds(
+        ops in prop::collection::vec((0u32..7, prop::collection::vec(0u8..2, 1..40), 0u8..12, 0usize..40, 0usize..40), 1..60),
+        capacity in 8usize..120,
+        queries in prop::collection::vec(prop::collection::vec(0u8..2, 1..40), 1..6),
+    ) {
+        let index = tiny_index(capacity);
+        let mut all = Vec::new();
+        for (endpoint, symbols, op, from, len) in ops {
+            let prompt = prompt_of(&symbols);
+            let mut chain = index.chain(chain_seed("m", None, ""), &prompt);
+            let keys = chain.complete(&prompt).to_vec();
+            match op {
+                0 => {
+                    let from = from.min(keys.len());
+                    let to = (from + len).min(keys.len());
+                    index.remove_blocks(EndpointId(endpoint), &keys[from..to]);
+                }
+                1 => {
+                    let from = from.min(keys.len());
+                    index.insert_blocks(EndpointId(endpoint), &keys[from..], None);
+                }
+                _ => index.insert_chain(EndpointId(endpoint), &mut chain, &prompt, None),
+            }
+            all.push(symbols);
+        }
+        for query in queries.iter().chain(&all) {
+            let prompt = prompt_of(query);
+            let mut chain = index.chain(chain_seed("m", None, ""), &prompt);
+            let found = index.match_prefix(&mut chain, &prompt);
+            let keys = chain.complete(&prompt).to_vec();
+            for endpoint in 0u32..7 {
+                let expected = keys
+                    .iter()
+                    .take_while(|k| index.holds(EndpointId(endpoint), **k))
+                    .count();
+                prop_assert_eq!(found.matched_blocks(EndpointId(endpoint)), expected);
+            }
+        }
+    }
+
     #[test]
     fn a_longer_shared_prefix_never_scores_lower(
         base in prop::collection::vec(0u8..3, 2..40),
