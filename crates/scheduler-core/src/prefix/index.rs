@@ -229,6 +229,17 @@ impl PrefixIndex {
         let tag = tag_of(endpoint.0);
         let mut guard: ShardGuard<'_> = None;
         let mut following = None;
+        if whole_chain && let Some(first) = keys.first() {
+            // A chain lives in one shard: bring its slots in with overlapping misses first.
+            let mut raw = [0u64; 64];
+            let table = self.lock_shard(&mut guard, first.shard());
+            for chunk in keys.chunks(64) {
+                for (r, k) in raw.iter_mut().zip(chunk) {
+                    *r = k.get();
+                }
+                table.warm(&raw[..chunk.len()]);
+            }
+        }
         for key in keys.iter().rev() {
             let table = self.lock_shard(&mut guard, key.shard());
             let added = if whole_chain {
