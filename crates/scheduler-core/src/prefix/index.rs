@@ -416,8 +416,14 @@ impl PrefixIndex {
     fn evict<'a>(&'a self, ep: &mut EndpointBlocks, tag: u32, guard: &mut ShardGuard<'a>) {
         // Each full turn clears every reference bit, so two turns always suffice.
         let mut budget = 2 * ep.queue.len() + 1;
+        // Keys at the front of the queue whose slots were loaded ahead.
+        let mut warmed = 0usize;
         while ep.live > ep.capacity && budget > 0 {
             budget -= 1;
+            if warmed == 0 {
+                warmed = self.warm_front(ep, guard, ep.live - ep.capacity);
+            }
+            warmed = warmed.saturating_sub(1);
             let Some(key) = ep.queue.pop_front() else {
                 break;
             };
@@ -431,6 +437,35 @@ impl PrefixIndex {
         if ep.queue.len() > 2 * ep.live + 64 {
             self.compact(ep, tag, guard);
         }
+    }
+
+    /// Loads the slots of the next keys the clock hand will examine (up to `wanted`, at most
+    /// 64, and only those in the shard of the first), so their cache misses overlap; returns
+    /// how many.
+    fn warm_front<'a>(
+        &'a self,
+        ep: &EndpointBlocks,
+        guard: &mut ShardGuard<'a>,
+        wanted: usize,
+    ) -> usize {
+        let Some(&first) = ep.queue.front() else {
+            return 0;
+        };
+        let shard = BlockKey::from_raw(first).shard();
+        let mut raw = [0u64; 64];
+        let mut n = 0;
+        for (r, &key) in raw
+            .iter_mut()
+            .zip(ep.queue.iter().take(wanted.clamp(1, 64)))
+        {
+            if BlockKey::from_raw(key).shard() != shard {
+                break;
+            }
+            *r = key;
+            n += 1;
+        }
+        self.lock_shard(guard, shard).warm(&raw[..n]);
+        n
     }
 
     /// Drops stale and duplicate queue entries.

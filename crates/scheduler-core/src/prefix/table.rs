@@ -202,12 +202,14 @@ impl BlockTable {
             + self.scratch.capacity() * 4
     }
 
+    /// Where `key` is. The cold array first: the keys found one at a time (eviction, KV-event
+    /// removals) are mostly request tails, and most blocks are cold.
     #[inline]
     fn find(&self, key: u64) -> Option<At> {
-        if let Some(i) = self.hot.find(key) {
-            return Some(At::Hot(i));
+        if let Some(i) = self.cold.find(key) {
+            return Some(At::Cold(i));
         }
-        self.cold.find(key).map(At::Cold)
+        self.hot.find(key).map(At::Hot)
     }
 
     /// Finds several keys at once: their home slots are loaded together, first in one array
