@@ -104,6 +104,20 @@ impl<T: Keyed> Slots<T> {
         }
     }
 
+    /// Loads the home slot of each of `keys` and the slot one cache line further on (where a
+    /// probe run for an absent key usually ends); returns a value depending on all of them.
+    pub(crate) fn touch_runs(&self, keys: &[u64]) -> u64 {
+        if self.slots.is_empty() {
+            return 0;
+        }
+        let mask = self.slots.len() - 1;
+        let ahead = (64 / std::mem::size_of::<T>()).max(1);
+        keys.iter().fold(0, |x, &key| {
+            let home = key as usize & mask;
+            x ^ self.slots[home].key() ^ self.slots[(home + ahead) & mask].key()
+        })
+    }
+
     /// The index of `key` given its home slot's key from [`load_homes`](Self::load_homes).
     #[inline]
     pub(crate) fn resolve(&self, key: u64, home: u64) -> Option<usize> {

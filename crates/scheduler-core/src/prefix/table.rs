@@ -264,18 +264,11 @@ impl BlockTable {
         }
     }
 
-    /// Loads the home slots of `keys` in both arrays, 64 keys at a time, so that the cache misses
-    /// of an insert overlap instead of stalling it once per block.
+    /// Loads the slots where `keys` would be found or added in both arrays (the home slot and
+    /// the next cache line), so that the cache misses of an insert or an eviction overlap
+    /// instead of stalling it once per block.
     pub(crate) fn warm(&self, keys: &[u64]) {
-        let mut homes = [0u64; 64];
-        let mut touched = 0u64;
-        for chunk in keys.chunks(64) {
-            self.hot.load_homes(chunk, &mut homes[..chunk.len()]);
-            touched ^= homes[..chunk.len()].iter().fold(0, |x, h| x ^ h);
-            self.cold.load_homes(chunk, &mut homes[..chunk.len()]);
-            touched ^= homes[..chunk.len()].iter().fold(0, |x, h| x ^ h);
-        }
-        std::hint::black_box(touched);
+        std::hint::black_box(self.hot.touch_runs(keys) ^ self.cold.touch_runs(keys));
     }
 
     /// Whether a [`find_batch`](Self::find_batch) result is in the hot array.
