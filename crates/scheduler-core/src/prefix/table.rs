@@ -138,7 +138,8 @@ struct Transition {
 
 /// A run of consecutive blocks of one inserted chain that all had the same holder set: the
 /// block it is stored on, the `len - 1` blocks after it, ending with the block keyed `end`.
-/// Valid while the set's departure count still equals `departures`.
+/// Cleared when the block's own set changes; valid while the set's departure count still
+/// equals `departures` (no block of the run has left the set).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Run {
     pub(crate) end: u64,
@@ -213,8 +214,7 @@ impl BlockTable {
     }
 
     /// Finds several keys at once: their home slots are loaded together, first in one array
-    /// (the hot one when `hot_first`), then, for the keys not there, in the other, so the
-    /// cache misses of a batch overlap. `out[j]` locates `keys[j]` for
+    /// (the hot one when `hot_first`), then, for the keys not there, in the other, so the cache misses of a batch overlap. `out[j]` locates `keys[j]` for
     /// [`holders_at`](Self::holders_at), or is [`ABSENT`]. At most 64 keys.
     #[inline]
     pub(crate) fn find_batch(&self, keys: &[u64], out: &mut [usize], hot_first: bool) {
@@ -467,6 +467,8 @@ impl BlockTable {
         if let Some(hot) = self.hot.get_mut(i) {
             hot.slot.a = to | SHARED_BIT;
             hot.slot.b = bits_after_insert(slot.b, position);
+            // A run describes the block's set when it was recorded: that set is gone.
+            hot.run = Run::default();
         }
         Added::New
     }
@@ -581,6 +583,7 @@ impl BlockTable {
                 if let Some(hot) = self.hot.get_mut(i) {
                     hot.slot.a = to | SHARED_BIT;
                     hot.slot.b = bits_after_remove(slot.b, position);
+                    hot.run = Run::default();
                 }
             }
             // Unreachable (a shard never holds more sets than blocks): drop the block.
