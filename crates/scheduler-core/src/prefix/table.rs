@@ -214,7 +214,8 @@ impl BlockTable {
     }
 
     /// Finds several keys at once: their home slots are loaded together, first in one array
-    /// (the hot one when `hot_first`), then, for the keys not there, in the other, so the cache misses of a batch overlap. `out[j]` locates `keys[j]` for
+    /// (the hot one when `hot_first`), then, for the keys not there, in the other, so the
+    /// cache misses of a batch overlap. `out[j]` locates `keys[j]` for
     /// [`holders_at`](Self::holders_at), or is [`ABSENT`]. At most 64 keys.
     #[inline]
     pub(crate) fn find_batch(&self, keys: &[u64], out: &mut [usize], hot_first: bool) {
