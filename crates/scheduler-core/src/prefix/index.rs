@@ -93,7 +93,8 @@ impl PrefixIndex {
             return;
         };
         let table = self.shards[first.shard()].0.read();
-        let Some(holders) = table.holders(first.get()) else {
+        let at = table.locate(first.get());
+        let Some(holders) = table.holders_at(at) else {
             return;
         };
         let PrefixMatch {
@@ -101,7 +102,7 @@ impl PrefixIndex {
         } = out;
         holders.for_each(|t| active.push(t));
         let mut last = holders.signature();
-        let mut run = table.run_of(first.get()).map(|r| (0, r));
+        let mut run = table.run_at(at).map(|r| (0, r));
         // The last key of a run this chain did not follow: the runs on the following blocks
         // of the same insert end there too, and are not tried again.
         let mut left_run = None;
@@ -523,7 +524,7 @@ fn skip_run(
             return (keys.get(last)?.get() == run.end).then_some(last + 1);
         }
         let probe = keys.get(upto - 1)?.get();
-        if table.holders(probe)?.signature() != holders {
+        if table.holders_at(table.locate(probe))?.signature() != holders {
             return None;
         }
         at = upto;

@@ -214,13 +214,27 @@ impl BlockTable {
     }
 
     /// Finds several keys at once: their home slots are loaded together, first in one array
-    /// (the hot one when `hot_first`), then, for the keys not there, in the other, so the
-    /// cache misses of a batch overlap. `out[j]` locates `keys[j]` for
+    /// (the hot one when `hot_first`), then, for the keys not there, in the other (up to 8
+    /// keys: in both at once), so the cache misses of a batch overlap. `out[j]` locates `keys[j]` for
     /// [`holders_at`](Self::holders_at), or is [`ABSENT`]. At most 64 keys.
     #[inline]
     pub(crate) fn find_batch(&self, keys: &[u64], out: &mut [usize], hot_first: bool) {
         let n = keys.len().min(out.len()).min(64);
         let mut homes = [0u64; 64];
+        if n <= 8 {
+            // A short batch (the walk's start, or just after a skipped run, where the match
+            // often ends): load both arrays at once, one round of misses instead of two.
+            let mut cold = [0u64; 8];
+            self.hot.load_homes(&keys[..n], &mut homes[..n]);
+            self.cold.load_homes(&keys[..n], &mut cold[..n]);
+            for (j, ((&key, &hot), &cold)) in keys[..n].iter().zip(&homes).zip(&cold).enumerate() {
+                out[j] = match self.hot.resolve(key, hot) {
+                    Some(i) => i | HOT,
+                    None => self.cold.resolve(key, cold).unwrap_or(ABSENT),
+                };
+            }
+            return;
+        }
         let mut rest_keys = [0u64; 64];
         let mut rest_at = [0usize; 64];
         let mut misses = 0;
@@ -300,6 +314,20 @@ impl BlockTable {
             self.cold.get(found)?
         };
         Some(self.holders_of(slot))
+    }
+
+    /// Where `key` is, for [`holders_at`](Self::holders_at) and [`run_at`](Self::run_at) (or
+    /// [`ABSENT`]): its home slots in both arrays are loaded at once, so a lookup pays one
+    /// cache miss, not two, for a key it cannot guess the array of.
+    #[inline]
+    pub(crate) fn locate(&self, key: u64) -> usize {
+        let (mut hot, mut cold) = ([0u64], [0u64]);
+        self.hot.load_homes(&[key], &mut hot);
+        self.cold.load_homes(&[key], &mut cold);
+        match self.hot.resolve(key, hot[0]) {
+            Some(i) => i | HOT,
+            None => self.cold.resolve(key, cold[0]).unwrap_or(ABSENT),
+        }
     }
 
     /// The holders of `key`, when anyone holds it.
@@ -604,11 +632,6 @@ impl BlockTable {
         let hot = self.hot.get(found & !HOT)?;
         let set = hot.slot.a & !SHARED_BIT;
         (hot.run.len > 1 && hot.run.departures == self.sets.departures(set)).then_some(hot.run)
-    }
-
-    /// [`run_at`](Self::run_at) for a key.
-    pub(crate) fn run_of(&self, key: u64) -> Option<Run> {
-        self.run_at(self.hot.find(key)? | HOT)
     }
 
     /// Every (key, bare tag) pair (for tests and audits).
