@@ -1,6 +1,8 @@
 //! Chained block hashes of a prompt, computed lazily.
 
-use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::block_hash;
 
 use crate::request::Prompt;
 
@@ -17,9 +19,12 @@ pub const SHARDS: usize = 1 << SHARD_BITS;
 const HASH_BITS: u32 = 64 - SHARD_BITS;
 const HASH_MASK: u64 = (1u64 << HASH_BITS) - 1;
 
-/// Blocks hashed ahead at a time while a lookup walks the chain: a lookup hashes at most this
-/// many blocks beyond the first one nobody holds.
+/// Blocks hashed ahead at a time while a lookup starts walking the chain (later batches grow
+/// with the match, up to [`MAX_HASH_SPAN`]).
 pub(crate) const HASH_BATCH: usize = 8;
+
+/// Most blocks a long lookup hashes ahead of its probes at once.
+pub(crate) const MAX_HASH_SPAN: usize = 256;
 
 /// One block of a prompt, as the index knows it: the chained hash of the block and everything
 /// before it, with the index shard of its chain in the top [`SHARD_BITS`] bits.
@@ -108,9 +113,10 @@ pub fn chain_seed(model: &str, lora: Option<&str>, salt: &str) -> u64 {
 
 /// The chained block keys of one prompt, hashed only as far as someone asks.
 ///
-/// hᵢ = xxh3(xxh3(blockᵢ), seed = hᵢ₋₁) starting from the [`chain_seed`]: each block's own
-/// hash is independent of the others (so the processor overlaps them) and the cheap 8-byte step
-/// chains them. The same chain must always be extended with the same prompt.
+/// hᵢ = chain(own(blockᵢ), hᵢ₋₁) starting from h₀ = the [`chain_seed`], with `own` and `chain`
+/// built from XXH3's 16-byte mixing primitive (the exact functions are documented in the
+/// `block_hash` module): each block's own hash is independent of the others (so the processor
+/// overlaps them) and only the cheap chaining step is sequential. The same chain must always be extended with the same prompt.
 ///
 /// ```
 /// use shepherd_scheduler_core::prefix::{BlockChain, BlockLayout, chain_seed};
@@ -170,7 +176,7 @@ impl BlockChain {
                 for i in self.keys.len()..target {
                     let start = i * block_bytes;
                     let own = match bytes.get(start..start + block_bytes) {
-                        Some(block) => xxh3_64(block),
+                        Some(block) => block_hash::own(block),
                         None => break,
                     };
                     self.push(own);
@@ -185,7 +191,7 @@ impl BlockChain {
                     self.scratch.clear();
                     self.scratch
                         .extend(block.iter().flat_map(|t| t.to_le_bytes()));
-                    let own = xxh3_64(&self.scratch);
+                    let own = block_hash::own(&self.scratch);
                     self.push(own);
                 }
             }
@@ -199,7 +205,7 @@ impl BlockChain {
     }
 
     fn push(&mut self, own: u64) {
-        let hash = xxh3_64_with_seed(&own.to_le_bytes(), self.prev);
+        let hash = block_hash::chain(own, self.prev);
         if self.keys.is_empty() {
             self.shard = (hash >> HASH_BITS) as usize;
         }
@@ -224,8 +230,8 @@ mod tests {
         let mut prev = 7u64;
         let mut shard = 0;
         for (i, key) in keys.iter().enumerate() {
-            let own = xxh3_64(&text[i * 64..(i + 1) * 64]);
-            prev = xxh3_64_with_seed(&own.to_le_bytes(), prev);
+            let own = block_hash::own(&text[i * 64..(i + 1) * 64]);
+            prev = block_hash::chain(own, prev);
             if i == 0 {
                 shard = (prev >> HASH_BITS) as usize;
             }

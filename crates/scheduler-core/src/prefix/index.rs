@@ -6,9 +6,9 @@ use ahash::{AHashMap, AHashSet};
 use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
-use super::chain::{HASH_BATCH, SHARDS};
+use super::chain::{HASH_BATCH, MAX_HASH_SPAN, SHARDS};
 use super::endpoint_blocks::EndpointBlocks;
-use super::table::{Added, BlockTable, ClockHand, Holders, MAX_ENDPOINT_ID, id_of, tag_of};
+use super::table::{ABSENT, Added, BlockTable, ClockHand, MAX_ENDPOINT_ID, Run, id_of, tag_of};
 use super::{BlockChain, BlockKey, PrefixIndexConfig, PrefixMatch};
 use crate::endpoint::{EndpointId, MembershipListener};
 use crate::request::Prompt;
@@ -47,6 +47,9 @@ pub struct PrefixIndex {
     endpoints_write: Mutex<()>,
 }
 
+/// Blocks whose home slots a lookup loads at once.
+const PROBE_BATCH: usize = 32;
+
 impl Default for PrefixIndex {
     fn default() -> Self {
         PrefixIndex::new(PrefixIndexConfig::default())
@@ -82,7 +85,7 @@ impl PrefixIndex {
     }
 
     /// Like [`match_prefix`](Self::match_prefix), refilling `out`. Hashes `chain` only as far as
-    /// the walk needs (plus at most a small batch).
+    /// the walk needs (plus at most a quarter of what matched, or a small first batch).
     pub fn match_into(&self, chain: &mut BlockChain, prompt: &Prompt, out: &mut PrefixMatch) {
         let total = chain.total_blocks();
         out.reset(total);
@@ -90,51 +93,89 @@ impl PrefixIndex {
             return;
         };
         let table = self.shards[first.shard()].0.read();
-        let Some(holders) = table.holders(first.get()) else {
+        let at = table.locate(first.get());
+        let Some(holders) = table.holders_at(at) else {
             return;
         };
         let PrefixMatch {
             matched, active, ..
         } = out;
         holders.for_each(|t| active.push(t));
-        let mut last = inline_pair(holders);
+        let mut last = holders.signature();
+        let mut run = table.run_at(at).map(|r| (0, r));
+        // The last key of a run this chain did not follow: the runs on the following blocks
+        // of the same insert end there too, and are not tried again.
+        let mut left_run = None;
+        // Where the current stretch of block-by-block walking began (after a skipped run, the
+        // next block is as likely to end the match as the first one).
+        let mut stretch = 0;
         let mut i = 1;
-        let mut slots = [usize::MAX; HASH_BATCH];
+        let mut found = [ABSENT; PROBE_BATCH];
+        // Chains are hot (shared) then cold (own tail): probe first where the last block was.
+        let mut hot = true;
+        let mut raw = [0u64; PROBE_BATCH];
         'walk: while !active.is_empty() && i < total {
-            let end = (i + HASH_BATCH).min(total);
-            let computed = chain.extend_to(prompt, end);
-            let Some(keys) = computed.get(i..end) else {
-                break;
-            };
-            let mut raw = [0u64; HASH_BATCH];
-            for (r, k) in raw.iter_mut().zip(keys) {
-                *r = k.get();
-            }
-            let batch = keys.len();
-            table.find_batch(&raw[..batch], &mut slots[..batch]);
-            for (j, &slot) in slots[..batch].iter().enumerate() {
-                let block = i + j;
-                let Some(holders) = table.holders_at(slot) else {
-                    matched.extend(active.drain(..).map(|t| (EndpointId(id_of(t)), block)));
-                    break 'walk;
-                };
-                let pair = inline_pair(holders);
-                // Same holders as the previous block: every active endpoint still matches.
-                if pair.is_none() || pair != last {
-                    active.retain(|&t| {
-                        let keep = holders.contains(t);
-                        if !keep {
-                            matched.push((EndpointId(id_of(t)), block));
-                        }
-                        keep
-                    });
-                    last = pair;
-                    if active.is_empty() {
-                        break 'walk;
+            // A valid run recorded on the last block seen: when this chain reaches the run's
+            // last key at the same distance, every block in between has the same holders.
+            if let Some((from, r)) = run.take()
+                && left_run != Some(r.end)
+            {
+                match skip_run(&table, chain, prompt, from, r, last) {
+                    Some(next) => {
+                        i = next;
+                        stretch = next;
+                        continue;
                     }
+                    None => left_run = Some(r.end),
                 }
             }
-            i = end;
+            // Hash a span that grows with the stretch (so a lookup hashes at most half again
+            // what it matched), then probe it in batches with nothing in between: the probes'
+            // cache misses overlap each other instead of alternating with hashing.
+            let span = ((i - stretch) / 2).clamp(HASH_BATCH, MAX_HASH_SPAN);
+            let span_end = (i + span).min(total);
+            let computed = chain.extend_to(prompt, span_end);
+            let span_end = span_end.min(computed.len());
+            if i >= span_end {
+                break;
+            }
+            while i < span_end {
+                let end = (i + PROBE_BATCH).min(span_end);
+                let batch = end - i;
+                for (r, k) in raw.iter_mut().zip(&computed[i..end]) {
+                    *r = k.get();
+                }
+                table.find_batch(&raw[..batch], &mut found[..batch], hot);
+                for (j, &at) in found[..batch].iter().enumerate() {
+                    let block = i + j;
+                    let Some(holders) = table.holders_at(at) else {
+                        matched.extend(active.drain(..).map(|t| (EndpointId(id_of(t)), block)));
+                        break 'walk;
+                    };
+                    hot = BlockTable::is_hot(at);
+                    let signature = holders.signature();
+                    // Same holders as the previous block: every active endpoint still matches.
+                    if signature != last {
+                        active.retain(|&t| {
+                            let keep = holders.contains(t);
+                            if !keep {
+                                matched.push((EndpointId(id_of(t)), block));
+                            }
+                            keep
+                        });
+                        last = signature;
+                        if active.is_empty() {
+                            break 'walk;
+                        }
+                    }
+                    if let Some(r) = table.run_at(at) {
+                        run = Some((block, r));
+                        i = block + 1;
+                        continue 'walk;
+                    }
+                }
+                i = end;
+            }
         }
         // Whoever is still active holds every block (or every block the chain could hash).
         let reached = i.min(total);
@@ -152,7 +193,7 @@ impl PrefixIndex {
         capacity: Option<usize>,
     ) {
         let keys = chain.complete(prompt);
-        self.insert_blocks(endpoint, keys, capacity);
+        self.insert_keys(endpoint, keys, capacity, true);
     }
 
     /// Records that `endpoint` holds `keys` (a chain's keys in order, or any keys a KV event
@@ -160,6 +201,19 @@ impl PrefixIndex {
     /// evicted before earlier ones, as a model server frees a sequence's tail first. Ignored for
     /// endpoints that left the pool.
     pub fn insert_blocks(&self, endpoint: EndpointId, keys: &[BlockKey], capacity: Option<usize>) {
+        self.insert_keys(endpoint, keys, capacity, false);
+    }
+
+    /// [`insert_blocks`](Self::insert_blocks); `whole_chain` when `keys` are every key of one
+    /// chain in order from its first block, so runs of blocks with the same holders may be
+    /// recorded for lookups to skip over.
+    fn insert_keys(
+        &self,
+        endpoint: EndpointId,
+        keys: &[BlockKey],
+        capacity: Option<usize>,
+        whole_chain: bool,
+    ) {
         if keys.is_empty() || endpoint.0 > MAX_ENDPOINT_ID {
             return;
         }
@@ -175,9 +229,28 @@ impl PrefixIndex {
         }
         let tag = tag_of(endpoint.0);
         let mut guard: ShardGuard<'_> = None;
+        let mut following = None;
+        if whole_chain && let Some(first) = keys.first() {
+            // A chain lives in one shard: bring its slots in with overlapping misses first.
+            let mut raw = [0u64; 64];
+            let table = self.lock_shard(&mut guard, first.shard());
+            for chunk in keys.chunks(64) {
+                for (r, k) in raw.iter_mut().zip(chunk) {
+                    *r = k.get();
+                }
+                table.warm(&raw[..chunk.len()]);
+            }
+        }
         for key in keys.iter().rev() {
             let table = self.lock_shard(&mut guard, key.shard());
-            if table.add(key.get(), tag) == Added::New {
+            let added = if whole_chain {
+                let (added, run) = table.add_in_chain(key.get(), tag, following);
+                following = run;
+                added
+            } else {
+                table.add(key.get(), tag)
+            };
+            if added == Added::New {
                 ep.queue.push_back(key.get());
                 ep.live += 1;
             }
@@ -344,8 +417,14 @@ impl PrefixIndex {
     fn evict<'a>(&'a self, ep: &mut EndpointBlocks, tag: u32, guard: &mut ShardGuard<'a>) {
         // Each full turn clears every reference bit, so two turns always suffice.
         let mut budget = 2 * ep.queue.len() + 1;
+        // Keys at the front of the queue whose slots were loaded ahead.
+        let mut warmed = 0usize;
         while ep.live > ep.capacity && budget > 0 {
             budget -= 1;
+            if warmed == 0 {
+                warmed = self.warm_front(ep, guard, ep.live - ep.capacity);
+            }
+            warmed = warmed.saturating_sub(1);
             let Some(key) = ep.queue.pop_front() else {
                 break;
             };
@@ -359,6 +438,35 @@ impl PrefixIndex {
         if ep.queue.len() > 2 * ep.live + 64 {
             self.compact(ep, tag, guard);
         }
+    }
+
+    /// Loads the slots of the next keys the clock hand will examine (up to `wanted`, at most
+    /// 64, and only those in the shard of the first), so their cache misses overlap; returns
+    /// how many.
+    fn warm_front<'a>(
+        &'a self,
+        ep: &EndpointBlocks,
+        guard: &mut ShardGuard<'a>,
+        wanted: usize,
+    ) -> usize {
+        let Some(&first) = ep.queue.front() else {
+            return 0;
+        };
+        let shard = BlockKey::from_raw(first).shard();
+        let mut raw = [0u64; 64];
+        let mut n = 0;
+        for (r, &key) in raw
+            .iter_mut()
+            .zip(ep.queue.iter().take(wanted.clamp(1, 64)))
+        {
+            if BlockKey::from_raw(key).shard() != shard {
+                break;
+            }
+            *r = key;
+            n += 1;
+        }
+        self.lock_shard(guard, shard).warm(&raw[..n]);
+        n
     }
 
     /// Drops stale and duplicate queue entries.
@@ -389,10 +497,37 @@ impl PrefixIndex {
     }
 }
 
-fn inline_pair(holders: Holders<'_>) -> Option<(u32, u32)> {
-    match holders {
-        Holders::Inline(a, b) => Some((a, b)),
-        Holders::Spilled(_) => None,
+/// Skips the run `run` recorded on block `from` of `chain` (whose holders have signature
+/// `holders`): hashes on in growing spans, checking at each span end that the chain still has
+/// a block with the same holders (else it left the run: give up early, having hashed at most
+/// twice what it matched, or 16 blocks), and at the run's last position that the chain has the run's last
+/// key — then, chained keys being equal, the chain *is* the recorded one up to there and every
+/// block of the run still has the recorded holders. Returns the block after the run.
+fn skip_run(
+    table: &BlockTable,
+    chain: &mut BlockChain,
+    prompt: &Prompt,
+    from: usize,
+    run: Run,
+    holders: u64,
+) -> Option<usize> {
+    let last = from + run.len as usize - 1;
+    if last >= chain.total_blocks() {
+        return None;
+    }
+    let mut at = from + 1;
+    loop {
+        let span = (at - from).clamp(2 * HASH_BATCH, MAX_HASH_SPAN);
+        let upto = (at + span).min(last + 1);
+        let keys = chain.extend_to(prompt, upto);
+        if upto > last {
+            return (keys.get(last)?.get() == run.end).then_some(last + 1);
+        }
+        let probe = keys.get(upto - 1)?.get();
+        if table.holders_at(table.locate(probe))?.signature() != holders {
+            return None;
+        }
+        at = upto;
     }
 }
 

@@ -18,6 +18,16 @@
 //! Keys carry their shard: every key of a chain lives in the shard its first block chose, so a
 //! lookup takes one read lock, and picks for different prefixes work on different shards.
 //!
+//! Within a shard, blocks held by one or two endpoints keep their holders inline in a 16-byte
+//! slot; blocks held by three or more (shared prefixes) live in a separate, much smaller array
+//! and point to an interned, reference-counted holder set, so a lookup sees "same holders as the
+//! previous block" by comparing ids. An insert also records on each shared block the *run* of
+//! following blocks of its chain with the same set (its length and last key). A lookup that
+//! reaches such a block hashes on to the run's end and, if its own chain has the run's last key
+//! there (chained keys: the whole prefix is then the same) and no block has left the set since
+//! (each set counts departures), skips the run's probes. The result is exact either way: runs
+//! only save probes.
+//!
 //! ```
 //! use shepherd_scheduler_core::endpoint::EndpointId;
 //! use shepherd_scheduler_core::prefix::{PrefixIndex, PrefixIndexConfig, chain_seed};
@@ -45,11 +55,14 @@
 //! assert_eq!(index.entries(), 0);
 //! ```
 
+mod block_hash;
 mod chain;
 mod config;
 mod endpoint_blocks;
+mod holder_sets;
 mod index;
 mod matched;
+mod slots;
 mod table;
 #[cfg(test)]
 mod tests;

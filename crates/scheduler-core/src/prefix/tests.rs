@@ -193,6 +193,56 @@ proptest! {
     }
 }
 
+proptest! {
+    // Interleavings that break a recorded run are rare: look at more of them.
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Lookups agree with a block-by-block oracle (`holds` on every key of the query's chain)
+    /// after inserts, evictions and out-of-band removals, with many endpoints sharing
+    /// prefixes (interned sets and recorded runs).
+    #[test]
+    fn lookups_agree_with_block_by_block_holds(
+        ops in prop::collection::vec((0u32..7, prop::collection::vec(0u8..2, 1..40), 0u8..12, 0usize..40, 0usize..40), 1..60),
+        capacity in 8usize..120,
+        queries in prop::collection::vec(prop::collection::vec(0u8..2, 1..40), 1..6),
+    ) {
+        let index = tiny_index(capacity);
+        let mut all = Vec::new();
+        for (endpoint, symbols, op, from, len) in ops {
+            let prompt = prompt_of(&symbols);
+            let mut chain = index.chain(chain_seed("m", None, ""), &prompt);
+            let keys = chain.complete(&prompt).to_vec();
+            match op {
+                0 => {
+                    let from = from.min(keys.len());
+                    let to = (from + len).min(keys.len());
+                    index.remove_blocks(EndpointId(endpoint), &keys[from..to]);
+                }
+                1 => {
+                    let from = from.min(keys.len());
+                    index.insert_blocks(EndpointId(endpoint), &keys[from..], None);
+                }
+                _ => index.insert_chain(EndpointId(endpoint), &mut chain, &prompt, None),
+            }
+            all.push(symbols);
+        }
+        for query in queries.iter().chain(&all) {
+            let prompt = prompt_of(query);
+            let mut chain = index.chain(chain_seed("m", None, ""), &prompt);
+            let found = index.match_prefix(&mut chain, &prompt);
+            let keys = chain.complete(&prompt).to_vec();
+            for endpoint in 0u32..7 {
+                let expected = keys
+                    .iter()
+                    .take_while(|k| index.holds(EndpointId(endpoint), **k))
+                    .count();
+                prop_assert_eq!(found.matched_blocks(EndpointId(endpoint)), expected);
+            }
+        }
+    }
+
+}
+
 impl PrefixIndex {
     /// Test helper: removes every block of `chain` from `endpoint`.
     fn complete_then_remove(&self, endpoint: EndpointId, chain: &mut BlockChain, prompt: &Prompt) {
@@ -298,4 +348,31 @@ fn many_holders_spill_and_still_match() {
     );
     assert_eq!(index.entries(), 4);
     assert_eq!(index.blocks(), 4);
+}
+
+#[test]
+fn lookups_stay_exact_when_blocks_of_a_run_change_sets() {
+    let index = tiny_index(1000);
+    // Keeps the set {1, 2, 3} alive, so the sets made below get fresh ids.
+    for endpoint in 1..=3 {
+        insert(&index, endpoint, &[2, 2]);
+    }
+    let symbols = [0, 1, 2, 0, 1, 2];
+    for endpoint in 1..=4 {
+        insert(&index, endpoint, &symbols);
+    }
+    let prompt = prompt_of(&symbols);
+    let keys = index
+        .chain(chain_seed("m", None, ""), &prompt)
+        .complete(&prompt)
+        .to_vec();
+    // Block 0 moves to another set, then endpoint 2 loses block 2: the run recorded on
+    // block 0 no longer describes its blocks.
+    index.remove_blocks(EndpointId(1), &keys[..1]);
+    index.remove_blocks(EndpointId(2), &keys[2..3]);
+    let found = lookup(&index, &symbols);
+    assert_eq!(found.matched_blocks(EndpointId(1)), 0);
+    assert_eq!(found.matched_blocks(EndpointId(2)), 2);
+    assert_eq!(found.matched_blocks(EndpointId(3)), 6);
+    assert_eq!(found.matched_blocks(EndpointId(4)), 6);
 }

@@ -1,0 +1,189 @@
+//! An open-addressing array of 16-byte slots keyed by block key (linear probing, no
+//! tombstones), the storage under a shard's [`BlockTable`](super::table::BlockTable).
+
+const MIN_SLOTS: usize = 16;
+
+/// A slot type: anything with a block key (0 = empty).
+pub(crate) trait Keyed: Copy + Default {
+    /// The block key, 0 when the slot is empty.
+    fn key(&self) -> u64;
+}
+
+/// One block: its key (0 = empty) and two words whose meaning the table defines.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Slot {
+    pub(crate) key: u64,
+    pub(crate) a: u32,
+    pub(crate) b: u32,
+}
+
+impl Keyed for Slot {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+}
+
+/// Slots with at most 3/4 in use (the array doubles beyond) and at least 1/8 (it halves below).
+#[derive(Debug)]
+pub(crate) struct Slots<T> {
+    slots: Vec<T>,
+    len: usize,
+}
+
+impl<T> Default for Slots<T> {
+    fn default() -> Self {
+        Slots {
+            slots: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T: Keyed> Slots<T> {
+    /// Keys present.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Heap bytes owned.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<T>()
+    }
+
+    /// Slot `i` (an index from this array's `find`, `resolve` or `insert`).
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> Option<&T> {
+        self.slots.get(i)
+    }
+
+    /// Slot `i` for changing anything but its key.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.slots.get_mut(i)
+    }
+
+    /// Every slot in use.
+    #[cfg(test)]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().filter(|s| s.key() != 0)
+    }
+
+    /// The index of `key`, when present.
+    #[inline]
+    pub(crate) fn find(&self, key: u64) -> Option<usize> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = key as usize & mask;
+        loop {
+            let slot_key = self.slots[i].key();
+            if slot_key == key {
+                return Some(i);
+            }
+            if slot_key == 0 {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Loads the home slot of each of `keys` into `homes`, with no dependency between the
+    /// loads, so their cache misses overlap.
+    #[inline]
+    pub(crate) fn load_homes(&self, keys: &[u64], homes: &mut [u64]) {
+        if self.slots.is_empty() {
+            homes.fill(0);
+            return;
+        }
+        let mask = self.slots.len() - 1;
+        for (home, &key) in homes.iter_mut().zip(keys) {
+            *home = self.slots[key as usize & mask].key();
+        }
+    }
+
+    /// Loads the home slot of each of `keys` and the slot one cache line further on (where a
+    /// probe run for an absent key usually ends); returns a value depending on all of them.
+    pub(crate) fn touch_runs(&self, keys: &[u64]) -> u64 {
+        if self.slots.is_empty() {
+            return 0;
+        }
+        let mask = self.slots.len() - 1;
+        let ahead = (64 / std::mem::size_of::<T>()).max(1);
+        keys.iter().fold(0, |x, &key| {
+            let home = key as usize & mask;
+            x ^ self.slots[home].key() ^ self.slots[(home + ahead) & mask].key()
+        })
+    }
+
+    /// The index of `key` given its home slot's key from [`load_homes`](Self::load_homes).
+    #[inline]
+    pub(crate) fn resolve(&self, key: u64, home: u64) -> Option<usize> {
+        if home == key {
+            Some(key as usize & (self.slots.len() - 1))
+        } else if home == 0 {
+            None
+        } else {
+            self.find(key)
+        }
+    }
+
+    /// Stores `slot` (whose key must be absent and non-zero); returns its index.
+    pub(crate) fn insert(&mut self, slot: T) -> usize {
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.resize((self.slots.len() * 2).max(MIN_SLOTS));
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = slot.key() as usize & mask;
+        while self.slots[i].key() != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = slot;
+        self.len += 1;
+        i
+    }
+
+    /// Empties slot `hole` and shifts later members of its probe run back (no tombstones).
+    pub(crate) fn delete(&mut self, mut hole: usize) {
+        let mask = self.slots.len() - 1;
+        self.slots[hole] = T::default();
+        self.len -= 1;
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let slot = self.slots[j];
+            if slot.key() == 0 {
+                break;
+            }
+            let home = slot.key() as usize & mask;
+            // Move `j` into the hole unless its home lies cyclically in (hole, j].
+            let stays = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
+            if !stays {
+                self.slots[hole] = slot;
+                self.slots[j] = T::default();
+                hole = j;
+            }
+        }
+        if self.slots.len() > MIN_SLOTS && self.len * 8 < self.slots.len() {
+            self.resize((self.len * 2).next_power_of_two().max(MIN_SLOTS));
+        }
+    }
+
+    fn resize(&mut self, slots: usize) {
+        let old = std::mem::replace(&mut self.slots, vec![T::default(); slots]);
+        let mask = slots - 1;
+        for slot in old.into_iter().filter(|s| s.key() != 0) {
+            let mut i = slot.key() as usize & mask;
+            while self.slots[i].key() != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = slot;
+        }
+    }
+}
