@@ -161,9 +161,12 @@ impl Scorer for PrefixCacheScorer {
         }
         // Publish each candidate's estimated cached prompt tokens (see `CachedPrefix`).
         let block_tokens = self.index.config().layout.block_tokens() as u64;
-        let cached =
-            |e: &&Arc<Endpoint>| (e.id(), found.matched_blocks(e.id()) as u64 * block_tokens);
-        CachedPrefix::publish(&mut cycle.extensions, candidates.iter().map(cached));
+        // Only endpoints with a match: everyone else is believed to cache nothing anyway.
+        let cached = found
+            .matches()
+            .iter()
+            .map(|&(id, blocks)| (id, blocks as u64 * block_tokens));
+        CachedPrefix::publish(&mut cycle.extensions, cached);
         cycle.extensions.insert(PendingChain {
             instance: self.instance,
             chain,

@@ -61,6 +61,11 @@ impl CachedPrefix {
 
     /// Records `tokens` cached on `endpoint`, keeping the larger of two estimates.
     pub fn record(&mut self, endpoint: EndpointId, tokens: u64) {
+        // Publishers usually hand endpoints in ascending order: append without searching.
+        if self.entries.last().is_none_or(|last| last.0 < endpoint) {
+            self.entries.push((endpoint, tokens));
+            return;
+        }
         match self.entries.binary_search_by_key(&endpoint, |e| e.0) {
             Ok(i) => self.entries[i].1 = self.entries[i].1.max(tokens),
             Err(i) => self.entries.insert(i, (endpoint, tokens)),
