@@ -43,6 +43,10 @@ pub struct ScorerEntry {
 }
 
 /// A named list of filters, weighted scorers and one picker.
+///
+/// Aligned to 128 bytes for the same reason as
+/// [`PoolSnapshot`](crate::endpoint::PoolSnapshot): concurrent picks bump its `Arc` count.
+#[repr(align(128))]
 pub struct Profile {
     name: Arc<str>,
     filters: Vec<FilterEntry>,

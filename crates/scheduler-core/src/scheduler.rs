@@ -89,7 +89,7 @@ pub struct Scheduler {
     staleness_bound: Duration,
     max_endpoints: usize,
     seed: u64,
-    picks: AtomicU64,
+    picks: PickCounter,
     completion_hooks: Vec<Arc<dyn CompletionHook>>,
 }
 
@@ -200,7 +200,7 @@ impl Scheduler {
             }
         }
 
-        let pick_number = self.picks.fetch_add(1, Ordering::Relaxed);
+        let pick_number = self.picks.0.fetch_add(1, Ordering::Relaxed);
         let mut rng =
             PickRng::seed_from(self.seed ^ pick_number.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut picked = profile.picker().pick(&totals, self.max_endpoints, &mut rng);
@@ -282,6 +282,12 @@ fn in_subset(address: &str, subset: &[String]) -> bool {
     })
 }
 
+/// The pick counter, on a cache line of its own: every pick writes it, and it must not evict
+/// the scheduler fields every pick reads.
+#[derive(Default)]
+#[repr(align(128))]
+struct PickCounter(AtomicU64);
+
 /// Builds a [`Scheduler`].
 pub struct SchedulerBuilder {
     pool: Arc<Pool>,
@@ -342,7 +348,7 @@ impl SchedulerBuilder {
             staleness_bound: self.staleness_bound,
             max_endpoints: self.max_endpoints,
             seed: self.seed,
-            picks: AtomicU64::new(0),
+            picks: PickCounter::default(),
             completion_hooks: self.completion_hooks,
         })
     }
