@@ -6,32 +6,26 @@ use shepherd_scheduler_core::endpoint::EndpointId;
 use shepherd_scheduler_core::request::Prompt;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+use crate::workload::block_hashes;
+
 /// Chained hashes of the full `block_size`-token blocks of a prompt (text counts 4 bytes per
 /// token).
 pub(crate) fn prompt_blocks(prompt: &Prompt, block_size: usize) -> Vec<u64> {
     let block_size = block_size.max(1);
-    let mut out = Vec::new();
-    let mut parent = 0u64;
     match prompt {
-        Prompt::Tokens(tokens) => {
-            let mut buf = Vec::with_capacity(block_size * 4);
-            for block in tokens.chunks_exact(block_size) {
-                buf.clear();
-                for t in block {
-                    buf.extend_from_slice(&t.to_le_bytes());
-                }
-                parent = xxh3_64_with_seed(&buf, parent);
-                out.push(parent);
-            }
-        }
+        // The same chain the simulated servers use for their own prefix caches.
+        Prompt::Tokens(tokens) => block_hashes(tokens, block_size),
         Prompt::Text(text) => {
-            for block in text.as_bytes().chunks_exact(block_size * 4) {
-                parent = xxh3_64_with_seed(block, parent);
-                out.push(parent);
-            }
+            let mut parent = 0u64;
+            text.as_bytes()
+                .chunks_exact(block_size * 4)
+                .map(|block| {
+                    parent = xxh3_64_with_seed(block, parent);
+                    parent
+                })
+                .collect()
         }
     }
-    out
 }
 
 #[derive(Debug, Default)]
