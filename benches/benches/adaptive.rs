@@ -193,7 +193,7 @@ fn time_picks(scheduler: &Scheduler, request: &InferenceRequest, picks: usize) -
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let m = v.len() / 2;
-    if v.len() % 2 == 0 {
+    if v.len().is_multiple_of(2) {
         (v[m - 1] + v[m]) / 2.0
     } else {
         v[m]

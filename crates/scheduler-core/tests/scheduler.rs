@@ -85,7 +85,7 @@ impl Picker for Buggy {
 struct DropOddPorts;
 impl Filter for DropOddPorts {
     fn filter(&self, _: &mut CycleState<'_>, c: &mut Vec<&Arc<Endpoint>>) {
-        c.retain(|e| port(e) as u64 % 2 == 0);
+        c.retain(|e| (port(e) as u64).is_multiple_of(2));
     }
 }
 

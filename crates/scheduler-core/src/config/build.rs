@@ -121,25 +121,24 @@ pub fn build_scheduler(
                 });
             }
         }
-        if picker_name.is_none() {
-            if let Some(factory) = registry.get("max-score-picker") {
-                let args = PluginArgs {
-                    name: "max-score-picker",
-                    plugin_type: "max-score-picker",
-                    parameters: &serde_json::Value::Null,
-                    pool: &pool,
-                    clock: &clock,
-                    seed,
-                };
-                let default_picker =
-                    factory(&args).map_err(|reason| ConfigError::BadParameters {
-                        name: "max-score-picker".into(),
-                        plugin_type: "max-score-picker".into(),
-                        reason,
-                    })?;
-                if let Some(picker) = default_picker.as_picker() {
-                    profile = profile.named_picker("max-score-picker", Arc::clone(picker));
-                }
+        if picker_name.is_none()
+            && let Some(factory) = registry.get("max-score-picker")
+        {
+            let args = PluginArgs {
+                name: "max-score-picker",
+                plugin_type: "max-score-picker",
+                parameters: &serde_json::Value::Null,
+                pool: &pool,
+                clock: &clock,
+                seed,
+            };
+            let default_picker = factory(&args).map_err(|reason| ConfigError::BadParameters {
+                name: "max-score-picker".into(),
+                plugin_type: "max-score-picker".into(),
+                reason,
+            })?;
+            if let Some(picker) = default_picker.as_picker() {
+                profile = profile.named_picker("max-score-picker", Arc::clone(picker));
             }
         }
         builder = builder.profile(profile.build());

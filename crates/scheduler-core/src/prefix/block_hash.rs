@@ -118,7 +118,7 @@ mod tests {
     fn reference(block: &[u8]) -> u64 {
         let mut acc = (block.len() as u64).wrapping_mul(PRIME_1);
         let mut padded = block.to_vec();
-        while padded.len() % 16 != 0 {
+        while !padded.len().is_multiple_of(16) {
             padded.push(0);
         }
         for (k, chunk) in padded.chunks(16).enumerate() {

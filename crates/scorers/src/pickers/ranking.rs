@@ -31,10 +31,10 @@ pub(crate) fn top(mut ranked: Vec<Ranked>, count: usize) -> Vec<usize> {
         let mut best: Vec<Ranked> = Vec::with_capacity(count + 1);
         for r in ranked {
             if best.len() == count {
-                if let Some(worst) = best.last() {
-                    if best_first(&r, worst) != std::cmp::Ordering::Less {
-                        continue;
-                    }
+                if let Some(worst) = best.last()
+                    && best_first(&r, worst) != std::cmp::Ordering::Less
+                {
+                    continue;
                 }
                 best.pop();
             }

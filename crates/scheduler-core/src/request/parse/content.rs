@@ -131,12 +131,12 @@ impl<'de> Visitor<'de> for PartSeed<'_> {
             };
             self.trail.note(Segment::Key(name), result)?;
         }
-        if self.out.len() == start {
-            if let Some(part_type) = part_type {
-                self.out.push_str("<|");
-                self.out.push_str(&part_type);
-                self.out.push_str("|>");
-            }
+        if self.out.len() == start
+            && let Some(part_type) = part_type
+        {
+            self.out.push_str("<|");
+            self.out.push_str(&part_type);
+            self.out.push_str("|>");
         }
         Ok(())
     }
