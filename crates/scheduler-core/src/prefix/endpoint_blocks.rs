@@ -17,6 +17,9 @@ pub(crate) struct EndpointBlocks {
     pub(crate) live: usize,
     /// Most entries this endpoint may hold.
     pub(crate) capacity: usize,
+    /// Entries taken off the queue by an eviction in progress (still counted in `live`) whose
+    /// clock runs with the endpoint unlocked.
+    pub(crate) evicting: usize,
     /// Set once the endpoint left the pool: nothing may be inserted any more.
     pub(crate) retired: bool,
 }
@@ -27,6 +30,7 @@ impl EndpointBlocks {
             queue: VecDeque::new(),
             live: 0,
             capacity,
+            evicting: 0,
             retired: false,
         }
     }
