@@ -20,6 +20,8 @@ pub(crate) struct EndpointBlocks {
     /// Entries taken off the queue by an eviction in progress (still counted in `live`) whose
     /// clock runs with the endpoint unlocked.
     pub(crate) evicting: usize,
+    /// A buffer for an eviction batch, kept between evictions so they do not allocate.
+    pub(crate) batch: Vec<u64>,
     /// Set once the endpoint left the pool: nothing may be inserted any more.
     pub(crate) retired: bool,
 }
@@ -31,6 +33,7 @@ impl EndpointBlocks {
             live: 0,
             capacity,
             evicting: 0,
+            batch: Vec::new(),
             retired: false,
         }
     }

@@ -429,8 +429,8 @@ impl PrefixIndex {
     fn evict(&self, mut ep: MutexGuard<'_, EndpointBlocks>, tag: u32) {
         // Each full turn clears every reference bit, so two turns always suffice.
         let mut budget = 2 * ep.queue.len() + 1;
-        let mut victims = Vec::new();
-        let mut kept = Vec::new();
+        // Another eviction in flight has the buffer: this one gets a fresh one.
+        let mut batch = std::mem::take(&mut ep.batch);
         while !ep.retired && budget > 0 {
             let excess = ep.live.saturating_sub(ep.capacity + ep.evicting);
             let take = excess.min(ep.queue.len()).min(budget).min(MAX_EVICT_BATCH);
@@ -438,24 +438,26 @@ impl PrefixIndex {
                 break;
             }
             budget -= take;
-            victims.clear();
-            victims.extend(ep.queue.drain(..take));
+            batch.clear();
+            batch.extend(ep.queue.drain(..take));
             ep.evicting += take;
-            kept.clear();
-            let evicted =
-                MutexGuard::unlocked(&mut ep, || self.run_clock(&victims, tag, &mut kept));
+            let evicted = MutexGuard::unlocked(&mut ep, || self.run_clock(&mut batch, tag));
             ep.evicting -= take;
             if ep.retired {
                 // The endpoint left meanwhile: what the clock kept must go too.
                 let mut guard: ShardGuard<'_> = None;
-                for &key in &kept {
+                for &key in &batch {
                     self.lock_shard(&mut guard, BlockKey::from_raw(key).shard())
                         .remove(key, tag);
                 }
                 return;
             }
             ep.live -= evicted;
-            ep.queue.extend(kept.iter().copied());
+            ep.queue.extend(batch.iter().copied());
+        }
+        if batch.capacity() <= MAX_EVICT_BATCH {
+            batch.clear();
+            ep.batch = batch;
         }
         if ep.queue.len() > 2 * ep.live + 64 {
             let mut guard: ShardGuard<'_> = None;
@@ -463,33 +465,38 @@ impl PrefixIndex {
         }
     }
 
-    /// Runs the eviction clock over endpoint `tag`'s entries for `victims` (taken off its
-    /// queue, in queue order), a shard's write lock taken once per stretch of keys in that
-    /// shard, whose slots are loaded ahead together. Appends the keys given a second chance
-    /// to `kept`, in order; returns how many entries were evicted.
-    fn run_clock(&self, victims: &[u64], tag: u32, kept: &mut Vec<u64>) -> usize {
+    /// Runs the eviction clock over endpoint `tag`'s entries for the keys of `batch` (taken
+    /// off its queue, in queue order), a shard's write lock taken once per stretch of keys in
+    /// that shard, whose slots are loaded ahead together. Leaves in `batch` the keys given a
+    /// second chance, in order; returns how many entries were evicted.
+    fn run_clock(&self, batch: &mut Vec<u64>, tag: u32) -> usize {
         let mut evicted = 0;
+        let mut kept = 0;
         let mut guard: ShardGuard<'_> = None;
-        let mut rest = victims;
-        while let Some(&first) = rest.first() {
+        let mut at = 0;
+        while let Some(&first) = batch.get(at) {
             let shard = BlockKey::from_raw(first).shard();
-            let stretch = rest
+            let stretch = batch[at..]
                 .iter()
                 .take(64)
                 .take_while(|&&k| BlockKey::from_raw(k).shard() == shard)
                 .count();
-            let (now, later) = rest.split_at(stretch);
-            rest = later;
             let table = self.lock_shard(&mut guard, shard);
-            table.warm(now);
-            for &key in now {
+            table.warm(&batch[at..at + stretch]);
+            for i in at..at + stretch {
+                let key = batch[i];
                 match table.clock(key, tag) {
-                    ClockHand::SecondChance => kept.push(key),
+                    ClockHand::SecondChance => {
+                        batch[kept] = key;
+                        kept += 1;
+                    }
                     ClockHand::Evicted => evicted += 1,
                     ClockHand::Absent => {}
                 }
             }
+            at += stretch;
         }
+        batch.truncate(kept);
         evicted
     }
 
