@@ -223,14 +223,10 @@ impl PrefixIndex {
         let Some(state) = self.endpoint_state(endpoint) else {
             return;
         };
-        let mut ep = state.lock();
-        if ep.retired {
-            return;
-        }
-        if let Some(capacity) = capacity {
-            ep.capacity = capacity;
-        }
+        // The tables first, with the endpoint unlocked: inserts for one endpoint from several
+        // threads overlap, and only the queue work below is serialized.
         let tag = tag_of(endpoint.0);
+        let mut added_keys = Vec::with_capacity(keys.len());
         let mut guard: ShardGuard<'_> = None;
         let mut following = None;
         if whole_chain && let Some(first) = keys.first() {
@@ -254,12 +250,26 @@ impl PrefixIndex {
                 table.add(key.get(), tag)
             };
             if added == Added::New {
-                ep.queue.push_back(key.get());
-                ep.live += 1;
+                added_keys.push(key.get());
             }
         }
-        // The insert's shard is not needed while evicting (other shards, mostly).
         drop(guard);
+        let mut ep = state.lock();
+        if ep.retired {
+            // The endpoint left meanwhile: take back what was added for it.
+            drop(ep);
+            let mut guard: ShardGuard<'_> = None;
+            for &key in &added_keys {
+                self.lock_shard(&mut guard, BlockKey::from_raw(key).shard())
+                    .remove(key, tag);
+            }
+            return;
+        }
+        if let Some(capacity) = capacity {
+            ep.capacity = capacity;
+        }
+        ep.queue.extend(added_keys.iter().copied());
+        ep.counted(added_keys.len());
         self.evict(ep, tag);
     }
 
@@ -279,7 +289,7 @@ impl PrefixIndex {
                 .lock_shard(&mut guard, key.shard())
                 .remove(key.get(), tag)
             {
-                ep.live -= 1;
+                ep.forgot(1);
             }
         }
         if ep.queue.len() > 2 * ep.live + 64 {
@@ -309,6 +319,7 @@ impl PrefixIndex {
                 .remove(key, tag);
         }
         ep.live = 0;
+        ep.deficit = 0;
     }
 
     /// Sets `endpoint`'s capacity in blocks, evicting at once if it now holds too many.
@@ -452,7 +463,7 @@ impl PrefixIndex {
                 }
                 return;
             }
-            ep.live -= evicted;
+            ep.forgot(evicted);
             ep.queue.extend(batch.iter().copied());
         }
         if batch.capacity() <= MAX_EVICT_BATCH {
