@@ -17,6 +17,14 @@ pub(crate) struct EndpointBlocks {
     pub(crate) live: usize,
     /// Most entries this endpoint may hold.
     pub(crate) capacity: usize,
+    /// Entries taken off the queue by an eviction in progress (still counted in `live`) whose
+    /// clock runs with the endpoint unlocked.
+    pub(crate) evicting: usize,
+    /// Entries forgotten while `live` was zero: an insert in flight added them to the table
+    /// but had not counted them yet. Taken off `live` when that insert counts its entries.
+    pub(crate) deficit: usize,
+    /// A buffer for an eviction batch, kept between evictions so they do not allocate.
+    pub(crate) batch: Vec<u64>,
     /// Set once the endpoint left the pool: nothing may be inserted any more.
     pub(crate) retired: bool,
 }
@@ -27,7 +35,44 @@ impl EndpointBlocks {
             queue: VecDeque::new(),
             live: 0,
             capacity,
+            evicting: 0,
+            deficit: 0,
+            batch: Vec::new(),
             retired: false,
         }
+    }
+
+    /// Counts `n` entries added to the table.
+    pub(crate) fn counted(&mut self, n: usize) {
+        self.live += n;
+        let settled = self.deficit.min(self.live);
+        self.live -= settled;
+        self.deficit -= settled;
+    }
+
+    /// Counts `n` entries removed from the table (some may belong to an insert in flight
+    /// that has not counted them yet).
+    pub(crate) fn forgot(&mut self, n: usize) {
+        let early = n.saturating_sub(self.live);
+        self.live -= n - early;
+        self.deficit += early;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EndpointBlocks;
+
+    #[test]
+    fn entries_forgotten_before_they_are_counted_settle_later() {
+        let mut ep = EndpointBlocks::new(10);
+        ep.counted(2);
+        // Three removals, one of an entry an insert in flight has not counted yet.
+        ep.forgot(3);
+        assert_eq!((ep.live, ep.deficit), (0, 1));
+        ep.counted(4);
+        assert_eq!((ep.live, ep.deficit), (3, 0));
+        ep.forgot(1);
+        assert_eq!((ep.live, ep.deficit), (2, 0));
     }
 }

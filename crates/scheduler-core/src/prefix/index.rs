@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use ahash::{AHashMap, AHashSet};
 use arc_swap::ArcSwap;
-use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 
 use super::chain::{HASH_BATCH, MAX_HASH_SPAN, SHARDS};
 use super::endpoint_blocks::EndpointBlocks;
@@ -46,6 +46,9 @@ pub struct PrefixIndex {
     endpoints: ArcSwap<Endpoints>,
     endpoints_write: Mutex<()>,
 }
+
+/// Most queue entries one eviction batch takes at once.
+const MAX_EVICT_BATCH: usize = 4096;
 
 /// Blocks whose home slots a lookup loads at once.
 const PROBE_BATCH: usize = 32;
@@ -220,14 +223,10 @@ impl PrefixIndex {
         let Some(state) = self.endpoint_state(endpoint) else {
             return;
         };
-        let mut ep = state.lock();
-        if ep.retired {
-            return;
-        }
-        if let Some(capacity) = capacity {
-            ep.capacity = capacity;
-        }
+        // The tables first, with the endpoint unlocked: inserts for one endpoint from several
+        // threads overlap, and only the queue work below is serialized.
         let tag = tag_of(endpoint.0);
+        let mut added_keys = Vec::with_capacity(keys.len());
         let mut guard: ShardGuard<'_> = None;
         let mut following = None;
         if whole_chain && let Some(first) = keys.first() {
@@ -251,11 +250,27 @@ impl PrefixIndex {
                 table.add(key.get(), tag)
             };
             if added == Added::New {
-                ep.queue.push_back(key.get());
-                ep.live += 1;
+                added_keys.push(key.get());
             }
         }
-        self.evict(&mut ep, tag, &mut guard);
+        drop(guard);
+        let mut ep = state.lock();
+        if ep.retired {
+            // The endpoint left meanwhile: take back what was added for it.
+            drop(ep);
+            let mut guard: ShardGuard<'_> = None;
+            for &key in &added_keys {
+                self.lock_shard(&mut guard, BlockKey::from_raw(key).shard())
+                    .remove(key, tag);
+            }
+            return;
+        }
+        if let Some(capacity) = capacity {
+            ep.capacity = capacity;
+        }
+        ep.queue.extend(added_keys.iter().copied());
+        ep.counted(added_keys.len());
+        self.evict(ep, tag);
     }
 
     /// Records that `endpoint` no longer holds `keys` (for KV-cache removal events).
@@ -274,7 +289,7 @@ impl PrefixIndex {
                 .lock_shard(&mut guard, key.shard())
                 .remove(key.get(), tag)
             {
-                ep.live -= 1;
+                ep.forgot(1);
             }
         }
         if ep.queue.len() > 2 * ep.live + 64 {
@@ -304,6 +319,7 @@ impl PrefixIndex {
                 .remove(key, tag);
         }
         ep.live = 0;
+        ep.deficit = 0;
     }
 
     /// Sets `endpoint`'s capacity in blocks, evicting at once if it now holds too many.
@@ -316,8 +332,7 @@ impl PrefixIndex {
         };
         let mut ep = state.lock();
         ep.capacity = capacity;
-        let mut guard: ShardGuard<'_> = None;
-        self.evict(&mut ep, tag_of(endpoint.0), &mut guard);
+        self.evict(ep, tag_of(endpoint.0));
     }
 
     /// `endpoint`'s capacity in blocks, when the index knows the endpoint.
@@ -414,59 +429,86 @@ impl PrefixIndex {
     }
 
     /// Runs the clock hand until `ep` fits its capacity.
-    fn evict<'a>(&'a self, ep: &mut EndpointBlocks, tag: u32, guard: &mut ShardGuard<'a>) {
+    ///
+    /// The hand takes the entries it needs off the queue front in one batch, then runs the
+    /// clock over them with the endpoint unlocked (so inserts for the same endpoint from
+    /// other threads wait only for the queue work, not for the table work), and relocks to
+    /// account for what it evicted and to requeue the entries given a second chance. Entries
+    /// in flight still count as held, so the endpoint never holds more than its capacity once
+    /// every eviction has finished; another thread's insert meanwhile evicts only what the
+    /// batches in flight do not already cover.
+    fn evict(&self, mut ep: MutexGuard<'_, EndpointBlocks>, tag: u32) {
         // Each full turn clears every reference bit, so two turns always suffice.
         let mut budget = 2 * ep.queue.len() + 1;
-        // Keys at the front of the queue whose slots were loaded ahead.
-        let mut warmed = 0usize;
-        while ep.live > ep.capacity && budget > 0 {
-            budget -= 1;
-            if warmed == 0 {
-                warmed = self.warm_front(ep, guard, ep.live - ep.capacity);
-            }
-            warmed = warmed.saturating_sub(1);
-            let Some(key) = ep.queue.pop_front() else {
+        // Another eviction in flight has the buffer: this one gets a fresh one.
+        let mut batch = std::mem::take(&mut ep.batch);
+        while !ep.retired && budget > 0 {
+            let excess = ep.live.saturating_sub(ep.capacity + ep.evicting);
+            let take = excess.min(ep.queue.len()).min(budget).min(MAX_EVICT_BATCH);
+            if take == 0 {
                 break;
-            };
-            let table = self.lock_shard(guard, BlockKey::from_raw(key).shard());
-            match table.clock(key, tag) {
-                ClockHand::SecondChance => ep.queue.push_back(key),
-                ClockHand::Evicted => ep.live -= 1,
-                ClockHand::Absent => {}
             }
+            budget -= take;
+            batch.clear();
+            batch.extend(ep.queue.drain(..take));
+            ep.evicting += take;
+            let evicted = MutexGuard::unlocked(&mut ep, || self.run_clock(&mut batch, tag));
+            ep.evicting -= take;
+            if ep.retired {
+                // The endpoint left meanwhile: what the clock kept must go too.
+                let mut guard: ShardGuard<'_> = None;
+                for &key in &batch {
+                    self.lock_shard(&mut guard, BlockKey::from_raw(key).shard())
+                        .remove(key, tag);
+                }
+                return;
+            }
+            ep.forgot(evicted);
+            ep.queue.extend(batch.iter().copied());
+        }
+        if batch.capacity() <= MAX_EVICT_BATCH {
+            batch.clear();
+            ep.batch = batch;
         }
         if ep.queue.len() > 2 * ep.live + 64 {
-            self.compact(ep, tag, guard);
+            let mut guard: ShardGuard<'_> = None;
+            self.compact(&mut ep, tag, &mut guard);
         }
     }
 
-    /// Loads the slots of the next keys the clock hand will examine (up to `wanted`, at most
-    /// 64, and only those in the shard of the first), so their cache misses overlap; returns
-    /// how many.
-    fn warm_front<'a>(
-        &'a self,
-        ep: &EndpointBlocks,
-        guard: &mut ShardGuard<'a>,
-        wanted: usize,
-    ) -> usize {
-        let Some(&first) = ep.queue.front() else {
-            return 0;
-        };
-        let shard = BlockKey::from_raw(first).shard();
-        let mut raw = [0u64; 64];
-        let mut n = 0;
-        for (r, &key) in raw
-            .iter_mut()
-            .zip(ep.queue.iter().take(wanted.clamp(1, 64)))
-        {
-            if BlockKey::from_raw(key).shard() != shard {
-                break;
+    /// Runs the eviction clock over endpoint `tag`'s entries for the keys of `batch` (taken
+    /// off its queue, in queue order), a shard's write lock taken once per stretch of keys in
+    /// that shard, whose slots are loaded ahead together. Leaves in `batch` the keys given a
+    /// second chance, in order; returns how many entries were evicted.
+    fn run_clock(&self, batch: &mut Vec<u64>, tag: u32) -> usize {
+        let mut evicted = 0;
+        let mut kept = 0;
+        let mut guard: ShardGuard<'_> = None;
+        let mut at = 0;
+        while let Some(&first) = batch.get(at) {
+            let shard = BlockKey::from_raw(first).shard();
+            let stretch = batch[at..]
+                .iter()
+                .take(64)
+                .take_while(|&&k| BlockKey::from_raw(k).shard() == shard)
+                .count();
+            let table = self.lock_shard(&mut guard, shard);
+            table.warm(&batch[at..at + stretch]);
+            for i in at..at + stretch {
+                let key = batch[i];
+                match table.clock(key, tag) {
+                    ClockHand::SecondChance => {
+                        batch[kept] = key;
+                        kept += 1;
+                    }
+                    ClockHand::Evicted => evicted += 1,
+                    ClockHand::Absent => {}
+                }
             }
-            *r = key;
-            n += 1;
+            at += stretch;
         }
-        self.lock_shard(guard, shard).warm(&raw[..n]);
-        n
+        batch.truncate(kept);
+        evicted
     }
 
     /// Drops stale and duplicate queue entries.

@@ -17,6 +17,10 @@
 //!
 //! Keys carry their shard: every key of a chain lives in the shard its first block chose, so a
 //! lookup takes one read lock, and picks for different prefixes work on different shards.
+//! An endpoint's eviction queue has its own lock, held only to queue and count entries: an
+//! insert updates the tables first and the eviction clock runs over a batch taken off the
+//! queue, both with the endpoint unlocked, so picks sending requests to the same endpoint
+//! overlap instead of waiting for each other's table work.
 //!
 //! Within a shard, blocks held by one or two endpoints keep their holders inline in a 16-byte
 //! slot; blocks held by three or more (shared prefixes) live in a separate, much smaller array

@@ -3,6 +3,10 @@
 
 const MIN_SLOTS: usize = 16;
 
+/// Arrays this small (in bytes) never shrink: a shard holding a few chains gains and loses a
+/// whole chain's blocks at once, and would otherwise halve and double over and over.
+const SHRINK_FLOOR_BYTES: usize = 16 * 1024;
+
 /// A slot type: anything with a block key (0 = empty).
 pub(crate) trait Keyed: Copy + Default {
     /// The block key, 0 when the slot is empty.
@@ -24,7 +28,8 @@ impl Keyed for Slot {
     }
 }
 
-/// Slots with at most 3/4 in use (the array doubles beyond) and at least 1/8 (it halves below).
+/// Slots with at most 3/4 in use (the array doubles beyond) and, once larger than
+/// [`SHRINK_FLOOR_BYTES`], at least 1/8 (it shrinks below).
 #[derive(Debug)]
 pub(crate) struct Slots<T> {
     slots: Vec<T>,
@@ -170,7 +175,9 @@ impl<T: Keyed> Slots<T> {
                 hole = j;
             }
         }
-        if self.slots.len() > MIN_SLOTS && self.len * 8 < self.slots.len() {
+        if self.slots.len() * std::mem::size_of::<T>() > SHRINK_FLOOR_BYTES
+            && self.len * 8 < self.slots.len()
+        {
             self.resize((self.len * 2).next_power_of_two().max(MIN_SLOTS));
         }
     }
@@ -184,6 +191,53 @@ impl<T: Keyed> Slots<T> {
                 i = (i + 1) & mask;
             }
             self.slots[i] = slot;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filled(n: u64) -> Slots<Slot> {
+        let mut slots = Slots::default();
+        for key in 1..=n {
+            slots.insert(Slot { key, a: 1, b: 0 });
+        }
+        slots
+    }
+
+    fn empty_out(slots: &mut Slots<Slot>, n: u64) {
+        for key in 1..=n {
+            if let Some(i) = slots.find(key) {
+                slots.delete(i);
+            }
+        }
+    }
+
+    #[test]
+    fn small_arrays_keep_their_slots_when_emptied() {
+        let mut slots = filled(200);
+        let bytes = slots.heap_bytes();
+        empty_out(&mut slots, 200);
+        assert_eq!(slots.len(), 0);
+        assert_eq!(slots.heap_bytes(), bytes);
+        // Refilling does not grow it again either.
+        for key in 1..=200 {
+            slots.insert(Slot { key, a: 1, b: 0 });
+        }
+        assert_eq!(slots.heap_bytes(), bytes);
+    }
+
+    #[test]
+    fn large_arrays_shrink_when_mostly_empty() {
+        let mut slots = filled(10_000);
+        let bytes = slots.heap_bytes();
+        empty_out(&mut slots, 9_990);
+        assert_eq!(slots.len(), 10);
+        assert!(slots.heap_bytes() <= SHRINK_FLOOR_BYTES.max(bytes / 8));
+        for key in 9_991..=10_000 {
+            assert!(slots.find(key).is_some());
         }
     }
 }
