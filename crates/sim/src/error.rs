@@ -66,3 +66,24 @@ impl SimError {
         })
     }
 }
+
+impl SimError {
+    /// An input error from a YAML parser's `message` at `line` of `file`. The offending field
+    /// is taken from the message's leading path (serde_norway prefixes errors inside the
+    /// document with it), `-` when there is none.
+    pub(crate) fn yaml_input(file: &str, line: usize, message: String) -> SimError {
+        let field = message
+            .trim_start_matches("invalid config: ")
+            .split_once(": ")
+            .map(|(head, _)| head)
+            .filter(|head| !head.contains(' '))
+            .unwrap_or("-")
+            .to_string();
+        SimError::Input {
+            file: file.to_string(),
+            line,
+            field,
+            reason: message,
+        }
+    }
+}

@@ -55,10 +55,7 @@ impl Picker for MaxScorePicker {
 
 /// Builds a `max-score-picker` (parameter: `maxNumOfEndpoints`).
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
-    let parameters = args
-        .parse::<PickerParameters>()?
-        .validate()
-        .map_err(|e| e.to_string())?;
+    let parameters = PickerParameters::from_args(args)?;
     Ok(PluginInstance::picker(Arc::new(MaxScorePicker::new(
         parameters,
     ))))

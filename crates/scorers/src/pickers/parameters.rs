@@ -1,6 +1,7 @@
 //! Parameters shared by the pickers.
 
 use serde::Deserialize;
+use shepherd_scheduler_core::config::PluginArgs;
 
 use crate::error::ParameterError;
 
@@ -14,6 +15,13 @@ pub struct PickerParameters {
 }
 
 impl PickerParameters {
+    /// Reads and checks a picker's parameters from its config arguments.
+    pub fn from_args(args: &PluginArgs<'_>) -> Result<Self, String> {
+        args.parse::<PickerParameters>()?
+            .validate()
+            .map_err(|e| e.to_string())
+    }
+
     /// Checks the values.
     pub fn validate(self) -> Result<Self, ParameterError> {
         if let Some(n) = self.max_num_of_endpoints {

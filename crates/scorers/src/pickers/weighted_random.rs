@@ -79,10 +79,7 @@ impl Picker for WeightedRandomPicker {
 
 /// Builds a `weighted-random-picker` (parameter: `maxNumOfEndpoints`).
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
-    let parameters = args
-        .parse::<PickerParameters>()?
-        .validate()
-        .map_err(|e| e.to_string())?;
+    let parameters = PickerParameters::from_args(args)?;
     Ok(PluginInstance::picker(Arc::new(WeightedRandomPicker::new(
         parameters,
     ))))

@@ -74,19 +74,7 @@ impl Policy {
                 .and_then(|rest| rest.split_whitespace().next())
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0);
-            let field = message
-                .trim_start_matches("invalid config: ")
-                .split_once(": ")
-                .map(|(head, _)| head)
-                .filter(|head| !head.contains(' '))
-                .unwrap_or("-")
-                .to_string();
-            SimError::Input {
-                file: file.to_string(),
-                line,
-                field,
-                reason: message,
-            }
+            SimError::yaml_input(file, line, message)
         })?;
         Ok(Policy {
             name: name.to_string(),

@@ -401,21 +401,7 @@ fn locate(text: &str, key: &str) -> usize {
 }
 
 fn yaml_error(e: &serde_norway::Error, file: &str) -> SimError {
-    let message = e.to_string();
-    let line = e.location().map_or(0, |l| l.line());
-    // serde_norway prefixes errors inside the document with the path of the offending field.
-    let field = message
-        .split_once(": ")
-        .map(|(head, _)| head)
-        .filter(|head| !head.contains(' '))
-        .unwrap_or("-")
-        .to_string();
-    SimError::Input {
-        file: file.to_string(),
-        line,
-        field,
-        reason: message,
-    }
+    SimError::yaml_input(file, e.location().map_or(0, |l| l.line()), e.to_string())
 }
 
 #[cfg(test)]
