@@ -304,16 +304,7 @@ fn run_one(name: &str, workload: Workload) {
     } else {
         (32, 8, 200)
     };
-    let new: Vec<Prompt> = prompts
-        .new_requests(queries)
-        .into_iter()
-        .map(Prompt::Text)
-        .collect();
-    let replayed: Vec<Prompt> = prompts
-        .replayed_requests(queries)
-        .into_iter()
-        .map(Prompt::Text)
-        .collect();
+    let (new, replayed) = prompts.query_prompts(queries);
     let mut scratch = String::new();
     let mut index = contender(name, &workload);
 

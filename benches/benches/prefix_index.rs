@@ -103,16 +103,7 @@ fn bench_workload(c: &mut Criterion, workload: Workload, queries: usize) {
         net as f64 / entries as f64,
         index.heap_bytes() as f64 / entries as f64,
     );
-    let new: Vec<Prompt> = prompts
-        .new_requests(queries)
-        .into_iter()
-        .map(Prompt::Text)
-        .collect();
-    let replayed: Vec<Prompt> = prompts
-        .replayed_requests(queries)
-        .into_iter()
-        .map(Prompt::Text)
-        .collect();
+    let (new, replayed) = prompts.query_prompts(queries);
     let mut found = PrefixMatch::new();
     println!(
         "{}: sample matches (blocks): new {} of {}, replay {} of {}",

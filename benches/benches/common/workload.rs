@@ -123,6 +123,24 @@ impl Prompts {
             .collect()
     }
 
+    /// `n` new and `n` replayed requests as prompts: the two lookup query sets.
+    pub fn query_prompts(
+        &self,
+        n: usize,
+    ) -> (
+        Vec<shepherd_scheduler_core::request::Prompt>,
+        Vec<shepherd_scheduler_core::request::Prompt>,
+    ) {
+        use shepherd_scheduler_core::request::Prompt;
+        let new = self.new_requests(n).into_iter().map(Prompt::Text).collect();
+        let replayed = self
+            .replayed_requests(n)
+            .into_iter()
+            .map(Prompt::Text)
+            .collect();
+        (new, replayed)
+    }
+
     /// `n` warm requests replayed exactly.
     pub fn replayed_requests(&self, n: usize) -> Vec<String> {
         let mut rng = Rng::new(0xFACE);
