@@ -4,14 +4,14 @@ mod common;
 
 use proptest::prelude::*;
 use shepherd_adaptive::config::{AdaptiveConfig, Combine};
-use shepherd_adaptive::detector::{Reading, detect};
+use shepherd_adaptive::detector::detect;
 use shepherd_adaptive::mode::{AdaptiveState, ModeEntry};
 use shepherd_adaptive::sample::EndpointSample;
 use shepherd_adaptive::{Mode, ScorerLayout, Tuner};
 use shepherd_scheduler_core::clock::Timestamp;
 use shepherd_scheduler_core::plugin::Category;
 
-use common::category_sum;
+use common::{builtin_layout, category_sum, reading as reading_with_signal};
 
 fn any_sample() -> impl Strategy<Value = EndpointSample> {
     let kv = prop_oneof![
@@ -72,30 +72,6 @@ fn any_layout() -> impl Strategy<Value = ScorerLayout> {
         let (categories, weights) = scorers.into_iter().unzip();
         ScorerLayout::new(categories, weights)
     })
-}
-
-fn builtin_layout() -> ScorerLayout {
-    ScorerLayout::new(
-        vec![
-            Category::Affinity,
-            Category::Distribution,
-            Category::Distribution,
-        ],
-        vec![3.0, 2.0, 2.0],
-    )
-}
-
-fn reading_with_signal(signal: f64) -> Reading {
-    Reading {
-        endpoints: 4,
-        fresh: 4,
-        total_load: 40.0,
-        requests: 20.0,
-        idle: false,
-        ncv_load: signal,
-        ncv_kv: 0.0,
-        signal: Some(signal),
-    }
 }
 
 proptest! {

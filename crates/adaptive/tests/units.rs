@@ -3,33 +3,13 @@
 mod common;
 
 use shepherd_adaptive::config::{AdaptiveConfig, Combine, ShareBound};
-use shepherd_adaptive::detector::{Reading, combine, detect, ncv};
+use shepherd_adaptive::detector::{combine, detect, ncv};
 use shepherd_adaptive::richards::RichardsCurve;
 use shepherd_adaptive::{Mode, ScorerLayout, Tuner};
 use shepherd_scheduler_core::clock::Timestamp;
 use shepherd_scheduler_core::plugin::Category::{Affinity, Balance, Distribution};
 
-use common::samples;
-
-fn builtin() -> ScorerLayout {
-    ScorerLayout::new(
-        vec![Affinity, Distribution, Distribution],
-        vec![3.0, 2.0, 2.0],
-    )
-}
-
-fn reading(signal: f64) -> Reading {
-    Reading {
-        endpoints: 4,
-        fresh: 4,
-        total_load: 40.0,
-        requests: 20.0,
-        idle: false,
-        ncv_load: signal,
-        ncv_kv: 0.0,
-        signal: Some(signal),
-    }
-}
+use common::{builtin_layout as builtin, reading, samples};
 
 #[test]
 fn ncv_matches_hand_computation() {

@@ -54,3 +54,29 @@ pub fn category_sum(categories: &[Category], weights: &[f64], category: Category
         .map(|(_, w)| *w)
         .sum()
 }
+
+/// The built-in profile's layout: prefix 3 (Affinity), queue 2 and kv 2 (Distribution).
+pub fn builtin_layout() -> shepherd_adaptive::layout::ScorerLayout {
+    shepherd_adaptive::layout::ScorerLayout::new(
+        vec![
+            Category::Affinity,
+            Category::Distribution,
+            Category::Distribution,
+        ],
+        vec![3.0, 2.0, 2.0],
+    )
+}
+
+/// A reading of four fresh, busy endpoints whose load nCV (and so signal) is `signal`.
+pub fn reading(signal: f64) -> shepherd_adaptive::detector::Reading {
+    shepherd_adaptive::detector::Reading {
+        endpoints: 4,
+        fresh: 4,
+        total_load: 40.0,
+        requests: 20.0,
+        idle: false,
+        ncv_load: signal,
+        ncv_kv: 0.0,
+        signal: Some(signal),
+    }
+}
