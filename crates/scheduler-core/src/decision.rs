@@ -5,33 +5,48 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::endpoint::{Endpoint, EndpointId, InFlightGuard, PoolSnapshot};
+use crate::completion::{Completion, RequestHandle};
+use crate::endpoint::{Endpoint, EndpointId, PoolSnapshot};
 use crate::plugin::{Category, Score};
 use crate::profile::Profile;
 
-/// The scheduler's answer for one request.
+/// The scheduler's answer for one request: where to send it, why, and the
+/// [`RequestHandle`] that counts it in flight until it ends.
 ///
-/// Holding the decision holds the primary endpoint's [`InFlightGuard`]: the request counts as in
-/// flight there until the decision (or the guard taken out of it) is dropped.
+/// Keep the decision — or, once the destination is sent on, only its handle
+/// ([`Decision::into_handle`]), which drops the breakdown — until the response ends, then
+/// [`finish`](Decision::finish) it. Dropping it unfinished ends the request as cancelled.
 #[derive(Debug)]
+#[must_use = "dropping the decision ends the request as cancelled"]
 pub struct Decision {
-    /// Primary first, then the fallbacks in order.
-    pub endpoints: Vec<Arc<Endpoint>>,
-    /// In-flight guard on the primary.
-    pub guard: InFlightGuard,
+    handle: RequestHandle,
     /// Every scorer's score for every candidate.
     pub breakdown: Breakdown,
 }
 
 impl Decision {
+    pub(crate) fn new(handle: RequestHandle, breakdown: Breakdown) -> Self {
+        Decision { handle, breakdown }
+    }
+
     /// The endpoint that should serve the request.
     pub fn primary(&self) -> &Arc<Endpoint> {
-        self.guard.endpoint()
+        &self.handle.endpoints()[0]
     }
 
     /// The ordered fallbacks.
     pub fn fallbacks(&self) -> &[Arc<Endpoint>] {
-        self.endpoints.get(1..).unwrap_or(&[])
+        self.handle.endpoints().get(1..).unwrap_or(&[])
+    }
+
+    /// Primary first, then the fallbacks in order.
+    pub fn endpoints(&self) -> &[Arc<Endpoint>] {
+        self.handle.endpoints()
+    }
+
+    /// The request's id (its own, or the one generated for it).
+    pub fn request_id(&self) -> &str {
+        self.handle.id()
     }
 
     /// The name of the profile that decided.
@@ -42,13 +57,33 @@ impl Decision {
     /// `ip:port[,ip:port...]`: the value of `x-gateway-destination-endpoint`.
     pub fn destination_header(&self) -> String {
         let mut out = String::new();
-        for (i, e) in self.endpoints.iter().enumerate() {
+        for (i, e) in self.handle.endpoints().iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
             out.push_str(e.address());
         }
         out
+    }
+
+    /// The request's handle.
+    pub fn handle(&self) -> &RequestHandle {
+        &self.handle
+    }
+
+    /// The request's handle, mutably (to report the first token or move to a fallback).
+    pub fn handle_mut(&mut self) -> &mut RequestHandle {
+        &mut self.handle
+    }
+
+    /// Keeps only the handle: what an adapter holds while the response streams.
+    pub fn into_handle(self) -> RequestHandle {
+        self.handle
+    }
+
+    /// The request ended as `completion` says (see [`RequestHandle::finish`]).
+    pub fn finish(self, completion: Completion) {
+        self.handle.finish(completion);
     }
 }
 

@@ -8,6 +8,11 @@
 //! - [`endpoint`]: endpoints, their metrics and live counters, and the pool;
 //! - [`plugin`]: the `Filter` / `Scorer` / `Picker` traits and hooks;
 //! - [`profile`], [`weights`], [`scheduler`], [`decision`]: running a profile;
+//! - [`completion`]: the handle an adapter keeps while a response streams, and the hooks that
+//!   run when it ends;
+//! - [`shared`], [`resources`], [`reload`]: state that outlives one scheduler, and swapping a
+//!   rebuilt scheduler in on a config reload;
+//! - [`metrics`]: the counters the core keeps and the visitor that exports them;
 //! - [`prefix`]: the prefix-cache index;
 //! - [`config`]: YAML configuration and the plugin registry.
 //!
@@ -26,23 +31,33 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod clock;
+pub mod completion;
 pub mod config;
 pub mod decision;
 pub mod endpoint;
+pub mod metrics;
 pub mod plugin;
 pub mod prefix;
 pub mod profile;
+pub mod reload;
 pub mod request;
+pub mod resources;
 pub mod rng;
 pub mod scheduler;
+pub mod shared;
 pub mod weights;
 
 /// The types most embedders need.
 pub mod prelude {
     pub use crate::clock::{Clock, ManualClock, SystemClock, Timestamp};
+    pub use crate::completion::{Completion, Outcome, RequestHandle, Usage};
     pub use crate::config::{ConfigError, EndpointPickerConfig, Registry, build_scheduler};
     pub use crate::decision::{Breakdown, Decision};
-    pub use crate::endpoint::{Endpoint, EndpointId, EndpointMetrics, InFlightGuard, Pool};
+    pub use crate::endpoint::{
+        Endpoint, EndpointHealth, EndpointId, EndpointMetrics, InFlightGuard, Pool,
+    };
+    pub use crate::reload::ReloadableScheduler;
+    pub use crate::shared::SharedState;
     pub use crate::plugin::{Category, CycleState, Filter, Picker, Score, Scorer};
     pub use crate::profile::Profile;
     pub use crate::request::{InferenceRequest, ParseLimits, Prompt, parse_openai_request};

@@ -10,7 +10,6 @@ use shepherd_scheduler_core::endpoint::{Endpoint, Pool};
 use shepherd_scheduler_core::plugin::{
     Category, CycleState, Picker, PluginInstance, Score, Scorer,
 };
-use shepherd_scheduler_core::prelude::SystemClock;
 use shepherd_scheduler_core::rng::PickRng;
 
 /// A scorer that gives every candidate the same score.
@@ -59,7 +58,7 @@ fn registry() -> Registry {
 fn build(yaml: &str, registry: &Registry) -> Result<(), ConfigError> {
     let config = EndpointPickerConfig::from_yaml(yaml)?;
     let pool = Arc::new(Pool::new());
-    build_scheduler(&config, registry, pool, Arc::new(SystemClock::new())).map(|_| ())
+    build_scheduler(&config, registry, pool).map(|_| ())
 }
 
 const GOOD: &str = r#"
@@ -138,7 +137,7 @@ fn invalid_weights_name_the_plugin() {
     let yaml = GOOD.replace("weight: 2", "weight: heavy");
     assert!(matches!(
         build(&yaml, &registry()),
-        Err(ConfigError::Syntax(_))
+        Err(ConfigError::Syntax { .. })
     ));
 }
 
@@ -181,7 +180,7 @@ fn bad_parameters_name_the_plugin() {
                 (name.as_str(), plugin_type.as_str()),
                 ("half", "constant-scorer")
             );
-            assert!(reason.contains("valeu"), "{reason}");
+            assert!(reason.to_string().contains("valeu"), "{reason}");
         }
         other => panic!("{other:?}"),
     }
@@ -224,10 +223,12 @@ fn a_plugin_that_is_nothing_usable_and_two_pickers_are_rejected() {
 #[test]
 fn bad_yaml_is_a_syntax_error_with_its_location() {
     let err = EndpointPickerConfig::from_yaml("plugins:\n- type: [unclosed\n").unwrap_err();
-    let ConfigError::Syntax(message) = &err else {
+    let ConfigError::Syntax { line, column, .. } = &err else {
         panic!("{err:?}");
     };
-    assert!(message.contains("line"), "{message}");
+    assert_eq!(*line, Some(2), "{err}");
+    assert_eq!(*column, Some(9), "{err}");
+    assert!(err.to_string().contains("line 2, column 9"), "{err}");
 
     // Misspelled keys inside entries are caught, with the key named.
     let err = EndpointPickerConfig::from_yaml("plugins:\n- type: x\n  nmae: y\n").unwrap_err();
@@ -241,7 +242,7 @@ fn bad_yaml_is_a_syntax_error_with_its_location() {
     // The wrong shape altogether.
     assert!(matches!(
         EndpointPickerConfig::from_yaml("plugins: 5"),
-        Err(ConfigError::Syntax(_))
+        Err(ConfigError::Syntax { .. })
     ));
 }
 
@@ -279,6 +280,6 @@ fn hostile_yaml_is_an_error_not_a_hang_or_a_crash() {
     let deep = format!("plugins:\n- type: x\n  parameters: {}", "[".repeat(20_000));
     assert!(matches!(
         EndpointPickerConfig::from_yaml(&deep),
-        Err(ConfigError::Syntax(_))
+        Err(ConfigError::Syntax { .. })
     ));
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use shepherd_scheduler_core::clock::Timestamp;
+use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
 use shepherd_scheduler_core::endpoint::{EndpointId, EndpointMetrics, MembershipListener, Pool};
 
 #[derive(Default)]
@@ -23,7 +23,6 @@ fn counters_and_metrics_survive_membership_swaps() {
     let a = Arc::clone(pool.snapshot().get_by_address("a:1").unwrap());
     a.set_metrics(EndpointMetrics {
         waiting: 7,
-        scraped_at: Some(Timestamp::ZERO),
         ..Default::default()
     });
     let guard = a.start_request(1000);
@@ -55,7 +54,10 @@ fn guard_outliving_membership_still_releases() {
 fn listeners_hear_about_removals_and_ids_are_never_reused() {
     let pool = Pool::new();
     let recorder = Arc::new(Recorder::default());
-    pool.add_listener(recorder.clone());
+    let listener: Arc<dyn MembershipListener> = recorder.clone();
+    pool.add_listener(&listener);
+    pool.add_listener(&listener);
+    assert_eq!(pool.listener_count(), 1, "registering twice has no effect");
     pool.set_members(["a:1", "b:1", "b:1"]);
     assert_eq!(pool.snapshot().len(), 2, "duplicates are ignored");
     let b_id = pool.snapshot().get_by_address("b:1").unwrap().id();
@@ -81,18 +83,38 @@ fn snapshot_is_sorted_and_indexed_by_address() {
 }
 
 #[test]
-fn staleness_and_garbage_metrics() {
-    let m = EndpointMetrics::default();
+fn listeners_are_held_weakly() {
+    let pool = Pool::new();
+    pool.set_members(["a:1", "b:1"]);
+    let recorder = Arc::new(Recorder::default());
+    let listener: Arc<dyn MembershipListener> = recorder.clone();
+    pool.add_listener(&listener);
+    drop(listener);
+    drop(recorder);
+    assert_eq!(pool.listener_count(), 0, "a dropped listener is forgotten");
+    pool.set_members(["a:1"]); // nobody to tell, nothing breaks
+}
+
+#[test]
+fn the_pool_stamps_metrics_with_its_own_clock() {
+    let clock = Arc::new(ManualClock::at(Timestamp::from_millis(100)));
+    let pool = Pool::with_clock(clock.clone());
+    let ep = pool.add("a:1");
     assert!(
-        m.is_stale(Timestamp::ZERO, Duration::from_secs(1)),
+        ep.load_metrics()
+            .is_stale(Timestamp::ZERO, Duration::from_secs(1)),
         "never scraped is stale"
     );
-    let m = EndpointMetrics {
-        scraped_at: Some(Timestamp::from_millis(100)),
+    ep.set_metrics(EndpointMetrics {
         kv_utilization: f64::NAN,
         ..Default::default()
-    };
+    });
+    assert_eq!(ep.scraped_at(), Some(Timestamp::from_millis(100)));
+    let m = ep.load_metrics();
     assert!(!m.is_stale(Timestamp::from_millis(300), Duration::from_millis(200)));
     assert!(m.is_stale(Timestamp::from_millis(301), Duration::from_millis(200)));
     assert_eq!(m.kv_utilization_clamped(), 1.0);
+    clock.advance(Duration::from_secs(1));
+    ep.clear_metrics();
+    assert_eq!(ep.scraped_at(), None);
 }

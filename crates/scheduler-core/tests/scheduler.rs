@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use proptest::prelude::*;
-use shepherd_scheduler_core::clock::ManualClock;
+use shepherd_scheduler_core::completion::CompletedRequest;
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{
     CachedPrefix, Category, Completion, CompletionHook, CycleState, Filter, PickHook, Picker,
@@ -97,7 +97,7 @@ impl PickHook for Counter {
     }
 }
 impl CompletionHook for Counter {
-    fn on_complete(&self, _: &InferenceRequest, _: &Arc<Endpoint>, _: &Completion) {
+    fn on_complete(&self, _: &CompletedRequest<'_>, _: &Completion) {
         self.0.fetch_add(100, Ordering::Relaxed);
     }
 }
@@ -208,7 +208,7 @@ fn buggy_picker_output_is_sanitized() {
         .build()
         .unwrap();
     let d = s.schedule(&request()).unwrap();
-    let ids: Vec<&str> = d.endpoints.iter().map(|e| e.address()).collect();
+    let ids: Vec<&str> = d.endpoints().iter().map(|e| e.address()).collect();
     assert_eq!(ids, ["127.0.0.1:2", "127.0.0.1:1"]);
 }
 
@@ -296,23 +296,14 @@ fn hooks_run_and_guard_counts_in_flight() {
     let ep = Arc::clone(d.primary());
     assert_eq!(ep.in_flight_requests(), 1);
     assert_eq!(ep.in_flight_prompt_tokens(), 40);
-    s.complete(
-        &req,
-        &ep,
-        &Completion {
-            success: true,
-            usage: None,
-        },
-    );
+    d.finish(Completion::success(None));
     assert_eq!(hook.0.load(Ordering::Relaxed), 101);
-    drop(d);
     assert_eq!(ep.in_flight_requests(), 0);
 }
 
 fn picks(seed: u64, n: usize, rounds: usize) -> Vec<String> {
     let s = Scheduler::builder(pool(n))
         .profile(Profile::builder("p").picker(Arc::new(Shuffle)).build())
-        .clock(Arc::new(ManualClock::default()))
         .seed(seed)
         .build()
         .unwrap();
@@ -371,15 +362,15 @@ fn the_guard_counts_the_uncached_part_of_the_prompt_as_pending_prefill() {
     assert_eq!(port(d.primary()), 1.0);
     assert_eq!(d.primary().in_flight_prompt_tokens(), 1000);
     assert_eq!(d.primary().pending_prefill_tokens(), 700);
-    assert_eq!(d.guard.pending_prefill_tokens(), 700);
-    d.guard.prefill_done();
+    assert_eq!(d.handle().pending_prefill_tokens(), 700);
+    d.handle_mut().first_token();
     assert_eq!(d.primary().pending_prefill_tokens(), 0);
     assert_eq!(
         d.primary().in_flight_requests(),
         1,
         "still in flight until the end"
     );
-    d.guard.prefill_done();
+    d.handle_mut().first_token();
     assert_eq!(
         d.primary().pending_prefill_tokens(),
         0,

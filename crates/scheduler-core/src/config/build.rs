@@ -1,54 +1,76 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+
+use ahash::AHashSet;
 
 use super::{ConfigError, EndpointPickerConfig, PluginArgs, Registry};
-use crate::clock::Clock;
 use crate::endpoint::Pool;
 use crate::plugin::PluginInstance;
 use crate::profile::Profile;
 use crate::scheduler::Scheduler;
+use crate::shared::SharedState;
 
-/// Builds a [`Scheduler`] over `pool` from `config`, with plugins from `registry`.
-///
-/// Every plugin is built once even when several profiles use it, so they share its state (a
-/// prefix index, say). Membership listeners are registered with the pool; completion hooks with
-/// the scheduler. A profile without a picker gets a `max-score-picker` when the registry has
-/// one.
+/// The largest scorer weight a config may give. Weights are relative, so nothing is lost by
+/// the bound, and sums of weights stay far from overflowing.
+pub const MAX_WEIGHT: f64 = 1e6;
+
+/// Builds a [`Scheduler`] over `pool` from `config`, with plugins from `registry`, fresh
+/// resources and fresh metrics. See [`build_scheduler_in`].
 pub fn build_scheduler(
     config: &EndpointPickerConfig,
     registry: &Registry,
     pool: Arc<Pool>,
-    clock: Arc<dyn Clock>,
+) -> Result<Scheduler, ConfigError> {
+    build_scheduler_in(config, registry, &SharedState::new(pool))
+}
+
+/// Builds a [`Scheduler`] over `shared` from `config`, with plugins from `registry`.
+///
+/// Every plugin is built once even when several profiles use it, so they share its state (a
+/// prefix index, say); plugins that keep state in `shared.resources` find it again when the
+/// same config is built twice (a reload). Membership listeners are registered with the pool
+/// and kept alive by the scheduler; completion hooks and metrics sources are registered with
+/// the scheduler. A profile without a picker gets a `max-score-picker` when the registry has
+/// one.
+pub fn build_scheduler_in(
+    config: &EndpointPickerConfig,
+    registry: &Registry,
+    shared: &SharedState,
 ) -> Result<Scheduler, ConfigError> {
     let seed = config.scheduler.seed;
+    let pool = &shared.pool;
+    let clock = Arc::clone(pool.clock());
+    let build_plugin = |name: &str, plugin_type: &str, parameters: &serde_json::Value| {
+        let factory = registry
+            .get(plugin_type)
+            .ok_or_else(|| ConfigError::UnknownPluginType {
+                name: name.to_string(),
+                plugin_type: plugin_type.to_string(),
+                known: registry.types().collect::<Vec<_>>().join(", "),
+            })?;
+        let args = PluginArgs {
+            name,
+            plugin_type,
+            parameters,
+            pool,
+            clock: &clock,
+            resources: &shared.resources,
+            seed,
+        };
+        factory(&args).map_err(|reason| ConfigError::BadParameters {
+            name: name.to_string(),
+            plugin_type: plugin_type.to_string(),
+            reason,
+        })
+    };
+
     let mut instances: BTreeMap<String, PluginInstance> = BTreeMap::new();
     for spec in &config.plugins {
         let name = spec.name().to_string();
         if instances.contains_key(&name) {
             return Err(ConfigError::DuplicatePluginName(name));
         }
-        let factory =
-            registry
-                .get(&spec.plugin_type)
-                .ok_or_else(|| ConfigError::UnknownPluginType {
-                    name: name.clone(),
-                    plugin_type: spec.plugin_type.clone(),
-                    known: registry.types().collect::<Vec<_>>().join(", "),
-                })?;
-        let args = PluginArgs {
-            name: &name,
-            plugin_type: &spec.plugin_type,
-            parameters: &spec.parameters,
-            pool: &pool,
-            clock: &clock,
-            seed,
-        };
-        let instance = factory(&args).map_err(|reason| ConfigError::BadParameters {
-            name: name.clone(),
-            plugin_type: spec.plugin_type.clone(),
-            reason,
-        })?;
+        let instance = build_plugin(&name, &spec.plugin_type, &spec.parameters)?;
         instances.insert(name, instance);
     }
 
@@ -59,18 +81,12 @@ pub fn build_scheduler(
         });
     }
 
-    let mut builder = Scheduler::builder(Arc::clone(&pool))
-        .clock(Arc::clone(&clock))
-        .seed(seed)
-        .staleness_bound(Duration::from_millis(config.scheduler.staleness_ms))
-        .max_endpoints(config.scheduler.max_endpoints);
-
-    let mut profile_names = Vec::new();
+    let mut builder = Scheduler::builder_in(shared).settings(&config.scheduler);
+    let mut profile_names = AHashSet::with_capacity(config.scheduling_profiles.len());
     for spec in &config.scheduling_profiles {
-        if profile_names.contains(&spec.name) {
+        if !profile_names.insert(spec.name.as_str()) {
             return Err(ConfigError::DuplicateProfileName(spec.name.clone()));
         }
-        profile_names.push(spec.name.clone());
         let mut profile = Profile::builder(spec.name.as_str());
         let mut picker_name: Option<String> = None;
         for r in &spec.plugins {
@@ -88,7 +104,7 @@ pub fn build_scheduler(
             }
             if let Some(scorer) = instance.as_scorer() {
                 let weight = r.weight.unwrap_or(1.0);
-                if !weight.is_finite() || weight < 0.0 {
+                if !(0.0..=MAX_WEIGHT).contains(&weight) {
                     return Err(ConfigError::InvalidWeight {
                         profile: spec.name.clone(),
                         plugin: r.plugin_ref.clone(),
@@ -121,22 +137,12 @@ pub fn build_scheduler(
                 });
             }
         }
-        if picker_name.is_none()
-            && let Some(factory) = registry.get("max-score-picker")
-        {
-            let args = PluginArgs {
-                name: "max-score-picker",
-                plugin_type: "max-score-picker",
-                parameters: &serde_json::Value::Null,
-                pool: &pool,
-                clock: &clock,
-                seed,
-            };
-            let default_picker = factory(&args).map_err(|reason| ConfigError::BadParameters {
-                name: "max-score-picker".into(),
-                plugin_type: "max-score-picker".into(),
-                reason,
-            })?;
+        if picker_name.is_none() && registry.contains("max-score-picker") {
+            let default_picker = build_plugin(
+                "max-score-picker",
+                "max-score-picker",
+                &serde_json::Value::Null,
+            )?;
             if let Some(picker) = default_picker.as_picker() {
                 profile = profile.named_picker("max-score-picker", Arc::clone(picker));
             }
@@ -146,10 +152,13 @@ pub fn build_scheduler(
 
     for instance in instances.values() {
         if let Some(listener) = instance.as_membership_listener() {
-            pool.add_listener(Arc::clone(listener));
+            builder = builder.membership_listener(Arc::clone(listener));
         }
         if let Some(hook) = instance.as_completion_hook() {
             builder = builder.completion_hook(Arc::clone(hook));
+        }
+        if let Some(source) = instance.as_metrics_source() {
+            builder = builder.metrics_source(Arc::clone(source));
         }
     }
     builder.build().map_err(|e| ConfigError::InvalidSetting {

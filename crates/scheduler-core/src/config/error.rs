@@ -5,8 +5,32 @@ use thiserror::Error;
 #[non_exhaustive]
 pub enum ConfigError {
     /// The text is not valid YAML for this schema.
-    #[error("invalid config: {0}")]
-    Syntax(String),
+    #[error("invalid config{}: {message}", location(*line, *column))]
+    Syntax {
+        /// What is wrong.
+        message: String,
+        /// 1-based line of the error, when known.
+        line: Option<usize>,
+        /// 1-based column of the error, when known.
+        column: Option<usize>,
+    },
+    /// `apiVersion` names a schema this loader does not read.
+    #[error("unsupported apiVersion `{found}` (expected one of: {expected})")]
+    UnsupportedApiVersion {
+        /// The apiVersion given.
+        found: String,
+        /// Accepted versions, comma-separated.
+        expected: String,
+    },
+    /// `kind` is not `EndpointPickerConfig`.
+    #[error("unsupported kind `{0}` (expected `EndpointPickerConfig`)")]
+    UnsupportedKind(String),
+    /// In strict mode: the config has sections that would be ignored.
+    #[error("strict mode: {}", warnings.join("; "))]
+    Strict {
+        /// One message per ignored section.
+        warnings: Vec<String>,
+    },
     /// A plugin names a type no factory is registered for.
     #[error("plugin `{name}`: unknown plugin type `{plugin_type}` (known: {known})")]
     UnknownPluginType {
@@ -28,7 +52,8 @@ pub enum ConfigError {
         /// Plugin type.
         plugin_type: String,
         /// What is wrong.
-        reason: String,
+        #[source]
+        reason: PluginError,
     },
     /// A profile refers to a plugin that is not defined.
     #[error("profile `{profile}`: pluginRef `{plugin_ref}` names no plugin")]
@@ -56,9 +81,10 @@ pub enum ConfigError {
         /// Second picker.
         second: String,
     },
-    /// A weight is negative or not finite.
+    /// A weight is negative, not finite, or above [`MAX_WEIGHT`](super::MAX_WEIGHT).
     #[error(
-        "profile `{profile}`: plugin `{plugin}` has invalid weight {weight} (must be finite and ≥ 0)"
+        "profile `{profile}`: plugin `{plugin}` has invalid weight {weight} (must be within [0, {max}])",
+        max = super::MAX_WEIGHT
     )]
     InvalidWeight {
         /// Profile name.
@@ -79,4 +105,67 @@ pub enum ConfigError {
         /// What is wrong.
         reason: String,
     },
+}
+
+fn location(line: Option<usize>, column: Option<usize>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(" at line {l}, column {c}"),
+        (Some(l), None) => format!(" at line {l}"),
+        _ => String::new(),
+    }
+}
+
+/// Why a plugin factory rejected its arguments.
+///
+/// ```
+/// use shepherd_scheduler_core::config::PluginError;
+///
+/// let e = PluginError::invalid("blockSize", "must be at least 1");
+/// assert_eq!(e.to_string(), "`blockSize`: must be at least 1");
+/// ```
+#[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
+pub enum PluginError {
+    /// The parameters do not fit the plugin's schema: an unknown name, a wrong type.
+    #[error("{0}")]
+    Schema(String),
+    /// A parameter has a value outside what the plugin accepts.
+    #[error("`{parameter}`: {reason}")]
+    InvalidValue {
+        /// The parameter, as spelled in YAML.
+        parameter: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Anything else the factory could not do.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl PluginError {
+    /// An invalid value for `parameter`.
+    pub fn invalid(parameter: impl Into<String>, reason: impl Into<String>) -> Self {
+        PluginError::InvalidValue {
+            parameter: parameter.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<serde_json::Error> for PluginError {
+    fn from(e: serde_json::Error) -> Self {
+        PluginError::Schema(e.to_string())
+    }
+}
+
+impl From<String> for PluginError {
+    fn from(message: String) -> Self {
+        PluginError::Other(message)
+    }
+}
+
+impl From<&str> for PluginError {
+    fn from(message: &str) -> Self {
+        PluginError::Other(message.to_string())
+    }
 }

@@ -5,7 +5,7 @@
 //! use shepherd_scheduler_core::config::EndpointPickerConfig;
 //!
 //! let yaml = r#"
-//! apiVersion: inference.networking.x-k8s.io/v1alpha1
+//! apiVersion: llm-d.ai/v1alpha1
 //! kind: EndpointPickerConfig
 //! plugins:
 //! - type: queue-scorer
@@ -27,9 +27,10 @@ mod error;
 mod registry;
 mod schema;
 
-pub use build::build_scheduler;
-pub use error::ConfigError;
+pub use build::{MAX_WEIGHT, build_scheduler, build_scheduler_in};
+pub use error::{ConfigError, PluginError};
 pub use registry::{PluginArgs, PluginFactory, Registry};
 pub use schema::{
-    EndpointPickerConfig, PluginSpec, ProfilePluginRef, ProfileSpec, SchedulerSettings,
+    API_VERSIONS, ConfigWarning, EndpointPickerConfig, KIND, PluginSpec, ProfilePluginRef,
+    ProfileSpec, RECOGNISED_UNSUPPORTED_SECTIONS, SchedulerSettings,
 };

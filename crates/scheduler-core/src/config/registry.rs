@@ -3,11 +3,14 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
+use super::PluginError;
 use crate::clock::Clock;
 use crate::endpoint::Pool;
 use crate::plugin::PluginInstance;
+use crate::resources::Resources;
 
 /// What a plugin factory gets to build one instance.
+#[allow(missing_debug_implementations)]
 pub struct PluginArgs<'a> {
     /// Instance name.
     pub name: &'a str,
@@ -17,8 +20,11 @@ pub struct PluginArgs<'a> {
     pub parameters: &'a serde_json::Value,
     /// The pool the scheduler will run over.
     pub pool: &'a Arc<Pool>,
-    /// The scheduler's clock.
+    /// The pool's clock (the one clock of everything scheduled over the pool).
     pub clock: &'a Arc<dyn Clock>,
+    /// Shared state: a plugin keeps what others (or the embedder) must reach here, under its
+    /// instance name, with [`Resources::get_or_insert_with`].
+    pub resources: &'a Arc<Resources>,
     /// The scheduler's seed (for plugins with randomness of their own).
     pub seed: u64,
 }
@@ -27,17 +33,17 @@ impl PluginArgs<'_> {
     /// Deserializes the parameters into `T`; absent parameters give `T::default()`.
     ///
     /// Use `#[serde(deny_unknown_fields, rename_all = "camelCase")]` on `T` so typos are errors.
-    pub fn parse<T: DeserializeOwned + Default>(&self) -> Result<T, String> {
+    pub fn parse<T: DeserializeOwned + Default>(&self) -> Result<T, PluginError> {
         if self.parameters.is_null() {
             return Ok(T::default());
         }
-        serde_json::from_value(self.parameters.clone()).map_err(|e| e.to_string())
+        Ok(T::deserialize(self.parameters)?)
     }
 }
 
-/// Builds a plugin instance from its arguments; an `Err` is a human-readable reason.
+/// Builds a plugin instance from its arguments.
 pub type PluginFactory =
-    Arc<dyn Fn(&PluginArgs<'_>) -> Result<PluginInstance, String> + Send + Sync>;
+    Arc<dyn Fn(&PluginArgs<'_>) -> Result<PluginInstance, PluginError> + Send + Sync>;
 
 /// Plugin type name → factory.
 ///
@@ -71,7 +77,7 @@ impl Registry {
     /// Registers `factory` under `plugin_type`, replacing any earlier one.
     pub fn register<F>(&mut self, plugin_type: impl Into<String>, factory: F) -> &mut Self
     where
-        F: Fn(&PluginArgs<'_>) -> Result<PluginInstance, String> + Send + Sync + 'static,
+        F: Fn(&PluginArgs<'_>) -> Result<PluginInstance, PluginError> + Send + Sync + 'static,
     {
         self.factories.insert(plugin_type.into(), Arc::new(factory));
         self

@@ -45,30 +45,18 @@ pub struct EndpointMetrics {
     pub block_size: Option<u32>,
     /// Number of KV-cache blocks on the GPU, when known.
     pub num_gpu_blocks: Option<u64>,
-    /// When these metrics were scraped; `None` means never.
-    pub scraped_at: Option<Timestamp>,
 }
 
 impl EndpointMetrics {
-    /// The numeric load figures of these metrics.
-    pub fn load(&self) -> LoadMetrics {
-        LoadMetrics {
-            waiting: self.waiting,
-            running: self.running,
-            kv_utilization: self.kv_utilization,
-            scraped_at: self.scraped_at,
-        }
-    }
-
-    /// Whether these metrics are older than `max_age` at `now` (never-scraped metrics are stale).
-    pub fn is_stale(&self, now: Timestamp, max_age: Duration) -> bool {
-        self.load().is_stale(now, max_age)
-    }
-
     /// KV utilization clamped into `[0, 1]` (NaN counts as full).
     pub fn kv_utilization_clamped(&self) -> f64 {
-        self.load().kv_utilization_clamped()
+        clamp_kv(self.kv_utilization)
     }
+}
+
+/// KV utilization clamped into `[0, 1]` (NaN counts as full).
+fn clamp_kv(kv: f64) -> f64 {
+    if kv.is_nan() { 1.0 } else { kv.clamp(0.0, 1.0) }
 }
 
 /// The numeric part of an endpoint's metrics, read without locks or reference counting: what
@@ -102,10 +90,43 @@ impl LoadMetrics {
 
     /// KV utilization clamped into `[0, 1]` (NaN counts as full).
     pub fn kv_utilization_clamped(&self) -> f64 {
-        if self.kv_utilization.is_nan() {
-            1.0
-        } else {
-            self.kv_utilization.clamp(0.0, 1.0)
+        clamp_kv(self.kv_utilization)
+    }
+}
+
+/// Whether an endpoint may be sent new requests.
+///
+/// A discovery source or an operator sets it ([`Endpoint::set_health`](super::Endpoint::set_health));
+/// the scheduler never picks an endpoint that is not [`EndpointHealth::Enabled`], whatever the
+/// profile's filters say. Requests already in flight there are not affected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+#[repr(u8)]
+pub enum EndpointHealth {
+    /// Takes new requests.
+    #[default]
+    Enabled = 0,
+    /// Finishing the requests it has; takes no new ones (it is about to leave the pool).
+    Draining = 1,
+    /// Takes no new requests (failed health checks, or switched off by an operator).
+    Disabled = 2,
+}
+
+impl EndpointHealth {
+    pub(super) fn from_u8(v: u8) -> Self {
+        match v {
+            0 => EndpointHealth::Enabled,
+            1 => EndpointHealth::Draining,
+            _ => EndpointHealth::Disabled,
+        }
+    }
+
+    /// The lowercase name (`enabled`, `draining`, `disabled`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndpointHealth::Enabled => "enabled",
+            EndpointHealth::Draining => "draining",
+            EndpointHealth::Disabled => "disabled",
         }
     }
 }

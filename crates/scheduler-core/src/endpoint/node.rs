@@ -1,11 +1,11 @@
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 
-use super::{EndpointMetrics, InFlightGuard, LoadMetrics};
-use crate::clock::Timestamp;
+use super::{EndpointHealth, EndpointMetrics, InFlightGuard, LoadMetrics};
+use crate::clock::{Clock, Timestamp};
 
 /// A compact, process-unique endpoint identity. Never reused for another endpoint, so indexes
 /// keyed by it cannot confuse an endpoint that left with one that joined later.
@@ -23,6 +23,8 @@ pub(super) struct Counters {
     pub(super) requests: AtomicU64,
     pub(super) prompt_tokens: AtomicU64,
     pub(super) prefill_tokens: AtomicU64,
+    /// Requests the scheduler picked this endpoint for (primary), ever.
+    pub(super) picks: AtomicU64,
 }
 
 /// The numeric metrics mirrored in atomics, so the request path reads them without touching a
@@ -47,23 +49,33 @@ impl Default for LoadCells {
     }
 }
 
-/// One model server: its address, its latest metrics, and its live in-flight counters.
+/// One model server: its address, its latest metrics, its health, and its live in-flight
+/// counters.
+///
+/// Metrics are stamped with the time they were stored, read from the clock of the pool that
+/// created the endpoint: a scraper never supplies a timestamp of its own, so staleness is
+/// always measured on one clock.
 pub struct Endpoint {
     id: EndpointId,
     address: Arc<str>,
     metrics: ArcSwap<EndpointMetrics>,
     load: LoadCells,
+    health: AtomicU8,
+    clock: Arc<dyn Clock>,
     pub(super) counters: Counters,
 }
 
 impl Endpoint {
-    /// A standalone endpoint (pools create theirs; this is for tests and embedders).
-    pub fn new(id: EndpointId, address: impl Into<Arc<str>>) -> Self {
+    /// A standalone endpoint whose metrics are stamped by `clock` (pools create theirs with
+    /// the pool's clock; this is for tests and embedders).
+    pub fn new(id: EndpointId, address: impl Into<Arc<str>>, clock: Arc<dyn Clock>) -> Self {
         Endpoint {
             id,
             address: address.into(),
             metrics: ArcSwap::from_pointee(EndpointMetrics::default()),
             load: LoadCells::default(),
+            health: AtomicU8::new(EndpointHealth::Enabled as u8),
+            clock,
             counters: Counters::default(),
         }
     }
@@ -84,7 +96,7 @@ impl Endpoint {
     }
 
     /// The latest metrics, all of them (lock-free; prefer [`Endpoint::load_metrics`] on hot
-    /// paths that only need the numbers).
+    /// paths that only need the numbers, and for the scrape time).
     pub fn metrics(&self) -> arc_swap::Guard<Arc<EndpointMetrics>> {
         self.metrics.load()
     }
@@ -101,19 +113,57 @@ impl Endpoint {
         }
     }
 
-    /// Replaces the metrics with a fresh scrape.
+    /// When the latest metrics were stored, on the pool's clock; `None` if never.
+    pub fn scraped_at(&self) -> Option<Timestamp> {
+        let scraped = self.load.scraped_at.load(Ordering::Acquire);
+        (scraped != u64::MAX).then(|| Timestamp::from_nanos(scraped))
+    }
+
+    /// Replaces the metrics with a fresh scrape, stamped now on the pool's clock.
     pub fn set_metrics(&self, metrics: EndpointMetrics) {
         self.load.waiting.store(metrics.waiting, Ordering::Relaxed);
         self.load.running.store(metrics.running, Ordering::Relaxed);
         self.load
             .kv_bits
             .store(metrics.kv_utilization.to_bits(), Ordering::Relaxed);
-        let scraped = metrics
-            .scraped_at
-            .map_or(u64::MAX, |t| t.as_nanos().min(u64::MAX - 1));
+        let scraped = self.clock.now().as_nanos().min(u64::MAX - 1);
         self.metrics.store(Arc::new(metrics));
         // Published last: a reader that sees the new time also sees the new numbers above.
         self.load.scraped_at.store(scraped, Ordering::Release);
+    }
+
+    /// Forgets the metrics: the endpoint reads as never scraped (stale) until the next
+    /// [`Endpoint::set_metrics`]. A scraper calls this when a server stops answering, so that
+    /// its last figures are not trusted for longer than the staleness bound.
+    pub fn clear_metrics(&self) {
+        self.load.scraped_at.store(u64::MAX, Ordering::Release);
+    }
+
+    /// Whether the endpoint may be picked: enabled, draining (finishing what it has, taking
+    /// nothing new) or disabled.
+    pub fn health(&self) -> EndpointHealth {
+        EndpointHealth::from_u8(self.health.load(Ordering::Relaxed))
+    }
+
+    /// Sets the endpoint's health (see [`EndpointHealth`]).
+    pub fn set_health(&self, health: EndpointHealth) {
+        self.health.store(health as u8, Ordering::Relaxed);
+    }
+
+    /// Whether new requests may be sent here.
+    #[inline]
+    pub fn accepts_requests(&self) -> bool {
+        self.health.load(Ordering::Relaxed) == EndpointHealth::Enabled as u8
+    }
+
+    /// Times the scheduler picked this endpoint as a request's primary.
+    pub fn picks_total(&self) -> u64 {
+        self.counters.picks.load(Ordering::Relaxed)
+    }
+
+    /// Counts one pick (the scheduler calls this).
+    pub(crate) fn count_pick(&self) {
+        self.counters.picks.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Requests the scheduler has sent here that have not finished.
@@ -159,6 +209,7 @@ impl fmt::Debug for Endpoint {
         f.debug_struct("Endpoint")
             .field("id", &self.id)
             .field("address", &self.address)
+            .field("health", &self.health())
             .field("in_flight", &self.in_flight_requests())
             .field("pending_prefill", &self.pending_prefill_tokens())
             .finish()

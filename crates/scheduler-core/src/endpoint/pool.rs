@@ -1,11 +1,12 @@
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
 
 use ahash::AHashMap;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use super::{Endpoint, EndpointId};
+use crate::clock::{Clock, SystemClock};
 
 /// Told when endpoints leave the pool, so that per-endpoint state (such as the prefix index)
 /// can forget them.
@@ -72,23 +73,53 @@ impl PoolSnapshot {
     }
 }
 
-/// The set of endpoints requests can be sent to.
+/// The set of endpoints requests can be sent to, and the clock that stamps their metrics.
 ///
 /// Readers take a [`PoolSnapshot`] without locking; membership changes build a new snapshot and
 /// swap it in, keeping the existing [`Endpoint`] (and so its counters and metrics) for every
 /// address that stays.
-#[derive(Default)]
+///
+/// The pool owns the one [`Clock`] of everything scheduled over it: endpoints stamp their
+/// metrics with it and schedulers built over the pool read the time from it, so timestamps of
+/// two clocks with different origins can never be compared.
+///
+/// Membership listeners are held weakly: whoever registers one keeps it alive (a scheduler
+/// keeps its plugins' listeners), and a listener whose owner is gone is dropped at the next
+/// membership change, so rebuilding schedulers over one pool leaves nothing behind.
 pub struct Pool {
     snapshot: ArcSwap<PoolSnapshot>,
     next_id: AtomicU32,
     write: Mutex<()>,
-    listeners: Mutex<Vec<Arc<dyn MembershipListener>>>,
+    listeners: Mutex<Vec<Weak<dyn MembershipListener>>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool::with_clock(Arc::new(SystemClock::new()))
+    }
 }
 
 impl Pool {
-    /// An empty pool.
+    /// An empty pool on the system's monotonic clock.
     pub fn new() -> Self {
         Pool::default()
+    }
+
+    /// An empty pool on `clock` (a simulator's or a test's clock).
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Pool {
+            snapshot: ArcSwap::default(),
+            next_id: AtomicU32::new(0),
+            write: Mutex::new(()),
+            listeners: Mutex::new(Vec::new()),
+            clock,
+        }
+    }
+
+    /// The pool's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
     }
 
     /// The current members.
@@ -101,9 +132,23 @@ impl Pool {
         self.snapshot.load()
     }
 
-    /// Registers a listener told about endpoints that leave.
-    pub fn add_listener(&self, listener: Arc<dyn MembershipListener>) {
-        self.listeners.lock().push(listener);
+    /// Registers a listener told about endpoints that leave. The pool holds it weakly: it is
+    /// told for as long as the caller keeps it alive. Registering the same listener twice has
+    /// no effect.
+    pub fn add_listener(&self, listener: &Arc<dyn MembershipListener>) {
+        let weak = Arc::downgrade(listener);
+        let mut listeners = self.listeners.lock();
+        listeners.retain(|l| l.strong_count() > 0);
+        if !listeners.iter().any(|l| Weak::ptr_eq(l, &weak)) {
+            listeners.push(weak);
+        }
+    }
+
+    /// Listeners still alive.
+    pub fn listener_count(&self) -> usize {
+        let mut listeners = self.listeners.lock();
+        listeners.retain(|l| l.strong_count() > 0);
+        listeners.len()
     }
 
     /// Makes the pool exactly `addresses` (duplicates ignored). Returns the ids removed.
@@ -123,7 +168,7 @@ impl Pool {
             }
             match current.get_by_address(address) {
                 Some(existing) => next.push(Arc::clone(existing)),
-                None => next.push(Arc::new(Endpoint::new(self.fresh_id(), address))),
+                None => next.push(Arc::new(self.new_endpoint(address))),
             }
         }
         let removed: Vec<EndpointId> = current
@@ -145,7 +190,7 @@ impl Pool {
         if let Some(existing) = current.get_by_address(address) {
             return Arc::clone(existing);
         }
-        let endpoint = Arc::new(Endpoint::new(self.fresh_id(), address));
+        let endpoint = Arc::new(self.new_endpoint(address));
         let mut next = current.endpoints().to_vec();
         next.push(Arc::clone(&endpoint));
         self.snapshot.store(Arc::new(PoolSnapshot::build(next)));
@@ -171,15 +216,20 @@ impl Pool {
         true
     }
 
-    fn fresh_id(&self) -> EndpointId {
-        EndpointId(self.next_id.fetch_add(1, Ordering::Relaxed))
+    fn new_endpoint(&self, address: &str) -> Endpoint {
+        let id = EndpointId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        Endpoint::new(id, address, Arc::clone(&self.clock))
     }
 
     fn notify_removed(&self, removed: &[EndpointId]) {
         if removed.is_empty() {
             return;
         }
-        let listeners = self.listeners.lock().clone();
+        let listeners: Vec<Arc<dyn MembershipListener>> = {
+            let mut listeners = self.listeners.lock();
+            listeners.retain(|l| l.strong_count() > 0);
+            listeners.iter().filter_map(Weak::upgrade).collect()
+        };
         for listener in listeners {
             listener.on_removed(removed);
         }

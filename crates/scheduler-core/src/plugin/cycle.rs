@@ -1,4 +1,5 @@
 use std::any::{Any, TypeId};
+use std::borrow::Cow;
 use std::time::Duration;
 
 use crate::clock::Timestamp;
@@ -58,16 +59,30 @@ pub struct CycleState<'r> {
     pub staleness_bound: Duration,
     /// Plugin scratch space for this cycle.
     pub extensions: Extensions,
+    request_id: Cow<'r, str>,
 }
 
 impl<'r> CycleState<'r> {
-    /// A cycle for `request` at `now`.
+    /// A cycle for `request` at `now`. A request without an id is given a fresh one
+    /// ([`generate_request_id`](crate::request::generate_request_id)).
     pub fn new(request: &'r InferenceRequest, now: Timestamp, staleness_bound: Duration) -> Self {
+        let request_id = if request.id.is_empty() {
+            Cow::Owned(crate::request::generate_request_id())
+        } else {
+            Cow::Borrowed(request.id.as_str())
+        };
         CycleState {
             request,
             now,
             staleness_bound,
             extensions: Extensions::default(),
+            request_id,
         }
+    }
+
+    /// The request's id: its own, or the one generated for it when it had none. Plugins that
+    /// keep per-request state key it by this id (completion hooks see the same one).
+    pub fn request_id(&self) -> &str {
+        &self.request_id
     }
 }

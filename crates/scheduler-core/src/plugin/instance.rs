@@ -2,6 +2,7 @@ use std::sync::Arc;
 
 use super::{CompletionHook, Filter, PickHook, Picker, Scorer};
 use crate::endpoint::MembershipListener;
+use crate::metrics::MetricsSource;
 
 /// A built plugin: the facets it implements, each ready to be wired into profiles.
 ///
@@ -21,6 +22,7 @@ use crate::endpoint::MembershipListener;
 /// assert!(plugin.as_picker().is_none());
 /// ```
 #[derive(Clone, Default)]
+#[allow(missing_debug_implementations)]
 pub struct PluginInstance {
     filter: Option<Arc<dyn Filter>>,
     scorer: Option<Arc<dyn Scorer>>,
@@ -28,6 +30,7 @@ pub struct PluginInstance {
     pick_hook: Option<Arc<dyn PickHook>>,
     completion_hook: Option<Arc<dyn CompletionHook>>,
     membership: Option<Arc<dyn MembershipListener>>,
+    metrics: Option<Arc<dyn MetricsSource>>,
 }
 
 impl PluginInstance {
@@ -73,6 +76,12 @@ impl PluginInstance {
         self
     }
 
+    /// Adds a metrics source facet (visited when the scheduler's metrics are exported).
+    pub fn with_metrics_source(mut self, source: Arc<dyn MetricsSource>) -> Self {
+        self.metrics = Some(source);
+        self
+    }
+
     /// Adds a filter facet.
     pub fn with_filter(mut self, filter: Arc<dyn Filter>) -> Self {
         self.filter = Some(filter);
@@ -107,5 +116,10 @@ impl PluginInstance {
     /// The membership listener facet.
     pub fn as_membership_listener(&self) -> Option<&Arc<dyn MembershipListener>> {
         self.membership.as_ref()
+    }
+
+    /// The metrics source facet.
+    pub fn as_metrics_source(&self) -> Option<&Arc<dyn MetricsSource>> {
+        self.metrics.as_ref()
     }
 }

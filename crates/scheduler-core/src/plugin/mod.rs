@@ -1,5 +1,6 @@
 //! The plugin traits: [`Filter`], [`Scorer`], [`Picker`], and the [`PickHook`] /
-//! [`CompletionHook`] that run after a pick and after a response.
+//! [`CompletionHook`] that run after a pick and after a response (the latter lives in
+//! [`crate::completion`] and is re-exported here).
 //!
 //! A plugin is any type implementing one or more of these traits; the config
 //! [`Registry`](crate::config::Registry) builds it from YAML and wraps its facets in a
@@ -35,6 +36,5 @@ mod traits;
 pub use cached_prefix::CachedPrefix;
 pub use cycle::{CycleState, Extensions};
 pub use instance::PluginInstance;
-pub use traits::{
-    Category, Completion, CompletionHook, Filter, PickHook, Picker, Score, Scorer, Usage,
-};
+pub use crate::completion::{CompletedRequest, Completion, CompletionHook, Outcome, Usage};
+pub use traits::{Category, Filter, PickHook, Picker, Score, Scorer};

@@ -5,7 +5,6 @@ use serde::{Deserialize, Serialize};
 
 use super::CycleState;
 use crate::endpoint::Endpoint;
-use crate::request::InferenceRequest;
 use crate::rng::PickRng;
 
 /// What a scorer pulls traffic toward, which decides how adaptive weights treat it.
@@ -95,35 +94,4 @@ pub trait Picker: Send + Sync {
 pub trait PickHook: Send + Sync {
     /// `picked` will serve the request of `cycle`.
     fn on_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>);
-}
-
-/// Token usage reported by a model server's response.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Prompt tokens.
-    pub prompt_tokens: u64,
-    /// Generated tokens.
-    pub completion_tokens: u64,
-    /// Prompt tokens served from the server's prefix cache, when reported.
-    pub cached_tokens: Option<u64>,
-}
-
-/// How a request ended.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Completion {
-    /// Whether the endpoint answered successfully.
-    pub success: bool,
-    /// Usage, when the response reported it.
-    pub usage: Option<Usage>,
-}
-
-/// Runs when a response has ended (or failed).
-pub trait CompletionHook: Send + Sync {
-    /// `request`, served by `endpoint`, ended as `completion` says.
-    fn on_complete(
-        &self,
-        request: &InferenceRequest,
-        endpoint: &Arc<Endpoint>,
-        completion: &Completion,
-    );
 }

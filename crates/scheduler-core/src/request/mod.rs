@@ -1,7 +1,9 @@
 //! The request model: what the scheduler knows about one inference request.
 //!
 //! Adapters turn an HTTP path and body into an [`InferenceRequest`] with
-//! [`parse_openai_request`], then add what only they know (headers, priority, fairness id).
+//! [`parse_openai_request`], then add what only they know (the id from `x-request-id`, with
+//! [`InferenceRequest::assign_id`]; headers, priority, fairness id). A request scheduled
+//! without an id is given a generated one.
 //!
 //! ```
 //! use shepherd_scheduler_core::request::{parse_openai_request, ParseLimits, Prompt};
@@ -14,9 +16,11 @@
 //! ```
 
 mod error;
+mod id;
 mod parse;
 mod types;
 
 pub use error::ParseError;
+pub use id::{MAX_REQUEST_ID_LEN, generate_request_id, is_valid_request_id};
 pub use parse::{ApiKind, ParseLimits, parse_openai_request};
 pub use types::{InferenceRequest, Prompt};

@@ -43,7 +43,8 @@ impl Prompt {
 /// One inference request, as the scheduler sees it.
 #[derive(Clone, PartialEq)]
 pub struct InferenceRequest {
-    /// Request id (from `x-request-id` when present, else assigned by the adapter).
+    /// Request id (from `x-request-id` when present, see [`InferenceRequest::assign_id`]);
+    /// empty means "generate one when scheduled".
     pub id: String,
     /// Model name as the client asked for it.
     pub model: String,

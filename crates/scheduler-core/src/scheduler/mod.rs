@@ -13,60 +13,37 @@
 //! let decision = scheduler.schedule(&request).unwrap();
 //! assert_eq!(decision.primary().in_flight_requests(), 1);
 //! println!("{}", decision.breakdown);
+//! decision.finish(Completion::success(None)); // completion hooks run, counters released
 //! ```
+//!
+//! Before a profile's own filters run, the scheduler narrows the pool to the gateway's subset
+//! hint, drops endpoints that are draining or disabled
+//! ([`EndpointHealth`](crate::endpoint::EndpointHealth)), and — unless
+//! `scheduler.avoidStaleEndpoints` is off — drops endpoints whose metrics are stale while any
+//! candidate has fresh ones, instead of scoring them as neutral.
+
+mod builder;
+mod candidates;
+mod error;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use thiserror::Error;
+pub use builder::SchedulerBuilder;
+pub use error::ScheduleError;
 
-use crate::clock::{Clock, SystemClock};
-use crate::config::SchedulerSettings;
+use crate::clock::Clock;
+use crate::completion::{Completer, RequestHandle};
 use crate::decision::{Breakdown, Decision};
-use crate::endpoint::{Endpoint, Pool};
-use crate::plugin::{CachedPrefix, Completion, CompletionHook, CycleState, Score};
+use crate::endpoint::{Endpoint, MembershipListener, Pool};
+use crate::metrics::{CoreMetrics, MetricsSource, MetricsVisitor, ProfileMetrics};
+use crate::plugin::{CachedPrefix, CycleState, Score};
 use crate::profile::Profile;
 use crate::request::InferenceRequest;
+use crate::resources::Resources;
 use crate::rng::PickRng;
-
-/// Why no endpoint could be picked.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[non_exhaustive]
-pub enum ScheduleError {
-    /// The pool has no endpoints.
-    #[error("no endpoints in the pool")]
-    NoEndpoints,
-    /// The gateway's subset hint matched no pool member.
-    #[error("the endpoint subset hint matches no endpoint in the pool")]
-    EmptySubset,
-    /// Filters removed every candidate.
-    #[error(
-        "no endpoint can serve model `{model}` (filter `{filter}` removed the last candidates)"
-    )]
-    NoCandidates {
-        /// Requested model.
-        model: String,
-        /// Filter that removed the last candidates.
-        filter: String,
-    },
-    /// The named profile does not exist.
-    #[error("unknown scheduling profile `{0}`")]
-    UnknownProfile(String),
-    /// The picker returned nothing usable (a plugin bug).
-    #[error("picker `{0}` returned no valid endpoint")]
-    PickerReturnedNothing(String),
-}
-
-impl ScheduleError {
-    /// The HTTP status an adapter should answer with.
-    pub fn http_status(&self) -> u16 {
-        match self {
-            ScheduleError::UnknownProfile(_) | ScheduleError::PickerReturnedNothing(_) => 500,
-            _ => 503,
-        }
-    }
-}
+use crate::shared::SharedState;
 
 /// Per-request options.
 #[derive(Debug, Clone, Copy, Default)]
@@ -76,42 +53,60 @@ pub struct ScheduleOptions<'a> {
     /// Run this profile instead of the default one.
     pub profile: Option<&'a str>,
     /// Score and pick without running pick hooks (nothing is recorded in the prefix index or
-    /// session tables): "which endpoint would serve this?", for explain views and benchmarks.
-    /// The decision still holds an in-flight guard; drop it at once.
+    /// session tables) and without counting a pick: "which endpoint would serve this?", for
+    /// explain views and benchmarks. The decision still holds an in-flight count; drop it at
+    /// once.
     pub dry_run: bool,
 }
 
 /// Runs scheduling profiles over a pool.
 pub struct Scheduler {
-    pool: Arc<Pool>,
-    profiles: Vec<Arc<Profile>>,
+    shared: SharedState,
     clock: Arc<dyn Clock>,
+    profiles: Vec<Arc<Profile>>,
+    profile_metrics: Vec<Arc<ProfileMetrics>>,
     staleness_bound: Duration,
+    avoid_stale: bool,
     max_endpoints: usize,
     seed: u64,
     picks: PickCounter,
-    completion_hooks: Vec<Arc<dyn CompletionHook>>,
+    completer: Arc<Completer>,
+    /// Kept alive here: the pool holds them weakly, so they go when the scheduler goes.
+    #[expect(dead_code, reason = "held only to keep the pool's weak references alive")]
+    listeners: Vec<Arc<dyn MembershipListener>>,
+    metric_sources: Vec<Arc<dyn MetricsSource>>,
 }
 
 impl Scheduler {
-    /// Starts building a scheduler over `pool`.
+    /// Starts building a scheduler over `pool`, with fresh resources and metrics.
     pub fn builder(pool: Arc<Pool>) -> SchedulerBuilder {
-        // One source of defaults: the config schema's.
-        let defaults = SchedulerSettings::default();
-        SchedulerBuilder {
-            pool,
-            profiles: Vec::new(),
-            clock: Arc::new(SystemClock::new()),
-            staleness_bound: Duration::from_millis(defaults.staleness_ms),
-            max_endpoints: defaults.max_endpoints,
-            seed: defaults.seed,
-            completion_hooks: Vec::new(),
-        }
+        SchedulerBuilder::new(SharedState::new(pool))
+    }
+
+    /// Starts building a scheduler over `shared` (the pool, resources and metrics that
+    /// outlive it: see [`SharedState`]).
+    pub fn builder_in(shared: &SharedState) -> SchedulerBuilder {
+        SchedulerBuilder::new(shared.clone())
     }
 
     /// The pool.
     pub fn pool(&self) -> &Arc<Pool> {
-        &self.pool
+        &self.shared.pool
+    }
+
+    /// The state shared with other schedulers over the same pool.
+    pub fn shared(&self) -> &SharedState {
+        &self.shared
+    }
+
+    /// The plugins' shared resources (the prefix index, the session table, ...).
+    pub fn resources(&self) -> &Arc<Resources> {
+        &self.shared.resources
+    }
+
+    /// The scheduler's counters.
+    pub fn metrics(&self) -> &Arc<CoreMetrics> {
+        &self.shared.metrics
     }
 
     /// The profiles, the default first.
@@ -124,7 +119,7 @@ impl Scheduler {
         self.profiles.iter().find(|p| p.name() == name)
     }
 
-    /// The clock.
+    /// The clock (the pool's).
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
     }
@@ -145,32 +140,57 @@ impl Scheduler {
         request: &InferenceRequest,
         options: ScheduleOptions<'_>,
     ) -> Result<Decision, ScheduleError> {
-        let profile = match options.profile {
+        let result = self.run(request, options);
+        if let Err(e) = &result {
+            self.shared.metrics.record_error(e);
+        }
+        result
+    }
+
+    fn run(
+        &self,
+        request: &InferenceRequest,
+        options: ScheduleOptions<'_>,
+    ) -> Result<Decision, ScheduleError> {
+        let started = self.clock.now();
+        let profile_index = match options.profile {
             Some(name) => self
-                .profile(name)
-                .ok_or_else(|| ScheduleError::UnknownProfile(name.to_string()))?,
-            None => self
                 .profiles
-                .first()
-                .ok_or_else(|| ScheduleError::UnknownProfile("default".into()))?,
+                .iter()
+                .position(|p| p.name() == name)
+                .ok_or_else(|| ScheduleError::UnknownProfile(name.to_string()))?,
+            None => 0,
         };
-        let snapshot = self.pool.load();
+        let profile = self
+            .profiles
+            .get(profile_index)
+            .ok_or_else(|| ScheduleError::UnknownProfile("default".into()))?;
+        let snapshot = self.shared.pool.load();
         if snapshot.is_empty() {
             return Err(ScheduleError::NoEndpoints);
         }
         let mut candidates: Vec<&Arc<Endpoint>> = match options.subset {
             None => snapshot.endpoints().iter().collect(),
-            Some(subset) => snapshot
-                .endpoints()
-                .iter()
-                .filter(|e| in_subset(e.address(), subset))
-                .collect(),
+            Some(entries) => {
+                let subset = candidates::Subset::new(entries);
+                snapshot
+                    .endpoints()
+                    .iter()
+                    .filter(|e| subset.contains(e.address()))
+                    .collect()
+            }
         };
         if candidates.is_empty() {
             return Err(ScheduleError::EmptySubset);
         }
+        candidates::healthy_and_fresh(
+            &mut candidates,
+            started,
+            self.staleness_bound,
+            self.avoid_stale,
+        )?;
         let before_filters = candidates.len();
-        let mut cycle = CycleState::new(request, self.clock.now(), self.staleness_bound);
+        let mut cycle = CycleState::new(request, started, self.staleness_bound);
 
         for entry in profile.filters() {
             entry.filter.filter(&mut cycle, &mut candidates);
@@ -217,6 +237,7 @@ impl Scheduler {
             for hook in profile.pick_hooks() {
                 hook.on_pick(&mut cycle, primary);
             }
+            primary.count_pick();
         }
         // The picked endpoint's pending prefill: what an affinity scorer believes it does not
         // cache of this prompt (all of it when nobody published an estimate).
@@ -224,6 +245,16 @@ impl Scheduler {
         let uncached =
             CachedPrefix::uncached_tokens_in(&cycle.extensions, primary.id(), prompt_tokens);
         let guard = primary.start_request_uncached(prompt_tokens, uncached);
+        let handle = RequestHandle::new(
+            guard,
+            picked.iter().map(|&i| Arc::clone(candidates[i])).collect(),
+            cycle.request_id(),
+            request.target_model(),
+            prompt_tokens,
+            started,
+            Arc::clone(&self.completer),
+            options.dry_run,
+        );
 
         let breakdown = Breakdown {
             candidates_before_filters: before_filters,
@@ -233,25 +264,37 @@ impl Scheduler {
             candidates: candidates.iter().map(|e| e.id()).collect(),
             scores,
             totals,
-            picked: picked.clone(),
+            picked,
         };
-        Ok(Decision {
-            endpoints: picked.iter().map(|&i| Arc::clone(candidates[i])).collect(),
-            guard,
-            breakdown,
-        })
-    }
-
-    /// Runs the completion hooks for `request`, served by `endpoint`.
-    pub fn complete(
-        &self,
-        request: &InferenceRequest,
-        endpoint: &Arc<Endpoint>,
-        completion: &Completion,
-    ) {
-        for hook in &self.completion_hooks {
-            hook.on_complete(request, endpoint, completion);
+        if let Some(m) = self.profile_metrics.get(profile_index) {
+            m.schedule_duration
+                .observe(self.clock.now().saturating_since(started));
         }
+        Ok(Decision::new(handle, breakdown))
+    }
+}
+
+impl MetricsSource for Scheduler {
+    /// The shared counters, the pool's per-endpoint figures, then every plugin's.
+    fn visit_metrics(&self, visitor: &mut dyn MetricsVisitor) {
+        self.shared.metrics.visit_metrics(visitor);
+        self.shared.pool.visit_metrics(visitor);
+        for source in &self.metric_sources {
+            source.visit_metrics(visitor);
+        }
+    }
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler")
+            .field(
+                "profiles",
+                &self.profiles.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            )
+            .field("staleness_bound", &self.staleness_bound)
+            .field("max_endpoints", &self.max_endpoints)
+            .finish()
     }
 }
 
@@ -271,99 +314,8 @@ fn dedup_in_order(v: &mut Vec<usize>) {
     });
 }
 
-/// Whether `address` (`ip:port`) is named by the subset (entries `ip:port` or bare `ip`).
-fn in_subset(address: &str, subset: &[String]) -> bool {
-    subset.iter().any(|s| {
-        s == address
-            || (!s.contains(':') || s.starts_with('['))
-                && address.rsplit_once(':').is_some_and(|(host, _)| {
-                    host == s || host.trim_matches(['[', ']']) == s.trim_matches(['[', ']'])
-                })
-    })
-}
-
 /// The pick counter, on a cache line of its own: every pick writes it, and it must not evict
 /// the scheduler fields every pick reads.
 #[derive(Default)]
 #[repr(align(128))]
 struct PickCounter(AtomicU64);
-
-/// Builds a [`Scheduler`].
-pub struct SchedulerBuilder {
-    pool: Arc<Pool>,
-    profiles: Vec<Arc<Profile>>,
-    clock: Arc<dyn Clock>,
-    staleness_bound: Duration,
-    max_endpoints: usize,
-    seed: u64,
-    completion_hooks: Vec<Arc<dyn CompletionHook>>,
-}
-
-impl SchedulerBuilder {
-    /// Adds a profile (the first added is the default).
-    pub fn profile(mut self, profile: Profile) -> Self {
-        self.profiles.push(Arc::new(profile));
-        self
-    }
-
-    /// Uses `clock` for the time (default: the system's monotonic clock).
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// Metrics older than this are stale (default 200 ms).
-    pub fn staleness_bound(mut self, bound: Duration) -> Self {
-        self.staleness_bound = bound;
-        self
-    }
-
-    /// How many endpoints a decision names: the primary plus fallbacks (default 3, at least 1).
-    pub fn max_endpoints(mut self, n: usize) -> Self {
-        self.max_endpoints = n.max(1);
-        self
-    }
-
-    /// Seed for tie-breaking and random pickers.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    /// Adds a completion hook.
-    pub fn completion_hook(mut self, hook: Arc<dyn CompletionHook>) -> Self {
-        self.completion_hooks.push(hook);
-        self
-    }
-
-    /// Finishes the scheduler; fails when no profile was added.
-    pub fn build(self) -> Result<Scheduler, ScheduleError> {
-        if self.profiles.is_empty() {
-            return Err(ScheduleError::UnknownProfile("default".into()));
-        }
-        Ok(Scheduler {
-            pool: self.pool,
-            profiles: self.profiles,
-            clock: self.clock,
-            staleness_bound: self.staleness_bound,
-            max_endpoints: self.max_endpoints,
-            seed: self.seed,
-            picks: PickCounter::default(),
-            completion_hooks: self.completion_hooks,
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn subset_matches_ip_and_ip_port() {
-        let s = vec!["10.0.0.1".to_string(), "10.0.0.2:9000".to_string()];
-        assert!(in_subset("10.0.0.1:8000", &s));
-        assert!(in_subset("10.0.0.2:9000", &s));
-        assert!(!in_subset("10.0.0.2:8000", &s));
-        assert!(!in_subset("10.0.0.3:8000", &s));
-    }
-}

@@ -1,0 +1,174 @@
+use std::fmt;
+use std::sync::Arc;
+
+use super::{CompletedRequest, Completion, CompletionHook, Outcome};
+use crate::clock::{Clock, Timestamp};
+use crate::endpoint::{Endpoint, InFlightGuard};
+use crate::metrics::CoreMetrics;
+
+/// What every handle of one scheduler shares: the completion hooks, the counters and the clock.
+pub(crate) struct Completer {
+    pub(crate) hooks: Vec<Arc<dyn CompletionHook>>,
+    pub(crate) metrics: Arc<CoreMetrics>,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
+/// A scheduled request while it is served: counts it in flight on its endpoint and runs the
+/// completion hooks exactly once when it ends. See the [module docs](super).
+///
+/// It holds a small summary of the request (id, model, prompt-token estimate), never the
+/// request itself.
+#[must_use = "dropping the handle ends the request as cancelled"]
+pub struct RequestHandle {
+    guard: InFlightGuard,
+    /// Primary first, then the fallbacks in order; `current` indexes the one serving.
+    endpoints: Vec<Arc<Endpoint>>,
+    current: usize,
+    id: Box<str>,
+    model: Box<str>,
+    prompt_tokens: u64,
+    scheduled_at: Timestamp,
+    first_token_at: Option<Timestamp>,
+    completer: Arc<Completer>,
+    finished: bool,
+}
+
+impl RequestHandle {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        guard: InFlightGuard,
+        endpoints: Vec<Arc<Endpoint>>,
+        id: &str,
+        model: &str,
+        prompt_tokens: u64,
+        scheduled_at: Timestamp,
+        completer: Arc<Completer>,
+        dry_run: bool,
+    ) -> Self {
+        RequestHandle {
+            guard,
+            endpoints,
+            current: 0,
+            id: id.into(),
+            model: model.into(),
+            prompt_tokens,
+            scheduled_at,
+            first_token_at: None,
+            completer,
+            // A dry run ran no pick hooks: its completion runs no hooks either.
+            finished: dry_run,
+        }
+    }
+
+    /// The request id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The model (or LoRA adapter) the request targets.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The endpoint serving the request now (the primary, unless moved to a fallback).
+    pub fn endpoint(&self) -> &Arc<Endpoint> {
+        self.guard.endpoint()
+    }
+
+    /// Every endpoint of the decision, primary first.
+    pub fn endpoints(&self) -> &[Arc<Endpoint>] {
+        &self.endpoints
+    }
+
+    /// When the request was scheduled.
+    pub fn scheduled_at(&self) -> Timestamp {
+        self.scheduled_at
+    }
+
+    /// The first token came back: the endpoint's pending prefill for this request is released
+    /// (the request stays in flight) and the time is recorded for the hooks. Calling it again
+    /// does nothing.
+    pub fn first_token(&mut self) {
+        if self.first_token_at.is_none() {
+            self.first_token_at = Some(self.completer.clock.now());
+        }
+        self.guard.prefill_done();
+    }
+
+    /// Uncached prompt tokens of this request still counted as pending prefill.
+    pub fn pending_prefill_tokens(&self) -> u64 {
+        self.guard.pending_prefill_tokens()
+    }
+
+    /// The endpoint serving the request could not take it (connection refused before any byte
+    /// was sent): moves the request, and its in-flight count, to the next fallback and returns
+    /// it; `None` when no fallback is left (the handle is unchanged).
+    pub fn move_to_fallback(&mut self) -> Option<&Arc<Endpoint>> {
+        let next = self.endpoints.get(self.current + 1)?;
+        // Nothing is known to be cached there: the whole prompt is pending prefill.
+        self.guard = next.start_request(self.prompt_tokens);
+        self.current += 1;
+        self.completer.metrics.record_fallback();
+        Some(self.guard.endpoint())
+    }
+
+    /// Whether the request was moved to a fallback.
+    pub fn used_fallback(&self) -> bool {
+        self.current > 0
+    }
+
+    /// The request ended as `completion` says: runs the completion hooks, then releases the
+    /// in-flight counters. (The handle of a dry run runs no hooks.)
+    pub fn finish(mut self, completion: Completion) {
+        self.complete(completion);
+    }
+
+    fn complete(&mut self, completion: Completion) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let completion = Completion {
+            first_token_at: completion.first_token_at.or(self.first_token_at),
+            ..completion
+        };
+        let request = CompletedRequest {
+            id: &self.id,
+            model: &self.model,
+            endpoint: self.guard.endpoint(),
+            prompt_tokens: self.prompt_tokens,
+            scheduled_at: self.scheduled_at,
+            first_token_at: completion.first_token_at,
+            finished_at: self.completer.clock.now(),
+            used_fallback: self.current > 0,
+        };
+        for hook in &self.completer.hooks {
+            hook.on_complete(&request, &completion);
+        }
+        self.completer.metrics.record_completion(completion.outcome);
+    }
+}
+
+impl Drop for RequestHandle {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.complete(Completion {
+                outcome: Outcome::Cancelled,
+                usage: None,
+                first_token_at: None,
+            });
+        }
+    }
+}
+
+impl fmt::Debug for RequestHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestHandle")
+            .field("id", &self.id)
+            .field("model", &self.model)
+            .field("endpoint", &self.guard.endpoint().address())
+            .field("prompt_tokens", &self.prompt_tokens)
+            .field("used_fallback", &self.used_fallback())
+            .finish()
+    }
+}

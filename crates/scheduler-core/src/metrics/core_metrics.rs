@@ -1,0 +1,163 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::{LatencyHistogram, MetricDesc, MetricsSource, MetricsVisitor, StripedCounter};
+use crate::completion::Outcome;
+use crate::scheduler::ScheduleError;
+
+const PICKS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_picks_total",
+    "Requests scheduled, by scheduling profile.",
+);
+const SCHEDULE_DURATION: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_schedule_duration_seconds",
+    "Time to pick an endpoint (filters, scorers, picker, pick hooks), by profile.",
+);
+const ERRORS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_schedule_errors_total",
+    "Requests no endpoint could be picked for, by reason.",
+);
+const FALLBACKS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_fallbacks_used_total",
+    "Requests moved to a fallback endpoint after the primary could not take them.",
+);
+const COMPLETIONS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_completions_total",
+    "Scheduled requests that ended, by outcome.",
+);
+
+/// Counters of one scheduling profile, kept across config reloads (looked up by name).
+#[derive(Debug, Default)]
+pub struct ProfileMetrics {
+    /// Pick latency; its count is the number of picks.
+    pub schedule_duration: LatencyHistogram,
+}
+
+/// The scheduler's own counters: picks and latency per profile, errors by reason, fallbacks
+/// used, completions by outcome.
+///
+/// Create one per process (or per pool) and pass it to every scheduler built over the pool
+/// (through [`SharedState`](crate::shared::SharedState)); the counters then survive reloads.
+#[derive(Debug, Default)]
+pub struct CoreMetrics {
+    profiles: Mutex<BTreeMap<Arc<str>, Arc<ProfileMetrics>>>,
+    errors: [AtomicU64; ERROR_REASONS.len()],
+    fallbacks_used: AtomicU64,
+    completions: [StripedCounter; 3],
+}
+
+/// Reason labels of [`ScheduleError`], in the order of the error counters.
+const ERROR_REASONS: [&str; 7] = [
+    "no_endpoints",
+    "empty_subset",
+    "no_candidates",
+    "no_healthy_endpoint",
+    "unknown_profile",
+    "picker_returned_nothing",
+    "other",
+];
+
+impl CoreMetrics {
+    /// Fresh counters.
+    pub fn new() -> Self {
+        CoreMetrics::default()
+    }
+
+    /// The counters of profile `name` (created on first use; the same ones every time after).
+    pub fn profile(&self, name: &str) -> Arc<ProfileMetrics> {
+        let mut profiles = self.profiles.lock();
+        if let Some(p) = profiles.get(name) {
+            return Arc::clone(p);
+        }
+        let p = Arc::new(ProfileMetrics::default());
+        profiles.insert(Arc::from(name), Arc::clone(&p));
+        p
+    }
+
+    /// Counts a failed schedule.
+    pub fn record_error(&self, error: &ScheduleError) {
+        let i = error_reason_index(error);
+        self.errors[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Schedules that failed with `reason` (a label of `shepherd_schedule_errors_total`, such
+    /// as `no_candidates`).
+    pub fn errors(&self, reason: &str) -> u64 {
+        ERROR_REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .map_or(0, |i| self.errors[i].load(Ordering::Relaxed))
+    }
+
+    /// Counts a request moved to a fallback endpoint.
+    pub fn record_fallback(&self) {
+        self.fallbacks_used.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests moved to a fallback endpoint.
+    pub fn fallbacks_used(&self) -> u64 {
+        self.fallbacks_used.load(Ordering::Relaxed)
+    }
+
+    /// Counts an ended request.
+    pub fn record_completion(&self, outcome: Outcome) {
+        self.completions[outcome as usize].add(1);
+    }
+
+    /// Requests that ended with `outcome`.
+    pub fn completions(&self, outcome: Outcome) -> u64 {
+        self.completions[outcome as usize].get()
+    }
+
+    /// Picks made with profile `name`.
+    pub fn picks(&self, name: &str) -> u64 {
+        self.profiles
+            .lock()
+            .get(name)
+            .map_or(0, |p| p.schedule_duration.count())
+    }
+}
+
+fn error_reason_index(error: &ScheduleError) -> usize {
+    match error {
+        ScheduleError::NoEndpoints => 0,
+        ScheduleError::EmptySubset => 1,
+        ScheduleError::NoCandidates { .. } => 2,
+        ScheduleError::NoHealthyEndpoint => 3,
+        ScheduleError::UnknownProfile(_) => 4,
+        ScheduleError::PickerReturnedNothing(_) => 5,
+    }
+}
+
+impl MetricsSource for CoreMetrics {
+    fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
+        let profiles: Vec<(Arc<str>, Arc<ProfileMetrics>)> = self
+            .profiles
+            .lock()
+            .iter()
+            .map(|(k, p)| (Arc::clone(k), Arc::clone(p)))
+            .collect();
+        for (name, p) in &profiles {
+            let snapshot = p.schedule_duration.snapshot();
+            v.counter(PICKS, &[("profile", name)], snapshot.count);
+        }
+        for (name, p) in &profiles {
+            let snapshot = p.schedule_duration.snapshot();
+            v.histogram(SCHEDULE_DURATION, &[("profile", name)], &snapshot);
+        }
+        for (reason, count) in ERROR_REASONS.iter().zip(&self.errors) {
+            v.counter(ERRORS, &[("reason", reason)], count.load(Ordering::Relaxed));
+        }
+        v.counter(FALLBACKS, &[], self.fallbacks_used());
+        for outcome in [Outcome::Success, Outcome::Failed, Outcome::Cancelled] {
+            v.counter(
+                COMPLETIONS,
+                &[("outcome", outcome.as_str())],
+                self.completions(outcome),
+            );
+        }
+    }
+}

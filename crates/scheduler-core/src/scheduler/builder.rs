@@ -1,0 +1,134 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{PickCounter, ScheduleError, Scheduler};
+use crate::completion::{Completer, CompletionHook};
+use crate::config::SchedulerSettings;
+use crate::endpoint::MembershipListener;
+use crate::metrics::MetricsSource;
+use crate::profile::Profile;
+use crate::shared::SharedState;
+
+/// Builds a [`Scheduler`].
+pub struct SchedulerBuilder {
+    shared: SharedState,
+    profiles: Vec<Arc<Profile>>,
+    settings: SchedulerSettings,
+    completion_hooks: Vec<Arc<dyn CompletionHook>>,
+    listeners: Vec<Arc<dyn MembershipListener>>,
+    metric_sources: Vec<Arc<dyn MetricsSource>>,
+}
+
+impl SchedulerBuilder {
+    pub(super) fn new(shared: SharedState) -> Self {
+        SchedulerBuilder {
+            shared,
+            profiles: Vec::new(),
+            // One source of defaults: the config schema's.
+            settings: SchedulerSettings::default(),
+            completion_hooks: Vec::new(),
+            listeners: Vec::new(),
+            metric_sources: Vec::new(),
+        }
+    }
+
+    /// Adds a profile (the first added is the default).
+    pub fn profile(mut self, profile: Profile) -> Self {
+        self.profiles.push(Arc::new(profile));
+        self
+    }
+
+    /// Takes every setting of the config's `scheduler` section.
+    pub fn settings(mut self, settings: &SchedulerSettings) -> Self {
+        self.settings = settings.clone();
+        self
+    }
+
+    /// Metrics older than this are stale (default 200 ms).
+    pub fn staleness_bound(mut self, bound: Duration) -> Self {
+        self.settings.staleness_ms = u64::try_from(bound.as_millis()).unwrap_or(u64::MAX).max(1);
+        self
+    }
+
+    /// Whether endpoints with stale metrics are left out while others have fresh ones
+    /// (default true).
+    pub fn avoid_stale_endpoints(mut self, avoid: bool) -> Self {
+        self.settings.avoid_stale_endpoints = avoid;
+        self
+    }
+
+    /// How many endpoints a decision names: the primary plus fallbacks (default 3, at least 1).
+    pub fn max_endpoints(mut self, n: usize) -> Self {
+        self.settings.max_endpoints = n.max(1);
+        self
+    }
+
+    /// Seed for tie-breaking and random pickers.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.settings.seed = seed;
+        self
+    }
+
+    /// Adds a completion hook.
+    pub fn completion_hook(mut self, hook: Arc<dyn CompletionHook>) -> Self {
+        self.completion_hooks.push(hook);
+        self
+    }
+
+    /// Registers a membership listener with the pool and keeps it alive for as long as the
+    /// scheduler lives (the pool only holds it weakly).
+    pub fn membership_listener(mut self, listener: Arc<dyn MembershipListener>) -> Self {
+        self.listeners.push(listener);
+        self
+    }
+
+    /// Adds a metrics source visited with the scheduler's own metrics.
+    pub fn metrics_source(mut self, source: Arc<dyn MetricsSource>) -> Self {
+        self.metric_sources.push(source);
+        self
+    }
+
+    /// Finishes the scheduler; fails when no profile was added.
+    pub fn build(self) -> Result<Scheduler, ScheduleError> {
+        if self.profiles.is_empty() {
+            return Err(ScheduleError::UnknownProfile("default".into()));
+        }
+        let clock = Arc::clone(self.shared.pool.clock());
+        for listener in &self.listeners {
+            self.shared.pool.add_listener(listener);
+        }
+        let profile_metrics = self
+            .profiles
+            .iter()
+            .map(|p| self.shared.metrics.profile(p.name()))
+            .collect();
+        let completer = Arc::new(Completer {
+            hooks: self.completion_hooks,
+            metrics: Arc::clone(&self.shared.metrics),
+            clock: Arc::clone(&clock),
+        });
+        Ok(Scheduler {
+            clock,
+            profiles: self.profiles,
+            profile_metrics,
+            staleness_bound: Duration::from_millis(self.settings.staleness_ms.max(1)),
+            avoid_stale: self.settings.avoid_stale_endpoints,
+            max_endpoints: self.settings.max_endpoints.max(1),
+            seed: self.settings.seed,
+            picks: PickCounter::default(),
+            completer,
+            listeners: self.listeners,
+            metric_sources: self.metric_sources,
+            shared: self.shared,
+        })
+    }
+}
+
+impl std::fmt::Debug for SchedulerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedulerBuilder")
+            .field("profiles", &self.profiles.len())
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
