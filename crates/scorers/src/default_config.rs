@@ -8,14 +8,13 @@
 //!
 //! let pool = Arc::new(Pool::new());
 //! pool.set_members(["127.0.0.1:8000", "127.0.0.1:8001"]);
-//! let scheduler = build_default_scheduler(pool, Arc::new(ManualClock::default())).unwrap();
+//! let scheduler = build_default_scheduler(pool).unwrap();
 //! let decision = scheduler.schedule(&InferenceRequest::new("r1", "llama", Prompt::Text("hi".into()))).unwrap();
 //! println!("{}", decision.breakdown);
 //! ```
 
 use std::sync::Arc;
 
-use shepherd_scheduler_core::clock::Clock;
 use shepherd_scheduler_core::config::{
     ConfigError, EndpointPickerConfig, PluginSpec, ProfilePluginRef, ProfileSpec, build_scheduler,
 };
@@ -27,7 +26,7 @@ use crate::builtin_registry;
 /// The default configuration as YAML (what [`default_config`] returns, and a starting point for
 /// a config file of your own).
 pub const DEFAULT_CONFIG_YAML: &str = "\
-apiVersion: inference.networking.x-k8s.io/v1alpha1
+apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
 plugins:
 - type: prefix-cache-scorer
@@ -58,7 +57,7 @@ pub fn default_config() -> EndpointPickerConfig {
         weight,
     };
     EndpointPickerConfig {
-        api_version: Some("inference.networking.x-k8s.io/v1alpha1".into()),
+        api_version: Some("llm-d.ai/v1alpha1".into()),
         kind: Some("EndpointPickerConfig".into()),
         plugins: vec![
             plugin("prefix-cache-scorer"),
@@ -80,11 +79,8 @@ pub fn default_config() -> EndpointPickerConfig {
 }
 
 /// Builds a scheduler over `pool` from [`default_config`] with [`builtin_registry`].
-pub fn build_default_scheduler(
-    pool: Arc<Pool>,
-    clock: Arc<dyn Clock>,
-) -> Result<Scheduler, ConfigError> {
-    build_scheduler(&default_config(), &builtin_registry(), pool, clock)
+pub fn build_default_scheduler(pool: Arc<Pool>) -> Result<Scheduler, ConfigError> {
+    build_scheduler(&default_config(), &builtin_registry(), pool)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Why a built-in plugin rejected its parameters.
 
+use shepherd_scheduler_core::config::PluginError;
 use thiserror::Error;
 
 /// A parameter value that parses but makes no sense.
@@ -59,6 +60,30 @@ impl ParameterError {
                 min,
                 max,
             })
+        }
+    }
+}
+
+impl ParameterError {
+    /// The parameter, as spelled in YAML.
+    pub fn field(&self) -> &'static str {
+        match self {
+            ParameterError::ZeroCount { field } | ParameterError::OutOfRange { field, .. } => field,
+        }
+    }
+}
+
+impl From<ParameterError> for PluginError {
+    fn from(e: ParameterError) -> Self {
+        let reason = match &e {
+            ParameterError::ZeroCount { .. } => "must be at least 1".to_string(),
+            ParameterError::OutOfRange {
+                value, min, max, ..
+            } => format!("must be within [{min}, {max}], got {value}"),
+        };
+        PluginError::InvalidValue {
+            parameter: e.field().to_string(),
+            reason,
         }
     }
 }

@@ -12,14 +12,13 @@
 //! use shepherd_scheduler_core::prelude::*;
 //! use shepherd_scorers::build_default_scheduler;
 //!
-//! let clock = Arc::new(ManualClock::default());
 //! let pool = Arc::new(Pool::new());
 //! pool.set_members(["127.0.0.1:8000", "127.0.0.1:8001"]);
 //! for (address, waiting) in [("127.0.0.1:8000", 6), ("127.0.0.1:8001", 1)] {
-//!     let metrics = EndpointMetrics { waiting, scraped_at: Some(clock.now()), ..Default::default() };
+//!     let metrics = EndpointMetrics { waiting, ..Default::default() }; // stamped by the pool
 //!     pool.snapshot().get_by_address(address).unwrap().set_metrics(metrics);
 //! }
-//! let scheduler = build_default_scheduler(Arc::clone(&pool), clock).unwrap();
+//! let scheduler = build_default_scheduler(Arc::clone(&pool)).unwrap();
 //!
 //! let request = InferenceRequest::new("r1", "llama", Prompt::Text("Hello".into()));
 //! let decision = scheduler.schedule(&request).unwrap();
@@ -54,7 +53,7 @@
 //! ").unwrap();
 //! let pool = Arc::new(Pool::new());
 //! pool.set_members(["127.0.0.1:8000"]);
-//! let scheduler = build_scheduler(&config, &registry, pool, Arc::new(ManualClock::default())).unwrap();
+//! let scheduler = build_scheduler(&config, &registry, pool).unwrap();
 //! assert_eq!(scheduler.profiles()[0].scorers().len(), 2);
 //! ```
 //!

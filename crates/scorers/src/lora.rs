@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use shepherd_scheduler_core::clock::Timestamp;
-use shepherd_scheduler_core::endpoint::EndpointMetrics;
+use shepherd_scheduler_core::endpoint::Endpoint;
 
 /// An endpoint's readiness for one adapter, best first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -23,14 +23,16 @@ pub(crate) enum LoraReadiness {
 impl LoraReadiness {
     /// Judges `metrics` for `adapter` at `now`.
     pub(crate) fn of(
-        metrics: &EndpointMetrics,
+        endpoint: &Endpoint,
         adapter: &str,
         now: Timestamp,
         staleness_bound: Duration,
     ) -> Self {
-        if metrics.is_stale(now, staleness_bound) {
-            LoraReadiness::Unknown
-        } else if metrics.lora.is_running(adapter) {
+        if endpoint.load_metrics().is_stale(now, staleness_bound) {
+            return LoraReadiness::Unknown;
+        }
+        let metrics = endpoint.metrics();
+        if metrics.lora.is_running(adapter) {
             LoraReadiness::Running
         } else if metrics.lora.has_room() {
             LoraReadiness::Room

@@ -23,37 +23,35 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use shepherd_scheduler_core::clock::{Clock, SystemClock};
 //! use shepherd_scheduler_core::config::PluginArgs;
 //! use shepherd_scheduler_core::endpoint::Pool;
+//! use shepherd_scheduler_core::prefix::PrefixIndex;
+//! use shepherd_scheduler_core::shared::SharedState;
 //! use shepherd_scorers::prefix_cache;
 //!
-//! let pool = Arc::new(Pool::new());
-//! let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+//! let shared = SharedState::new(Arc::new(Pool::new()));
 //! let parameters = serde_json::json!({"blockSize": 16, "lruCapacityPerServer": 10000});
-//! let args = PluginArgs {
-//!     name: "prefix",
-//!     plugin_type: prefix_cache::TYPE_NAME,
-//!     parameters: &parameters,
-//!     pool: &pool,
-//!     clock: &clock,
-//!     seed: 1,
-//! };
+//! let args = PluginArgs::new("prefix", prefix_cache::TYPE_NAME, &parameters, &shared, 1);
 //! let plugin = prefix_cache::factory(&args).unwrap();
 //! assert!(plugin.as_scorer().is_some());
 //! assert!(plugin.as_pick_hook().is_some());
 //! assert!(plugin.as_membership_listener().is_some());
+//! // The index is reachable by name and type, for KV events, metrics and debug views.
+//! let index = shared.resources.get::<PrefixIndex>("prefix").unwrap();
+//! assert_eq!(index.config().layout.block_tokens(), 16);
 //! ```
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
+use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor, StripedCounter};
 use shepherd_scheduler_core::plugin::{
     CachedPrefix, Category, CycleState, PickHook, PluginInstance, Score, Scorer,
 };
+use crate::error::ParameterError;
 use shepherd_scheduler_core::prefix::{
     BlockChain, BlockLayout, PrefixIndex, PrefixIndexConfig, PrefixMatch, chain_seed,
 };
@@ -90,16 +88,13 @@ impl Default for PrefixCacheParameters {
 
 impl PrefixCacheParameters {
     /// The index configuration these parameters ask for, or why they are invalid.
-    pub fn index_config(&self) -> Result<PrefixIndexConfig, String> {
-        if self.block_size == 0 {
-            return Err("blockSize must be at least 1".into());
-        }
-        if self.max_prefix_blocks_to_match == 0 {
-            return Err("maxPrefixBlocksToMatch must be at least 1".into());
-        }
-        if self.lru_capacity_per_server == 0 {
-            return Err("lruCapacityPerServer must be at least 1".into());
-        }
+    pub fn index_config(&self) -> Result<PrefixIndexConfig, ParameterError> {
+        ParameterError::require_positive("blockSize", self.block_size)?;
+        ParameterError::require_positive(
+            "maxPrefixBlocksToMatch",
+            self.max_prefix_blocks_to_match,
+        )?;
+        ParameterError::require_positive("lruCapacityPerServer", self.lru_capacity_per_server)?;
         Ok(PrefixIndexConfig {
             layout: BlockLayout::new(self.block_size, self.max_prefix_blocks_to_match),
             default_capacity: self.lru_capacity_per_server,
@@ -116,22 +111,43 @@ struct PendingChain {
     chain: BlockChain,
 }
 
+/// What the scorer counts for export, per instance (striped: every pick writes them).
+#[derive(Debug, Default)]
+struct Counters {
+    picks: StripedCounter,
+    prompt_tokens: StripedCounter,
+    matched_tokens: StripedCounter,
+}
+
 /// The scorer and pick hook over one shared index.
 pub struct PrefixCacheScorer {
     index: Arc<PrefixIndex>,
     auto_tune: bool,
     instance: u64,
+    name: Arc<str>,
+    counters: Counters,
 }
 
 impl PrefixCacheScorer {
     /// A scorer over a fresh index configured by `parameters`.
-    pub fn new(parameters: &PrefixCacheParameters) -> Result<Self, String> {
+    pub fn new(parameters: &PrefixCacheParameters) -> Result<Self, ParameterError> {
         let config = parameters.index_config()?;
-        Ok(PrefixCacheScorer {
-            index: Arc::new(PrefixIndex::new(config)),
+        Ok(Self::over(
+            Arc::new(PrefixIndex::new(config)),
+            parameters,
+            TYPE_NAME,
+        ))
+    }
+
+    /// A scorer over an existing `index` (shared with other plugins or a KV-event feed).
+    pub fn over(index: Arc<PrefixIndex>, parameters: &PrefixCacheParameters, name: &str) -> Self {
+        PrefixCacheScorer {
+            index,
             auto_tune: parameters.auto_tune,
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
-        })
+            name: Arc::from(name),
+            counters: Counters::default(),
+        }
     }
 
     /// The index this scorer reads and its pick hook writes.
@@ -185,6 +201,15 @@ impl PickHook for PrefixCacheScorer {
             }
             None => self.fresh_chain(cycle),
         };
+        let prompt_tokens = cycle.request.prompt.estimated_tokens() as u64;
+        let cached = prompt_tokens.saturating_sub(CachedPrefix::uncached_tokens_in(
+            &cycle.extensions,
+            picked.id(),
+            prompt_tokens,
+        ));
+        self.counters.picks.add(1);
+        self.counters.prompt_tokens.add(prompt_tokens);
+        self.counters.matched_tokens.add(cached);
         let capacity = if self.auto_tune {
             self.index.config().capacity_for(&picked.metrics())
         } else {
@@ -199,13 +224,56 @@ impl PickHook for PrefixCacheScorer {
     }
 }
 
+const PICKS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_prefix_picks_total",
+    "Picks recorded in the prefix-cache index.",
+);
+const PROMPT_TOKENS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_prefix_prompt_tokens_total",
+    "Prompt tokens of the picks recorded in the prefix-cache index.",
+);
+const MATCHED_TOKENS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_prefix_matched_tokens_total",
+    "Prompt tokens the index believed the picked endpoint already cached.",
+);
+const ENTRIES: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_prefix_index_entries",
+    "(block, endpoint) entries held by the prefix-cache index.",
+);
+
+impl MetricsSource for PrefixCacheScorer {
+    fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
+        let labels = [("plugin", &*self.name)];
+        v.counter(PICKS, &labels, self.counters.picks.get());
+        v.counter(PROMPT_TOKENS, &labels, self.counters.prompt_tokens.get());
+        v.counter(MATCHED_TOKENS, &labels, self.counters.matched_tokens.get());
+        v.gauge(ENTRIES, &labels, self.index.entries() as f64);
+    }
+}
+
 /// Builds a `prefix-cache-scorer` from its config arguments.
-pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+///
+/// The index is kept in the shared [`Resources`](shepherd_scheduler_core::resources::Resources)
+/// under the plugin's name: an embedder (a KV-event feed, a debug view, metrics) reaches it with
+/// `resources.get::<PrefixIndex>(name)`, and a reload that keeps the plugin with the same index
+/// settings keeps what the index learned. An index put there before the build is used as is
+/// when its settings match.
+pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters: PrefixCacheParameters = args.parse()?;
-    let scorer = Arc::new(PrefixCacheScorer::new(&parameters)?);
-    let index = Arc::clone(scorer.index());
+    let config = parameters.index_config()?;
+    let index = args.resources.get_or_replace_with(
+        args.name,
+        |existing: &PrefixIndex| *existing.config() == config,
+        || PrefixIndex::new(config),
+    );
+    let scorer = Arc::new(PrefixCacheScorer::over(
+        Arc::clone(&index),
+        &parameters,
+        args.name,
+    ));
     Ok(PluginInstance::scorer(scorer.clone())
-        .with_pick_hook(scorer)
+        .with_pick_hook(scorer.clone())
+        .with_metrics_source(scorer)
         .with_membership_listener(index))
 }
 
@@ -309,19 +377,11 @@ mod tests {
     #[test]
     fn endpoints_leaving_the_pool_are_forgotten() {
         let pool = Arc::new(pool(2));
-        let clock: Arc<dyn shepherd_scheduler_core::clock::Clock> =
-            Arc::new(shepherd_scheduler_core::clock::ManualClock::default());
+        let shared = shepherd_scheduler_core::shared::SharedState::new(Arc::clone(&pool));
         let parameters = serde_json::json!({"blockSize": 4});
-        let args = PluginArgs {
-            name: "p",
-            plugin_type: TYPE_NAME,
-            parameters: &parameters,
-            pool: &pool,
-            clock: &clock,
-            seed: 0,
-        };
+        let args = PluginArgs::new("p", TYPE_NAME, &parameters, &shared, 0);
         let plugin = factory(&args).unwrap();
-        pool.add_listener(Arc::clone(plugin.as_membership_listener().unwrap()));
+        pool.add_listener(plugin.as_membership_listener().unwrap());
         let scorer = plugin.as_scorer().unwrap();
         let hook = plugin.as_pick_hook().unwrap();
         let snapshot = pool.snapshot();

@@ -66,9 +66,11 @@ fn scorer_unknown_max_loras_means_no_room() {
 
 #[test]
 fn scorer_is_neutral_on_stale_metrics() {
-    let mut stale = with_lora(&["sql"], &[], 2);
-    stale.scraped_at = None;
-    let eps = vec![endpoint(0, stale)];
+    let eps = vec![shepherd_test_util::endpoint_scraped_at(
+        0,
+        with_lora(&["sql"], &[], 2),
+        None,
+    )];
     assert_eq!(
         score(&LoraAffinityScorer, &lora_request(Some("sql")), &eps),
         vec![Score::NEUTRAL]
@@ -114,14 +116,19 @@ fn filter_keeps_running_else_room_else_all() {
 
 #[test]
 fn filter_does_not_trust_stale_metrics() {
-    let mut stale = with_lora(&["sql"], &[], 2);
-    stale.scraped_at = Some(Timestamp::ZERO);
-    let eps = [endpoint(0, stale), endpoint(1, with_lora(&[], &[], 2))];
-    // At t = 1 s the first endpoint's scrape is stale; the second is refreshed.
-    eps[1].set_metrics(EndpointMetrics {
-        scraped_at: Some(Timestamp::from_millis(1_000)),
-        ..with_lora(&[], &[], 2)
-    });
+    // At t = 1 s the first endpoint's scrape (at 0) is stale; the second is fresh.
+    let eps = [
+        shepherd_test_util::endpoint_scraped_at(
+            0,
+            with_lora(&["sql"], &[], 2),
+            Some(Timestamp::ZERO),
+        ),
+        shepherd_test_util::endpoint_scraped_at(
+            1,
+            with_lora(&[], &[], 2),
+            Some(Timestamp::from_millis(1_000)),
+        ),
+    ];
     let req = lora_request(Some("sql"));
     let mut candidates: Vec<&Arc<Endpoint>> = eps.iter().collect();
     let mut cycle = CycleState::new(
@@ -178,12 +185,7 @@ schedulingProfiles:
         ..with_lora(&["sql"], &[], 1)
     });
     members[2].set_metrics(with_lora(&["sql"], &[], 1));
-    let scheduler = build_scheduler(
-        &config,
-        &shepherd_scorers::builtin_registry(),
-        pool,
-        Arc::new(ManualClock::default()),
-    )
+    let scheduler = build_scheduler(&config, &shepherd_scorers::builtin_registry(), pool)
     .unwrap();
     let decision = scheduler.schedule(&lora_request(Some("sql"))).unwrap();
     assert_eq!(decision.primary().address(), "127.0.0.1:8002");

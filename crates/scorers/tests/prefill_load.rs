@@ -26,12 +26,7 @@ fn scheduler(members: usize) -> Scheduler {
     let config = EndpointPickerConfig::from_yaml(YAML).unwrap();
     let pool = Arc::new(Pool::new());
     pool.set_members((0..members).map(|i| format!("127.0.0.1:{}", 8000 + i)));
-    build_scheduler(
-        &config,
-        &builtin_registry(),
-        pool,
-        Arc::new(ManualClock::default()),
-    )
+    build_scheduler(&config, &builtin_registry(), pool)
     .unwrap()
 }
 
@@ -49,7 +44,7 @@ fn a_cached_prefix_is_not_counted_as_pending_prefill() {
     let mut first = s.schedule(&request(1600, 40, 0)).unwrap();
     let hot = Arc::clone(first.primary());
     assert_eq!(hot.pending_prefill_tokens(), 1640, "nothing cached yet");
-    first.guard.prefill_done();
+    first.handle_mut().first_token();
     assert_eq!(hot.pending_prefill_tokens(), 0);
 
     // The same prefix again: the prefix index credits 100 blocks of 16 tokens.
@@ -63,7 +58,7 @@ fn requests_sharing_a_prefix_stay_on_the_holder_while_its_pending_prefill_is_sho
     let s = scheduler(2);
     let mut seed = s.schedule(&request(1600, 40, 0)).unwrap();
     let holder = Arc::clone(seed.primary());
-    seed.guard.prefill_done();
+    seed.handle_mut().first_token();
     // The idle server would have to prefill 1640 tokens; the holder's queue of 40-token
     // prefills stays cheaper.
     let decisions: Vec<Decision> = (1..6)

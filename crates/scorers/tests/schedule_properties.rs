@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
@@ -44,7 +43,8 @@ schedulingProfiles:
 
 const WEIGHT_SUM: f64 = 11.0;
 
-fn metrics() -> impl Strategy<Value = EndpointMetrics> {
+/// Metrics, and when they were scraped (never, for `None`).
+fn metrics() -> impl Strategy<Value = (EndpointMetrics, Option<u64>)> {
     (
         any::<u32>(),
         any::<u32>(),
@@ -52,12 +52,14 @@ fn metrics() -> impl Strategy<Value = EndpointMetrics> {
         prop::option::of(0u64..400),
     )
         .prop_map(
-            |(waiting, running, kv_utilization, scraped)| EndpointMetrics {
-                waiting,
-                running,
-                kv_utilization,
-                scraped_at: scraped.map(Timestamp::from_millis),
-                ..Default::default()
+            |(waiting, running, kv_utilization, scraped)| {
+                let m = EndpointMetrics {
+                    waiting,
+                    running,
+                    kv_utilization,
+                    ..Default::default()
+                };
+                (m, scraped)
             },
         )
 }
@@ -78,23 +80,27 @@ proptest! {
         requests in 1usize..6,
     ) {
         let config = EndpointPickerConfig::from_yaml(&ALL_SCORERS.replace("PICKER", picker)).unwrap();
-        let (pool, members) = common::pool(all.len() as u16);
-        for (ep, m) in members.iter().zip(&all) {
-            ep.set_metrics(m.clone());
+        let t = shepherd_test_util::TestPool::loopback(all.len() as u16);
+        let members = t.endpoints.clone();
+        for (ep, (m, scraped)) in members.iter().zip(&all) {
+            if let Some(at) = scraped {
+                t.clock.set(Timestamp::from_millis(*at));
+                ep.set_metrics(m.clone());
+            }
         }
-        let clock = Arc::new(ManualClock::at(Timestamp::from_millis(300)));
-        let scheduler = build_scheduler(&config, &builtin_registry(), pool, clock).unwrap();
+        t.clock.set(Timestamp::from_millis(300));
+        let scheduler = build_scheduler(&config, &builtin_registry(), t.pool).unwrap();
         let mut held = Vec::new();
         for i in 0..requests {
             let mut req = common::request(&format!("r{i}"));
             req.lora = lora.clone();
             req.session_key = Some("s".into());
             let decision = scheduler.schedule(&req).unwrap();
-            prop_assert!(!decision.endpoints.is_empty() && decision.endpoints.len() <= 3);
-            prop_assert_eq!(decision.endpoints[0].id(), decision.primary().id());
-            for (k, ep) in decision.endpoints.iter().enumerate() {
+            prop_assert!(!decision.endpoints().is_empty() && decision.endpoints().len() <= 3);
+            prop_assert_eq!(decision.endpoints()[0].id(), decision.primary().id());
+            for (k, ep) in decision.endpoints().iter().enumerate() {
                 prop_assert!(members.iter().any(|m| m.id() == ep.id()));
-                prop_assert!(decision.endpoints[..k].iter().all(|e| e.id() != ep.id()));
+                prop_assert!(decision.endpoints()[..k].iter().all(|e| e.id() != ep.id()));
             }
             for row in &decision.breakdown.rows() {
                 prop_assert!((0.0..=WEIGHT_SUM).contains(&row.total), "{row:?}");

@@ -14,7 +14,7 @@ use shepherd_scorers::scorers::{
     RunningRequestsScorer, SessionAffinityParameters, SessionAffinityScorer,
 };
 
-use common::{STALENESS, endpoint, fresh, request, score, score_at};
+use common::{STALENESS, endpoint, endpoint_scraped_at, fresh, request, score, score_at};
 
 const NOW: Timestamp = Timestamp::from_millis(1_000);
 
@@ -57,7 +57,7 @@ fn lora() -> impl Strategy<Value = LoraState> {
 }
 
 /// Metrics scraped at some time up to `NOW` (fresh or stale), or never.
-fn metrics() -> impl Strategy<Value = EndpointMetrics> {
+fn metrics() -> impl Strategy<Value = (EndpointMetrics, Option<Timestamp>)> {
     (
         any::<u32>(),
         any::<u32>(),
@@ -66,13 +66,15 @@ fn metrics() -> impl Strategy<Value = EndpointMetrics> {
         prop::option::of(0u64..=1_000),
     )
         .prop_map(
-            |(waiting, running, kv_utilization, lora, scraped)| EndpointMetrics {
-                waiting,
-                running,
-                kv_utilization,
-                lora,
-                scraped_at: scraped.map(Timestamp::from_millis),
-                ..Default::default()
+            |(waiting, running, kv_utilization, lora, scraped)| {
+                let m = EndpointMetrics {
+                    waiting,
+                    running,
+                    kv_utilization,
+                    lora,
+                    ..Default::default()
+                };
+                (m, scraped.map(Timestamp::from_millis))
             },
         )
 }
@@ -102,7 +104,7 @@ proptest! {
         let endpoints: Vec<Arc<Endpoint>> = all
             .iter()
             .enumerate()
-            .map(|(i, (m, _))| endpoint(i as u32, m.clone()))
+            .map(|(i, ((m, at), _))| endpoint_scraped_at(i as u32, m.clone(), *at))
             .collect();
         let _guards: Vec<InFlightGuard> = endpoints
             .iter()
@@ -129,14 +131,13 @@ proptest! {
         let endpoints: Vec<Arc<Endpoint>> = all
             .iter()
             .enumerate()
-            .map(|(i, (m, is_fresh))| {
-                let mut m = m.clone();
-                m.scraped_at = if *is_fresh {
+            .map(|(i, ((m, at), is_fresh))| {
+                let at = if *is_fresh {
                     Some(NOW)
                 } else {
-                    m.scraped_at.filter(|t| NOW.saturating_since(*t) > STALENESS)
+                    at.filter(|t| NOW.saturating_since(*t) > STALENESS)
                 };
-                endpoint(i as u32, m)
+                endpoint_scraped_at(i as u32, m.clone(), at)
             })
             .collect();
         let mut req = request("r");
@@ -233,11 +234,9 @@ fn active_request_scorer_reads_live_in_flight_counts() {
 
 #[test]
 fn stale_candidates_do_not_shift_the_normalization_of_fresh_ones() {
-    let mut stale = fresh(1_000, 0, 0.0);
-    stale.scraped_at = None;
     let endpoints = vec![
         endpoint(0, fresh(3, 0, 0.0)),
-        endpoint(1, stale),
+        endpoint_scraped_at(1, fresh(1_000, 0, 0.0), None),
         endpoint(2, fresh(5, 0, 0.0)),
     ];
     let scores = score(&QueueScorer, &request("r"), &endpoints);

@@ -23,7 +23,8 @@ fn session_request(id: &str, session: Option<&str>) -> InferenceRequest {
 fn scheduler(pool: Arc<Pool>) -> (Scheduler, Arc<SessionAffinityScorer>) {
     let session =
         Arc::new(SessionAffinityScorer::new(SessionAffinityParameters::default(), 1).unwrap());
-    pool.add_listener(Arc::clone(&session) as Arc<dyn MembershipListener>);
+    let listener: Arc<dyn MembershipListener> = session.clone();
+    pool.add_listener(&listener);
     let profile = Profile::builder("default")
         .scorer("session", Arc::clone(&session) as Arc<dyn Scorer>, 10.0)
         .scorer("queue", Arc::new(QueueScorer), 1.0)
@@ -31,7 +32,6 @@ fn scheduler(pool: Arc<Pool>) -> (Scheduler, Arc<SessionAffinityScorer>) {
         .picker(Arc::new(MaxScorePicker::default()))
         .build();
     let scheduler = Scheduler::builder(pool)
-        .clock(Arc::new(ManualClock::default()))
         .profile(profile)
         .build()
         .unwrap();
@@ -178,12 +178,7 @@ schedulingProfiles:
     )
     .unwrap();
     let (pool, _) = pool(4);
-    let scheduler = build_scheduler(
-        &config,
-        &shepherd_scorers::builtin_registry(),
-        Arc::clone(&pool),
-        Arc::new(ManualClock::default()),
-    )
+    let scheduler = build_scheduler(&config, &shepherd_scorers::builtin_registry(), Arc::clone(&pool))
     .unwrap();
     // Keep decisions in flight: without affinity the active-request scorer would rotate.
     let mut held = Vec::new();

@@ -26,7 +26,7 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{CycleState, Filter, PluginInstance};
 
@@ -97,7 +97,7 @@ impl Filter for LoraAffinityFilter {
         };
         let readiness: Vec<LoraReadiness> = candidates
             .iter()
-            .map(|ep| LoraReadiness::of(&ep.metrics(), adapter, cycle.now, cycle.staleness_bound))
+            .map(|ep| LoraReadiness::of(ep, adapter, cycle.now, cycle.staleness_bound))
             .collect();
         let any_running = readiness.contains(&LoraReadiness::Running);
         let any_room = readiness.contains(&LoraReadiness::Room);
@@ -118,8 +118,8 @@ impl Filter for LoraAffinityFilter {
 }
 
 /// Builds a `lora-affinity-filter` from its parameters.
-pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters = args.parse::<LoraAffinityFilterParameters>()?;
-    let filter = LoraAffinityFilter::new(parameters, args.seed).map_err(|e| e.to_string())?;
+    let filter = LoraAffinityFilter::new(parameters, args.seed)?;
     Ok(PluginInstance::filter(Arc::new(filter)))
 }

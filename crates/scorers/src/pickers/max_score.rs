@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::plugin::{Picker, PluginInstance};
 use shepherd_scheduler_core::rng::PickRng;
 
@@ -54,7 +54,7 @@ impl Picker for MaxScorePicker {
 }
 
 /// Builds a `max-score-picker` (parameter: `maxNumOfEndpoints`).
-pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters = PickerParameters::from_args(args)?;
     Ok(PluginInstance::picker(Arc::new(MaxScorePicker::new(
         parameters,

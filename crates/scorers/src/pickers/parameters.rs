@@ -1,7 +1,7 @@
 //! Parameters shared by the pickers.
 
 use serde::Deserialize;
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 
 use crate::error::ParameterError;
 
@@ -16,10 +16,8 @@ pub struct PickerParameters {
 
 impl PickerParameters {
     /// Reads and checks a picker's parameters from its config arguments.
-    pub fn from_args(args: &PluginArgs<'_>) -> Result<Self, String> {
-        args.parse::<PickerParameters>()?
-            .validate()
-            .map_err(|e| e.to_string())
+    pub fn from_args(args: &PluginArgs<'_>) -> Result<Self, PluginError> {
+        Ok(args.parse::<PickerParameters>()?.validate()?)
     }
 
     /// Checks the values.

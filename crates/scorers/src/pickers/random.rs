@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::plugin::{Picker, PluginInstance};
 use shepherd_scheduler_core::rng::PickRng;
 
@@ -48,7 +48,7 @@ impl Picker for RandomPicker {
 }
 
 /// Builds a `random-picker` (parameter: `maxNumOfEndpoints`).
-pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters = PickerParameters::from_args(args)?;
     Ok(PluginInstance::picker(Arc::new(RandomPicker::new(
         parameters,

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{Category, CycleState, PluginInstance, Score, Scorer};
 
@@ -36,7 +36,7 @@ impl Scorer for ActiveRequestScorer {
 }
 
 /// Builds an `active-request-scorer` (it takes no parameters).
-pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     args.parse::<NoParameters>()?;
     Ok(PluginInstance::scorer(Arc::new(ActiveRequestScorer)))
 }

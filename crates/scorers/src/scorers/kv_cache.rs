@@ -9,8 +9,9 @@
 //! use shepherd_scheduler_core::prelude::*;
 //! use shepherd_scorers::scorers::KvCacheUtilizationScorer;
 //!
-//! let ep = Arc::new(Endpoint::new(EndpointId(0), "127.0.0.1:8000"));
-//! ep.set_metrics(EndpointMetrics { kv_utilization: 0.25, scraped_at: Some(Timestamp::ZERO), ..Default::default() });
+//! let clock = Arc::new(ManualClock::default());
+//! let ep = Arc::new(Endpoint::new(EndpointId(0), "127.0.0.1:8000", clock));
+//! ep.set_metrics(EndpointMetrics { kv_utilization: 0.25, ..Default::default() });
 //! let request = InferenceRequest::new("r", "m", Prompt::Text("hi".into()));
 //! let mut cycle = CycleState::new(&request, Timestamp::ZERO, Duration::from_millis(200));
 //! let mut out = [Score::NEUTRAL];
@@ -20,7 +21,7 @@
 
 use std::sync::Arc;
 
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{Category, CycleState, PluginInstance, Score, Scorer};
 
@@ -54,7 +55,7 @@ impl Scorer for KvCacheUtilizationScorer {
 }
 
 /// Builds a `kv-cache-utilization-scorer` (it takes no parameters).
-pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     args.parse::<NoParameters>()?;
     Ok(PluginInstance::scorer(Arc::new(KvCacheUtilizationScorer)))
 }

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{Category, CycleState, PluginInstance, Score, Scorer};
 
@@ -39,7 +39,7 @@ impl Scorer for LoraAffinityScorer {
         };
         for (slot, ep) in out.iter_mut().zip(candidates) {
             let readiness =
-                LoraReadiness::of(&ep.metrics(), adapter, cycle.now, cycle.staleness_bound);
+                LoraReadiness::of(ep, adapter, cycle.now, cycle.staleness_bound);
             *slot = match readiness {
                 LoraReadiness::Running => Score::new(1.0),
                 LoraReadiness::Room => Score::new(0.8),
@@ -52,7 +52,7 @@ impl Scorer for LoraAffinityScorer {
 }
 
 /// Builds a `lora-affinity-scorer` (it takes no parameters).
-pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     args.parse::<NoParameters>()?;
     Ok(PluginInstance::scorer(Arc::new(LoraAffinityScorer)))
 }

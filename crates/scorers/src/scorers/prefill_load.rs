@@ -60,7 +60,7 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{
     CachedPrefix, Category, CycleState, PluginInstance, Score, Scorer,
@@ -143,12 +143,13 @@ impl Scorer for PrefillLoadScorer {
 }
 
 /// Builds a `prefill-load-scorer` from its config arguments.
-pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters: PrefillLoadParameters = args.parse()?;
     let w = parameters.uncached_weight;
     if !(w.is_finite() && w >= 0.0) {
-        return Err(format!(
-            "uncachedWeight must be a finite number >= 0, got {w}"
+        return Err(PluginError::invalid(
+            "uncachedWeight",
+            format!("must be a finite number >= 0, got {w}"),
         ));
     }
     Ok(PluginInstance::scorer(Arc::new(PrefillLoadScorer::new(
@@ -288,19 +289,11 @@ mod tests {
     #[test]
     fn parameters_are_rejected() {
         let pool = Arc::new(pool(1));
-        let clock: Arc<dyn shepherd_scheduler_core::clock::Clock> =
-            Arc::new(shepherd_scheduler_core::clock::ManualClock::default());
+        let shared = shepherd_scheduler_core::shared::SharedState::new(pool);
         let bad = serde_json::json!({"weight": 2});
         let negative = serde_json::json!({"uncachedWeight": -1.0});
         let zero = serde_json::json!({"uncachedWeight": 0.0});
-        let args = PluginArgs {
-            name: "p",
-            plugin_type: TYPE_NAME,
-            parameters: &bad,
-            pool: &pool,
-            clock: &clock,
-            seed: 0,
-        };
+        let args = PluginArgs::new("p", TYPE_NAME, &bad, &shared, 0);
         assert!(factory(&args).is_err());
         let none = serde_json::json!({});
         let args = PluginArgs {

@@ -10,11 +10,12 @@
 //! use shepherd_scheduler_core::prelude::*;
 //! use shepherd_scorers::scorers::QueueScorer;
 //!
-//! let eps: Vec<Arc<Endpoint>> = [0u32, 4, 8].iter().enumerate().map(|(i, &waiting)| {
-//!     let ep = Arc::new(Endpoint::new(EndpointId(i as u32), format!("127.0.0.1:{}", 8000 + i)));
-//!     ep.set_metrics(EndpointMetrics { waiting, scraped_at: Some(Timestamp::ZERO), ..Default::default() });
-//!     ep
-//! }).collect();
+//! let pool = Pool::with_clock(Arc::new(ManualClock::default()));
+//! pool.set_members(["127.0.0.1:8000", "127.0.0.1:8001", "127.0.0.1:8002"]);
+//! let eps = pool.snapshot().endpoints().to_vec();
+//! for (ep, waiting) in eps.iter().zip([0, 4, 8]) {
+//!     ep.set_metrics(EndpointMetrics { waiting, ..Default::default() });
+//! }
 //! let candidates: Vec<&Arc<Endpoint>> = eps.iter().collect();
 //! let request = InferenceRequest::new("r", "m", Prompt::Text("hi".into()));
 //! let mut cycle = CycleState::new(&request, Timestamp::ZERO, Duration::from_millis(200));
@@ -25,7 +26,7 @@
 
 use std::sync::Arc;
 
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{Category, CycleState, PluginInstance, Score, Scorer};
 
@@ -50,7 +51,7 @@ impl Scorer for QueueScorer {
 }
 
 /// Builds a `queue-scorer` (it takes no parameters).
-pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     args.parse::<NoParameters>()?;
     Ok(PluginInstance::scorer(Arc::new(QueueScorer)))
 }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{Category, CycleState, PluginInstance, Score, Scorer};
 
@@ -31,7 +31,7 @@ impl Scorer for RunningRequestsScorer {
 }
 
 /// Builds a `running-requests-size-scorer` (it takes no parameters).
-pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     args.parse::<NoParameters>()?;
     Ok(PluginInstance::scorer(Arc::new(RunningRequestsScorer)))
 }

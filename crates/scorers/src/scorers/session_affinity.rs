@@ -24,8 +24,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use shepherd_scheduler_core::clock::Timestamp;
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId, MembershipListener};
+use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::plugin::{
     Category, CycleState, PickHook, PluginInstance, Score, Scorer,
 };
@@ -62,6 +63,8 @@ impl Default for SessionAffinityParameters {
 pub struct SessionAffinityScorer {
     store: SessionStore,
     hasher: ahash::RandomState,
+    parameters: SessionAffinityParameters,
+    seed: u64,
 }
 
 impl SessionAffinityScorer {
@@ -72,6 +75,8 @@ impl SessionAffinityScorer {
         Ok(SessionAffinityScorer {
             store: SessionStore::new(capacity, Duration::from_secs(ttl)),
             hasher: ahash::RandomState::with_seeds(seed, 0x5E55_1011, 0xAFF1_17E5, 0x5EED),
+            parameters,
+            seed,
         })
     }
 
@@ -119,15 +124,36 @@ impl MembershipListener for SessionAffinityScorer {
     }
 }
 
-/// Builds a `session-affinity-scorer`: its scorer, pick hook and membership listener facets
-/// share one session store.
-pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+const SESSIONS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_session_affinity_sessions",
+    "Sessions remembered by a session-affinity scorer.",
+);
+
+impl MetricsSource for SessionAffinityScorer {
+    fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
+        v.gauge(SESSIONS, &[], self.sessions() as f64);
+    }
+}
+
+/// Builds a `session-affinity-scorer`: its scorer, pick hook, membership listener and metrics
+/// facets share one session store.
+///
+/// The scorer is kept in the shared [`Resources`](shepherd_scheduler_core::resources::Resources)
+/// under the plugin's name, so an embedder reaches it there
+/// (`resources.get::<SessionAffinityScorer>(name)`), and a reload with the same parameters
+/// keeps the remembered sessions.
+pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters = args.parse::<SessionAffinityParameters>()?;
-    let scorer =
-        Arc::new(SessionAffinityScorer::new(parameters, args.seed).map_err(|e| e.to_string())?);
+    let fresh = SessionAffinityScorer::new(parameters, args.seed)?;
+    let scorer = args.resources.get_or_replace_with(
+        args.name,
+        |old: &SessionAffinityScorer| old.parameters == parameters && old.seed == args.seed,
+        || fresh,
+    );
     Ok(
         PluginInstance::scorer(Arc::clone(&scorer) as Arc<dyn Scorer>)
             .with_pick_hook(Arc::clone(&scorer) as Arc<dyn PickHook>)
-            .with_membership_listener(scorer),
+            .with_membership_listener(Arc::clone(&scorer) as Arc<dyn MembershipListener>)
+            .with_metrics_source(scorer),
     )
 }
