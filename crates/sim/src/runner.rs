@@ -16,9 +16,7 @@ use ahash::{AHashMap, AHashSet};
 use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
 use shepherd_scheduler_core::config::{Registry, build_scheduler};
 use shepherd_scheduler_core::decision::Decision;
-use shepherd_scheduler_core::endpoint::{
-    Endpoint, EndpointId, EndpointMetrics, Pool, PoolSnapshot,
-};
+use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId, EndpointMetrics, Pool};
 use shepherd_scheduler_core::plugin::{Completion, Usage};
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 use shepherd_scheduler_core::scheduler::Scheduler;
@@ -27,6 +25,8 @@ use crate::engine::{Engine, EngineEvent, EngineRequest};
 use crate::error::SimError;
 use crate::policy::Policy;
 use crate::workload::{Issue, Scenario, Traffic, block_hashes, materialize};
+
+pub use shepherd_adaptive::driver::{AdaptiveSample, TickDriver};
 
 const NS: f64 = 1e9;
 
@@ -89,38 +89,6 @@ pub struct RequestRecord {
     pub preemptions: u32,
     /// How it ended.
     pub outcome: Outcome,
-}
-
-/// One adaptive tick, for the report and the plots.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AdaptiveSample {
-    /// Simulated time, ns.
-    pub time: u64,
-    /// Raw imbalance signal s ∈ [0, 1] of the tick (`None` when every endpoint was stale).
-    pub signal: Option<f64>,
-    /// Load imbalance nCV(p) the detector read (after its chance correction, if on).
-    pub ncv_load: f64,
-    /// KV-utilization imbalance nCV(k) the detector read.
-    pub ncv_kv: f64,
-    /// Smoothed signal r ∈ [0, 1] after the tick (what the hysteresis compares).
-    pub smoothed: f64,
-    /// Mode after the tick (`steady` or `burst`).
-    pub mode: String,
-    /// Distribution share of the weight budget after the tick.
-    pub distribution_share: f64,
-    /// The profile's weights after the tick, scorer order.
-    pub weights: Vec<f64>,
-    /// The controller's explanation, on ticks that changed the mode.
-    pub reason: Option<String>,
-}
-
-/// Something ticked with the pool on its own period of simulated time: the adaptive weights
-/// controller.
-pub trait TickDriver: Send {
-    /// How often to tick (simulated time).
-    fn interval(&self) -> std::time::Duration;
-    /// Called every tick; returns what to plot, if anything.
-    fn tick(&mut self, pool: &PoolSnapshot, now: Timestamp) -> Option<AdaptiveSample>;
 }
 
 /// The raw outcome of one run.
