@@ -22,7 +22,10 @@
 //! [`Tuner::step`] is that loop as a pure function; [`AdaptiveController`] binds it to one core
 //! `Profile`, publishes weights through the profile's lock-free weight cell, logs mode changes
 //! and keeps the records in a bounded ring. There is no async runtime here: a driver calls
-//! [`AdaptiveController::tick`] every [`AdaptiveConfig::tick_ms`].
+//! [`AdaptiveController::tick`] every [`AdaptiveConfig::tick_ms`]. The [`driver`] module is
+//! that contract: a [`TickDriver`] is ticked with the pool on its own period and yields an
+//! [`AdaptiveSample`] per tick; [`ControllerDriver`] binds a controller to it. The simulator
+//! (on simulated time) and the async runtime (on the wall clock) both drive it.
 //!
 //! With the defaults and the built-in profile (prefix 3 : queue 2 : kv 2), a balanced or idle
 //! pool keeps exactly the configured weights; a hot node (one endpoint with most of the load)
@@ -55,6 +58,7 @@
 pub mod config;
 pub mod controller;
 pub mod detector;
+pub mod driver;
 pub mod error;
 pub mod layout;
 pub mod mode;
@@ -65,6 +69,7 @@ pub mod tuner;
 
 pub use config::AdaptiveConfig;
 pub use controller::AdaptiveController;
+pub use driver::{AdaptiveSample, ControllerDriver, TickDriver};
 pub use error::AdaptiveError;
 pub use layout::ScorerLayout;
 pub use mode::{AdaptiveState, Mode};

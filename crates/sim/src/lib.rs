@@ -9,12 +9,11 @@
 //! - [`workload`]: scenario files, traffic generators and trace replay;
 //! - [`policy`]: the routing policies compared, as Shepherd configs;
 //! - [`runner`]: the discrete-event loop that runs a scenario under a policy (and ticks the
-//!   adaptive controller on simulated time);
+//!   adaptive controller, a [`shepherd_adaptive::TickDriver`], on simulated time);
 //! - [`report`], [`svg`], [`timeline`]: the table and JSON, the plots, the adaptive timeline.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
-mod adaptive;
 pub mod compare;
 pub mod engine;
 pub mod error;

@@ -20,6 +20,7 @@ mod sglang;
 use std::path::Path;
 use std::sync::Arc;
 
+use shepherd_adaptive::{ControllerDriver, TickDriver};
 use shepherd_scheduler_core::config::{EndpointPickerConfig, Registry};
 use shepherd_scheduler_core::plugin::PluginInstance;
 use shepherd_scheduler_core::scheduler::Scheduler;
@@ -27,7 +28,6 @@ use shepherd_scheduler_core::scheduler::Scheduler;
 pub use round_robin::RoundRobinPicker;
 
 use crate::error::SimError;
-use crate::runner::TickDriver;
 
 /// `(name, YAML)` of every built-in policy, in report order.
 pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
@@ -97,15 +97,19 @@ impl Policy {
     }
 
     /// The adaptive controller bound to `scheduler`'s default profile, when the config has an
-    /// `adaptive` section.
+    /// `adaptive` section (see [`ControllerDriver::from_config`]). The runner ticks it on
+    /// simulated time, exactly as the production driver does on the wall clock.
     pub fn tick_driver(
         &self,
         scheduler: &Scheduler,
     ) -> Result<Option<Box<dyn TickDriver>>, SimError> {
-        if !self.is_adaptive() {
-            return Ok(None);
-        }
-        crate::adaptive::driver(self, scheduler)
+        let driver = ControllerDriver::from_config(&self.config, scheduler).map_err(|source| {
+            SimError::Adaptive {
+                policy: self.name.clone(),
+                source,
+            }
+        })?;
+        Ok(driver.map(|d| Box::new(d) as Box<dyn TickDriver>))
     }
 }
 
@@ -136,7 +140,7 @@ pub fn builtin_policies() -> Result<Vec<Policy>, SimError> {
 
 /// The built-in plugins plus the simulator's own.
 pub fn sim_registry() -> Registry {
-    let mut registry = crate::adaptive::base_registry();
+    let mut registry = shepherd_scorers::builtin_registry();
     registry.register(round_robin::TYPE_NAME, |_| {
         Ok(PluginInstance::picker(
             Arc::new(RoundRobinPicker::default()),

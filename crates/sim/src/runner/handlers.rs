@@ -1,0 +1,269 @@
+//! What each event does to the simulation: scrapes, load samples, adaptive ticks, arrivals
+//! (pick a server, hand the request to its engine), step ends (progress, first tokens,
+//! completions) and timeouts.
+
+use shepherd_scheduler_core::clock::Timestamp;
+use shepherd_scheduler_core::endpoint::EndpointMetrics;
+use shepherd_scheduler_core::plugin::{Completion, Usage};
+use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
+
+use crate::engine::{EngineEvent, EngineRequest};
+use crate::workload::{Issue, block_hashes, materialize};
+
+use super::events::Event;
+use super::results::{Outcome, RequestRecord};
+use super::{Live, NS, Sim};
+
+impl Sim<'_> {
+    pub(super) fn scrape(&self, s: u32, now: u64) {
+        let Some(engine) = self.engines.get(s as usize) else {
+            return;
+        };
+        let snap = engine.snapshot();
+        self.endpoints[s as usize].set_metrics(EndpointMetrics {
+            waiting: snap.waiting,
+            running: snap.running,
+            kv_utilization: snap.kv_utilization,
+            block_size: Some(snap.block_size),
+            num_gpu_blocks: Some(u64::from(snap.num_gpu_blocks)),
+            scraped_at: Some(Timestamp::from_nanos(now)),
+            ..Default::default()
+        });
+    }
+
+    pub(super) fn on_tick(&mut self, now: u64) {
+        let loads = self
+            .engines
+            .iter()
+            .map(|e| {
+                let s = e.snapshot();
+                s.running + s.waiting
+            })
+            .collect();
+        self.load_series.push((now, loads));
+    }
+
+    /// Runs one adaptive tick; returns the period until the next one, ns (at least 1 ms).
+    pub(super) fn on_adapt(&mut self, now: u64) -> u64 {
+        let Some(driver) = self.driver.as_mut() else {
+            return u64::MAX / 2;
+        };
+        let snapshot = self.pool.snapshot();
+        if let Some(sample) = driver.tick(&snapshot, Timestamp::from_nanos(now)) {
+            self.adaptive_series.push(sample);
+        }
+        u64::try_from(driver.interval().as_nanos())
+            .unwrap_or(u64::MAX / 2)
+            .max(1_000_000)
+    }
+
+    pub(super) fn on_issue(&mut self, now: u64, issue: Issue) {
+        let (spec, next) = self.traffic.issue(issue, now as f64 / NS);
+        self.queue.push_issue(next);
+        let Some(spec) = spec else {
+            return;
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let bs = self.scenario.engine.block_size as usize;
+
+        self.tokens.clear();
+        materialize(&spec.segments, &mut self.tokens);
+        let prompt_len = self.tokens.len() as u32;
+        materialize(&[spec.output], &mut self.tokens);
+        let hashes = block_hashes(&self.tokens, bs);
+        self.tokens.truncate(prompt_len as usize);
+
+        // Infinite-cache ceiling: the longest already-seen prefix, at least one token recomputed.
+        let max_hit = (prompt_len.saturating_sub(1) as usize) / bs;
+        let hit = hashes
+            .iter()
+            .take(max_hit)
+            .take_while(|h| self.seen_blocks.contains(h))
+            .count();
+        self.ceiling_cached += (hit * bs) as u64;
+        self.ceiling_prompt += u64::from(prompt_len);
+        self.seen_blocks.extend(hashes.iter().copied());
+
+        let record = self.records.len();
+        self.records.push(RequestRecord {
+            stream: spec.stream as u32,
+            server: u32::MAX,
+            arrival: now,
+            first_scheduled: None,
+            first_token: None,
+            end: None,
+            prompt_tokens: prompt_len,
+            output_tokens: spec.output.len,
+            cached_tokens: 0,
+            preemptions: 0,
+            outcome: Outcome::Pending,
+        });
+
+        if self.opts.fresh_metrics || self.scenario.scrape_interval_ms == 0 {
+            for s in 0..self.engines.len() as u32 {
+                self.scrape(s, now);
+            }
+        }
+        let mut request = InferenceRequest::new(
+            id.to_string(),
+            "llama-3-8b",
+            Prompt::Tokens(self.tokens.clone()),
+        );
+        request.max_tokens = Some(spec.output.len);
+        let decision = match self.scheduler.schedule(&request) {
+            Ok(d) => d,
+            Err(_) => {
+                self.end_request(record, now, Outcome::Dropped);
+                let next = self
+                    .traffic
+                    .after(spec.stream, spec.session, now as f64 / NS);
+                self.queue.push_issue(next);
+                return;
+            }
+        };
+        let server = self
+            .by_id
+            .get(&decision.primary().id())
+            .copied()
+            .unwrap_or(0);
+        self.records[record].server = server;
+        let engine_request = EngineRequest {
+            id,
+            prompt_len,
+            output_len: spec.output.len,
+            block_hashes: hashes,
+        };
+        if self.engines[server as usize]
+            .add_request(engine_request, now)
+            .is_err()
+        {
+            self.scheduler.complete(
+                &request,
+                decision.primary(),
+                &Completion {
+                    success: false,
+                    usage: None,
+                },
+            );
+            drop(decision);
+            self.end_request(record, now, Outcome::Dropped);
+            let next = self
+                .traffic
+                .after(spec.stream, spec.session, now as f64 / NS);
+            self.queue.push_issue(next);
+            return;
+        }
+        self.live.insert(
+            id,
+            Live {
+                request,
+                decision,
+                server,
+                record,
+                session: spec.session,
+            },
+        );
+        let timeout = (self.scenario.request_timeout_s * NS) as u64;
+        self.queue.push(now + timeout, Event::Timeout(id));
+        self.kick(server, now);
+    }
+
+    fn end_request(&mut self, record: usize, now: u64, outcome: Outcome) {
+        if let Some(r) = self.records.get_mut(record) {
+            r.end = Some(now);
+            r.outcome = outcome;
+        }
+    }
+
+    /// Starts a step on an idle server that has work.
+    fn kick(&mut self, server: u32, now: u64) {
+        let engine = &mut self.engines[server as usize];
+        if engine.in_step() || !engine.has_work() {
+            return;
+        }
+        if let Some(d) = engine.begin_step(now) {
+            self.queue.push(now + d, Event::StepEnd(server));
+        }
+        self.handle_engine_events(server, now);
+    }
+
+    pub(super) fn on_step_end(&mut self, now: u64, server: u32) {
+        self.engines[server as usize].finish_step(now);
+        if self.opts.check_invariants {
+            let e = &self.engines[server as usize];
+            let (used, queued) = e.block_pool().audit();
+            assert_eq!(
+                used + queued,
+                e.block_pool().total_blocks(),
+                "KV blocks not conserved"
+            );
+            assert_eq!(queued, e.block_pool().free_blocks());
+        }
+        self.handle_engine_events(server, now);
+        self.kick(server, now);
+    }
+
+    fn handle_engine_events(&mut self, server: u32, now: u64) {
+        for event in self.engines[server as usize].drain_events() {
+            match event {
+                EngineEvent::Scheduled { id } => {
+                    if let Some(live) = self.live.get(&id) {
+                        self.records[live.record].first_scheduled = Some(now);
+                    }
+                }
+                EngineEvent::FirstToken { id } => {
+                    if let Some(live) = self.live.get_mut(&id) {
+                        self.records[live.record].first_token = Some(now);
+                        // The prefill is done; the guard keeps the request in flight until
+                        // it finishes.
+                        live.decision.guard.prefill_done();
+                    }
+                }
+                EngineEvent::Finished {
+                    id,
+                    cached_tokens,
+                    preemptions,
+                } => {
+                    let Some(live) = self.live.remove(&id) else {
+                        continue;
+                    };
+                    let r = &mut self.records[live.record];
+                    r.cached_tokens = cached_tokens;
+                    r.preemptions = preemptions;
+                    let usage = Usage {
+                        prompt_tokens: u64::from(r.prompt_tokens),
+                        completion_tokens: u64::from(r.output_tokens),
+                        cached_tokens: Some(u64::from(cached_tokens)),
+                    };
+                    self.finish(live, now, Outcome::Completed, Some(usage));
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, live: Live, now: u64, outcome: Outcome, usage: Option<Usage>) {
+        self.scheduler.complete(
+            &live.request,
+            live.decision.primary(),
+            &Completion {
+                success: outcome == Outcome::Completed,
+                usage,
+            },
+        );
+        let stream = self.records[live.record].stream as usize;
+        self.end_request(live.record, now, outcome);
+        let _ = live.server;
+        drop(live.decision);
+        let next = self.traffic.after(stream, live.session, now as f64 / NS);
+        self.queue.push_issue(next);
+    }
+
+    pub(super) fn on_timeout(&mut self, now: u64, id: u64) {
+        let Some(live) = self.live.remove(&id) else {
+            return;
+        };
+        self.engines[live.server as usize].abort(id);
+        self.finish(live, now, Outcome::TimedOut, None);
+    }
+}

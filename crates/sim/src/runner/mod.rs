@@ -1,0 +1,276 @@
+//! The discrete-event loop: arrivals, engine steps, metric scrapes and adaptive ticks over
+//! simulated time, with the Shepherd scheduler picking a server for every request.
+//!
+//! How a run proceeds ([`run`]):
+//!
+//! 1. **Set up.** One [`Engine`] per server and one pool [`Endpoint`] for each; the policy's
+//!    config is built into a [`Scheduler`] whose clock is a [`ManualClock`]; a policy with an
+//!    `adaptive` section also gets a [`TickDriver`] bound to the scheduler's default profile.
+//! 2. **Seed the queue** (`events.rs`): the traffic's first issues, one staggered scrape per
+//!    server, the first load sample, and the first adaptive tick.
+//! 3. **Loop**: take the earliest event, set the scheduler's clock to its time, and run its
+//!    handler (`handlers.rs`). An issue materializes the request's tokens, asks the scheduler
+//!    for a server and hands the request to that server's engine; a step end advances the
+//!    engine, marks first tokens on the request's [`Decision`], and on a completion (or a
+//!    timeout) reports it to the scheduler, drops the decision and lets the traffic issue what
+//!    follows; scrapes, load samples and adaptive ticks reschedule themselves on their own
+//!    periods while work remains.
+//! 4. **Stop** when no request is live, no issue is pending and no engine is mid-step, and
+//!    gather the [`RunResult`] (`results.rs`): one [`RequestRecord`] per request, the load and
+//!    adaptive series, and the cache totals with their infinite-cache ceiling.
+//!
+//! What the router sees of a server is its last scrape ([`Endpoint::set_metrics`]), while its
+//! own in-flight counts are exact (each request holds its [`Decision`] until it ends). Equal-time
+//! events run in the order they were scheduled, so a run is a pure function of its inputs and
+//! seed.
+//!
+//! ```
+//! use shepherd_sim::policy::{builtin_policy, sim_registry};
+//! use shepherd_sim::runner::{Outcome, RunOptions, run};
+//! use shepherd_sim::workload::Scenario;
+//!
+//! let scenario = Scenario::from_yaml(
+//!     "
+//! name: tiny
+//! servers: 2
+//! streams:
+//!   - kind: shared-prefix
+//!     groups: 2
+//!     promptsPerGroup: 2
+//!     systemTokens: 300
+//!     questionTokens: 40
+//!     outputTokens: 20
+//!     load: { closed: 4 }
+//!     endS: 1
+//! ",
+//!     "tiny.yaml",
+//! )
+//! .unwrap();
+//! let policy = builtin_policy("adaptive").unwrap();
+//! let result = run(&scenario, &policy, &sim_registry(), RunOptions::default()).unwrap();
+//! assert!(!result.records.is_empty());
+//! assert!(result.records.iter().all(|r| r.outcome == Outcome::Completed));
+//! assert!(!result.adaptive_series.is_empty()); // one sample per adaptive tick
+//! ```
+
+mod events;
+mod handlers;
+mod results;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use ahash::{AHashMap, AHashSet};
+use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
+use shepherd_scheduler_core::config::{Registry, build_scheduler};
+use shepherd_scheduler_core::decision::Decision;
+use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId, Pool};
+use shepherd_scheduler_core::request::InferenceRequest;
+use shepherd_scheduler_core::scheduler::Scheduler;
+
+pub use results::{Outcome, RequestRecord, RunResult};
+pub use shepherd_adaptive::driver::{AdaptiveSample, TickDriver};
+
+use crate::engine::Engine;
+use crate::error::SimError;
+use crate::policy::Policy;
+use crate::workload::{Scenario, Traffic};
+use events::{Event, EventQueue};
+
+/// Nanoseconds per second.
+const NS: f64 = 1e9;
+
+/// Options of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    /// Seed for traffic and the scheduler's tie-breaking.
+    pub seed: u64,
+    /// Scrape every server just before every pick (the zero-staleness bound).
+    pub fresh_metrics: bool,
+    /// Audit every engine's KV blocks after every step (slow; for tests).
+    pub check_invariants: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            seed: 42,
+            fresh_metrics: false,
+            check_invariants: false,
+        }
+    }
+}
+
+/// A request handed to a server and not yet ended.
+struct Live {
+    request: InferenceRequest,
+    decision: Decision,
+    server: u32,
+    record: usize,
+    session: u64,
+}
+
+/// The state of one run.
+struct Sim<'a> {
+    scenario: &'a Scenario,
+    opts: RunOptions,
+    clock: Arc<ManualClock>,
+    pool: Arc<Pool>,
+    scheduler: Scheduler,
+    endpoints: Vec<Arc<Endpoint>>,
+    by_id: AHashMap<EndpointId, u32>,
+    engines: Vec<Engine>,
+    traffic: Traffic,
+    queue: EventQueue,
+    live: AHashMap<u64, Live>,
+    records: Vec<RequestRecord>,
+    next_id: u64,
+    load_series: Vec<(u64, Vec<u32>)>,
+    adaptive_series: Vec<AdaptiveSample>,
+    driver: Option<Box<dyn TickDriver + 'a>>,
+    seen_blocks: AHashSet<u64>,
+    ceiling_cached: u64,
+    ceiling_prompt: u64,
+    events: u64,
+    tokens: Vec<u32>,
+}
+
+/// Runs `scenario` under `policy`, building the policy's scheduler with `registry`.
+pub fn run(
+    scenario: &Scenario,
+    policy: &Policy,
+    registry: &Registry,
+    opts: RunOptions,
+) -> Result<RunResult, SimError> {
+    let started = Instant::now();
+    let clock = Arc::new(ManualClock::default());
+    let pool = Arc::new(Pool::new());
+    let mut endpoints = Vec::new();
+    let mut by_id = AHashMap::new();
+    for i in 0..scenario.servers {
+        let address = format!("10.0.{}.{}:8000", i / 256, i % 256);
+        let ep = pool.add(&address);
+        by_id.insert(ep.id(), i);
+        endpoints.push(ep);
+    }
+    let mut config = policy.config.clone();
+    config.scheduler.seed ^= opts.seed;
+    let scheduler =
+        build_scheduler(&config, registry, Arc::clone(&pool), clock.clone()).map_err(|source| {
+            SimError::Config {
+                policy: policy.name.clone(),
+                source,
+            }
+        })?;
+    let driver = policy.tick_driver(&scheduler)?;
+    let scorer_names = scheduler
+        .profiles()
+        .first()
+        .map(|p| p.scorers().iter().map(|s| s.name.to_string()).collect())
+        .unwrap_or_default();
+    let engines = (0..scenario.servers)
+        .map(|_| Engine::new(scenario.engine))
+        .collect();
+    let mut sim = Sim {
+        scenario,
+        opts,
+        clock,
+        pool,
+        scheduler,
+        endpoints,
+        by_id,
+        engines,
+        traffic: Traffic::new(scenario, opts.seed),
+        queue: EventQueue::default(),
+        live: AHashMap::new(),
+        records: Vec::new(),
+        next_id: 0,
+        load_series: Vec::new(),
+        adaptive_series: Vec::new(),
+        driver,
+        seen_blocks: AHashSet::new(),
+        ceiling_cached: 0,
+        ceiling_prompt: 0,
+        events: 0,
+        tokens: Vec::new(),
+    };
+    sim.run_loop();
+    let mut preemptions = 0;
+    let mut prompt_tokens = 0;
+    let mut cached_tokens = 0;
+    for e in &sim.engines {
+        let s = e.stats();
+        preemptions += s.preemptions;
+        prompt_tokens += s.prompt_tokens;
+        cached_tokens += s.cached_tokens;
+    }
+    Ok(RunResult {
+        policy: policy.name.clone(),
+        records: sim.records,
+        load_series: sim.load_series,
+        adaptive_series: sim.adaptive_series,
+        scorer_names,
+        events: sim.events,
+        preemptions,
+        prompt_tokens,
+        cached_tokens,
+        ceiling_cached_tokens: sim.ceiling_cached,
+        ceiling_prompt_tokens: sim.ceiling_prompt,
+        wall_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+impl Sim<'_> {
+    fn run_loop(&mut self) {
+        for (t, issue) in self.traffic.initial() {
+            self.queue.push_issue(Some((t, issue)));
+        }
+        let interval = self.scenario.scrape_interval_ms * 1_000_000;
+        let servers = self.engines.len() as u64;
+        if interval > 0 && !self.opts.fresh_metrics {
+            for s in 0..servers {
+                self.queue
+                    .push(s * interval / servers.max(1), Event::Scrape(s as u32));
+            }
+        }
+        self.queue.push(0, Event::Tick);
+        if self.driver.is_some() {
+            self.queue.push(0, Event::Adapt);
+        }
+        while let Some((now, event)) = self.queue.pop() {
+            self.events += 1;
+            self.clock.set(Timestamp::from_nanos(now));
+            match event {
+                Event::Issue(key) => self.on_issue(now, key.into()),
+                Event::StepEnd(s) => self.on_step_end(now, s),
+                Event::Scrape(s) => {
+                    self.scrape(s, now);
+                    if !self.idle() {
+                        self.queue.push(now + interval, Event::Scrape(s));
+                    }
+                }
+                Event::Tick => {
+                    self.on_tick(now);
+                    if !self.idle() {
+                        self.queue
+                            .push(now + self.scenario.tick_ms * 1_000_000, Event::Tick);
+                    }
+                }
+                Event::Adapt => {
+                    let period = self.on_adapt(now);
+                    if !self.idle() {
+                        self.queue.push(now.saturating_add(period), Event::Adapt);
+                    }
+                }
+                Event::Timeout(id) => self.on_timeout(now, id),
+            }
+            if self.idle() && !self.engines.iter().any(Engine::in_step) {
+                break;
+            }
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.live.is_empty() && self.queue.pending_issues() == 0
+    }
+}

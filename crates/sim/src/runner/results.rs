@@ -1,0 +1,73 @@
+//! What a run measures: one [`RequestRecord`] per request, how it ended ([`Outcome`]), and the
+//! run's totals and time series ([`RunResult`]).
+
+use shepherd_adaptive::AdaptiveSample;
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Still running when the run ended (never happens in a finished run).
+    Pending,
+    /// Answered in full.
+    Completed,
+    /// Abandoned after the scenario's request timeout.
+    TimedOut,
+    /// Refused: no endpoint could be picked, or the prompt can never fit a server.
+    Dropped,
+}
+
+/// Everything measured about one request. Times in nanoseconds of simulated time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RequestRecord {
+    /// Stream index.
+    pub stream: u32,
+    /// Server index (`u32::MAX` when dropped before a pick).
+    pub server: u32,
+    /// Arrival at the router.
+    pub arrival: u64,
+    /// First put in a batch.
+    pub first_scheduled: Option<u64>,
+    /// First output token.
+    pub first_token: Option<u64>,
+    /// End (completion, timeout or drop).
+    pub end: Option<u64>,
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Output tokens asked for.
+    pub output_tokens: u32,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_tokens: u32,
+    /// Times preempted.
+    pub preemptions: u32,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+/// The raw outcome of one run.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// Policy name.
+    pub policy: String,
+    /// One record per request, in arrival order.
+    pub records: Vec<RequestRecord>,
+    /// Per tick: time (ns) and each server's load (running + waiting).
+    pub load_series: Vec<(u64, Vec<u32>)>,
+    /// Adaptive ticks (empty for static policies).
+    pub adaptive_series: Vec<AdaptiveSample>,
+    /// Scorer names of the default profile (for the weights plot).
+    pub scorer_names: Vec<String>,
+    /// Simulated events processed.
+    pub events: u64,
+    /// Preemptions across servers.
+    pub preemptions: u64,
+    /// Prompt tokens (first admissions) and of those cached, across servers.
+    pub prompt_tokens: u64,
+    /// Cached prompt tokens across servers.
+    pub cached_tokens: u64,
+    /// Prompt tokens an infinite cache would have served (same request order).
+    pub ceiling_cached_tokens: u64,
+    /// Total prompt tokens offered, for the ceiling.
+    pub ceiling_prompt_tokens: u64,
+    /// Wall-clock seconds the run took (not part of any deterministic output).
+    pub wall_seconds: f64,
+}
