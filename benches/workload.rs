@@ -37,9 +37,9 @@ pub fn request(id: u64, prompt: String) -> InferenceRequest {
 
 /// A pool of `n` loopback endpoints with fresh, varied metrics, and the clock they are fresh at.
 pub fn pool(n: usize) -> (Arc<Pool>, Arc<ManualClock>) {
-    let pool = Arc::new(Pool::new());
-    pool.set_members((0..n).map(|i| format!("127.0.{}.{}:8000", i / 250, i % 250 + 1)));
     let clock = Arc::new(ManualClock::at(Timestamp::from_millis(1_000)));
+    let pool = Arc::new(Pool::with_clock(clock.clone()));
+    pool.set_members((0..n).map(|i| format!("127.0.{}.{}:8000", i / 250, i % 250 + 1)));
     let mut rng = PickRng::seed_from(7);
     for ep in pool.snapshot().endpoints() {
         ep.set_metrics(EndpointMetrics {
@@ -48,7 +48,6 @@ pub fn pool(n: usize) -> (Arc<Pool>, Arc<ManualClock>) {
             kv_utilization: rng.unit_f64() * 0.9,
             num_gpu_blocks: Some(24_000),
             block_size: Some(16),
-            scraped_at: Some(Timestamp::from_millis(1_000)),
             ..Default::default()
         });
     }

@@ -112,7 +112,7 @@ fn profile() -> Profile {
 
 /// A pool of `n` endpoints with varied fresh metrics at `now`; one endpoint is hot.
 fn pool(n: usize, now: Timestamp) -> Arc<Pool> {
-    let pool = Arc::new(Pool::new());
+    let pool = Arc::new(Pool::with_clock(Arc::new(ManualClock::at(now))));
     pool.set_members(
         (0..n).map(|i| format!("10.{}.{}.{}:8000", i / 65536, (i / 256) % 256, i % 256)),
     );
@@ -134,7 +134,6 @@ fn pool(n: usize, now: Timestamp) -> Arc<Pool> {
                 },
                 ..Default::default()
             },
-            scraped_at: Some(now),
             ..Default::default()
         });
     }
@@ -162,12 +161,7 @@ fn bench_tick(c: &mut Criterion) {
 }
 
 fn scheduler(now: Timestamp) -> Scheduler {
-    let clock = Arc::new(ManualClock::at(now));
-    match Scheduler::builder(pool(64, now))
-        .clock(clock)
-        .profile(profile())
-        .build()
-    {
+    match Scheduler::builder(pool(64, now)).profile(profile()).build() {
         Ok(s) => s,
         Err(e) => panic!("scheduler: {e}"),
     }

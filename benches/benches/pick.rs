@@ -26,8 +26,8 @@ const DRY: ScheduleOptions<'static> = ScheduleOptions {
 /// shared by one of `4 × endpoints` groups, half unique), and a fresh request whose shared half
 /// is indexed.
 fn warm(endpoints: usize, bytes: usize) -> (Scheduler, InferenceRequest) {
-    let (pool, clock) = pool(endpoints);
-    let scheduler = build_default_scheduler(pool, clock).expect("default config builds");
+    let (pool, _clock) = pool(endpoints);
+    let scheduler = build_default_scheduler(pool).expect("default config builds");
     let groups = (endpoints * 4) as u64;
     // Keep warm-up bounded: at most ~200 MB of prompt text generated in all.
     let warm_requests = (200 * 1024 * 1024 / bytes).clamp(100, 4_000) as u64;

@@ -12,8 +12,8 @@ fn main() {
     let endpoints = args.next().unwrap_or(64).max(1);
     let bytes = args.next().unwrap_or(1024).max(1);
     let picks = args.next().unwrap_or(20_000);
-    let (pool, clock) = pool(endpoints);
-    let Ok(scheduler) = build_default_scheduler(pool, clock) else {
+    let (pool, _clock) = pool(endpoints);
+    let Ok(scheduler) = build_default_scheduler(pool) else {
         eprintln!("the default config failed to build");
         return;
     };
@@ -23,7 +23,7 @@ fn main() {
     let mut sum = 0usize;
     for i in 0..picks {
         if let Ok(d) = scheduler.schedule(&requests[i % requests.len()]) {
-            sum += d.endpoints.len();
+            sum += d.endpoints().len();
         }
     }
     println!("{sum}");

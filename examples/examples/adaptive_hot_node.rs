@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use shepherd_adaptive::{AdaptiveConfig, AdaptiveController};
-use shepherd_scheduler_core::clock::Timestamp;
+use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
 use shepherd_scheduler_core::endpoint::{Endpoint, EndpointMetrics, Pool};
 use shepherd_scheduler_core::plugin::{Category, CycleState, Score, Scorer};
 use shepherd_scheduler_core::profile::Profile;
@@ -65,7 +65,8 @@ fn main() {
         }
     };
 
-    let pool = Pool::new();
+    let clock = Arc::new(ManualClock::default());
+    let pool = Pool::with_clock(clock.clone());
     pool.set_members((0..ENDPOINTS).map(|i| format!("10.0.0.{}:8000", i + 1)));
 
     println!(
@@ -86,12 +87,12 @@ fn main() {
     let mut changes = Vec::new();
     for t in 0..TICKS {
         let snapshot = pool.snapshot();
+        clock.set(now);
         for (ep, (running, waiting, kv)) in snapshot.endpoints().iter().zip(script(t)) {
             ep.set_metrics(EndpointMetrics {
                 running,
                 waiting,
                 kv_utilization: kv,
-                scraped_at: Some(now),
                 ..Default::default()
             });
         }

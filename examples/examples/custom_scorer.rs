@@ -84,11 +84,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         )))
     });
 
-    let clock = Arc::new(ManualClock::default());
     let pool = Arc::new(Pool::new());
     pool.set_members(["127.0.0.1:9000", "127.0.0.1:9001", "127.0.0.1:9002"]);
     let config = EndpointPickerConfig::from_yaml(CONFIG)?;
-    let scheduler = build_scheduler(&config, &registry, Arc::clone(&pool), clock.clone())?;
+    let scheduler = build_scheduler(&config, &registry, Arc::clone(&pool))?;
 
     // Equal scraped metrics everywhere: only the prompt tokens in flight tell them apart.
     for endpoint in pool.snapshot().endpoints() {
@@ -96,7 +95,6 @@ fn main() -> Result<(), Box<dyn Error>> {
             waiting: 1,
             running: 8,
             kv_utilization: 0.4,
-            scraped_at: Some(clock.now()),
             ..Default::default()
         });
     }

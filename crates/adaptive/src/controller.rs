@@ -31,11 +31,11 @@
 //! );
 //! let controller = AdaptiveController::new(Arc::clone(&profile), AdaptiveConfig::default()).unwrap();
 //!
-//! let pool = Pool::new();
-//! pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000"]);
 //! let now = Timestamp::from_millis(10);
-//! for (i, ep) in pool.snapshot().endpoints().iter().enumerate() {
-//!     ep.set_metrics(EndpointMetrics { running: 5, scraped_at: Some(now), ..Default::default() });
+//! let pool = Pool::with_clock(Arc::new(ManualClock::at(now)));
+//! pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000"]);
+//! for ep in pool.snapshot().endpoints() {
+//!     ep.set_metrics(EndpointMetrics { running: 5, ..Default::default() });
 //! }
 //! let record = controller.tick(&pool.snapshot(), now);
 //! assert_eq!(record.weights, vec![3.0, 2.0, 2.0]); // balanced: configured weights
@@ -49,8 +49,10 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use shepherd_scheduler_core::clock::Timestamp;
+use shepherd_scheduler_core::config::SchedulerSettings;
 use shepherd_scheduler_core::endpoint::PoolSnapshot;
 use shepherd_scheduler_core::profile::Profile;
+use shepherd_scheduler_core::scheduler::Scheduler;
 use shepherd_scheduler_core::weights::WeightTable;
 
 use crate::config::AdaptiveConfig;
@@ -70,12 +72,39 @@ struct Inner {
 pub struct AdaptiveController {
     profile: Arc<Profile>,
     tuner: Tuner,
+    staleness: Duration,
     inner: Mutex<Inner>,
 }
 
 impl AdaptiveController {
-    /// A controller for `profile` under `config` (validated here).
+    /// A controller for `profile` under `config` (validated here), treating metrics older than
+    /// the scheduler's default staleness bound as stale. Prefer
+    /// [`for_scheduler`](Self::for_scheduler), which takes the scheduler's own bound.
     pub fn new(profile: Arc<Profile>, config: AdaptiveConfig) -> Result<Self, AdaptiveError> {
+        let staleness = Duration::from_millis(SchedulerSettings::default().staleness_ms);
+        Self::with_staleness(profile, config, staleness)
+    }
+
+    /// A controller for the default (first) profile of `scheduler`, under `config`, with the
+    /// scheduler's staleness bound: the one staleness setting, `scheduler.stalenessMs`.
+    pub fn for_scheduler(
+        scheduler: &Scheduler,
+        config: AdaptiveConfig,
+    ) -> Result<Self, AdaptiveError> {
+        let profile = scheduler
+            .profiles()
+            .first()
+            .ok_or_else(|| AdaptiveError::Syntax("the scheduler has no profile".into()))?;
+        Self::with_staleness(Arc::clone(profile), config, scheduler.staleness_bound())
+    }
+
+    /// A controller for `profile` under `config`, treating metrics older than `staleness` as
+    /// stale.
+    pub fn with_staleness(
+        profile: Arc<Profile>,
+        config: AdaptiveConfig,
+        staleness: Duration,
+    ) -> Result<Self, AdaptiveError> {
         let tuner = Tuner::new(config, ScorerLayout::from_profile(&profile))?;
         let inner = Inner {
             state: tuner.initial_state(),
@@ -84,8 +113,14 @@ impl AdaptiveController {
         Ok(AdaptiveController {
             profile,
             tuner,
+            staleness,
             inner: Mutex::new(inner),
         })
+    }
+
+    /// Metrics older than this are left out of the statistics.
+    pub fn staleness_bound(&self) -> Duration {
+        self.staleness
     }
 
     /// The profile whose weights this controller sets.
@@ -110,7 +145,7 @@ impl AdaptiveController {
 
     /// Samples `snapshot` at `now` and runs one tick.
     pub fn tick(&self, snapshot: &PoolSnapshot, now: Timestamp) -> TickRecord {
-        let samples = sample_pool(snapshot, now, self.tuner.config().staleness_bound());
+        let samples = sample_pool(snapshot, now, self.staleness);
         self.tick_with_samples(&samples, now)
     }
 

@@ -37,15 +37,17 @@
 //! let mut driver: Box<dyn TickDriver> = Box::new(ControllerDriver::new(controller));
 //! assert_eq!(driver.interval(), Duration::from_millis(200));
 //!
-//! let pool = Pool::new();
+//! let clock = Arc::new(ManualClock::default());
+//! let pool = Pool::with_clock(clock.clone());
 //! pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000"]);
 //!
 //! // The loop a simulator or runtime runs: tick on the driver's own period.
 //! let mut samples = Vec::new();
 //! let mut now = Timestamp::ZERO;
 //! for _ in 0..3 {
+//!     clock.set(now);
 //!     for ep in pool.snapshot().endpoints() {
-//!         ep.set_metrics(EndpointMetrics { running: 4, scraped_at: Some(now), ..Default::default() });
+//!         ep.set_metrics(EndpointMetrics { running: 4, ..Default::default() });
 //!     }
 //!     if let Some(sample) = driver.tick(&pool.snapshot(), now) {
 //!         samples.push(sample);
@@ -58,7 +60,6 @@
 //! assert_eq!(samples[2].weights, vec![3.0, 2.0]); // a balanced pool keeps its weights
 //! ```
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use shepherd_scheduler_core::clock::Timestamp;
@@ -151,10 +152,10 @@ impl ControllerDriver {
             return Ok(None);
         }
         let adaptive = AdaptiveConfig::from_picker_config(config)?;
-        let Some(profile) = scheduler.profiles().first() else {
+        if scheduler.profiles().is_empty() {
             return Ok(None);
-        };
-        let controller = AdaptiveController::new(Arc::clone(profile), adaptive)?;
+        }
+        let controller = AdaptiveController::for_scheduler(scheduler, adaptive)?;
         Ok(Some(ControllerDriver::new(controller)))
     }
 

@@ -27,6 +27,10 @@
 //! [`AdaptiveSample`] per tick; [`ControllerDriver`] binds a controller to it. The simulator
 //! (on simulated time) and the async runtime (on the wall clock) both drive it.
 //!
+//! [`preset`] is the profile and settings the simulator tuned, with a one-call builder; the
+//! controller is a [`MetricsSource`](shepherd_scheduler_core::metrics::MetricsSource) of its
+//! signal, mode, share and weights.
+//!
 //! With the defaults and the built-in profile (prefix 3 : queue 2 : kv 2), a balanced or idle
 //! pool keeps exactly the configured weights; a hot node (one endpoint with most of the load)
 //! moves the pool into `burst`, where Distribution scorers get 70–90 % of the budget (e.g.
@@ -60,8 +64,10 @@ pub mod controller;
 pub mod detector;
 pub mod driver;
 pub mod error;
+mod exported;
 pub mod layout;
 pub mod mode;
+pub mod preset;
 pub mod record;
 pub mod richards;
 pub mod sample;

@@ -7,15 +7,15 @@
 //! ```
 //! use std::time::Duration;
 //! use shepherd_adaptive::sample::sample_pool;
-//! use shepherd_scheduler_core::clock::Timestamp;
+//! use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
 //! use shepherd_scheduler_core::endpoint::{EndpointMetrics, Pool};
 //!
-//! let pool = Pool::new();
+//! let pool = Pool::with_clock(std::sync::Arc::new(ManualClock::default())); // at time zero
 //! pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000"]);
 //! let snapshot = pool.snapshot();
 //! let ep = snapshot.get_by_address("10.0.0.1:8000").unwrap();
 //! ep.set_metrics(EndpointMetrics {
-//!     running: 4, waiting: 2, kv_utilization: 0.5, scraped_at: Some(Timestamp::ZERO), ..Default::default()
+//!     running: 4, waiting: 2, kv_utilization: 0.5, ..Default::default()
 //! });
 //! let _guard = ep.start_request(10);
 //!

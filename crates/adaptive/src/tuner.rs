@@ -187,8 +187,8 @@ impl Tuner {
         let tick = prev.ticks;
         let Some(signal) = reading.signal.filter(|s| !s.is_nan()) else {
             let reason = format!(
-                "held: all {} endpoints have stale metrics (older than {} ms); signal, mode and weights kept",
-                reading.endpoints, self.config.staleness_ms
+                "held: all {} endpoints have stale metrics; signal, mode and weights kept",
+                reading.endpoints
             );
             let state = AdaptiveState {
                 ticks: tick + 1,

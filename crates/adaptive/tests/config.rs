@@ -23,10 +23,7 @@ fn defaults_are_valid_and_documented_values() {
     let c = AdaptiveConfig::default();
     c.validate().unwrap();
     assert!(c.enabled);
-    assert_eq!(
-        (c.tick_ms, c.staleness_ms, c.history_capacity),
-        (200, 200, 256)
-    );
+    assert_eq!((c.tick_ms, c.history_capacity), (200, 256));
     assert_eq!(c.signal.combine, Combine::Max);
     assert_eq!((c.smoothing.alpha, c.smoothing.snap_epsilon), (0.7, 0.01));
     assert_eq!((c.hysteresis.enter, c.hysteresis.exit), (0.4, 0.25));
@@ -43,7 +40,6 @@ fn every_parameter_is_settable() {
 adaptive:
   enabled: false
   tickMs: 100
-  stalenessMs: 500
   idleLoadPerEndpoint: 2.5
   historyCapacity: 32
   signal: { combine: weightedMean, loadWeight: 0.75, kvWeight: 0.25 }
@@ -55,10 +51,7 @@ adaptive:
     )
     .unwrap();
     assert!(!c.enabled);
-    assert_eq!(
-        (c.tick_ms, c.staleness_ms, c.history_capacity),
-        (100, 500, 32)
-    );
+    assert_eq!((c.tick_ms, c.history_capacity), (100, 32));
     assert_eq!(c.idle_load_per_endpoint, 2.5);
     assert_eq!(c.signal.combine, Combine::WeightedMean);
     assert_eq!((c.signal.load_weight, c.signal.kv_weight), (0.75, 0.25));
@@ -131,7 +124,8 @@ fn errors_name_the_field() {
             "hysteresis.enter",
         ),
         ("adaptive:\n  tickMs: 0\n", "tickMs"),
-        ("adaptive:\n  stalenessMs: 0\n", "stalenessMs"),
+        // One staleness setting: `scheduler.stalenessMs`; a second one here is an error.
+        ("adaptive:\n  stalenessMs: 500\n", "stalenessMs"),
         ("adaptive:\n  historyCapacity: 0\n", "historyCapacity"),
         (
             "adaptive:\n  idleLoadPerEndpoint: -1\n",

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shepherd_adaptive::{AdaptiveSample, ControllerDriver, TickDriver};
-use shepherd_scheduler_core::clock::Timestamp;
+use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
 use shepherd_scheduler_core::config::EndpointPickerConfig;
 use shepherd_scheduler_core::endpoint::{EndpointMetrics, Pool};
 use shepherd_scheduler_core::plugin::Category;
@@ -49,7 +49,8 @@ fn an_invalid_section_is_an_error() {
 
 #[test]
 fn samples_follow_the_controller_records() {
-    let pool = Arc::new(Pool::new());
+    let clock = Arc::new(ManualClock::default());
+    let pool = Arc::new(Pool::with_clock(clock.clone()));
     pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"]);
     let s = scheduler(Arc::clone(&pool));
     let mut driver = ControllerDriver::from_config(&config("adaptive:\n  tickMs: 50\n"), &s)
@@ -62,11 +63,11 @@ fn samples_follow_the_controller_records() {
     let mut now = Timestamp::ZERO;
     let mut samples: Vec<AdaptiveSample> = Vec::new();
     for _ in 0..40 {
+        clock.set(now);
         for (i, ep) in pool.snapshot().endpoints().iter().enumerate() {
             let running = if i == 0 { 60 } else { 1 };
             ep.set_metrics(EndpointMetrics {
                 running,
-                scraped_at: Some(now),
                 ..Default::default()
             });
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shepherd_adaptive::{AdaptiveConfig, AdaptiveController, Mode};
-use shepherd_scheduler_core::clock::Timestamp;
+use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
 use shepherd_scheduler_core::endpoint::{EndpointMetrics, Pool};
 use shepherd_scheduler_core::plugin::Category;
 use shepherd_scheduler_core::profile::Profile;
@@ -17,6 +17,7 @@ const TICK: Duration = Duration::from_millis(200);
 
 struct Episode {
     pool: Pool,
+    clock: Arc<ManualClock>,
     controller: AdaptiveController,
     profile: Arc<Profile>,
     now: Timestamp,
@@ -24,11 +25,13 @@ struct Episode {
 
 impl Episode {
     fn new(endpoints: usize, profile: Arc<Profile>, config: AdaptiveConfig) -> Self {
-        let pool = Pool::new();
+        let clock = Arc::new(ManualClock::default());
+        let pool = Pool::with_clock(clock.clone());
         pool.set_members((0..endpoints).map(|i| format!("10.0.0.{i}:8000")));
         let controller = AdaptiveController::new(Arc::clone(&profile), config).unwrap();
         Episode {
             pool,
+            clock,
             controller,
             profile,
             now: Timestamp::from_millis(1_000),
@@ -37,12 +40,12 @@ impl Episode {
 
     /// Scrapes `(running, waiting, kv)` per endpoint at the current time.
     fn scrape(&self, metrics: &[(u32, u32, f64)]) {
+        self.clock.set(self.now);
         for (ep, &(running, waiting, kv)) in self.pool.snapshot().endpoints().iter().zip(metrics) {
             ep.set_metrics(EndpointMetrics {
                 running,
                 waiting,
                 kv_utilization: kv,
-                scraped_at: Some(self.now),
                 ..Default::default()
             });
         }
@@ -196,16 +199,16 @@ fn stale_endpoints_are_left_out_of_the_statistics() {
     let ep = Episode::new(4, builtin_like_profile(), AdaptiveConfig::default());
     // Endpoint 0 reports a huge queue but its metrics are old; the fresh three are even.
     let snapshot = ep.pool.snapshot();
+    ep.clock.set(Timestamp::ZERO);
     snapshot.endpoints()[0].set_metrics(EndpointMetrics {
         waiting: 500,
-        scraped_at: Some(Timestamp::ZERO),
         ..Default::default()
     });
+    ep.clock.set(ep.now);
     for e in &snapshot.endpoints()[1..] {
         e.set_metrics(EndpointMetrics {
             running: 5,
             kv_utilization: 0.4,
-            scraped_at: Some(ep.now),
             ..Default::default()
         });
     }

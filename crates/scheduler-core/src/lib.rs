@@ -56,10 +56,10 @@ pub mod prelude {
     pub use crate::endpoint::{
         Endpoint, EndpointHealth, EndpointId, EndpointMetrics, InFlightGuard, Pool,
     };
-    pub use crate::reload::ReloadableScheduler;
-    pub use crate::shared::SharedState;
     pub use crate::plugin::{Category, CycleState, Filter, Picker, Score, Scorer};
     pub use crate::profile::Profile;
+    pub use crate::reload::ReloadableScheduler;
     pub use crate::request::{InferenceRequest, ParseLimits, Prompt, parse_openai_request};
     pub use crate::scheduler::{ScheduleError, ScheduleOptions, Scheduler};
+    pub use crate::shared::SharedState;
 }

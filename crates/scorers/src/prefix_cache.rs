@@ -44,6 +44,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::error::ParameterError;
 use serde::Deserialize;
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
@@ -51,7 +52,6 @@ use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor
 use shepherd_scheduler_core::plugin::{
     CachedPrefix, Category, CycleState, PickHook, PluginInstance, Score, Scorer,
 };
-use crate::error::ParameterError;
 use shepherd_scheduler_core::prefix::{
     BlockChain, BlockLayout, PrefixIndex, PrefixIndexConfig, PrefixMatch, chain_seed,
 };

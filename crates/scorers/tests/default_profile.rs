@@ -4,7 +4,6 @@
 
 mod common;
 
-
 use shepherd_scheduler_core::prelude::*;
 use shepherd_scorers::{DEFAULT_CONFIG_YAML, build_default_scheduler, builtin_registry};
 
@@ -88,8 +87,7 @@ fn run_workload(yaml: &str, seed: u64) -> Vec<String> {
     for (i, ep) in members.iter().enumerate() {
         ep.set_metrics(fresh((i / 2) as u32, i as u32 % 3, 0.1 * (i / 2) as f64));
     }
-    let scheduler = build_scheduler(&config, &builtin_registry(), pool)
-    .unwrap();
+    let scheduler = build_scheduler(&config, &builtin_registry(), pool).unwrap();
     let mut held = Vec::new();
     let mut out = Vec::new();
     for i in 0..60 {

@@ -185,8 +185,7 @@ schedulingProfiles:
         ..with_lora(&["sql"], &[], 1)
     });
     members[2].set_metrics(with_lora(&["sql"], &[], 1));
-    let scheduler = build_scheduler(&config, &shepherd_scorers::builtin_registry(), pool)
-    .unwrap();
+    let scheduler = build_scheduler(&config, &shepherd_scorers::builtin_registry(), pool).unwrap();
     let decision = scheduler.schedule(&lora_request(Some("sql"))).unwrap();
     assert_eq!(decision.primary().address(), "127.0.0.1:8002");
     assert_eq!(

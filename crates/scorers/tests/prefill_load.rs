@@ -26,8 +26,7 @@ fn scheduler(members: usize) -> Scheduler {
     let config = EndpointPickerConfig::from_yaml(YAML).unwrap();
     let pool = Arc::new(Pool::new());
     pool.set_members((0..members).map(|i| format!("127.0.0.1:{}", 8000 + i)));
-    build_scheduler(&config, &builtin_registry(), pool)
-    .unwrap()
+    build_scheduler(&config, &builtin_registry(), pool).unwrap()
 }
 
 /// `prefix` shared tokens followed by `suffix` tokens unique to `tag`.

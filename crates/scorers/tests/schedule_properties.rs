@@ -3,7 +3,6 @@
 
 mod common;
 
-
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
 use shepherd_scheduler_core::prelude::*;
@@ -51,17 +50,15 @@ fn metrics() -> impl Strategy<Value = (EndpointMetrics, Option<u64>)> {
         prop_oneof![0.0..=1.0f64, any::<f64>()],
         prop::option::of(0u64..400),
     )
-        .prop_map(
-            |(waiting, running, kv_utilization, scraped)| {
-                let m = EndpointMetrics {
-                    waiting,
-                    running,
-                    kv_utilization,
-                    ..Default::default()
-                };
-                (m, scraped)
-            },
-        )
+        .prop_map(|(waiting, running, kv_utilization, scraped)| {
+            let m = EndpointMetrics {
+                waiting,
+                running,
+                kv_utilization,
+                ..Default::default()
+            };
+            (m, scraped)
+        })
 }
 
 proptest! {

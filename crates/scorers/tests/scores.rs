@@ -65,18 +65,16 @@ fn metrics() -> impl Strategy<Value = (EndpointMetrics, Option<Timestamp>)> {
         lora(),
         prop::option::of(0u64..=1_000),
     )
-        .prop_map(
-            |(waiting, running, kv_utilization, lora, scraped)| {
-                let m = EndpointMetrics {
-                    waiting,
-                    running,
-                    kv_utilization,
-                    lora,
-                    ..Default::default()
-                };
-                (m, scraped.map(Timestamp::from_millis))
-            },
-        )
+        .prop_map(|(waiting, running, kv_utilization, lora, scraped)| {
+            let m = EndpointMetrics {
+                waiting,
+                running,
+                kv_utilization,
+                lora,
+                ..Default::default()
+            };
+            (m, scraped.map(Timestamp::from_millis))
+        })
 }
 
 fn all_scorers() -> Vec<(&'static str, Box<dyn Scorer>)> {

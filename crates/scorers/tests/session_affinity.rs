@@ -31,10 +31,7 @@ fn scheduler(pool: Arc<Pool>) -> (Scheduler, Arc<SessionAffinityScorer>) {
         .pick_hook(Arc::clone(&session) as Arc<dyn PickHook>)
         .picker(Arc::new(MaxScorePicker::default()))
         .build();
-    let scheduler = Scheduler::builder(pool)
-        .profile(profile)
-        .build()
-        .unwrap();
+    let scheduler = Scheduler::builder(pool).profile(profile).build().unwrap();
     (scheduler, session)
 }
 
@@ -178,7 +175,11 @@ schedulingProfiles:
     )
     .unwrap();
     let (pool, _) = pool(4);
-    let scheduler = build_scheduler(&config, &shepherd_scorers::builtin_registry(), Arc::clone(&pool))
+    let scheduler = build_scheduler(
+        &config,
+        &shepherd_scorers::builtin_registry(),
+        Arc::clone(&pool),
+    )
     .unwrap();
     // Keep decisions in flight: without affinity the active-request scorer would rotate.
     let mut held = Vec::new();

@@ -88,7 +88,11 @@ pub fn endpoint(i: u32, metrics: EndpointMetrics) -> Arc<Endpoint> {
 
 /// A standalone endpoint at `127.0.0.1:(8000 + i)` holding `metrics` stored at `scraped`, or
 /// never scraped (`None`: the values are kept but read as stale).
-pub fn endpoint_scraped_at(i: u32, metrics: EndpointMetrics, scraped: Option<Timestamp>) -> Arc<Endpoint> {
+pub fn endpoint_scraped_at(
+    i: u32,
+    metrics: EndpointMetrics,
+    scraped: Option<Timestamp>,
+) -> Arc<Endpoint> {
     let clock = Arc::new(ManualClock::at(scraped.unwrap_or(Timestamp::ZERO)));
     let ep = Arc::new(Endpoint::new(
         EndpointId(i),

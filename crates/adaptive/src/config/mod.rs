@@ -54,9 +54,6 @@ pub struct AdaptiveConfig {
     /// Tick interval in milliseconds, for the driver that calls the loop (1..=60000).
     /// Default 200.
     pub tick_ms: u64,
-    /// An endpoint whose metrics are older than this many milliseconds is stale and left out
-    /// of the statistics (1..=3600000). Default 200, the scheduler's own default.
-    pub staleness_ms: u64,
     /// The pool counts as nearly idle (signal 0) when its total load is below this many
     /// requests per fresh endpoint (≥ 0; 0 disables the idle rule). Default 1.0.
     pub idle_load_per_endpoint: f64,
@@ -81,7 +78,6 @@ impl Default for AdaptiveConfig {
         AdaptiveConfig {
             enabled: true,
             tick_ms: 200,
-            staleness_ms: 200,
             idle_load_per_endpoint: 1.0,
             signal: SignalConfig::default(),
             smoothing: SmoothingConfig::default(),
@@ -213,11 +209,6 @@ impl AdaptiveConfig {
         Duration::from_millis(self.tick_ms)
     }
 
-    /// The staleness bound.
-    pub fn staleness_bound(&self) -> Duration {
-        Duration::from_millis(self.staleness_ms)
-    }
-
     /// Checks every field; the error names the first offending one.
     pub fn validate(&self) -> Result<(), AdaptiveError> {
         let whole = |field, value: u64, lo: u64, hi: u64, expected| {
@@ -232,13 +223,6 @@ impl AdaptiveConfig {
             }
         };
         whole("tickMs", self.tick_ms, 1, 60_000, "1..=60000")?;
-        whole(
-            "stalenessMs",
-            self.staleness_ms,
-            1,
-            3_600_000,
-            "1..=3600000",
-        )?;
         whole(
             "historyCapacity",
             self.history_capacity as u64,

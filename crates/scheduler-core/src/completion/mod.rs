@@ -33,6 +33,6 @@
 mod handle;
 mod types;
 
-pub use handle::RequestHandle;
 pub(crate) use handle::Completer;
+pub use handle::RequestHandle;
 pub use types::{CompletedRequest, Completion, CompletionHook, Outcome, Usage};

@@ -38,8 +38,6 @@ pub fn build_scheduler_in(
     shared: &SharedState,
 ) -> Result<Scheduler, ConfigError> {
     let seed = config.scheduler.seed;
-    let pool = &shared.pool;
-    let clock = Arc::clone(pool.clock());
     let build_plugin = |name: &str, plugin_type: &str, parameters: &serde_json::Value| {
         let factory = registry
             .get(plugin_type)
@@ -48,15 +46,7 @@ pub fn build_scheduler_in(
                 plugin_type: plugin_type.to_string(),
                 known: registry.types().collect::<Vec<_>>().join(", "),
             })?;
-        let args = PluginArgs {
-            name,
-            plugin_type,
-            parameters,
-            pool,
-            clock: &clock,
-            resources: &shared.resources,
-            seed,
-        };
+        let args = PluginArgs::new(name, plugin_type, parameters, shared, seed);
         factory(&args).map_err(|reason| ConfigError::BadParameters {
             name: name.to_string(),
             plugin_type: plugin_type.to_string(),

@@ -8,6 +8,7 @@ use crate::clock::Clock;
 use crate::endpoint::Pool;
 use crate::plugin::PluginInstance;
 use crate::resources::Resources;
+use crate::shared::SharedState;
 
 /// What a plugin factory gets to build one instance.
 #[allow(missing_debug_implementations)]
@@ -29,7 +30,26 @@ pub struct PluginArgs<'a> {
     pub seed: u64,
 }
 
-impl PluginArgs<'_> {
+impl<'a> PluginArgs<'a> {
+    /// Arguments for building plugin `name` of `plugin_type` over `shared`.
+    pub fn new(
+        name: &'a str,
+        plugin_type: &'a str,
+        parameters: &'a serde_json::Value,
+        shared: &'a SharedState,
+        seed: u64,
+    ) -> Self {
+        PluginArgs {
+            name,
+            plugin_type,
+            parameters,
+            pool: &shared.pool,
+            clock: shared.pool.clock(),
+            resources: &shared.resources,
+            seed,
+        }
+    }
+
     /// Deserializes the parameters into `T`; absent parameters give `T::default()`.
     ///
     /// Use `#[serde(deny_unknown_fields, rename_all = "camelCase")]` on `T` so typos are errors.

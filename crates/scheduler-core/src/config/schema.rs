@@ -6,7 +6,10 @@ use super::ConfigError;
 
 /// The `apiVersion`s this loader reads: the llm-d router's current group first, then the
 /// Gateway API Inference Extension's older one. A config without `apiVersion` is read too.
-pub const API_VERSIONS: [&str; 2] = ["llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1"];
+pub const API_VERSIONS: [&str; 2] = [
+    "llm-d.ai/v1alpha1",
+    "inference.networking.x-k8s.io/v1alpha1",
+];
 
 /// The only `kind` this loader reads.
 pub const KIND: &str = "EndpointPickerConfig";

@@ -46,7 +46,11 @@ impl MetricsSource for Pool {
             v.counter(PICKS, &labels, e.picks_total());
             v.gauge(IN_FLIGHT, &labels, e.in_flight_requests() as f64);
             v.gauge(PENDING_PREFILL, &labels, e.pending_prefill_tokens() as f64);
-            v.gauge(ACCEPTING, &labels, f64::from(u8::from(e.accepts_requests())));
+            v.gauge(
+                ACCEPTING,
+                &labels,
+                f64::from(u8::from(e.accepts_requests())),
+            );
             let age = load
                 .scraped_at
                 .map_or(f64::INFINITY, |t| now.saturating_since(t).as_secs_f64());

@@ -5,8 +5,8 @@ use super::striped::{STRIPES, stripe_index};
 
 /// Upper bounds of the latency buckets, in nanoseconds (the last bucket is `+Inf`).
 const BOUNDS_NS: [u64; 12] = [
-    1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
-    5_000_000, 25_000_000,
+    1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 5_000_000,
+    25_000_000,
 ];
 
 #[derive(Debug, Default)]

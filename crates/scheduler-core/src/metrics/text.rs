@@ -50,7 +50,13 @@ impl Renderer {
     }
 }
 
-fn write_sample(out: &mut String, name: &str, labels: &[(&str, &str)], extra: Option<(&str, &str)>, value: &str) {
+fn write_sample(
+    out: &mut String,
+    name: &str,
+    labels: &[(&str, &str)],
+    extra: Option<(&str, &str)>,
+    value: &str,
+) {
     out.push_str(name);
     let mut all = labels.iter().copied().chain(extra).peekable();
     if all.peek().is_some() {
@@ -81,7 +87,9 @@ fn float(v: f64) -> String {
 }
 
 fn escape_label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 fn escape_help(v: &str) -> String {
@@ -106,9 +114,27 @@ impl MetricsVisitor for Renderer {
             let le = float(*bound);
             write_sample(out, &bucket, labels, Some(("le", &le)), &count.to_string());
         }
-        write_sample(out, &bucket, labels, Some(("le", "+Inf")), &h.count.to_string());
-        write_sample(out, &format!("{}_sum", desc.name), labels, None, &float(h.sum));
-        write_sample(out, &format!("{}_count", desc.name), labels, None, &h.count.to_string());
+        write_sample(
+            out,
+            &bucket,
+            labels,
+            Some(("le", "+Inf")),
+            &h.count.to_string(),
+        );
+        write_sample(
+            out,
+            &format!("{}_sum", desc.name),
+            labels,
+            None,
+            &float(h.sum),
+        );
+        write_sample(
+            out,
+            &format!("{}_count", desc.name),
+            labels,
+            None,
+            &h.count.to_string(),
+        );
     }
 }
 

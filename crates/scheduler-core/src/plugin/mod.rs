@@ -33,8 +33,8 @@ mod cycle;
 mod instance;
 mod traits;
 
+pub use crate::completion::{CompletedRequest, Completion, CompletionHook, Outcome, Usage};
 pub use cached_prefix::CachedPrefix;
 pub use cycle::{CycleState, Extensions};
 pub use instance::PluginInstance;
-pub use crate::completion::{CompletedRequest, Completion, CompletionHook, Outcome, Usage};
 pub use traits::{Category, Filter, PickHook, Picker, Score, Scorer};

@@ -72,7 +72,10 @@ pub struct Scheduler {
     picks: PickCounter,
     completer: Arc<Completer>,
     /// Kept alive here: the pool holds them weakly, so they go when the scheduler goes.
-    #[expect(dead_code, reason = "held only to keep the pool's weak references alive")]
+    #[expect(
+        dead_code,
+        reason = "held only to keep the pool's weak references alive"
+    )]
     listeners: Vec<Arc<dyn MembershipListener>>,
     metric_sources: Vec<Arc<dyn MetricsSource>>,
 }

@@ -38,8 +38,7 @@ impl Scorer for LoraAffinityScorer {
             return;
         };
         for (slot, ep) in out.iter_mut().zip(candidates) {
-            let readiness =
-                LoraReadiness::of(ep, adapter, cycle.now, cycle.staleness_bound);
+            let readiness = LoraReadiness::of(ep, adapter, cycle.now, cycle.staleness_bound);
             *slot = match readiness {
                 LoraReadiness::Running => Score::new(1.0),
                 LoraReadiness::Room => Score::new(0.8),

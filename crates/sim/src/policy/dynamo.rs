@@ -12,12 +12,12 @@ use std::sync::Arc;
 use ahash::AHashMap;
 use parking_lot::Mutex;
 use serde::Deserialize;
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId};
 use shepherd_scheduler_core::plugin::{
-    Category, Completion, CompletionHook, CycleState, PickHook, PluginInstance, Score, Scorer,
+    Category, CompletedRequest, Completion, CompletionHook, CycleState, PickHook, PluginInstance,
+    Score, Scorer,
 };
-use shepherd_scheduler_core::request::InferenceRequest;
 
 use super::peer_index::{PeerIndex, prompt_blocks};
 
@@ -102,14 +102,14 @@ impl PickHook for KvCost {
         *state.active_blocks.entry(picked.id()).or_default() += size;
         state
             .requests
-            .insert(request.id.clone(), (picked.id(), size));
+            .insert(cycle.request_id().to_string(), (picked.id(), size));
     }
 }
 
 impl CompletionHook for KvCost {
-    fn on_complete(&self, request: &InferenceRequest, _: &Arc<Endpoint>, _: &Completion) {
+    fn on_complete(&self, request: &CompletedRequest<'_>, _: &Completion) {
         let mut state = self.state.lock();
-        if let Some((endpoint, size)) = state.requests.remove(&request.id)
+        if let Some((endpoint, size)) = state.requests.remove(request.id)
             && let Some(active) = state.active_blocks.get_mut(&endpoint)
         {
             *active = active.saturating_sub(size);
@@ -118,7 +118,7 @@ impl CompletionHook for KvCost {
 }
 
 /// Builds the plugin from its config arguments.
-pub(crate) fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+pub(crate) fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let params: Params = args.parse()?;
     let plugin = Arc::new(KvCost {
         index: Mutex::new(PeerIndex::new(params.max_index_blocks)),

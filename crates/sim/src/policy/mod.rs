@@ -49,7 +49,7 @@ pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
         "static-default-plus",
         include_str!("../../policies/static-default-plus.yaml"),
     ),
-    ("adaptive", include_str!("../../policies/adaptive.yaml")),
+    ("adaptive", shepherd_adaptive::preset::ADAPTIVE_CONFIG_YAML),
     ("sglang", include_str!("../../policies/sglang.yaml")),
     ("dynamo", include_str!("../../policies/dynamo.yaml")),
 ];

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde::Deserialize;
-use shepherd_scheduler_core::config::PluginArgs;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{
     Category, CycleState, PickHook, PluginInstance, Score, Scorer,
@@ -127,7 +127,7 @@ pub(crate) fn argmin(values: &[f64]) -> usize {
 }
 
 /// Builds the plugin from its config arguments.
-pub(crate) fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, String> {
+pub(crate) fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let params: Params = args.parse()?;
     let plugin = Arc::new(CacheAware {
         trees: Mutex::new(PeerIndex::new(params.max_tree_blocks)),

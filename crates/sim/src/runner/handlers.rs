@@ -15,7 +15,8 @@ use super::results::{Outcome, RequestRecord};
 use super::{Live, NS, Sim};
 
 impl Sim<'_> {
-    pub(super) fn scrape(&self, s: u32, now: u64) {
+    /// Stores server `s`'s metrics, stamped by the pool's clock (set to the event's time).
+    pub(super) fn scrape(&self, s: u32) {
         let Some(engine) = self.engines.get(s as usize) else {
             return;
         };
@@ -26,7 +27,6 @@ impl Sim<'_> {
             kv_utilization: snap.kv_utilization,
             block_size: Some(snap.block_size),
             num_gpu_blocks: Some(u64::from(snap.num_gpu_blocks)),
-            scraped_at: Some(Timestamp::from_nanos(now)),
             ..Default::default()
         });
     }
@@ -102,7 +102,7 @@ impl Sim<'_> {
 
         if self.opts.fresh_metrics || self.scenario.scrape_interval_ms == 0 {
             for s in 0..self.engines.len() as u32 {
-                self.scrape(s, now);
+                self.scrape(s);
             }
         }
         let mut request = InferenceRequest::new(
@@ -138,15 +138,7 @@ impl Sim<'_> {
             .add_request(engine_request, now)
             .is_err()
         {
-            self.scheduler.complete(
-                &request,
-                decision.primary(),
-                &Completion {
-                    success: false,
-                    usage: None,
-                },
-            );
-            drop(decision);
+            decision.finish(Completion::failed());
             self.end_request(record, now, Outcome::Dropped);
             let next = self
                 .traffic
@@ -157,7 +149,6 @@ impl Sim<'_> {
         self.live.insert(
             id,
             Live {
-                request,
                 decision,
                 server,
                 record,
@@ -217,7 +208,7 @@ impl Sim<'_> {
                         self.records[live.record].first_token = Some(now);
                         // The prefill is done; the guard keeps the request in flight until
                         // it finishes.
-                        live.decision.guard.prefill_done();
+                        live.decision.handle_mut().first_token();
                     }
                 }
                 EngineEvent::Finished {
@@ -243,18 +234,14 @@ impl Sim<'_> {
     }
 
     fn finish(&mut self, live: Live, now: u64, outcome: Outcome, usage: Option<Usage>) {
-        self.scheduler.complete(
-            &live.request,
-            live.decision.primary(),
-            &Completion {
-                success: outcome == Outcome::Completed,
-                usage,
-            },
-        );
+        let completion = match outcome {
+            Outcome::Completed => Completion::success(usage),
+            Outcome::Dropped => Completion::failed(),
+            Outcome::TimedOut | Outcome::Pending => Completion::cancelled(),
+        };
+        live.decision.finish(completion);
         let stream = self.records[live.record].stream as usize;
         self.end_request(live.record, now, outcome);
-        let _ = live.server;
-        drop(live.decision);
         let next = self.traffic.after(stream, live.session, now as f64 / NS);
         self.queue.push_issue(next);
     }

@@ -65,7 +65,6 @@ use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
 use shepherd_scheduler_core::config::{Registry, build_scheduler};
 use shepherd_scheduler_core::decision::Decision;
 use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId, Pool};
-use shepherd_scheduler_core::request::InferenceRequest;
 use shepherd_scheduler_core::scheduler::Scheduler;
 
 pub use results::{Outcome, RequestRecord, RunResult};
@@ -103,7 +102,6 @@ impl Default for RunOptions {
 
 /// A request handed to a server and not yet ended.
 struct Live {
-    request: InferenceRequest,
     decision: Decision,
     server: u32,
     record: usize,
@@ -144,7 +142,7 @@ pub fn run(
 ) -> Result<RunResult, SimError> {
     let started = Instant::now();
     let clock = Arc::new(ManualClock::default());
-    let pool = Arc::new(Pool::new());
+    let pool = Arc::new(Pool::with_clock(clock.clone()));
     let mut endpoints = Vec::new();
     let mut by_id = AHashMap::new();
     for i in 0..scenario.servers {
@@ -155,13 +153,12 @@ pub fn run(
     }
     let mut config = policy.config.clone();
     config.scheduler.seed ^= opts.seed;
-    let scheduler =
-        build_scheduler(&config, registry, Arc::clone(&pool), clock.clone()).map_err(|source| {
-            SimError::Config {
-                policy: policy.name.clone(),
-                source,
-            }
-        })?;
+    let scheduler = build_scheduler(&config, registry, Arc::clone(&pool)).map_err(|source| {
+        SimError::Config {
+            policy: policy.name.clone(),
+            source,
+        }
+    })?;
     let driver = policy.tick_driver(&scheduler)?;
     let scorer_names = scheduler
         .profiles()
@@ -244,7 +241,7 @@ impl Sim<'_> {
                 Event::Issue(key) => self.on_issue(now, key.into()),
                 Event::StepEnd(s) => self.on_step_end(now, s),
                 Event::Scrape(s) => {
-                    self.scrape(s, now);
+                    self.scrape(s);
                     if !self.idle() {
                         self.queue.push(now + interval, Event::Scrape(s));
                     }
