@@ -10,7 +10,8 @@
 //! - [`policy`]: the routing policies compared, as Shepherd configs;
 //! - [`runner`]: the discrete-event loop that runs a scenario under a policy (and ticks the
 //!   adaptive controller, a [`shepherd_adaptive::TickDriver`], on simulated time);
-//! - [`report`], [`svg`], [`timeline`]: the table and JSON, the plots, the adaptive timeline.
+//! - [`report`], [`svg`], [`timeline`]: the table and JSON, the plots, the adaptive timeline;
+//! - `serve` (feature `serve`, on by default): the engines as simulated vLLM servers over HTTP.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
@@ -20,6 +21,8 @@ pub mod error;
 pub mod policy;
 pub mod report;
 pub mod runner;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod svg;
 pub mod timeline;
 pub mod workload;

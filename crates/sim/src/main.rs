@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand};
 use shepherd_sim::compare::{CompareOptions, compare};
 use shepherd_sim::policy::{Policy, builtin_policies, builtin_policy, sim_registry};
 use shepherd_sim::report::table;
@@ -16,11 +16,25 @@ use shepherd_sim::{SimError, svg, timeline};
 /// With no arguments: every built-in scenario under every built-in policy, plus the
 /// zero-staleness bound; prints the table and writes report.json and SVG plots to --out.
 #[derive(Debug, Parser)]
-#[command(name = "shepherd-sim", version)]
+#[command(name = "shepherd-sim", version, args_conflicts_with_subcommands = true)]
 struct Cli {
-    /// `compare` (the default and only command).
-    #[arg(value_parser = ["compare"])]
-    command: Option<String>,
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    compare: CompareArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Compare routing policies on simulated servers (the default).
+    Compare(CompareArgs),
+    /// Serve simulated vLLM servers over HTTP on loopback ports.
+    #[cfg(feature = "serve")]
+    Serve(shepherd_sim::serve::ServeArgs),
+}
+
+#[derive(Debug, Args)]
+struct CompareArgs {
     /// Built-in scenario name or scenario YAML file (repeatable; default: all built-ins).
     #[arg(long)]
     scenario: Vec<String>,
@@ -61,7 +75,13 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match real_main(&cli) {
+    let result: Result<(), Box<dyn std::error::Error>> = match &cli.command {
+        None => real_main(&cli.compare).map_err(Into::into),
+        Some(Command::Compare(args)) => real_main(args).map_err(Into::into),
+        #[cfg(feature = "serve")]
+        Some(Command::Serve(args)) => args.run().map_err(Into::into),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("shepherd-sim: error: {e}");
@@ -79,7 +99,7 @@ fn load_scenario(arg: &str) -> Result<Scenario, SimError> {
     }
 }
 
-fn real_main(cli: &Cli) -> Result<(), SimError> {
+fn real_main(cli: &CompareArgs) -> Result<(), SimError> {
     let mut scenarios = Vec::new();
     for s in &cli.scenario {
         scenarios.push(load_scenario(s)?);

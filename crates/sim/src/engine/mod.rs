@@ -309,6 +309,12 @@ impl Engine {
         true
     }
 
+    /// Output tokens request `id` has produced so far, while it is in the engine (a
+    /// preempted request keeps the tokens it already produced).
+    pub fn generated_tokens(&self, id: u64) -> Option<u32> {
+        self.seqs.get(&id).map(|seq| seq.num_generated)
+    }
+
     /// What the server's metrics endpoint reports now.
     pub fn snapshot(&self) -> EngineSnapshot {
         let total = self.pool.total_blocks().max(1) as f64;

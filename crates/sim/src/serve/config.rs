@@ -1,0 +1,121 @@
+//! What the simulated servers serve, and how fast.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use crate::engine::EngineConfig;
+
+use super::ServeError;
+
+/// The model name served by default (what vLLM reports for `--model meta-llama/Llama-3.1-8B-Instruct`).
+pub const DEFAULT_MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
+/// The engine preset used by default (see [`EngineConfig::PRESETS`]).
+pub const DEFAULT_PRESET: &str = "h100-llama8b";
+/// Output tokens of a request that gives no `max_tokens`.
+pub const DEFAULT_MAX_TOKENS: u32 = 16;
+/// Largest output a request gets; larger `max_tokens` are capped to it.
+pub const DEFAULT_MAX_TOKENS_CAP: u32 = 4096;
+/// Longest prompt plus output accepted, in tokens (Llama 3.1's context length).
+pub const DEFAULT_MAX_MODEL_LEN: u32 = 131_072;
+/// Requests one server holds at once (queued, running or being answered) before it answers 503.
+pub const DEFAULT_MAX_PENDING: usize = 1024;
+/// Slowest speed factor accepted.
+pub const MIN_SPEED: f64 = 1e-3;
+/// Fastest speed factor accepted.
+pub const MAX_SPEED: f64 = 1e6;
+/// Largest request body accepted, in bytes (the core parser's default limit).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// Everything [`spawn`](super::spawn) needs. The defaults are the CLI's defaults.
+///
+/// ```
+/// use shepherd_sim::serve::ServeConfig;
+///
+/// let mut config = ServeConfig::ephemeral(2); // two servers on 127.0.0.1, ports picked by the OS
+/// config.speed = 20.0; // simulated time runs 20 times faster than the wall clock
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeConfig {
+    /// One listen address per server, in server order (loopback only; port 0 lets the OS pick).
+    pub addrs: Vec<SocketAddr>,
+    /// The engine of every server.
+    pub engine: EngineConfig,
+    /// The model name served; requests for any other model get 404.
+    pub model: String,
+    /// Simulated seconds per wall-clock second: 2 runs the engines twice as fast as real time.
+    pub speed: f64,
+    /// Requests one server holds at once before it answers 503.
+    pub max_pending: usize,
+    /// Output tokens of a request that gives no `max_tokens`.
+    pub default_max_tokens: u32,
+    /// Largest output a request gets (larger `max_tokens` are capped).
+    pub max_tokens_cap: u32,
+    /// Longest prompt plus output accepted, in tokens; longer requests get 400.
+    pub max_model_len: u32,
+    /// Largest request body accepted, in bytes; larger bodies get 413.
+    pub max_body_bytes: usize,
+}
+
+impl ServeConfig {
+    /// Servers listening on `addrs`, with every other setting at its default.
+    pub fn new(addrs: Vec<SocketAddr>) -> Self {
+        let engine =
+            EngineConfig::preset(DEFAULT_PRESET).unwrap_or_else(EngineConfig::h100_llama8b);
+        ServeConfig {
+            addrs,
+            engine,
+            model: DEFAULT_MODEL.to_owned(),
+            speed: 1.0,
+            max_pending: DEFAULT_MAX_PENDING,
+            default_max_tokens: DEFAULT_MAX_TOKENS,
+            max_tokens_cap: DEFAULT_MAX_TOKENS_CAP,
+            max_model_len: DEFAULT_MAX_MODEL_LEN,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+
+    /// `servers` servers on 127.0.0.1, each on a port the OS picks (for tests).
+    pub fn ephemeral(servers: usize) -> Self {
+        let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+        ServeConfig::new(vec![any; servers])
+    }
+
+    /// Checks every setting: at least one server, loopback addresses, a positive finite
+    /// speed, non-zero limits.
+    pub fn validate(&self) -> Result<(), ServeError> {
+        let invalid = |option, reason: &str| {
+            Err(ServeError::Config {
+                option,
+                reason: reason.to_owned(),
+            })
+        };
+        if self.addrs.is_empty() {
+            return invalid("servers", "at least one server is needed");
+        }
+        if let Some(addr) = self.addrs.iter().find(|a| !a.ip().is_loopback()) {
+            return Err(ServeError::NotLoopback(*addr));
+        }
+        if !(MIN_SPEED..=MAX_SPEED).contains(&self.speed) {
+            return invalid("speed", "must be between 0.001 and 1000000");
+        }
+        if self.model.is_empty() {
+            return invalid("model", "must not be empty");
+        }
+        if self.max_pending == 0 {
+            return invalid("max-pending", "must be at least 1");
+        }
+        if self.default_max_tokens == 0 || self.max_tokens_cap == 0 {
+            return invalid("max-tokens", "output limits must be at least 1 token");
+        }
+        if self.max_model_len < 2 {
+            return invalid("max-model-len", "must be at least 2 tokens");
+        }
+        if self.engine.num_gpu_blocks == 0 || self.engine.block_size == 0 {
+            return invalid(
+                "num-gpu-blocks",
+                "the KV cache must have at least one block",
+            );
+        }
+        Ok(())
+    }
+}

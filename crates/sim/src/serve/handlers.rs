@@ -1,0 +1,259 @@
+//! The HTTP routes of one simulated server.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `POST /v1/completions`, `POST /v1/chat/completions` | a completion, JSON or SSE |
+//! | `GET /v1/models` | the served model |
+//! | `GET /metrics` | Prometheus text with vLLM's metric names |
+//! | `GET /health` | 200 |
+//!
+//! Every response, errors included, carries [`SERVER_HEADER`] (the server's index) and
+//! [`ADDRESS_HEADER`] (its `ip:port`).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::stream;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::engine::EngineRequest;
+
+use super::driver::{Shared, Submission, Ticket, Update};
+use super::openai::{self, ApiError, Reply, Usage};
+use super::request::{self, SimRequest};
+use super::{ADDRESS_HEADER, SERVER_HEADER, metrics};
+
+/// What every handler of one server holds.
+#[derive(Debug, Clone)]
+pub(crate) struct Server {
+    /// State shared with the driver.
+    pub(crate) shared: Arc<Shared>,
+    /// The driver's inbox.
+    pub(crate) submit: mpsc::Sender<Submission>,
+}
+
+/// The routes of `server`.
+pub(crate) fn router(server: Server) -> Router {
+    let names = ServerNames {
+        index: HeaderValue::from(server.shared.index),
+        address: HeaderValue::from_str(&server.shared.addr.to_string())
+            .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+    };
+    // The parser reports bodies over the limit (413); let them through to it.
+    let body_limit = server.shared.config.max_body_bytes.saturating_add(1);
+    Router::new()
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/metrics", get(render_metrics))
+        .route("/health", get(health))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(server)
+        .layer(middleware::map_response_with_state(names, name_server))
+}
+
+#[derive(Debug, Clone)]
+struct ServerNames {
+    index: HeaderValue,
+    address: HeaderValue,
+}
+
+async fn name_server(State(names): State<ServerNames>, mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(SERVER_HEADER, names.index);
+    headers.insert(ADDRESS_HEADER, names.address);
+    response
+}
+
+async fn completions(State(server): State<Server>, body: Bytes) -> Response {
+    generate(&server, "/v1/completions", &body).await
+}
+
+async fn chat_completions(State(server): State<Server>, body: Bytes) -> Response {
+    generate(&server, "/v1/chat/completions", &body).await
+}
+
+async fn generate(server: &Server, path: &str, body: &[u8]) -> Response {
+    let shared = &server.shared;
+    let mut req = match request::prepare(path, body, &shared.config) {
+        Ok(req) => req,
+        Err(e) => return e.into_response(),
+    };
+    let Some(ticket) = shared.admit() else {
+        return ApiError::overloaded().into_response();
+    };
+    let id = shared.next_id();
+    let (updates, rx) = mpsc::channel(req.output_tokens as usize + 2);
+    let submission = Submission {
+        request: EngineRequest {
+            id,
+            prompt_len: req.prompt_tokens,
+            output_len: req.output_tokens,
+            block_hashes: std::mem::take(&mut req.block_hashes),
+        },
+        ends_by_length: req.finish_reason == "length",
+        updates,
+    };
+    if server.submit.try_send(submission).is_err() {
+        return ApiError::overloaded().into_response();
+    }
+    let reply = Reply::new(
+        req.api,
+        shared.index,
+        id,
+        req.model.clone(),
+        req.finish_reason,
+    );
+    if req.stream {
+        stream_response(reply, &req, rx, ticket)
+    } else {
+        whole_response(reply, &req, rx, ticket).await
+    }
+}
+
+/// Waits for every token, then answers the whole completion.
+async fn whole_response(
+    reply: Reply,
+    req: &SimRequest,
+    mut rx: mpsc::Receiver<Update>,
+    _ticket: Ticket,
+) -> Response {
+    loop {
+        match rx.recv().await {
+            Some(Update::Tokens(_)) => {}
+            Some(Update::Done { cached_tokens }) => {
+                let usage = Usage {
+                    prompt_tokens: req.prompt_tokens,
+                    completion_tokens: req.output_tokens,
+                    cached_tokens,
+                };
+                return axum::Json(reply.full(usage)).into_response();
+            }
+            Some(Update::Failed(message)) => {
+                return ApiError::bad_request(message).into_response();
+            }
+            None => {
+                return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the engine stopped")
+                    .into_response();
+            }
+        }
+    }
+}
+
+/// Where a streamed response is.
+struct StreamState {
+    reply: Reply,
+    rx: mpsc::Receiver<Update>,
+    prompt_tokens: u32,
+    output_tokens: u32,
+    include_usage: bool,
+    sent: u32,
+    /// The request finished: `[DONE]` comes next.
+    ending: bool,
+    /// `[DONE]` was sent.
+    over: bool,
+    /// Held until the stream is dropped (finished, or the client went away).
+    _ticket: Ticket,
+}
+
+/// Answers SSE events as the driver produces tokens: one event per engine step that
+/// produced a token, then the usage event when asked for, then `[DONE]`. Dropping the body
+/// (the client went away) drops the receiver, and the driver aborts the request.
+fn stream_response(
+    reply: Reply,
+    req: &SimRequest,
+    rx: mpsc::Receiver<Update>,
+    ticket: Ticket,
+) -> Response {
+    let state = StreamState {
+        reply,
+        rx,
+        prompt_tokens: req.prompt_tokens,
+        output_tokens: req.output_tokens,
+        include_usage: req.include_usage,
+        sent: 0,
+        ending: false,
+        over: false,
+        _ticket: ticket,
+    };
+    let events = stream::unfold(state, |mut s| async move {
+        if s.over {
+            return None;
+        }
+        if s.ending {
+            s.over = true;
+            return Some((Ok::<_, std::io::Error>(Bytes::from_static(openai::DONE)), s));
+        }
+        let event = match s.rx.recv().await? {
+            Update::Tokens(n) => {
+                let first = s.sent == 0;
+                s.sent = s.sent.saturating_add(n);
+                s.reply.chunk(n, first, s.sent >= s.output_tokens)
+            }
+            Update::Done { cached_tokens } if s.include_usage => {
+                s.ending = true;
+                s.reply.usage_chunk(Usage {
+                    prompt_tokens: s.prompt_tokens,
+                    completion_tokens: s.sent,
+                    cached_tokens,
+                })
+            }
+            Update::Done { .. } => {
+                s.over = true;
+                Bytes::from_static(openai::DONE)
+            }
+            Update::Failed(message) => {
+                s.ending = true;
+                let error = ApiError::bad_request(message).body();
+                Bytes::from(format!("data: {error}\n\n"))
+            }
+        };
+        Some((Ok(event), s))
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream; charset=utf-8")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(events))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+async fn models(State(server): State<Server>) -> Response {
+    let config = &server.shared.config;
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    axum::Json(json!({
+        "object": "list",
+        "data": [{
+            "id": config.model,
+            "object": "model",
+            "created": created,
+            "owned_by": "vllm",
+            "root": config.model,
+            "parent": null,
+            "max_model_len": config.max_model_len,
+        }],
+    }))
+    .into_response()
+}
+
+async fn render_metrics(State(server): State<Server>) -> Response {
+    let text = metrics::render(&server.shared.config.model, &server.shared.gauges());
+    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response()
+}
+
+async fn health() -> StatusCode {
+    StatusCode::OK
+}
+
+async fn not_found() -> Response {
+    ApiError::new(StatusCode::NOT_FOUND, "Not Found").into_response()
+}

@@ -1,0 +1,81 @@
+//! `shepherd-sim serve`: simulated vLLM servers over HTTP, the stand-in for GPU servers in
+//! end-to-end tests and a way to try Shepherd without GPUs.
+//!
+//! Each server listens on a loopback port and runs one simulator [`Engine`](crate::engine::Engine)
+//! in real time (scaled by [`ServeConfig::speed`]): requests join its queue, steps take the
+//! cost model's time, and tokens reach the client as the steps produce them, so time to first
+//! token, time per output token, queueing, prefix-cache hits and KV pressure behave as in the
+//! simulator. It speaks what Shepherd meets in front of vLLM:
+//!
+//! - `POST /v1/completions`, `POST /v1/chat/completions`: parsed by the core's parser (the
+//!   prompt is the text Shepherd sees, one pseudo token per 4 bytes); the output is
+//!   `max_tokens` (or `max_completion_tokens`) filler tokens `" tok"`, capped, 16 by default;
+//!   JSON in the OpenAI shape with `usage.prompt_tokens_details.cached_tokens`, or with
+//!   `"stream": true` SSE events, one per engine step that produced a token, then a usage event
+//!   (`stream_options.include_usage`), then `data: [DONE]`. A client that goes away mid-request
+//!   aborts it in the engine. Malformed bodies get 400, other models 404, a full server 503,
+//!   all as `{"error":{"message","type","param","code"}}`.
+//! - `GET /v1/models`, `GET /health`.
+//! - `GET /metrics`: `vllm:num_requests_waiting`, `vllm:num_requests_running`,
+//!   `vllm:kv_cache_usage_perc` (and the older `vllm:gpu_cache_usage_perc`),
+//!   `vllm:cache_config_info{block_size,num_gpu_blocks}`, `vllm:prefix_cache_queries_total`,
+//!   `vllm:prefix_cache_hits_total` and a few token counters, with vLLM's `# HELP`/`# TYPE`
+//!   lines and `model_name` labels.
+//!
+//! Every response carries [`SERVER_HEADER`] (the server's index) and [`ADDRESS_HEADER`] (its
+//! `ip:port`), so a test sees where a router sent each request.
+//!
+//! The parts: [`ServeConfig`] (what to serve), [`spawn`] and [`ServeHandle`] (start in-process,
+//! stop one server to simulate a dead one), [`run`] and [`ServeArgs`] (the binary).
+//! Internally: `driver` (a tokio task per server owning its engine), `handlers` (routes),
+//! `request` (body to engine request and block hashes), `openai` (JSON and SSE encoding),
+//! `metrics` (Prometheus text).
+//!
+//! ```
+//! use shepherd_sim::serve::{self, SERVER_HEADER, ServeConfig};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut config = ServeConfig::ephemeral(2); // two servers, ports picked by the OS
+//! config.speed = 50.0;
+//! let mut pool = serve::spawn(config).await?;
+//!
+//! let client = reqwest::Client::new();
+//! let response = client
+//!     .post(format!("http://{}/v1/completions", pool.addrs()[1]))
+//!     .body(r#"{"model":"meta-llama/Llama-3.1-8B-Instruct","prompt":"Hello","max_tokens":4}"#)
+//!     .send()
+//!     .await?;
+//! assert_eq!(response.headers()[SERVER_HEADER], "1");
+//! let body: serde_json::Value = response.json().await?;
+//! assert_eq!(body["choices"][0]["text"], " tok tok tok tok");
+//! assert_eq!(body["usage"]["completion_tokens"], 4);
+//!
+//! pool.stop(1).await; // server 1 is gone: its port refuses connections
+//! assert!(client.get(format!("http://{}/health", pool.addrs()[1])).send().await.is_err());
+//! # Ok(())
+//! # }
+//! ```
+
+mod cli;
+mod config;
+mod driver;
+mod error;
+mod handlers;
+mod metrics;
+mod openai;
+mod request;
+mod server;
+
+pub use cli::{DEFAULT_PORT_BASE, DEFAULT_SERVERS, ServeArgs};
+pub use config::{
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_MODEL_LEN, DEFAULT_MAX_PENDING, DEFAULT_MAX_TOKENS,
+    DEFAULT_MAX_TOKENS_CAP, DEFAULT_MODEL, DEFAULT_PRESET, MAX_SPEED, MIN_SPEED, ServeConfig,
+};
+pub use error::ServeError;
+pub use server::{ServeHandle, run, spawn};
+
+/// Response header naming the server that produced the response: its index in the pool.
+pub const SERVER_HEADER: &str = "x-shepherd-sim-server";
+/// Response header with the `ip:port` of the server that produced the response.
+pub const ADDRESS_HEADER: &str = "x-shepherd-sim-address";
