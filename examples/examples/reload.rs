@@ -64,7 +64,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                         InferenceRequest::new(format!("t{t}-{i}"), "llama", Prompt::Text(prompt));
                     if let Ok(decision) = scheduler.schedule(&request) {
                         scheduled.fetch_add(1, Ordering::Relaxed);
-                        if i % 3 == 0 {
+                        if i.is_multiple_of(3) {
                             held.push(decision.into_handle());
                         } else {
                             decision.finish(Completion::success(None));

@@ -283,3 +283,74 @@ fn hostile_yaml_is_an_error_not_a_hang_or_a_crash() {
         Err(ConfigError::Syntax { .. })
     ));
 }
+
+#[test]
+fn unknown_sections_warn_and_fail_in_strict_mode() {
+    let yaml = "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nfeatureGates: [x]\nmystery: 1\nschedulingProfiles:\n- name: default\n";
+    let config = EndpointPickerConfig::from_yaml(yaml).unwrap();
+    let warnings = config.warnings();
+    let sections: Vec<&str> = warnings.iter().map(|w| w.section.as_str()).collect();
+    assert_eq!(sections, ["featureGates", "mystery"]);
+    assert!(warnings[0].message.contains("does not support yet"));
+    assert!(warnings[1].message.contains("unknown section"));
+    let err = EndpointPickerConfig::from_yaml_strict(yaml).unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::Strict { warnings } if warnings.len() == 2),
+        "{err}"
+    );
+    assert!(err.to_string().contains("mystery"), "{err}");
+    // A config with nothing to ignore loads strictly.
+    let clean = "apiVersion: llm-d.ai/v1alpha1\nschedulingProfiles:\n- name: default\n";
+    assert!(EndpointPickerConfig::from_yaml_strict(clean).is_ok());
+}
+
+#[test]
+fn api_version_and_kind_are_checked() {
+    for ok in [
+        "apiVersion: llm-d.ai/v1alpha1\n",
+        "apiVersion: inference.networking.x-k8s.io/v1alpha1\n",
+        "kind: EndpointPickerConfig\n",
+        "{}\n",
+    ] {
+        assert!(EndpointPickerConfig::from_yaml(ok).is_ok(), "{ok}");
+    }
+    let err = EndpointPickerConfig::from_yaml("apiVersion: inference.networking.k8s.io/v1\n")
+        .unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::UnsupportedApiVersion { found, .. } if found == "inference.networking.k8s.io/v1"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("llm-d.ai/v1alpha1"), "{err}");
+    assert!(matches!(
+        EndpointPickerConfig::from_yaml("kind: InferencePool\n"),
+        Err(ConfigError::UnsupportedKind(_))
+    ));
+}
+
+#[test]
+fn weights_above_the_maximum_are_rejected() {
+    use shepherd_scheduler_core::config::MAX_WEIGHT;
+    let yaml = |w: f64| GOOD.replace("weight: 2", &format!("weight: {w:e}"));
+    assert!(build(&yaml(MAX_WEIGHT), &registry()).is_ok());
+    for w in [MAX_WEIGHT * 2.0, 1e308] {
+        let err = build(&yaml(w), &registry()).unwrap_err();
+        assert!(matches!(err, ConfigError::InvalidWeight { .. }), "{err}");
+        assert!(err.to_string().contains("[0, 1000000]"), "{err}");
+    }
+}
+
+#[test]
+fn many_profiles_build_in_linear_time() {
+    // The duplicate-name check is a set: 20k profiles build at once (an O(P²) check took
+    // seconds at this size).
+    let mut yaml = String::from("plugins:\n- type: first-picker\nschedulingProfiles:\n");
+    for i in 0..20_000 {
+        yaml.push_str(&format!("- name: p{i}\n"));
+    }
+    assert!(build(&yaml, &registry()).is_ok());
+    yaml.push_str("- name: p7\n");
+    assert!(matches!(
+        build(&yaml, &registry()),
+        Err(ConfigError::DuplicateProfileName(n)) if n == "p7"
+    ));
+}
