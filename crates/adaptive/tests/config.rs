@@ -1,4 +1,5 @@
 //! The `adaptive:` section: parsing, defaults and validation errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use shepherd_adaptive::config::{AdaptiveConfig, Combine, ModeCurve, ShareBound};
 use shepherd_adaptive::{AdaptiveController, AdaptiveError};

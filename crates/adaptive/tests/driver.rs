@@ -1,5 +1,6 @@
 //! The driver contract: [`ControllerDriver`] built from a config and ticked like a simulator
 //! or runtime would.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Scenarios on a real pool and profile, through the controller.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 

@@ -198,3 +198,44 @@ impl Picker for HighestTotal {
         order
     }
 }
+
+impl std::fmt::Debug for FilterEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FilterEntry")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for ScorerEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScorerEntry")
+            .field("name", &self.name)
+            .field("category", &self.category)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profile")
+            .field("name", &self.name)
+            .field("filters", &self.filters)
+            .field("scorers", &self.scorers)
+            .field("weights", &self.weights.load().as_slice())
+            .field("picker", &self.picker_name)
+            .field("pick_hooks", &self.pick_hooks.len())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for ProfileBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProfileBuilder")
+            .field("name", &self.name)
+            .field("filters", &self.filters)
+            .field("scorers", &self.scorers)
+            .field("weights", &self.weights)
+            .finish()
+    }
+}

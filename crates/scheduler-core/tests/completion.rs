@@ -1,5 +1,6 @@
 //! Completion through the decision: hooks run exactly once however a request ends, fallbacks
 //! move the in-flight count, ids are assigned, and the core's counters match what happened.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::sync::Arc;
 

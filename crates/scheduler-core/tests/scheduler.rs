@@ -1,5 +1,6 @@
 //! The scheduler with small local plugins: filters, weights, breakdown, subsets, hooks,
 //! determinism.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

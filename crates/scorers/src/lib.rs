@@ -61,7 +61,6 @@
 //! stale, and clamp garbage values (NaN, negative, above 1) instead of failing.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod default_config;
 pub mod error;

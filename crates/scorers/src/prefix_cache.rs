@@ -120,6 +120,7 @@ struct Counters {
 }
 
 /// The scorer and pick hook over one shared index.
+#[derive(Debug)]
 pub struct PrefixCacheScorer {
     index: Arc<PrefixIndex>,
     auto_tune: bool,

@@ -1,6 +1,7 @@
 //! The default configuration, the registry, and scheduling end to end: the default profile
 //! picks the least-loaded endpoint when prefix scores tie, and a fixed seed gives the same
 //! decisions.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 

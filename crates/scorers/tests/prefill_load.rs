@@ -1,5 +1,6 @@
 //! `prefix-cache-scorer` publishes its cached-token estimates, the scheduler counts the picked
 //! endpoint's uncached tokens as pending prefill, and `prefill-load-scorer` reads both.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::sync::Arc;
 

@@ -1,5 +1,6 @@
 //! Properties of the built-in scorers: every score in [0, 1] whatever the metrics, stale
 //! metrics give neutral scores, and the min-max scorers rank by load.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Session affinity: a session sticks to the endpoint that served it, and forgets endpoints
 //! that leave the pool.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 

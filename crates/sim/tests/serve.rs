@@ -1,5 +1,6 @@
 //! `shepherd-sim serve` over real loopback HTTP: two servers started in-process on port 0.
 #![cfg(feature = "serve")]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,4 +1,5 @@
 //! End-to-end properties of the simulator at reduced scale.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use shepherd_sim::compare::{CompareOptions, compare};
 use shepherd_sim::engine::BatchShape;

@@ -11,7 +11,6 @@ use crate::resources::Resources;
 use crate::shared::SharedState;
 
 /// What a plugin factory gets to build one instance.
-#[allow(missing_debug_implementations)]
 pub struct PluginArgs<'a> {
     /// Instance name.
     pub name: &'a str,
@@ -122,5 +121,16 @@ impl Registry {
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.factories.keys()).finish()
+    }
+}
+
+impl std::fmt::Debug for PluginArgs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginArgs")
+            .field("name", &self.name)
+            .field("plugin_type", &self.plugin_type)
+            .field("parameters", &self.parameters)
+            .field("seed", &self.seed)
+            .finish()
     }
 }

@@ -86,3 +86,23 @@ impl<'r> CycleState<'r> {
         &self.request_id
     }
 }
+
+impl std::fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extensions")
+            .field("items", &self.items.len())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for CycleState<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CycleState")
+            .field("request", &self.request)
+            .field("request_id", &self.request_id)
+            .field("now", &self.now)
+            .field("staleness_bound", &self.staleness_bound)
+            .field("extensions", &self.extensions)
+            .finish()
+    }
+}

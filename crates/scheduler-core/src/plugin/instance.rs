@@ -22,7 +22,6 @@ use crate::metrics::MetricsSource;
 /// assert!(plugin.as_picker().is_none());
 /// ```
 #[derive(Clone, Default)]
-#[allow(missing_debug_implementations)]
 pub struct PluginInstance {
     filter: Option<Arc<dyn Filter>>,
     scorer: Option<Arc<dyn Scorer>>,
@@ -121,5 +120,20 @@ impl PluginInstance {
     /// The metrics source facet.
     pub fn as_metrics_source(&self) -> Option<&Arc<dyn MetricsSource>> {
         self.metrics.as_ref()
+    }
+}
+
+impl std::fmt::Debug for PluginInstance {
+    /// The facets the plugin has.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginInstance")
+            .field("filter", &self.filter.is_some())
+            .field("scorer", &self.scorer.is_some())
+            .field("picker", &self.picker.is_some())
+            .field("pick_hook", &self.pick_hook.is_some())
+            .field("completion_hook", &self.completion_hook.is_some())
+            .field("membership_listener", &self.membership.is_some())
+            .field("metrics_source", &self.metrics.is_some())
+            .finish()
     }
 }
