@@ -99,7 +99,9 @@ pub struct Extraction {
     /// The endpoint metrics. A signal with no series keeps its default (0, empty, `None`).
     /// `scraped_at` is left for the caller, which knows when the scrape happened.
     pub metrics: EndpointMetrics,
-    /// Signals the mapping reads (non-empty specs) for which the page had no series.
+    /// Signals the mapping reads (non-empty specs) for which the page had no series. vLLM
+    /// serves `vllm:lora_requests_info` only when LoRA is enabled, so [`Signal::Lora`] here is
+    /// normal for most vLLM servers.
     pub missing: Vec<Signal>,
     /// Sanitized values, one entry per (signal, reason).
     pub issues: Vec<Issue>,
