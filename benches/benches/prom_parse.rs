@@ -1,7 +1,7 @@
 //! Reading a model server's `/metrics` page: the cost the scraper pays per endpoint per scrape.
 //!
-//! - `prom_parse/parse/vllm-49KB`: `prom::parse` of a vLLM page (one engine, LoRA on, 13
-//!   histograms: about 49 KB, 390 samples, 420 `# HELP`/`# TYPE` lines), the runtime crate's
+//! - `prom_parse/parse/vllm-49KB`: `prom::parse` of a vLLM page (one engine, LoRA on, 15
+//!   histograms: about 49 KB, 392 samples, 120 `# HELP`/`# TYPE` lines), the runtime crate's
 //!   test fixture;
 //! - `prom_parse/parse+map/vllm-49KB`: the same plus `EngineMapping::vllm().extract`;
 //! - `prom_parse/map/vllm-49KB`: the mapping alone, on an already parsed page;
