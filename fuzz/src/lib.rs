@@ -118,3 +118,5 @@ pub fn parse_config(data: &[u8]) {
         assert!(!error.to_string().is_empty());
     }
 }
+
+pub mod metrics;

@@ -48,3 +48,8 @@ fn parse_body_inputs() {
 fn parse_config_inputs() {
     assert!(replay("parse_config", shepherd_fuzz::parse_config) >= 2);
 }
+
+#[test]
+fn parse_metrics_inputs() {
+    assert!(replay("parse_metrics", shepherd_fuzz::metrics::parse_metrics) >= 5);
+}
