@@ -1,5 +1,6 @@
 //! Mapping real-looking vLLM and SGLang pages to endpoint metrics, sanitizing garbage, and
 //! loading the mapping from upstream-style configuration.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use proptest::collection::vec;
 use proptest::prelude::*;

@@ -1,5 +1,6 @@
 //! Properties of the text-format parser: it never panics, what it reads is well-formed, and
 //! rendering samples then parsing them gives the same samples back.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::borrow::Cow;
 

@@ -168,9 +168,7 @@ impl EngineMapping {
         let lora = self.lora(&select, &mut out);
         let (block_size, num_gpu_blocks) = self.geometry(&select, &mut out);
 
-        // `..Default::default()` keeps this compiling while `EndpointMetrics` gains or loses
-        // fields the scrape does not set (such as `scraped_at`).
-        #[allow(clippy::needless_update)]
+        // The pool stamps the scrape time when the metrics are stored.
         let metrics = EndpointMetrics {
             waiting: waiting.unwrap_or(0),
             running: running.unwrap_or(0),
@@ -178,7 +176,6 @@ impl EngineMapping {
             lora: lora.unwrap_or_default(),
             block_size,
             num_gpu_blocks,
-            ..Default::default()
         };
         out.metrics = metrics;
         out
