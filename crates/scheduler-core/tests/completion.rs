@@ -205,18 +205,18 @@ fn counters_match_a_replayed_sequence_of_picks() {
 fn draining_and_disabled_endpoints_are_never_picked() {
     let (pool, s, _rec) = setup(3);
     let eps = pool.snapshot().endpoints().to_vec();
-    eps[0].set_health(EndpointHealth::Draining);
-    eps[1].set_health(EndpointHealth::Disabled);
+    pool.set_health(eps[0].address(), EndpointHealth::Draining);
+    pool.set_health(eps[1].address(), EndpointHealth::Disabled);
     for i in 0..50 {
         let d = s.schedule(&request(&format!("r{i}"))).unwrap();
         assert_eq!(d.endpoints().len(), 1);
         assert_eq!(d.primary().address(), eps[2].address());
     }
-    eps[2].set_health(EndpointHealth::Draining);
+    pool.set_health(eps[2].address(), EndpointHealth::Draining);
     let err = s.schedule(&request("none")).unwrap_err();
     assert_eq!(err.reason(), "no_healthy_endpoint");
     assert_eq!(err.http_status(), 503);
-    eps[0].set_health(EndpointHealth::Enabled);
+    pool.set_health(eps[0].address(), EndpointHealth::Enabled);
     assert_eq!(
         s.schedule(&request("back")).unwrap().primary().address(),
         eps[0].address()
@@ -243,6 +243,8 @@ fn stale_endpoints_are_avoided_while_fresh_ones_exist() {
         3
     );
     eps[1].set_metrics(EndpointMetrics::default());
+    // The pool's freshness is rechecked at most every staleness/8 (25 ms here).
+    clock.advance(std::time::Duration::from_millis(25));
     let d = avoiding.schedule(&request("b")).unwrap();
     assert_eq!(
         d.endpoints().len(),

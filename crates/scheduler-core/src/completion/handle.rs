@@ -24,8 +24,9 @@ pub struct RequestHandle {
     /// Primary first, then the fallbacks in order; `current` indexes the one serving.
     endpoints: Vec<Arc<Endpoint>>,
     current: usize,
-    id: Box<str>,
-    model: Box<str>,
+    /// The id then the model; `id_len` splits them.
+    id_and_model: SmallText,
+    id_len: usize,
     prompt_tokens: u64,
     scheduled_at: Timestamp,
     first_token_at: Option<Timestamp>,
@@ -49,8 +50,8 @@ impl RequestHandle {
             guard,
             endpoints,
             current: 0,
-            id: id.into(),
-            model: model.into(),
+            id_and_model: SmallText::concat(id, model),
+            id_len: id.len(),
             prompt_tokens,
             scheduled_at,
             first_token_at: None,
@@ -62,12 +63,18 @@ impl RequestHandle {
 
     /// The request id.
     pub fn id(&self) -> &str {
-        &self.id
+        self.id_and_model
+            .as_str()
+            .get(..self.id_len)
+            .unwrap_or_default()
     }
 
     /// The model (or LoRA adapter) the request targets.
     pub fn model(&self) -> &str {
-        &self.model
+        self.id_and_model
+            .as_str()
+            .get(self.id_len..)
+            .unwrap_or_default()
     }
 
     /// The endpoint serving the request now (the primary, unless moved to a fallback).
@@ -128,22 +135,26 @@ impl RequestHandle {
             return;
         }
         self.finished = true;
-        let completion = Completion {
-            first_token_at: completion.first_token_at.or(self.first_token_at),
-            ..completion
-        };
-        let request = CompletedRequest {
-            id: &self.id,
-            model: &self.model,
-            endpoint: self.guard.endpoint(),
-            prompt_tokens: self.prompt_tokens,
-            scheduled_at: self.scheduled_at,
-            first_token_at: completion.first_token_at,
-            finished_at: self.completer.clock.now(),
-            used_fallback: self.current > 0,
-        };
-        for hook in &self.completer.hooks {
-            hook.on_complete(&request, &completion);
+        if !self.completer.hooks.is_empty() {
+            let completion = Completion {
+                first_token_at: completion.first_token_at.or(self.first_token_at),
+                ..completion
+            };
+            let text = self.id_and_model.as_str();
+            let (id, model) = text.split_at(self.id_len.min(text.len()));
+            let request = CompletedRequest {
+                id,
+                model,
+                endpoint: self.guard.endpoint(),
+                prompt_tokens: self.prompt_tokens,
+                scheduled_at: self.scheduled_at,
+                first_token_at: completion.first_token_at,
+                finished_at: self.completer.clock.now(),
+                used_fallback: self.current > 0,
+            };
+            for hook in &self.completer.hooks {
+                hook.on_complete(&request, &completion);
+            }
         }
         self.completer.metrics.record_completion(completion.outcome);
     }
@@ -164,11 +175,48 @@ impl Drop for RequestHandle {
 impl fmt::Debug for RequestHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RequestHandle")
-            .field("id", &self.id)
-            .field("model", &self.model)
+            .field("id", &self.id())
+            .field("model", &self.model())
             .field("endpoint", &self.guard.endpoint().address())
             .field("prompt_tokens", &self.prompt_tokens)
             .field("used_fallback", &self.used_fallback())
             .finish()
+    }
+}
+
+/// Bytes of text a handle keeps without allocating: a generated id (32) plus a typical model
+/// name.
+const INLINE_TEXT: usize = 80;
+
+/// Two short strings kept inline (no allocation on the request path), longer ones on the heap.
+enum SmallText {
+    Inline { len: u8, bytes: [u8; INLINE_TEXT] },
+    Heap(Box<str>),
+}
+
+impl SmallText {
+    fn concat(a: &str, b: &str) -> Self {
+        let len = a.len() + b.len();
+        if len <= INLINE_TEXT {
+            let mut bytes = [0u8; INLINE_TEXT];
+            bytes[..a.len()].copy_from_slice(a.as_bytes());
+            bytes[a.len()..len].copy_from_slice(b.as_bytes());
+            SmallText::Inline {
+                len: len as u8,
+                bytes,
+            }
+        } else {
+            SmallText::Heap([a, b].concat().into_boxed_str())
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // Always two whole `str`s copied back to back: valid UTF-8.
+            SmallText::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+            }
+            SmallText::Heap(s) => s,
+        }
     }
 }

@@ -96,7 +96,7 @@ impl LoadMetrics {
 
 /// Whether an endpoint may be sent new requests.
 ///
-/// A discovery source or an operator sets it ([`Endpoint::set_health`](super::Endpoint::set_health));
+/// A discovery source or an operator sets it ([`Pool::set_health`](super::Pool::set_health));
 /// the scheduler never picks an endpoint that is not [`EndpointHealth::Enabled`], whatever the
 /// profile's filters say. Requests already in flight there are not affected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]

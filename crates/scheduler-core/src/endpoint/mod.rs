@@ -22,8 +22,9 @@
 //! assert_eq!(ep.load_metrics().waiting, 3);
 //! assert!(ep.scraped_at().is_some()); // stamped on the pool's clock
 //!
-//! ep.set_health(EndpointHealth::Draining); // no new requests go there
+//! pool.set_health("10.0.0.1:8000", EndpointHealth::Draining); // no new requests go there
 //! assert!(!ep.accepts_requests());
+//! assert!(!pool.snapshot().all_enabled());
 //!
 //! let guard = ep.start_request(100);
 //! assert_eq!(ep.in_flight_requests(), 1);

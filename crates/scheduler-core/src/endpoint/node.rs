@@ -145,9 +145,18 @@ impl Endpoint {
         EndpointHealth::from_u8(self.health.load(Ordering::Relaxed))
     }
 
-    /// Sets the endpoint's health (see [`EndpointHealth`]).
-    pub fn set_health(&self, health: EndpointHealth) {
+    /// Sets the endpoint's health; [`Pool::set_health`](super::Pool::set_health) calls it and
+    /// records the change in a new snapshot.
+    pub(super) fn set_health(&self, health: EndpointHealth) {
         self.health.store(health as u8, Ordering::Relaxed);
+    }
+
+    /// Whether metrics were stored within `max_age_nanos` before `now_nanos` (one atomic load:
+    /// for the request path).
+    #[inline]
+    pub fn is_fresh_at(&self, now_nanos: u64, max_age_nanos: u64) -> bool {
+        let scraped = self.load.scraped_at.load(Ordering::Acquire);
+        scraped != u64::MAX && now_nanos.saturating_sub(scraped) <= max_age_nanos
     }
 
     /// Whether new requests may be sent here.

@@ -1,11 +1,11 @@
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use ahash::AHashMap;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
-use super::{Endpoint, EndpointId};
+use super::{Endpoint, EndpointHealth, EndpointId};
 use crate::clock::{Clock, SystemClock};
 
 /// Told when endpoints leave the pool, so that per-endpoint state (such as the prefix index)
@@ -19,16 +19,24 @@ pub trait MembershipListener: Send + Sync {
 ///
 /// Aligned to 128 bytes so that, behind an `Arc`, the reference counts that every pick touches
 /// sit on their own cache lines and do not evict the member list that every pick reads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 #[repr(align(128))]
 pub struct PoolSnapshot {
     endpoints: Vec<Arc<Endpoint>>,
     by_address: AHashMap<Arc<str>, usize>,
     by_id: AHashMap<EndpointId, usize>,
+    generation: u64,
+    all_enabled: bool,
+}
+
+impl Default for PoolSnapshot {
+    fn default() -> Self {
+        PoolSnapshot::build(Vec::new(), 0)
+    }
 }
 
 impl PoolSnapshot {
-    fn build(mut endpoints: Vec<Arc<Endpoint>>) -> Self {
+    fn build(mut endpoints: Vec<Arc<Endpoint>>, generation: u64) -> Self {
         endpoints.sort_by(|a, b| a.address().cmp(b.address()));
         let by_address = endpoints
             .iter()
@@ -40,11 +48,25 @@ impl PoolSnapshot {
             .enumerate()
             .map(|(i, e)| (e.id(), i))
             .collect();
+        let all_enabled = endpoints.iter().all(|e| e.accepts_requests());
         PoolSnapshot {
             endpoints,
             by_address,
             by_id,
+            generation,
+            all_enabled,
         }
+    }
+
+    /// Which swap of its pool this snapshot is (0 for an empty new pool); every membership
+    /// or health change makes a new one.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether every member takes new requests (none draining or disabled).
+    pub fn all_enabled(&self) -> bool {
+        self.all_enabled
     }
 
     /// The members, sorted by address.
@@ -92,6 +114,7 @@ pub struct Pool {
     write: Mutex<()>,
     listeners: Mutex<Vec<Weak<dyn MembershipListener>>>,
     clock: Arc<dyn Clock>,
+    generation: AtomicU64,
 }
 
 impl Default for Pool {
@@ -114,6 +137,7 @@ impl Pool {
             write: Mutex::new(()),
             listeners: Mutex::new(Vec::new()),
             clock,
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -177,7 +201,7 @@ impl Pool {
             .filter(|e| !seen.contains(e.address()))
             .map(|e| e.id())
             .collect();
-        self.snapshot.store(Arc::new(PoolSnapshot::build(next)));
+        self.store(next);
         drop(_write);
         self.notify_removed(&removed);
         removed
@@ -193,7 +217,7 @@ impl Pool {
         let endpoint = Arc::new(self.new_endpoint(address));
         let mut next = current.endpoints().to_vec();
         next.push(Arc::clone(&endpoint));
-        self.snapshot.store(Arc::new(PoolSnapshot::build(next)));
+        self.store(next);
         endpoint
     }
 
@@ -210,10 +234,32 @@ impl Pool {
             .filter(|e| e.id() != gone)
             .cloned()
             .collect();
-        self.snapshot.store(Arc::new(PoolSnapshot::build(next)));
+        self.store(next);
         drop(write);
         self.notify_removed(&[gone]);
         true
+    }
+
+    /// Sets the health of the member at `address` (see [`EndpointHealth`]); returns whether it
+    /// is a member. Takes effect for the next pick.
+    pub fn set_health(&self, address: &str, health: EndpointHealth) -> bool {
+        let _write = self.write.lock();
+        let current = self.snapshot.load_full();
+        let Some(endpoint) = current.get_by_address(address) else {
+            return false;
+        };
+        if endpoint.health() != health {
+            endpoint.set_health(health);
+            self.store(current.endpoints().to_vec());
+        }
+        true
+    }
+
+    /// Swaps in a snapshot of `members` (the write lock is held).
+    fn store(&self, members: Vec<Arc<Endpoint>>) {
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        self.snapshot
+            .store(Arc::new(PoolSnapshot::build(members, generation)));
     }
 
     fn new_endpoint(&self, address: &str) -> Endpoint {

@@ -116,6 +116,7 @@ impl SchedulerBuilder {
             max_endpoints: self.settings.max_endpoints.max(1),
             seed: self.settings.seed,
             picks: PickCounter::default(),
+            freshness: Default::default(),
             completer,
             listeners: self.listeners,
             metric_sources: self.metric_sources,

@@ -36,7 +36,7 @@ pub use error::ScheduleError;
 use crate::clock::Clock;
 use crate::completion::{Completer, RequestHandle};
 use crate::decision::{Breakdown, Decision};
-use crate::endpoint::{Endpoint, MembershipListener, Pool};
+use crate::endpoint::{MembershipListener, Pool};
 use crate::metrics::{CoreMetrics, MetricsSource, MetricsVisitor, ProfileMetrics};
 use crate::plugin::{CachedPrefix, CycleState, Score};
 use crate::profile::Profile;
@@ -70,6 +70,7 @@ pub struct Scheduler {
     max_endpoints: usize,
     seed: u64,
     picks: PickCounter,
+    freshness: candidates::FreshnessCache,
     completer: Arc<Completer>,
     /// Kept alive here: the pool holds them weakly, so they go when the scheduler goes.
     #[expect(
@@ -172,25 +173,17 @@ impl Scheduler {
         if snapshot.is_empty() {
             return Err(ScheduleError::NoEndpoints);
         }
-        let mut candidates: Vec<&Arc<Endpoint>> = match options.subset {
-            None => snapshot.endpoints().iter().collect(),
-            Some(entries) => {
-                let subset = candidates::Subset::new(entries);
-                snapshot
-                    .endpoints()
-                    .iter()
-                    .filter(|e| subset.contains(e.address()))
-                    .collect()
-            }
+        let subset = options.subset.map(candidates::Subset::new);
+        let narrowing = candidates::Narrowing {
+            staleness: self.staleness_bound,
+            avoid_stale: self.avoid_stale,
         };
-        if candidates.is_empty() {
-            return Err(ScheduleError::EmptySubset);
-        }
-        candidates::healthy_and_fresh(
-            &mut candidates,
+        let mut candidates = candidates::initial(
+            &snapshot,
+            subset.as_ref(),
             started,
-            self.staleness_bound,
-            self.avoid_stale,
+            narrowing,
+            &self.freshness,
         )?;
         let before_filters = candidates.len();
         let mut cycle = CycleState::new(request, started, self.staleness_bound);
