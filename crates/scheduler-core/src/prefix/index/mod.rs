@@ -1,0 +1,166 @@
+//! The sharded prefix index.
+//!
+//! One file per part:
+//!
+//! - [`lookup`]: the walk down a request's chain under one shard read lock;
+//! - [`insert`]: recording and forgetting blocks for an endpoint;
+//! - [`evict`]: the eviction clock that keeps each endpoint within its capacity;
+//! - [`endpoints`]: the registry of endpoints the index knows, and forgetting one.
+
+mod endpoints;
+mod evict;
+mod insert;
+mod lookup;
+
+use arc_swap::ArcSwap;
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+
+use super::chain::SHARDS;
+#[cfg(test)]
+use super::table::id_of;
+use super::table::{BlockTable, MAX_ENDPOINT_ID, tag_of};
+use super::{BlockChain, BlockKey, PrefixIndexConfig};
+use crate::endpoint::{EndpointId, MembershipListener};
+use crate::request::Prompt;
+use endpoints::Endpoints;
+
+/// One shard on its own cache lines, so two threads working on two shards do not share one.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard(RwLock<BlockTable>);
+
+/// A write guard on one shard, kept while consecutive keys stay in that shard. At most one shard
+/// lock is held at a time, so writers cannot deadlock.
+type ShardGuard<'a> = Option<(usize, RwLockWriteGuard<'a, BlockTable>)>;
+
+/// Which endpoints are believed to hold which prompt blocks.
+///
+/// Lookups walk a request's [`BlockChain`] under one shard read lock, hashing only as far as
+/// some endpoint still matches. Inserts record a chain for the endpoint a request was sent to;
+/// each endpoint remembers at most its capacity in blocks, evicting (approximately) the least
+/// recently used. The same [`insert_blocks`](PrefixIndex::insert_blocks) /
+/// [`remove_blocks`](PrefixIndex::remove_blocks) pair can be fed by model-server KV-cache events
+/// instead of guesses.
+#[derive(Debug)]
+pub struct PrefixIndex {
+    config: PrefixIndexConfig,
+    shards: Box<[Shard]>,
+    endpoints: ArcSwap<Endpoints>,
+    endpoints_write: Mutex<()>,
+}
+
+impl Default for PrefixIndex {
+    fn default() -> Self {
+        PrefixIndex::new(PrefixIndexConfig::default())
+    }
+}
+
+impl PrefixIndex {
+    /// An empty index.
+    pub fn new(config: PrefixIndexConfig) -> Self {
+        PrefixIndex {
+            config,
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            endpoints: ArcSwap::from_pointee(Endpoints::default()),
+            endpoints_write: Mutex::new(()),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PrefixIndexConfig {
+        &self.config
+    }
+
+    /// A lazily hashed chain for `prompt`, seeded with `seed` (see [`chain_seed`](super::chain_seed)).
+    pub fn chain(&self, seed: u64, prompt: &Prompt) -> BlockChain {
+        BlockChain::new(&self.config.layout, seed, prompt)
+    }
+
+    /// `endpoint`'s capacity in blocks, when the index knows the endpoint.
+    pub fn capacity_of(&self, endpoint: EndpointId) -> Option<usize> {
+        let state = self.endpoints.load().live.get(&endpoint).cloned()?;
+        let capacity = state.lock().capacity;
+        Some(capacity)
+    }
+
+    /// Blocks `endpoint` is believed to hold.
+    pub fn endpoint_entries(&self, endpoint: EndpointId) -> usize {
+        let state = self.endpoints.load().live.get(&endpoint).cloned();
+        state.map_or(0, |s| s.lock().live)
+    }
+
+    /// (block, endpoint) entries in the index.
+    pub fn entries(&self) -> usize {
+        let endpoints = self.endpoints.load();
+        endpoints.live.values().map(|s| s.lock().live).sum()
+    }
+
+    /// Distinct blocks held by at least one endpoint.
+    pub fn blocks(&self) -> usize {
+        self.shards.iter().map(|s| s.0.read().len()).sum()
+    }
+
+    /// Endpoints the index currently remembers.
+    pub fn endpoints(&self) -> Vec<EndpointId> {
+        let mut ids: Vec<EndpointId> = self.endpoints.load().live.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Whether `endpoint` is believed to hold `key`.
+    pub fn holds(&self, endpoint: EndpointId, key: BlockKey) -> bool {
+        if endpoint.0 > MAX_ENDPOINT_ID {
+            return false;
+        }
+        let table = self.shards[key.shard()].0.read();
+        table
+            .holders(key.get())
+            .is_some_and(|h| h.contains(tag_of(endpoint.0)))
+    }
+
+    /// Heap bytes the index owns (tables and eviction queues), as its own accounting sees them.
+    pub fn heap_bytes(&self) -> usize {
+        let tables: usize = self.shards.iter().map(|s| s.0.read().heap_bytes()).sum();
+        let endpoints = self.endpoints.load();
+        let queues: usize = endpoints
+            .live
+            .values()
+            .map(|s| s.lock().queue.capacity() * 8)
+            .sum();
+        tables + queues
+    }
+
+    #[inline]
+    fn lock_shard<'g, 'a: 'g>(
+        &'a self,
+        guard: &'g mut ShardGuard<'a>,
+        shard: usize,
+    ) -> &'g mut BlockTable {
+        if guard.as_ref().map(|g| g.0) != Some(shard) {
+            *guard = None;
+        }
+        let (_, table) = guard.get_or_insert_with(|| (shard, self.shards[shard].0.write()));
+        table
+    }
+
+    /// Every (key, endpoint) entry of the tables, sorted (for tests).
+    #[cfg(test)]
+    pub(crate) fn audit(&self) -> Vec<(u64, EndpointId)> {
+        let mut out: Vec<(u64, EndpointId)> = self
+            .shards
+            .iter()
+            .flat_map(|s| s.0.read().entries())
+            .map(|(k, t)| (k, EndpointId(id_of(t))))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+}
+
+impl MembershipListener for PrefixIndex {
+    fn on_removed(&self, removed: &[EndpointId]) {
+        for &endpoint in removed {
+            self.remove_endpoint(endpoint);
+        }
+    }
+}
