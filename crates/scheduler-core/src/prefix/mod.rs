@@ -20,7 +20,9 @@
 //! An endpoint's eviction queue has its own lock, held only to queue and count entries: an
 //! insert updates the tables first and the eviction clock runs over a batch taken off the
 //! queue, both with the endpoint unlocked, so picks sending requests to the same endpoint
-//! overlap instead of waiting for each other's table work.
+//! overlap instead of waiting for each other's table work. Which lock protects what, the order
+//! they are taken in and how an insert racing the removal of its endpoint settles are written
+//! down in the crate-private `locking` module, and checked by seeded interleaving tests.
 //!
 //! Within a shard, blocks held by one or two endpoints keep their holders inline in a 16-byte
 //! slot; blocks held by three or more (shared prefixes) live in a separate, much smaller array
@@ -65,6 +67,7 @@ mod config;
 mod endpoint_blocks;
 mod holder_sets;
 mod index;
+mod locking;
 mod matched;
 mod slots;
 mod table;

@@ -9,6 +9,7 @@ use super::{PrefixIndex, ShardGuard};
 use crate::endpoint::EndpointId;
 use crate::prefix::BlockKey;
 use crate::prefix::endpoint_blocks::EndpointBlocks;
+use crate::prefix::locking;
 use crate::prefix::table::tag_of;
 
 pub(super) type EndpointState = Arc<Mutex<EndpointBlocks>>;
@@ -24,7 +25,7 @@ impl PrefixIndex {
     /// Forgets `endpoint` entirely; later inserts for it are ignored (ids are never reused).
     pub fn remove_endpoint(&self, endpoint: EndpointId) {
         let state = {
-            let _write = self.endpoints_write.lock();
+            let _write = locking::lock(&self.endpoints_write);
             let mut next = Endpoints::clone(&self.endpoints.load());
             let state = next.live.remove(&endpoint);
             next.retired.insert(endpoint);
@@ -34,7 +35,7 @@ impl PrefixIndex {
         let Some(state) = state else {
             return;
         };
-        let mut ep = state.lock();
+        let mut ep = locking::lock(&state);
         ep.retired = true;
         let tag = tag_of(endpoint.0);
         let mut guard: ShardGuard<'_> = None;
@@ -47,6 +48,7 @@ impl PrefixIndex {
     }
 
     pub(super) fn endpoint_state(&self, endpoint: EndpointId) -> Option<EndpointState> {
+        locking::switch_point();
         {
             let endpoints = self.endpoints.load();
             if let Some(state) = endpoints.live.get(&endpoint) {
@@ -56,7 +58,7 @@ impl PrefixIndex {
                 return None;
             }
         }
-        let _write = self.endpoints_write.lock();
+        let _write = locking::lock(&self.endpoints_write);
         let current = self.endpoints.load_full();
         if let Some(state) = current.live.get(&endpoint) {
             return Some(Arc::clone(state));

@@ -1,11 +1,12 @@
 //! The eviction clock: keeps each endpoint within its capacity.
 
 use ahash::AHashSet;
-use parking_lot::MutexGuard;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::{PrefixIndex, ShardGuard};
 use crate::prefix::BlockKey;
 use crate::prefix::endpoint_blocks::EndpointBlocks;
+use crate::prefix::locking;
 use crate::prefix::table::ClockHand;
 
 /// Most queue entries one eviction batch takes at once.
@@ -21,7 +22,12 @@ impl PrefixIndex {
     /// in flight still count as held, so the endpoint never holds more than its capacity once
     /// every eviction has finished; another thread's insert meanwhile evicts only what the
     /// batches in flight do not already cover.
-    pub(super) fn evict(&self, mut ep: MutexGuard<'_, EndpointBlocks>, tag: u32) {
+    pub(super) fn evict<'s>(
+        &self,
+        state: &'s Mutex<EndpointBlocks>,
+        mut ep: MutexGuard<'s, EndpointBlocks>,
+        tag: u32,
+    ) {
         // Each full turn clears every reference bit, so two turns always suffice.
         let mut budget = 2 * ep.queue.len() + 1;
         // Another eviction in flight has the buffer: this one gets a fresh one.
@@ -36,7 +42,9 @@ impl PrefixIndex {
             batch.clear();
             batch.extend(ep.queue.drain(..take));
             ep.evicting += take;
-            let evicted = MutexGuard::unlocked(&mut ep, || self.run_clock(&mut batch, tag));
+            drop(ep);
+            let evicted = self.run_clock(&mut batch, tag);
+            ep = locking::lock(state);
             ep.evicting -= take;
             if ep.retired {
                 // The endpoint left meanwhile: what the clock kept must go too.

@@ -2,6 +2,7 @@
 
 use super::{PrefixIndex, ShardGuard};
 use crate::endpoint::EndpointId;
+use crate::prefix::locking;
 use crate::prefix::table::{Added, MAX_ENDPOINT_ID, tag_of};
 use crate::prefix::{BlockChain, BlockKey};
 use crate::request::Prompt;
@@ -75,7 +76,7 @@ impl PrefixIndex {
             }
         }
         drop(guard);
-        let mut ep = state.lock();
+        let mut ep = locking::lock(&state);
         if ep.retired {
             // The endpoint left meanwhile: take back what was added for it.
             drop(ep);
@@ -91,7 +92,7 @@ impl PrefixIndex {
         }
         ep.queue.extend(added_keys.iter().copied());
         ep.counted(added_keys.len());
-        self.evict(ep, tag);
+        self.evict(&state, ep, tag);
     }
 
     /// Records that `endpoint` no longer holds `keys` (for KV-cache removal events).
@@ -99,10 +100,15 @@ impl PrefixIndex {
         if endpoint.0 > MAX_ENDPOINT_ID {
             return;
         }
+        locking::switch_point();
         let Some(state) = self.endpoints.load().live.get(&endpoint).cloned() else {
             return;
         };
-        let mut ep = state.lock();
+        let mut ep = locking::lock(&state);
+        if ep.retired {
+            // The endpoint left meanwhile: its entries are gone already.
+            return;
+        }
         let tag = tag_of(endpoint.0);
         let mut guard: ShardGuard<'_> = None;
         for key in keys {
@@ -126,8 +132,8 @@ impl PrefixIndex {
         let Some(state) = self.endpoint_state(endpoint) else {
             return;
         };
-        let mut ep = state.lock();
+        let mut ep = locking::lock(&state);
         ep.capacity = capacity;
-        self.evict(ep, tag_of(endpoint.0));
+        self.evict(&state, ep, tag_of(endpoint.0));
     }
 }

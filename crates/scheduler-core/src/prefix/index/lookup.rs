@@ -3,6 +3,7 @@
 use super::PrefixIndex;
 use crate::endpoint::EndpointId;
 use crate::prefix::chain::{HASH_BATCH, MAX_HASH_SPAN};
+use crate::prefix::locking;
 use crate::prefix::table::{ABSENT, BlockTable, Run, id_of};
 use crate::prefix::{BlockChain, PrefixMatch};
 use crate::request::Prompt;
@@ -26,7 +27,7 @@ impl PrefixIndex {
         let Some(&first) = chain.extend_to(prompt, HASH_BATCH).first() else {
             return;
         };
-        let table = self.shards[first.shard()].0.read();
+        let table = locking::read(&self.shards[first.shard()].0);
         let at = table.locate(first.get());
         let Some(holders) = table.holders_at(at) else {
             return;

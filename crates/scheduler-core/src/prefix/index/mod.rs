@@ -16,6 +16,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 use super::chain::SHARDS;
+use super::locking;
 #[cfg(test)]
 use super::table::id_of;
 use super::table::{BlockTable, MAX_ENDPOINT_ID, tag_of};
@@ -79,25 +80,25 @@ impl PrefixIndex {
     /// `endpoint`'s capacity in blocks, when the index knows the endpoint.
     pub fn capacity_of(&self, endpoint: EndpointId) -> Option<usize> {
         let state = self.endpoints.load().live.get(&endpoint).cloned()?;
-        let capacity = state.lock().capacity;
+        let capacity = locking::lock(&state).capacity;
         Some(capacity)
     }
 
     /// Blocks `endpoint` is believed to hold.
     pub fn endpoint_entries(&self, endpoint: EndpointId) -> usize {
         let state = self.endpoints.load().live.get(&endpoint).cloned();
-        state.map_or(0, |s| s.lock().live)
+        state.map_or(0, |s| locking::lock(&s).live)
     }
 
     /// (block, endpoint) entries in the index.
     pub fn entries(&self) -> usize {
         let endpoints = self.endpoints.load();
-        endpoints.live.values().map(|s| s.lock().live).sum()
+        endpoints.live.values().map(|s| locking::lock(s).live).sum()
     }
 
     /// Distinct blocks held by at least one endpoint.
     pub fn blocks(&self) -> usize {
-        self.shards.iter().map(|s| s.0.read().len()).sum()
+        self.shards.iter().map(|s| locking::read(&s.0).len()).sum()
     }
 
     /// Endpoints the index currently remembers.
@@ -112,7 +113,7 @@ impl PrefixIndex {
         if endpoint.0 > MAX_ENDPOINT_ID {
             return false;
         }
-        let table = self.shards[key.shard()].0.read();
+        let table = locking::read(&self.shards[key.shard()].0);
         table
             .holders(key.get())
             .is_some_and(|h| h.contains(tag_of(endpoint.0)))
@@ -120,12 +121,16 @@ impl PrefixIndex {
 
     /// Heap bytes the index owns (tables and eviction queues), as its own accounting sees them.
     pub fn heap_bytes(&self) -> usize {
-        let tables: usize = self.shards.iter().map(|s| s.0.read().heap_bytes()).sum();
+        let tables: usize = self
+            .shards
+            .iter()
+            .map(|s| locking::read(&s.0).heap_bytes())
+            .sum();
         let endpoints = self.endpoints.load();
         let queues: usize = endpoints
             .live
             .values()
-            .map(|s| s.lock().queue.capacity() * 8)
+            .map(|s| locking::lock(s).queue.capacity() * 8)
             .sum();
         tables + queues
     }
@@ -139,7 +144,8 @@ impl PrefixIndex {
         if guard.as_ref().map(|g| g.0) != Some(shard) {
             *guard = None;
         }
-        let (_, table) = guard.get_or_insert_with(|| (shard, self.shards[shard].0.write()));
+        let (_, table) =
+            guard.get_or_insert_with(|| (shard, locking::write(&self.shards[shard].0)));
         table
     }
 
@@ -149,11 +155,41 @@ impl PrefixIndex {
         let mut out: Vec<(u64, EndpointId)> = self
             .shards
             .iter()
-            .flat_map(|s| s.0.read().entries())
+            .flat_map(|s| locking::read(&s.0).entries())
             .map(|(k, t)| (k, EndpointId(id_of(t))))
             .collect();
         out.sort_unstable();
         out
+    }
+
+    /// Checks every known endpoint's bookkeeping once no call is in flight: nothing being
+    /// evicted, no deficit, not retired, `live` equal to its entries in the tables, and every
+    /// one of them queued for the clock (for tests).
+    #[cfg(test)]
+    pub(crate) fn check_settled(&self) -> Result<(), String> {
+        let audit = self.audit();
+        for (&id, state) in self.endpoints.load().live.iter() {
+            let ep = locking::lock(state);
+            let held: Vec<u64> = audit
+                .iter()
+                .filter(|(_, e)| *e == id)
+                .map(|(k, _)| *k)
+                .collect();
+            if ep.evicting != 0 || ep.deficit != 0 || ep.retired {
+                return Err(format!(
+                    "{id}: evicting {}, deficit {}, retired {}",
+                    ep.evicting, ep.deficit, ep.retired
+                ));
+            }
+            if ep.live != held.len() {
+                return Err(format!("{id}: counts {} but holds {}", ep.live, held.len()));
+            }
+            let queued: ahash::AHashSet<u64> = ep.queue.iter().copied().collect();
+            if let Some(key) = held.iter().find(|k| !queued.contains(k)) {
+                return Err(format!("{id}: holds {key:#x}, which is not queued"));
+            }
+        }
+        Ok(())
     }
 }
 

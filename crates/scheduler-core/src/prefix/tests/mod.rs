@@ -2,6 +2,7 @@
 
 mod concurrent;
 mod examples;
+mod interleavings;
 mod properties;
 
 use proptest::prelude::*;
@@ -37,6 +38,13 @@ pub(super) fn insert(index: &PrefixIndex, endpoint: u32, symbols: &[u8]) {
     let prompt = prompt_of(symbols);
     let mut chain = index.chain(chain_seed("m", None, ""), &prompt);
     index.insert_chain(EndpointId(endpoint), &mut chain, &prompt, None);
+}
+
+/// The block keys of `symbols`' chain.
+pub(super) fn keys_of(index: &PrefixIndex, symbols: &[u8]) -> Vec<BlockKey> {
+    let prompt = prompt_of(symbols);
+    let mut chain = index.chain(chain_seed("m", None, ""), &prompt);
+    chain.complete(&prompt).to_vec()
 }
 
 pub(super) fn prompts() -> impl Strategy<Value = Vec<u8>> {
