@@ -2,6 +2,8 @@
 
 use std::collections::VecDeque;
 
+use super::MAX_CAPACITY_PER_ENDPOINT;
+
 /// The blocks one endpoint is believed to hold, oldest first, and how many it may hold.
 ///
 /// The queue is the hand of a CLOCK (second-chance) eviction: a block touched again since it
@@ -15,8 +17,8 @@ pub(crate) struct EndpointBlocks {
     pub(crate) queue: VecDeque<u64>,
     /// (block, endpoint) entries really present in the table.
     pub(crate) live: usize,
-    /// Most entries this endpoint may hold.
-    pub(crate) capacity: usize,
+    /// Most entries this endpoint may hold (at most [`MAX_CAPACITY_PER_ENDPOINT`]).
+    capacity: usize,
     /// Entries taken off the queue by an eviction in progress (still counted in `live`) whose
     /// clock runs with the endpoint unlocked.
     pub(crate) evicting: usize,
@@ -30,16 +32,28 @@ pub(crate) struct EndpointBlocks {
 }
 
 impl EndpointBlocks {
+    /// No blocks yet, at most `capacity` (capped at [`MAX_CAPACITY_PER_ENDPOINT`]).
     pub(crate) fn new(capacity: usize) -> Self {
         EndpointBlocks {
             queue: VecDeque::new(),
             live: 0,
-            capacity,
+            capacity: capacity.min(MAX_CAPACITY_PER_ENDPOINT),
             evicting: 0,
             deficit: 0,
             batch: Vec::new(),
             retired: false,
         }
+    }
+
+    /// Most entries this endpoint may hold.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Sets the most entries this endpoint may hold, capped at [`MAX_CAPACITY_PER_ENDPOINT`]
+    /// whatever the caller asks for.
+    pub(crate) fn set_capacity(&mut self, capacity: usize) {
+        self.capacity = capacity.min(MAX_CAPACITY_PER_ENDPOINT);
     }
 
     /// Counts `n` entries added to the table.

@@ -77,6 +77,6 @@ mod tests;
 pub use chain::{
     BYTES_PER_TOKEN, BlockChain, BlockKey, BlockLayout, SHARD_BITS, SHARDS, chain_seed,
 };
-pub use config::PrefixIndexConfig;
+pub use config::{MAX_CAPACITY_PER_ENDPOINT, PrefixIndexConfig};
 pub use index::PrefixIndex;
 pub use matched::PrefixMatch;

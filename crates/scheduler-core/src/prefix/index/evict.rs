@@ -33,7 +33,7 @@ impl PrefixIndex {
         // Another eviction in flight has the buffer: this one gets a fresh one.
         let mut batch = std::mem::take(&mut ep.batch);
         while !ep.retired && budget > 0 {
-            let excess = ep.live.saturating_sub(ep.capacity + ep.evicting);
+            let excess = ep.live.saturating_sub(ep.capacity() + ep.evicting);
             let take = excess.min(ep.queue.len()).min(budget).min(MAX_EVICT_BATCH);
             if take == 0 {
                 break;

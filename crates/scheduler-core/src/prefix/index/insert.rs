@@ -9,7 +9,8 @@ use crate::request::Prompt;
 
 impl PrefixIndex {
     /// Records that `endpoint` now holds every block of `chain` (finishing its hashing).
-    /// `capacity`, when given, updates the endpoint's capacity in blocks.
+    /// `capacity`, when given, updates the endpoint's capacity in blocks (capped at
+    /// [`MAX_CAPACITY_PER_ENDPOINT`](crate::prefix::MAX_CAPACITY_PER_ENDPOINT)).
     pub fn insert_chain(
         &self,
         endpoint: EndpointId,
@@ -24,7 +25,7 @@ impl PrefixIndex {
     /// Records that `endpoint` holds `keys` (a chain's keys in order, or any keys a KV event
     /// reports), evicting its coldest blocks beyond its capacity. Later keys of the slice are
     /// evicted before earlier ones, as a model server frees a sequence's tail first. Ignored for
-    /// endpoints that left the pool.
+    /// endpoints that left the pool. `capacity` as for [`insert_chain`](Self::insert_chain).
     pub fn insert_blocks(&self, endpoint: EndpointId, keys: &[BlockKey], capacity: Option<usize>) {
         self.insert_keys(endpoint, keys, capacity, false);
     }
@@ -88,7 +89,7 @@ impl PrefixIndex {
             return;
         }
         if let Some(capacity) = capacity {
-            ep.capacity = capacity;
+            ep.set_capacity(capacity);
         }
         ep.queue.extend(added_keys.iter().copied());
         ep.counted(added_keys.len());
@@ -124,7 +125,9 @@ impl PrefixIndex {
         }
     }
 
-    /// Sets `endpoint`'s capacity in blocks, evicting at once if it now holds too many.
+    /// Sets `endpoint`'s capacity in blocks (capped at
+    /// [`MAX_CAPACITY_PER_ENDPOINT`](crate::prefix::MAX_CAPACITY_PER_ENDPOINT)), evicting at
+    /// once if it now holds too many.
     pub fn set_capacity(&self, endpoint: EndpointId, capacity: usize) {
         if endpoint.0 > MAX_ENDPOINT_ID {
             return;
@@ -133,7 +136,7 @@ impl PrefixIndex {
             return;
         };
         let mut ep = locking::lock(&state);
-        ep.capacity = capacity;
+        ep.set_capacity(capacity);
         self.evict(&state, ep, tag_of(endpoint.0));
     }
 }

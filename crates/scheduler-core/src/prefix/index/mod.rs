@@ -80,7 +80,7 @@ impl PrefixIndex {
     /// `endpoint`'s capacity in blocks, when the index knows the endpoint.
     pub fn capacity_of(&self, endpoint: EndpointId) -> Option<usize> {
         let state = self.endpoints.load().live.get(&endpoint).cloned()?;
-        let capacity = locking::lock(&state).capacity;
+        let capacity = locking::lock(&state).capacity();
         Some(capacity)
     }
 

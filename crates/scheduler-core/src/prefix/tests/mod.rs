@@ -2,6 +2,7 @@
 
 mod concurrent;
 mod examples;
+mod hardening;
 mod interleavings;
 mod properties;
 

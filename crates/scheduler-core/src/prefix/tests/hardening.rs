@@ -1,0 +1,38 @@
+//! Hostile inputs: capacities near the integer maxima, and endpoints that come and go.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::endpoint::EndpointId;
+
+proptest! {
+    /// Whatever capacity a caller passes (or the configuration defaults to), the endpoint's
+    /// capacity stays within [`MAX_CAPACITY_PER_ENDPOINT`].
+    #[test]
+    fn capacities_are_capped_whatever_the_caller_passes(
+        default_capacity in 1usize..=usize::MAX,
+        on_insert in prop::option::of(any::<usize>()),
+        set in prop::option::of(any::<usize>()),
+    ) {
+        let index = tiny_index(default_capacity);
+        let id = EndpointId(1);
+        index.insert_blocks(id, &keys_of(&index, &[0, 1, 2]), on_insert);
+        let capacity = index.capacity_of(id).unwrap_or(0);
+        prop_assert!(capacity <= MAX_CAPACITY_PER_ENDPOINT);
+        prop_assert_eq!(capacity, on_insert.unwrap_or(default_capacity).min(MAX_CAPACITY_PER_ENDPOINT));
+        if let Some(set) = set {
+            index.set_capacity(id, set);
+            prop_assert_eq!(index.capacity_of(id), Some(set.min(MAX_CAPACITY_PER_ENDPOINT)));
+        }
+    }
+}
+
+#[test]
+fn a_huge_capacity_passed_on_insert_is_capped() {
+    let index = tiny_index(4);
+    let id = EndpointId(3);
+    index.insert_blocks(id, &keys_of(&index, &[0, 1]), Some(usize::MAX));
+    assert_eq!(index.capacity_of(id), Some(MAX_CAPACITY_PER_ENDPOINT));
+    index.set_capacity(id, usize::MAX - 1);
+    assert_eq!(index.capacity_of(id), Some(MAX_CAPACITY_PER_ENDPOINT));
+}
