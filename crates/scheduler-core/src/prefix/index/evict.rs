@@ -29,23 +29,26 @@ impl PrefixIndex {
         tag: u32,
     ) {
         // Each full turn clears every reference bit, so two turns always suffice.
-        let mut budget = 2 * ep.queue.len() + 1;
+        let mut budget = ep.queue.len().saturating_mul(2).saturating_add(1);
         // Another eviction in flight has the buffer: this one gets a fresh one.
         let mut batch = std::mem::take(&mut ep.batch);
         while !ep.retired && budget > 0 {
-            let excess = ep.live.saturating_sub(ep.capacity() + ep.evicting);
-            let take = excess.min(ep.queue.len()).min(budget).min(MAX_EVICT_BATCH);
+            let take = ep
+                .excess()
+                .min(ep.queue.len())
+                .min(budget)
+                .min(MAX_EVICT_BATCH);
             if take == 0 {
                 break;
             }
             budget -= take;
             batch.clear();
             batch.extend(ep.queue.drain(..take));
-            ep.evicting += take;
+            ep.evicting = ep.evicting.saturating_add(take);
             drop(ep);
             let evicted = self.run_clock(&mut batch, tag);
             ep = locking::lock(state);
-            ep.evicting -= take;
+            ep.evicting = ep.evicting.saturating_sub(take);
             if ep.retired {
                 // The endpoint left meanwhile: what the clock kept must go too.
                 let mut guard: ShardGuard<'_> = None;
@@ -62,7 +65,7 @@ impl PrefixIndex {
             batch.clear();
             ep.batch = batch;
         }
-        if ep.queue.len() > 2 * ep.live + 64 {
+        if ep.queue_bloated() {
             let mut guard: ShardGuard<'_> = None;
             self.compact(&mut ep, tag, &mut guard);
         }

@@ -120,9 +120,21 @@ impl PrefixIndex {
                 ep.forgot(1);
             }
         }
-        if ep.queue.len() > 2 * ep.live + 64 {
+        if ep.queue_bloated() {
             self.compact(&mut ep, tag, &mut guard);
         }
+    }
+
+    /// [`set_capacity`](Self::set_capacity) without the cap (for tests of the eviction
+    /// arithmetic near `usize::MAX`).
+    #[cfg(test)]
+    pub(crate) fn set_capacity_unchecked(&self, endpoint: EndpointId, capacity: usize) {
+        let Some(state) = self.endpoint_state(endpoint) else {
+            return;
+        };
+        let mut ep = locking::lock(&state);
+        ep.set_capacity_unchecked(capacity);
+        self.evict(&state, ep, tag_of(endpoint.0));
     }
 
     /// Sets `endpoint`'s capacity in blocks (capped at

@@ -36,3 +36,37 @@ fn a_huge_capacity_passed_on_insert_is_capped() {
     index.set_capacity(id, usize::MAX - 1);
     assert_eq!(index.capacity_of(id), Some(MAX_CAPACITY_PER_ENDPOINT));
 }
+
+/// A capacity near `usize::MAX` set while an insert's eviction is in flight (its batch off
+/// the queue, the endpoint unlocked): `capacity + evicting` must neither overflow (a panic
+/// with the overflow checks of debug test builds) nor wrap (without them: a tiny bound that
+/// evicts everything). Through the public API the cap already prevents such a capacity; the
+/// unchecked setter checks the arithmetic itself.
+#[test]
+fn a_huge_capacity_set_during_an_eviction_neither_overflows_nor_evicts() {
+    let id = EndpointId(5);
+    for seed in 0..200 {
+        for unchecked in [false, true] {
+            let index = tiny_index(100);
+            let keys = keys_of(&index, &[0, 1, 2, 0, 1, 2, 0, 1]);
+            let index = &index;
+            let insert = Box::new(|| index.insert_blocks(id, &keys, Some(4)));
+            let huge = Box::new(move || {
+                if unchecked {
+                    index.set_capacity_unchecked(id, usize::MAX - 1);
+                } else {
+                    index.set_capacity(id, usize::MAX - 1);
+                }
+            });
+            crate::prefix::locking::schedule::run(seed, vec![insert, huge]);
+            // The insert evicted down to its capacity of 4 (whoever set a capacity first), and
+            // the huge capacity evicted nothing more.
+            assert_eq!(
+                index.endpoint_entries(id),
+                4,
+                "seed {seed}, unchecked {unchecked}"
+            );
+            assert_eq!(index.audit().len(), 4, "seed {seed}");
+        }
+    }
+}
