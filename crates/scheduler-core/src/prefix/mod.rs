@@ -69,6 +69,7 @@ mod holder_sets;
 mod index;
 mod locking;
 mod matched;
+mod retired;
 mod slots;
 mod table;
 #[cfg(test)]

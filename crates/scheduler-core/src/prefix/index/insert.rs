@@ -101,8 +101,7 @@ impl PrefixIndex {
         if endpoint.0 > MAX_ENDPOINT_ID {
             return;
         }
-        locking::switch_point();
-        let Some(state) = self.endpoints.load().live.get(&endpoint).cloned() else {
+        let Some(state) = self.endpoints.get(endpoint) else {
             return;
         };
         let mut ep = locking::lock(&state);

@@ -12,8 +12,7 @@ mod evict;
 mod insert;
 mod lookup;
 
-use arc_swap::ArcSwap;
-use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use parking_lot::{RwLock, RwLockWriteGuard};
 
 use super::chain::SHARDS;
 use super::locking;
@@ -23,7 +22,7 @@ use super::table::{BlockTable, MAX_ENDPOINT_ID, tag_of};
 use super::{BlockChain, BlockKey, PrefixIndexConfig};
 use crate::endpoint::{EndpointId, MembershipListener};
 use crate::request::Prompt;
-use endpoints::Endpoints;
+use endpoints::Registry;
 
 /// One shard on its own cache lines, so two threads working on two shards do not share one.
 #[derive(Debug, Default)]
@@ -46,8 +45,7 @@ type ShardGuard<'a> = Option<(usize, RwLockWriteGuard<'a, BlockTable>)>;
 pub struct PrefixIndex {
     config: PrefixIndexConfig,
     shards: Box<[Shard]>,
-    endpoints: ArcSwap<Endpoints>,
-    endpoints_write: Mutex<()>,
+    endpoints: Registry,
 }
 
 impl Default for PrefixIndex {
@@ -62,8 +60,7 @@ impl PrefixIndex {
         PrefixIndex {
             config,
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
-            endpoints: ArcSwap::from_pointee(Endpoints::default()),
-            endpoints_write: Mutex::new(()),
+            endpoints: Registry::default(),
         }
     }
 
@@ -79,21 +76,23 @@ impl PrefixIndex {
 
     /// `endpoint`'s capacity in blocks, when the index knows the endpoint.
     pub fn capacity_of(&self, endpoint: EndpointId) -> Option<usize> {
-        let state = self.endpoints.load().live.get(&endpoint).cloned()?;
+        let state = self.endpoints.get(endpoint)?;
         let capacity = locking::lock(&state).capacity();
         Some(capacity)
     }
 
     /// Blocks `endpoint` is believed to hold.
     pub fn endpoint_entries(&self, endpoint: EndpointId) -> usize {
-        let state = self.endpoints.load().live.get(&endpoint).cloned();
+        let state = self.endpoints.get(endpoint);
         state.map_or(0, |s| locking::lock(&s).live)
     }
 
     /// (block, endpoint) entries in the index.
     pub fn entries(&self) -> usize {
-        let endpoints = self.endpoints.load();
-        endpoints.live.values().map(|s| locking::lock(s).live).sum()
+        let mut entries = 0;
+        self.endpoints
+            .for_each(|_, state| entries += locking::lock(state).live);
+        entries
     }
 
     /// Distinct blocks held by at least one endpoint.
@@ -103,7 +102,8 @@ impl PrefixIndex {
 
     /// Endpoints the index currently remembers.
     pub fn endpoints(&self) -> Vec<EndpointId> {
-        let mut ids: Vec<EndpointId> = self.endpoints.load().live.keys().copied().collect();
+        let mut ids = Vec::with_capacity(self.endpoints.len());
+        self.endpoints.for_each(|id, _| ids.push(id));
         ids.sort_unstable();
         ids
     }
@@ -126,12 +126,9 @@ impl PrefixIndex {
             .iter()
             .map(|s| locking::read(&s.0).heap_bytes())
             .sum();
-        let endpoints = self.endpoints.load();
-        let queues: usize = endpoints
-            .live
-            .values()
-            .map(|s| locking::lock(s).queue.capacity() * 8)
-            .sum();
+        let mut queues = 0;
+        self.endpoints
+            .for_each(|_, state| queues += locking::lock(state).queue.capacity() * 8);
         tables + queues
     }
 
@@ -168,8 +165,11 @@ impl PrefixIndex {
     #[cfg(test)]
     pub(crate) fn check_settled(&self) -> Result<(), String> {
         let audit = self.audit();
-        for (&id, state) in self.endpoints.load().live.iter() {
-            let ep = locking::lock(state);
+        let mut states = Vec::new();
+        self.endpoints
+            .for_each(|id, state| states.push((id, std::sync::Arc::clone(state))));
+        for (id, state) in states {
+            let ep = locking::lock(&state);
             let held: Vec<u64> = audit
                 .iter()
                 .filter(|(_, e)| *e == id)
@@ -191,12 +191,16 @@ impl PrefixIndex {
         }
         Ok(())
     }
+
+    /// Space the retired ids take (for tests).
+    #[cfg(test)]
+    pub(crate) fn retired_footprint(&self) -> usize {
+        self.endpoints.retired_ranges()
+    }
 }
 
 impl MembershipListener for PrefixIndex {
     fn on_removed(&self, removed: &[EndpointId]) {
-        for &endpoint in removed {
-            self.remove_endpoint(endpoint);
-        }
+        self.remove_endpoints(removed);
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! | lock | protects | held for |
 //! | --- | --- | --- |
-//! | the endpoint registry: an `ArcSwap` of the live map, and its write `Mutex` | which endpoints the index knows (id → per-endpoint state) and which ids are retired | reads: none (a lock-free load); changes: one read-copy-swap of the map |
+//! | the endpoint registry: an `ArcSwap` of the live map, and its write `Mutex` | which endpoints the index knows (id → per-endpoint state); the mutex also guards the retired ids (kept in bounded space, see `retired`) | reads: none (a lock-free load); changes: one read-copy-swap of the map, once per batch of removals |
 //! | one `Mutex` per endpoint (its [`EndpointBlocks`](super::endpoint_blocks::EndpointBlocks)) | the endpoint's eviction queue, its counts (`live`, `evicting`, `deficit`), its capacity and its `retired` flag | queue and count work, and the table removals of `remove_blocks`, compaction and removal |
 //! | one `RwLock` per shard (its `BlockTable`) | the shard's slots, interned holder sets and runs | a lookup: one read lock for the whole walk; a writer: a stretch of keys in that shard |
 //!
@@ -15,9 +15,10 @@
 //!
 //! # The order
 //!
-//! 1. The registry write mutex is a leaf: nothing else is locked while it is held (it is
-//!    taken to add an endpoint on its first insert and to retire one, and released before
-//!    the endpoint's own lock is taken).
+//! 1. The registry write mutex is a leaf: nothing else is locked while it is held. It is
+//!    taken to add an endpoint on its first insert, and to retire endpoints: record their
+//!    ids, swap in the map without them, release, and only then lock each removed
+//!    endpoint's own mutex to clear its entries.
 //! 2. An endpoint mutex may be held while shard locks are taken (`remove_blocks`,
 //!    compaction, `remove_endpoint`), never the other way round: an insert drops its shard
 //!    guard before it locks the endpoint, and the eviction clock runs over its batch with

@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::endpoint::EndpointId;
+use crate::endpoint::{EndpointId, MembershipListener};
 
 proptest! {
     /// Whatever capacity a caller passes (or the configuration defaults to), the endpoint's
@@ -69,4 +69,53 @@ fn a_huge_capacity_set_during_an_eviction_neither_overflows_nor_evicts() {
             assert_eq!(index.audit().len(), 4, "seed {seed}");
         }
     }
+}
+
+/// A flapping health check: the pool emptied and refilled over and over, each endpoint with a
+/// fresh id, as the pool hands them out.
+#[test]
+fn flapping_endpoints_keep_the_retired_bookkeeping_bounded() {
+    let index = tiny_index(8);
+    let mut next = 0u32;
+    for _ in 0..4096 {
+        let ids: Vec<EndpointId> = (next..next + 4).map(EndpointId).collect();
+        next += 4;
+        for id in &ids {
+            insert(&index, id.0, &[0, 1, 2]);
+        }
+        index.on_removed(&ids);
+    }
+    assert!(
+        index.retired_footprint() <= 2,
+        "{} retired entries",
+        index.retired_footprint()
+    );
+    assert_eq!(index.entries(), 0);
+    assert!(index.endpoints().is_empty());
+    // Every id that left is still refused.
+    for id in (0..next).step_by(61) {
+        insert(&index, id, &[0, 1]);
+        assert_eq!(index.endpoint_entries(EndpointId(id)), 0, "{id}");
+    }
+    assert!(index.audit().is_empty());
+}
+
+/// Endpoints that stay interleave with the ones that go: the bookkeeping grows with the
+/// endpoints that stay, not with the removals.
+#[test]
+fn retired_ids_between_live_ones_stay_bounded_by_the_live_ones() {
+    let index = tiny_index(8);
+    for id in (0..2048u32).map(EndpointId) {
+        insert(&index, id.0, &[0, 1]);
+        // One endpoint in 256 stays for good.
+        if id.0 % 256 != 0 {
+            index.remove_endpoint(id);
+        }
+    }
+    assert_eq!(index.endpoints().len(), 8);
+    assert!(
+        index.retired_footprint() <= 9,
+        "{}",
+        index.retired_footprint()
+    );
 }
