@@ -14,6 +14,8 @@
 //! when known ([`PrefixIndexConfig::capacity_for`]), else a default — evicting its coldest
 //! blocks first, so memory is bounded by the sum of capacities. Endpoints that leave the pool
 //! are forgotten (the index is a [`MembershipListener`](crate::endpoint::MembershipListener)).
+//! Capacities never exceed [`MAX_CAPACITY_PER_ENDPOINT`], whatever a server reports, and
+//! [`PrefixIndex::stats`] gives a runtime the counters to export as metrics.
 //!
 //! Keys carry their shard: every key of a chain lives in the shard its first block chose, so a
 //! lookup takes one read lock, and picks for different prefixes work on different shards.
@@ -71,6 +73,7 @@ mod locking;
 mod matched;
 mod retired;
 mod slots;
+mod stats;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -81,3 +84,4 @@ pub use chain::{
 pub use config::{MAX_CAPACITY_PER_ENDPOINT, PrefixIndexConfig};
 pub use index::PrefixIndex;
 pub use matched::PrefixMatch;
+pub use stats::PrefixIndexStats;

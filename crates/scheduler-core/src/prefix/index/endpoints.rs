@@ -83,6 +83,7 @@ impl PrefixIndex {
             self.endpoints.live.store(Arc::new(next));
             removed
         };
+        self.counters.removed_endpoints(removed.len());
         for (endpoint, state) in removed {
             self.forget(endpoint, &state);
         }
@@ -98,6 +99,7 @@ impl PrefixIndex {
             self.lock_shard(&mut guard, BlockKey::from_raw(key).shard())
                 .remove(key, tag);
         }
+        self.counters.held(ep.live, 0);
         ep.live = 0;
         ep.deficit = 0;
     }

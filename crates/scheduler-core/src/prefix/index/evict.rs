@@ -49,6 +49,7 @@ impl PrefixIndex {
             let evicted = self.run_clock(&mut batch, tag);
             ep = locking::lock(state);
             ep.evicting = ep.evicting.saturating_sub(take);
+            self.counters.evicted(evicted);
             if ep.retired {
                 // The endpoint left meanwhile: what the clock kept must go too.
                 let mut guard: ShardGuard<'_> = None;
@@ -58,7 +59,9 @@ impl PrefixIndex {
                 }
                 return;
             }
+            let before = ep.live;
             ep.forgot(evicted);
+            self.counters.held(before, ep.live);
             ep.queue.extend(batch.iter().copied());
         }
         if batch.capacity() <= MAX_EVICT_BATCH {

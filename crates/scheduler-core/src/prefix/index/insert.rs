@@ -91,8 +91,11 @@ impl PrefixIndex {
         if let Some(capacity) = capacity {
             ep.set_capacity(capacity);
         }
+        let before = ep.live;
         ep.queue.extend(added_keys.iter().copied());
         ep.counted(added_keys.len());
+        self.counters.inserted(added_keys.len());
+        self.counters.held(before, ep.live);
         self.evict(&state, ep, tag);
     }
 
@@ -110,6 +113,7 @@ impl PrefixIndex {
             return;
         }
         let tag = tag_of(endpoint.0);
+        let before = ep.live;
         let mut guard: ShardGuard<'_> = None;
         for key in keys {
             if self
@@ -119,6 +123,7 @@ impl PrefixIndex {
                 ep.forgot(1);
             }
         }
+        self.counters.held(before, ep.live);
         if ep.queue_bloated() {
             self.compact(&mut ep, tag, &mut guard);
         }

@@ -16,6 +16,7 @@ use parking_lot::{RwLock, RwLockWriteGuard};
 
 use super::chain::SHARDS;
 use super::locking;
+use super::stats::{Counters, PrefixIndexStats};
 #[cfg(test)]
 use super::table::id_of;
 use super::table::{BlockTable, MAX_ENDPOINT_ID, tag_of};
@@ -46,6 +47,7 @@ pub struct PrefixIndex {
     config: PrefixIndexConfig,
     shards: Box<[Shard]>,
     endpoints: Registry,
+    counters: Counters,
 }
 
 impl Default for PrefixIndex {
@@ -61,6 +63,7 @@ impl PrefixIndex {
             config,
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
             endpoints: Registry::default(),
+            counters: Counters::default(),
         }
     }
 
@@ -87,12 +90,20 @@ impl PrefixIndex {
         state.map_or(0, |s| locking::lock(&s).live)
     }
 
-    /// (block, endpoint) entries in the index.
+    /// (block, endpoint) entries in the index, locking every endpoint in turn
+    /// ([`stats`](Self::stats) reads the same figure from a gauge).
     pub fn entries(&self) -> usize {
         let mut entries = 0;
         self.endpoints
             .for_each(|_, state| entries += locking::lock(state).live);
         entries
+    }
+
+    /// The index's counters for a metrics surface (entries, evictions, inserts, removed
+    /// endpoints): a few relaxed atomic loads, no lock. Lookups never update them. See
+    /// [`PrefixIndexStats`].
+    pub fn stats(&self) -> PrefixIndexStats {
+        self.counters.snapshot(self.endpoints.len())
     }
 
     /// Distinct blocks held by at least one endpoint.

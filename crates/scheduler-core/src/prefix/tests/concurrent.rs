@@ -22,6 +22,7 @@ fn concurrent_inserts_for_one_endpoint_end_within_capacity() {
         assert!(index.endpoint_entries(EndpointId(endpoint)) <= 50);
     }
     assert_eq!(index.audit().len(), index.entries());
+    assert_eq!(index.stats().entries as usize, index.entries());
     // Evictions in flight count as held, so nobody evicted below what fits.
     assert!(index.endpoint_entries(EndpointId(1)) > 0);
 }
@@ -49,4 +50,5 @@ fn concurrent_inserts_and_removals_keep_the_count_exact() {
     });
     assert!(index.endpoint_entries(EndpointId(1)) <= 40);
     assert_eq!(index.audit().len(), index.entries());
+    assert_eq!(index.stats().entries as usize, index.entries());
 }

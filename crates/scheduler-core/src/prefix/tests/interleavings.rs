@@ -131,6 +131,13 @@ fn check(index: &PrefixIndex, plan: &[Vec<Op>], seed: u64) {
         assert!(held <= capacity, "seed {seed}: {held} > {capacity}");
     }
     assert_eq!(index.entries(), audit.len(), "seed {seed}");
+    let stats = index.stats();
+    assert_eq!(stats.entries as usize, audit.len(), "seed {seed}");
+    assert_eq!(
+        stats.endpoints as usize,
+        index.endpoints().len(),
+        "seed {seed}"
+    );
     if let Err(e) = index.check_settled() {
         panic!("seed {seed}: {e}");
     }

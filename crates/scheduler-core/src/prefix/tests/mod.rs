@@ -5,6 +5,7 @@ mod examples;
 mod hardening;
 mod interleavings;
 mod properties;
+mod stats;
 
 use proptest::prelude::*;
 

@@ -40,6 +40,7 @@ proptest! {
             let audit = index.audit();
             prop_assert_eq!(audit.len(), sum);
             prop_assert_eq!(index.entries(), sum);
+            prop_assert_eq!(index.stats().entries as usize, sum);
             prop_assert!(sum <= capacities.values().sum::<usize>());
             for (_, e) in &audit {
                 prop_assert!(capacities.contains_key(&e.0));
