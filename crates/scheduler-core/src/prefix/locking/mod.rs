@@ -11,7 +11,9 @@
 //!
 //! The tables and the bookkeeping are deliberately under different locks: an insert writes
 //! the tables with its endpoint unlocked, so picks that send requests to the same endpoint
-//! overlap, and a lookup never touches an endpoint lock at all.
+//! overlap, and a lookup never touches an endpoint lock at all. The counters behind
+//! `PrefixIndex::stats` are relaxed atomics with no lock of their own, moved under the
+//! endpoint lock the caller already holds (never by a lookup).
 //!
 //! # The order
 //!
@@ -56,20 +58,22 @@
 //!     them all off the queue.
 //! - An eviction in flight (its batch off the queue, the endpoint unlocked) relocks, finds
 //!   `retired`, and removes the entries the clock kept.
-//! - `remove_blocks` and `set_capacity` holding a stale state do nothing once it is
-//!   retired.
+//! - `remove_blocks` holding a stale state finds it retired and does nothing;
+//!   `set_capacity` sets a capacity nobody reads and evicts nothing (the clock stops at
+//!   `retired`).
 //!
 //! Either way nothing of the endpoint remains once the racing calls return.
 //!
 //! # Testing the protocol
 //!
-//! Every lock of the index is taken through [`lock`], [`read`] and [`write`], and a few other
+//! Every lock of the index is taken through [`lock()`], [`read()`] and [`write()`], and a few other
 //! places call [`switch_point`]. Outside tests these are the plain `parking_lot` calls and
 //! nothing. In the crate's tests they are the points where the seeded scheduler of
 //! `schedule` may switch threads: it runs one thread at a time and, at every such point,
 //! picks the next at random from a seed, while lock attempts that would block let the others
 //! run instead, so each seed is one reproducible interleaving (`tests/interleavings.rs`
-//! runs hundreds).
+//! runs a thousand, and the scheduler reports a deadlock when every thread waits for a
+//! lock).
 
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
