@@ -125,6 +125,7 @@ impl PrefixIndex {
 /// twice what it matched, or 16 blocks), and at the run's last position that the chain has the run's last
 /// key — then, chained keys being equal, the chain *is* the recorded one up to there and every
 /// block of the run still has the recorded holders. Returns the block after the run.
+#[inline]
 fn skip_run(
     table: &BlockTable,
     chain: &mut BlockChain,

@@ -56,12 +56,12 @@ impl BlockTable {
     }
 
     /// Records that endpoint `tag` holds `key` (setting its reference bit if it already did).
+    #[inline]
     pub(crate) fn add(&mut self, key: u64, tag: u32) -> Added {
         self.add_locating(key, tag).0
     }
 
     /// [`add`](Self::add), also returning the block's index in the hot array when it is there.
-    #[inline]
     pub(super) fn add_locating(&mut self, key: u64, tag: u32) -> (Added, Option<usize>) {
         if let Some(i) = self.hot.find(key) {
             return (self.add_to_set(i, tag), Some(i));

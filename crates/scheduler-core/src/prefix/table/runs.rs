@@ -30,6 +30,7 @@ impl BlockTable {
     /// records the run of blocks from `key` on that share its holder set; `following` is what
     /// the call for the next block of the chain returned. Blocks with fewer than three holders
     /// have no run.
+    #[inline]
     pub(crate) fn add_in_chain(
         &mut self,
         key: u64,
