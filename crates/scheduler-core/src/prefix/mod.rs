@@ -14,13 +14,17 @@
 //! when known ([`PrefixIndexConfig::capacity_for`]), else a default — evicting its coldest
 //! blocks first, so memory is bounded by the sum of capacities. Endpoints that leave the pool
 //! are forgotten (the index is a [`MembershipListener`](crate::endpoint::MembershipListener)).
+//! Capacities never exceed [`MAX_CAPACITY_PER_ENDPOINT`], whatever a server reports, and
+//! [`PrefixIndex::stats`] gives a runtime the counters to export as metrics.
 //!
 //! Keys carry their shard: every key of a chain lives in the shard its first block chose, so a
 //! lookup takes one read lock, and picks for different prefixes work on different shards.
 //! An endpoint's eviction queue has its own lock, held only to queue and count entries: an
 //! insert updates the tables first and the eviction clock runs over a batch taken off the
 //! queue, both with the endpoint unlocked, so picks sending requests to the same endpoint
-//! overlap instead of waiting for each other's table work.
+//! overlap instead of waiting for each other's table work. Which lock protects what, the order
+//! they are taken in and how an insert racing the removal of its endpoint settles are written
+//! down in the crate-private `locking` module, and checked by seeded interleaving tests.
 //!
 //! Within a shard, blocks held by one or two endpoints keep their holders inline in a 16-byte
 //! slot; blocks held by three or more (shared prefixes) live in a separate, much smaller array
@@ -65,8 +69,11 @@ mod config;
 mod endpoint_blocks;
 mod holder_sets;
 mod index;
+mod locking;
 mod matched;
+mod retired;
 mod slots;
+mod stats;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -74,6 +81,7 @@ mod tests;
 pub use chain::{
     BYTES_PER_TOKEN, BlockChain, BlockKey, BlockLayout, SHARD_BITS, SHARDS, chain_seed,
 };
-pub use config::PrefixIndexConfig;
+pub use config::{MAX_CAPACITY_PER_ENDPOINT, PrefixIndexConfig};
 pub use index::PrefixIndex;
 pub use matched::PrefixMatch;
+pub use stats::PrefixIndexStats;

@@ -1,0 +1,158 @@
+//! Recording and forgetting blocks for an endpoint.
+
+use super::{PrefixIndex, ShardGuard};
+use crate::endpoint::EndpointId;
+use crate::prefix::locking;
+use crate::prefix::table::{Added, MAX_ENDPOINT_ID, tag_of};
+use crate::prefix::{BlockChain, BlockKey};
+use crate::request::Prompt;
+
+impl PrefixIndex {
+    /// Records that `endpoint` now holds every block of `chain` (finishing its hashing).
+    /// `capacity`, when given, updates the endpoint's capacity in blocks (capped at
+    /// [`MAX_CAPACITY_PER_ENDPOINT`](crate::prefix::MAX_CAPACITY_PER_ENDPOINT)).
+    pub fn insert_chain(
+        &self,
+        endpoint: EndpointId,
+        chain: &mut BlockChain,
+        prompt: &Prompt,
+        capacity: Option<usize>,
+    ) {
+        let keys = chain.complete(prompt);
+        self.insert_keys(endpoint, keys, capacity, true);
+    }
+
+    /// Records that `endpoint` holds `keys` (a chain's keys in order, or any keys a KV event
+    /// reports), evicting its coldest blocks beyond its capacity. Later keys of the slice are
+    /// evicted before earlier ones, as a model server frees a sequence's tail first. Ignored for
+    /// endpoints that left the pool. `capacity` as for [`insert_chain`](Self::insert_chain).
+    pub fn insert_blocks(&self, endpoint: EndpointId, keys: &[BlockKey], capacity: Option<usize>) {
+        self.insert_keys(endpoint, keys, capacity, false);
+    }
+
+    /// [`insert_blocks`](Self::insert_blocks); `whole_chain` when `keys` are every key of one
+    /// chain in order from its first block, so runs of blocks with the same holders may be
+    /// recorded for lookups to skip over.
+    fn insert_keys(
+        &self,
+        endpoint: EndpointId,
+        keys: &[BlockKey],
+        capacity: Option<usize>,
+        whole_chain: bool,
+    ) {
+        if keys.is_empty() || endpoint.0 > MAX_ENDPOINT_ID {
+            return;
+        }
+        let Some(state) = self.endpoint_state(endpoint) else {
+            return;
+        };
+        // The tables first, with the endpoint unlocked: inserts for one endpoint from several
+        // threads overlap, and only the queue work below is serialized.
+        let tag = tag_of(endpoint.0);
+        let mut added_keys = Vec::with_capacity(keys.len());
+        let mut guard: ShardGuard<'_> = None;
+        let mut following = None;
+        if whole_chain && let Some(first) = keys.first() {
+            // A chain lives in one shard: bring its slots in with overlapping misses first.
+            let mut raw = [0u64; 64];
+            let table = self.lock_shard(&mut guard, first.shard());
+            for chunk in keys.chunks(64) {
+                for (r, k) in raw.iter_mut().zip(chunk) {
+                    *r = k.get();
+                }
+                table.warm(&raw[..chunk.len()]);
+            }
+        }
+        for key in keys.iter().rev() {
+            let table = self.lock_shard(&mut guard, key.shard());
+            let added = if whole_chain {
+                let (added, run) = table.add_in_chain(key.get(), tag, following);
+                following = run;
+                added
+            } else {
+                table.add(key.get(), tag)
+            };
+            if added == Added::New {
+                added_keys.push(key.get());
+            }
+        }
+        drop(guard);
+        let mut ep = locking::lock(&state);
+        if ep.retired {
+            // The endpoint left meanwhile: take back what was added for it.
+            drop(ep);
+            let mut guard: ShardGuard<'_> = None;
+            for &key in &added_keys {
+                self.lock_shard(&mut guard, BlockKey::from_raw(key).shard())
+                    .remove(key, tag);
+            }
+            return;
+        }
+        if let Some(capacity) = capacity {
+            ep.set_capacity(capacity);
+        }
+        let before = ep.live;
+        ep.queue.extend(added_keys.iter().copied());
+        ep.counted(added_keys.len());
+        self.counters.inserted(added_keys.len());
+        self.counters.held(before, ep.live);
+        self.evict(&state, ep, tag);
+    }
+
+    /// Records that `endpoint` no longer holds `keys` (for KV-cache removal events).
+    pub fn remove_blocks(&self, endpoint: EndpointId, keys: &[BlockKey]) {
+        if endpoint.0 > MAX_ENDPOINT_ID {
+            return;
+        }
+        let Some(state) = self.endpoints.get(endpoint) else {
+            return;
+        };
+        let mut ep = locking::lock(&state);
+        if ep.retired {
+            // The endpoint left meanwhile: its entries are gone already.
+            return;
+        }
+        let tag = tag_of(endpoint.0);
+        let before = ep.live;
+        let mut guard: ShardGuard<'_> = None;
+        for key in keys {
+            if self
+                .lock_shard(&mut guard, key.shard())
+                .remove(key.get(), tag)
+            {
+                ep.forgot(1);
+            }
+        }
+        self.counters.held(before, ep.live);
+        if ep.queue_bloated() {
+            self.compact(&mut ep, tag, &mut guard);
+        }
+    }
+
+    /// [`set_capacity`](Self::set_capacity) without the cap (for tests of the eviction
+    /// arithmetic near `usize::MAX`).
+    #[cfg(test)]
+    pub(crate) fn set_capacity_unchecked(&self, endpoint: EndpointId, capacity: usize) {
+        let Some(state) = self.endpoint_state(endpoint) else {
+            return;
+        };
+        let mut ep = locking::lock(&state);
+        ep.set_capacity_unchecked(capacity);
+        self.evict(&state, ep, tag_of(endpoint.0));
+    }
+
+    /// Sets `endpoint`'s capacity in blocks (capped at
+    /// [`MAX_CAPACITY_PER_ENDPOINT`](crate::prefix::MAX_CAPACITY_PER_ENDPOINT)), evicting at
+    /// once if it now holds too many.
+    pub fn set_capacity(&self, endpoint: EndpointId, capacity: usize) {
+        if endpoint.0 > MAX_ENDPOINT_ID {
+            return;
+        }
+        let Some(state) = self.endpoint_state(endpoint) else {
+            return;
+        };
+        let mut ep = locking::lock(&state);
+        ep.set_capacity(capacity);
+        self.evict(&state, ep, tag_of(endpoint.0));
+    }
+}

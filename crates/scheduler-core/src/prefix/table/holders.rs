@@ -1,0 +1,241 @@
+//! Adding and removing a block's holders: inline in the cold array for one or two, an interned
+//! set in the hot array for three or more, with the reference bits following their holders.
+
+use super::runs::Run;
+use super::slot::{REF_BIT, SHARED_BIT, bits_after_insert, bits_after_remove, position_bit};
+use super::{At, BlockTable, HotSlot, MAX_LEN, Slot};
+
+/// What adding a holder did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Added {
+    /// The endpoint did not hold the block; now it does.
+    New,
+    /// The endpoint already held it; its reference bit is now set.
+    Touched,
+    /// The shard is full; nothing was recorded.
+    Full,
+}
+
+/// The last change of holder set, remembered because the blocks of one chain usually make the
+/// same change one after the other: (holders before, tag added or removed, set id after).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Transition {
+    from: u64,
+    tag: u32,
+    to: u32,
+}
+
+impl BlockTable {
+    /// The id of the set in `scratch` (sorted), reusing the remembered transition when it
+    /// describes this very change.
+    fn set_for(&mut self, from: u64, tag: u32, adding: bool) -> Option<u32> {
+        let memo = if adding { self.added } else { self.removed };
+        if let Some(t) = memo
+            && t.from == from
+            && t.tag == tag
+        {
+            self.sets.reuse(t.to);
+            return Some(t.to);
+        }
+        let to = self.sets.acquire(&self.scratch)?;
+        let t = Some(Transition { from, tag, to });
+        if adding {
+            self.added = t;
+        } else {
+            self.removed = t;
+        }
+        Some(to)
+    }
+
+    /// Releases one use of set `id`, forgetting remembered transitions if that freed it.
+    fn release(&mut self, id: u32) {
+        if self.sets.release(id) {
+            self.added = None;
+            self.removed = None;
+        }
+    }
+
+    /// Records that endpoint `tag` holds `key` (setting its reference bit if it already did).
+    #[inline]
+    pub(crate) fn add(&mut self, key: u64, tag: u32) -> Added {
+        self.add_locating(key, tag).0
+    }
+
+    /// [`add`](Self::add), also returning the block's index in the hot array when it is there.
+    pub(super) fn add_locating(&mut self, key: u64, tag: u32) -> (Added, Option<usize>) {
+        if let Some(i) = self.hot.find(key) {
+            return (self.add_to_set(i, tag), Some(i));
+        }
+        self.add_cold(key, tag)
+    }
+
+    /// [`add`](Self::add) for a block not in the hot array; returns its hot index if it moved
+    /// there.
+    fn add_cold(&mut self, key: u64, tag: u32) -> (Added, Option<usize>) {
+        let Some(i) = self.cold.find(key) else {
+            if self.len() >= MAX_LEN {
+                return (Added::Full, None);
+            }
+            self.cold.insert(Slot { key, a: tag, b: 0 });
+            return (Added::New, None);
+        };
+        let Some(Slot {
+            a: slot_a,
+            b: slot_b,
+            ..
+        }) = self.cold.get_mut(i)
+        else {
+            return (Added::Full, None);
+        };
+        let (a, b) = (*slot_a & !REF_BIT, *slot_b & !REF_BIT);
+        if a == tag {
+            *slot_a |= REF_BIT;
+            return (Added::Touched, None);
+        }
+        if b == tag {
+            *slot_b |= REF_BIT;
+            return (Added::Touched, None);
+        }
+        if b == 0 {
+            *slot_b = tag;
+            return (Added::New, None);
+        }
+        // A third holder: the block moves to the hot array with an interned set.
+        let mut members = [
+            (a, *slot_a & REF_BIT != 0),
+            (b, *slot_b & REF_BIT != 0),
+            (tag, false),
+        ];
+        members.sort_unstable_by_key(|m| m.0);
+        self.scratch.clear();
+        self.scratch.extend(members.iter().map(|m| m.0));
+        let from = (u64::from(a.min(b)) << 32) | u64::from(a.max(b));
+        let Some(to) = self.set_for(from, tag, true) else {
+            return (Added::Full, None);
+        };
+        let bits = members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.1)
+            .fold(0, |bits, (p, _)| bits | position_bit(p));
+        self.cold.delete(i);
+        let at = self.hot.insert(HotSlot {
+            slot: Slot {
+                key,
+                a: to | SHARED_BIT,
+                b: bits,
+            },
+            run: Run::default(),
+        });
+        (Added::New, Some(at))
+    }
+
+    fn add_to_set(&mut self, i: usize, tag: u32) -> Added {
+        let Some(&HotSlot { slot, .. }) = self.hot.get(i) else {
+            return Added::Full;
+        };
+        let id = slot.a & !SHARED_BIT;
+        let members = self.sets.members(id);
+        let position = match members.binary_search(&tag) {
+            Ok(p) => {
+                if let Some(hot) = self.hot.get_mut(i) {
+                    hot.slot.b |= position_bit(p);
+                }
+                return Added::Touched;
+            }
+            Err(p) => p,
+        };
+        self.scratch.clear();
+        self.scratch.extend_from_slice(members);
+        self.scratch.insert(position, tag);
+        let from = u64::from(slot.a) << 32;
+        let Some(to) = self.set_for(from, tag, true) else {
+            return Added::Full;
+        };
+        self.release(id);
+        if let Some(hot) = self.hot.get_mut(i) {
+            hot.slot.a = to | SHARED_BIT;
+            hot.slot.b = bits_after_insert(slot.b, position);
+            // A run describes the block's set when it was recorded: that set is gone.
+            hot.run = Run::default();
+        }
+        Added::New
+    }
+
+    /// Forgets that endpoint `tag` holds `key`; returns whether it did.
+    pub(crate) fn remove(&mut self, key: u64, tag: u32) -> bool {
+        match self.find(key) {
+            Some(at) => self.remove_at(at, tag),
+            None => false,
+        }
+    }
+
+    pub(super) fn remove_at(&mut self, at: At, tag: u32) -> bool {
+        let i = match at {
+            At::Hot(i) => return self.remove_from_set(i, tag),
+            At::Cold(i) => i,
+        };
+        let Some(Slot { a, b, .. }) = self.cold.get_mut(i) else {
+            return false;
+        };
+        if *a & !REF_BIT == tag {
+            *a = *b;
+            *b = 0;
+        } else if *b & !REF_BIT == tag {
+            *b = 0;
+        } else {
+            return false;
+        }
+        if *a == 0 {
+            self.cold.delete(i);
+        }
+        true
+    }
+
+    fn remove_from_set(&mut self, i: usize, tag: u32) -> bool {
+        let Some(&HotSlot { slot, .. }) = self.hot.get(i) else {
+            return false;
+        };
+        let id = slot.a & !SHARED_BIT;
+        let members = self.sets.members(id);
+        let Ok(position) = members.binary_search(&tag) else {
+            return false;
+        };
+        if members.len() <= 3 {
+            // Back to two inline holders in the cold array, keeping their reference bits.
+            let mut inline = [0u32; 2];
+            for (slot_tag, (p, &m)) in inline
+                .iter_mut()
+                .zip(members.iter().enumerate().filter(|(p, _)| *p != position))
+            {
+                let referenced = slot.b & position_bit(p) != 0;
+                *slot_tag = if referenced { m | REF_BIT } else { m };
+            }
+            self.hot.delete(i);
+            self.cold.insert(Slot {
+                key: slot.key,
+                a: inline[0],
+                b: inline[1],
+            });
+            self.release(id);
+            return true;
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(members);
+        self.scratch.remove(position);
+        let from = u64::from(slot.a) << 32;
+        match self.set_for(from, tag, false) {
+            Some(to) => {
+                if let Some(hot) = self.hot.get_mut(i) {
+                    hot.slot.a = to | SHARED_BIT;
+                    hot.slot.b = bits_after_remove(slot.b, position);
+                    hot.run = Run::default();
+                }
+            }
+            // Unreachable (a shard never holds more sets than blocks): drop the block.
+            None => self.hot.delete(i),
+        }
+        self.release(id);
+        true
+    }
+}

@@ -1,0 +1,68 @@
+//! Runs: an insert records on a shared block how many of the following blocks of its chain had
+//! the same holder set, so that a lookup reaching it can skip their probes.
+
+use super::BlockTable;
+use super::holders::Added;
+use super::probe::{ABSENT, HOT};
+use super::slot::SHARED_BIT;
+
+/// A run of consecutive blocks of one inserted chain that all had the same holder set: the
+/// block it is stored on, the `len - 1` blocks after it, ending with the block keyed `end`.
+/// Cleared when the block's own set changes; valid while the set's departure count still
+/// equals `departures` (no block of the run has left the set).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Run {
+    pub(crate) end: u64,
+    pub(crate) len: u32,
+    departures: u32,
+}
+
+/// The run recorded on the block after the one being recorded (inserts walk a chain backwards).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Following {
+    set: u32,
+    end: u64,
+    len: u32,
+}
+
+impl BlockTable {
+    /// [`add`](Self::add), then (the block being one of a whole chain inserted backwards)
+    /// records the run of blocks from `key` on that share its holder set; `following` is what
+    /// the call for the next block of the chain returned. Blocks with fewer than three holders
+    /// have no run.
+    #[inline]
+    pub(crate) fn add_in_chain(
+        &mut self,
+        key: u64,
+        tag: u32,
+        following: Option<Following>,
+    ) -> (Added, Option<Following>) {
+        let (added, hot) = self.add_locating(key, tag);
+        let Some(hot) = hot.and_then(|i| self.hot.get_mut(i)) else {
+            return (added, None);
+        };
+        let set = hot.slot.a & !SHARED_BIT;
+        let (end, len) = match following {
+            Some(f) if f.set == set && f.len < u32::MAX => (f.end, f.len + 1),
+            _ => (key, 1),
+        };
+        hot.run = Run {
+            end,
+            len,
+            departures: self.sets.departures(set),
+        };
+        (added, Some(Following { set, end, len }))
+    }
+
+    /// The still valid run recorded on the block at `found` (from
+    /// [`find_batch`](Self::find_batch)), when longer than the block itself.
+    #[inline]
+    pub(crate) fn run_at(&self, found: usize) -> Option<Run> {
+        if found == ABSENT || found & HOT == 0 {
+            return None;
+        }
+        let hot = self.hot.get(found & !HOT)?;
+        let set = hot.slot.a & !SHARED_BIT;
+        (hot.run.len > 1 && hot.run.departures == self.sets.departures(set)).then_some(hot.run)
+    }
+}
