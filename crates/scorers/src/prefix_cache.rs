@@ -241,6 +241,18 @@ const ENTRIES: MetricDesc<'static> = MetricDesc::new(
     "shepherd_prefix_index_entries",
     "(block, endpoint) entries held by the prefix-cache index.",
 );
+const ENDPOINTS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_prefix_index_endpoints",
+    "Endpoints the prefix-cache index remembers blocks for.",
+);
+const INSERTED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_prefix_index_inserted_blocks_total",
+    "(block, endpoint) entries added to the prefix-cache index.",
+);
+const EVICTIONS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_prefix_index_evictions_total",
+    "Entries evicted to keep endpoints within their capacity.",
+);
 
 impl MetricsSource for PrefixCacheScorer {
     fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
@@ -248,7 +260,11 @@ impl MetricsSource for PrefixCacheScorer {
         v.counter(PICKS, &labels, self.counters.picks.get());
         v.counter(PROMPT_TOKENS, &labels, self.counters.prompt_tokens.get());
         v.counter(MATCHED_TOKENS, &labels, self.counters.matched_tokens.get());
-        v.gauge(ENTRIES, &labels, self.index.entries() as f64);
+        let stats = self.index.stats();
+        v.gauge(ENTRIES, &labels, stats.entries as f64);
+        v.gauge(ENDPOINTS, &labels, stats.endpoints as f64);
+        v.counter(INSERTED, &labels, stats.inserted_blocks);
+        v.counter(EVICTIONS, &labels, stats.evictions);
     }
 }
 

@@ -172,3 +172,35 @@ fn changed_index_settings_get_a_fresh_index() {
     drop(before);
     assert_eq!(shared.pool.listener_count(), 1, "the old index is gone");
 }
+
+#[test]
+fn the_prefix_index_is_reachable_and_exported_without_downcasts() {
+    let shared = SharedState::new(Arc::new(Pool::new()));
+    shared
+        .pool
+        .set_members(["127.0.0.1:8000", "127.0.0.1:8001"]);
+    let scheduler = shepherd_scheduler_core::config::build_scheduler_in(
+        &EndpointPickerConfig::from_yaml(DEFAULT_CONFIG_YAML).unwrap(),
+        &builtin_registry(),
+        &shared,
+    )
+    .unwrap();
+    // Typed handle by name: what a KV-event feed or a debug view uses.
+    let index: Arc<PrefixIndex> = shared.resources.get("prefix-cache-scorer").unwrap();
+    let prompt = "x".repeat(4096);
+    let d = scheduler
+        .schedule(&InferenceRequest::new("r", "llama", Prompt::Text(prompt)))
+        .unwrap();
+    let stats = index.stats();
+    assert_eq!(stats.entries, 16, "4 KB = 16 blocks of 256 bytes");
+    assert_eq!(stats.inserts, 1);
+    d.finish(Completion::success(None));
+    let text = shepherd_scheduler_core::metrics::render_prometheus(&[&scheduler]);
+    assert!(
+        text.contains("shepherd_prefix_index_entries{plugin=\"prefix-cache-scorer\"} 16"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shepherd_prefix_prompt_tokens_total{plugin=\"prefix-cache-scorer\"} 1024")
+    );
+}
