@@ -48,7 +48,7 @@ use crate::error::ParameterError;
 use serde::Deserialize;
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
-use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor, StripedCounter};
+use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::plugin::{
     CachedPrefix, Category, CycleState, PickHook, PluginInstance, Score, Scorer,
 };
@@ -111,14 +111,6 @@ struct PendingChain {
     chain: BlockChain,
 }
 
-/// What the scorer counts for export, per instance (striped: every pick writes them).
-#[derive(Debug, Default)]
-struct Counters {
-    picks: StripedCounter,
-    prompt_tokens: StripedCounter,
-    matched_tokens: StripedCounter,
-}
-
 /// The scorer and pick hook over one shared index.
 #[derive(Debug)]
 pub struct PrefixCacheScorer {
@@ -126,7 +118,6 @@ pub struct PrefixCacheScorer {
     auto_tune: bool,
     instance: u64,
     name: Arc<str>,
-    counters: Counters,
 }
 
 impl PrefixCacheScorer {
@@ -147,7 +138,6 @@ impl PrefixCacheScorer {
             auto_tune: parameters.auto_tune,
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
             name: Arc::from(name),
-            counters: Counters::default(),
         }
     }
 
@@ -202,15 +192,6 @@ impl PickHook for PrefixCacheScorer {
             }
             None => self.fresh_chain(cycle),
         };
-        let prompt_tokens = cycle.request.prompt.estimated_tokens() as u64;
-        let cached = prompt_tokens.saturating_sub(CachedPrefix::uncached_tokens_in(
-            &cycle.extensions,
-            picked.id(),
-            prompt_tokens,
-        ));
-        self.counters.picks.add(1);
-        self.counters.prompt_tokens.add(prompt_tokens);
-        self.counters.matched_tokens.add(cached);
         let capacity = if self.auto_tune {
             self.index.config().capacity_for(&picked.metrics())
         } else {
@@ -225,18 +206,6 @@ impl PickHook for PrefixCacheScorer {
     }
 }
 
-const PICKS: MetricDesc<'static> = MetricDesc::new(
-    "shepherd_prefix_picks_total",
-    "Picks recorded in the prefix-cache index.",
-);
-const PROMPT_TOKENS: MetricDesc<'static> = MetricDesc::new(
-    "shepherd_prefix_prompt_tokens_total",
-    "Prompt tokens of the picks recorded in the prefix-cache index.",
-);
-const MATCHED_TOKENS: MetricDesc<'static> = MetricDesc::new(
-    "shepherd_prefix_matched_tokens_total",
-    "Prompt tokens the index believed the picked endpoint already cached.",
-);
 const ENTRIES: MetricDesc<'static> = MetricDesc::new(
     "shepherd_prefix_index_entries",
     "(block, endpoint) entries held by the prefix-cache index.",
@@ -257,9 +226,6 @@ const EVICTIONS: MetricDesc<'static> = MetricDesc::new(
 impl MetricsSource for PrefixCacheScorer {
     fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
         let labels = [("plugin", &*self.name)];
-        v.counter(PICKS, &labels, self.counters.picks.get());
-        v.counter(PROMPT_TOKENS, &labels, self.counters.prompt_tokens.get());
-        v.counter(MATCHED_TOKENS, &labels, self.counters.matched_tokens.get());
         let stats = self.index.stats();
         v.gauge(ENTRIES, &labels, stats.entries as f64);
         v.gauge(ENDPOINTS, &labels, stats.endpoints as f64);

@@ -201,6 +201,7 @@ fn the_prefix_index_is_reachable_and_exported_without_downcasts() {
         "{text}"
     );
     assert!(
-        text.contains("shepherd_prefix_prompt_tokens_total{plugin=\"prefix-cache-scorer\"} 1024")
+        text.contains("shepherd_picked_prompt_tokens_total{profile=\"default\"} 1024"),
+        "{text}"
     );
 }

@@ -30,7 +30,8 @@ pub struct RequestHandle {
     prompt_tokens: u64,
     scheduled_at: Timestamp,
     first_token_at: Option<Timestamp>,
-    completer: Arc<Completer>,
+    /// `None` for a dry run, which never completes anything.
+    completer: Option<Arc<Completer>>,
     finished: bool,
 }
 
@@ -43,8 +44,7 @@ impl RequestHandle {
         model: &str,
         prompt_tokens: u64,
         scheduled_at: Timestamp,
-        completer: Arc<Completer>,
-        dry_run: bool,
+        completer: Option<Arc<Completer>>,
     ) -> Self {
         RequestHandle {
             guard,
@@ -55,9 +55,9 @@ impl RequestHandle {
             prompt_tokens,
             scheduled_at,
             first_token_at: None,
-            completer,
             // A dry run ran no pick hooks: its completion runs no hooks either.
-            finished: dry_run,
+            finished: completer.is_none(),
+            completer,
         }
     }
 
@@ -96,8 +96,10 @@ impl RequestHandle {
     /// (the request stays in flight) and the time is recorded for the hooks. Calling it again
     /// does nothing.
     pub fn first_token(&mut self) {
-        if self.first_token_at.is_none() {
-            self.first_token_at = Some(self.completer.clock.now());
+        if self.first_token_at.is_none()
+            && let Some(c) = &self.completer
+        {
+            self.first_token_at = Some(c.clock.now());
         }
         self.guard.prefill_done();
     }
@@ -115,7 +117,9 @@ impl RequestHandle {
         // Nothing is known to be cached there: the whole prompt is pending prefill.
         self.guard = next.start_request(self.prompt_tokens);
         self.current += 1;
-        self.completer.metrics.record_fallback();
+        if let Some(c) = &self.completer {
+            c.metrics.record_fallback();
+        }
         Some(self.guard.endpoint())
     }
 
@@ -135,7 +139,10 @@ impl RequestHandle {
             return;
         }
         self.finished = true;
-        if !self.completer.hooks.is_empty() {
+        let Some(completer) = self.completer.clone() else {
+            return;
+        };
+        if !completer.hooks.is_empty() {
             let completion = Completion {
                 first_token_at: completion.first_token_at.or(self.first_token_at),
                 ..completion
@@ -149,14 +156,14 @@ impl RequestHandle {
                 prompt_tokens: self.prompt_tokens,
                 scheduled_at: self.scheduled_at,
                 first_token_at: completion.first_token_at,
-                finished_at: self.completer.clock.now(),
+                finished_at: completer.clock.now(),
                 used_fallback: self.current > 0,
             };
-            for hook in &self.completer.hooks {
+            for hook in &completer.hooks {
                 hook.on_complete(&request, &completion);
             }
         }
-        self.completer.metrics.record_completion(completion.outcome);
+        completer.metrics.record_completion(completion.outcome);
     }
 }
 

@@ -16,6 +16,14 @@ const SCHEDULE_DURATION: MetricDesc<'static> = MetricDesc::new(
     "shepherd_schedule_duration_seconds",
     "Time to pick an endpoint (filters, scorers, picker, pick hooks), by profile.",
 );
+const PROMPT_TOKENS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_picked_prompt_tokens_total",
+    "Prompt tokens of the requests picked, by profile.",
+);
+const CACHED_TOKENS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_picked_cached_tokens_total",
+    "Prompt tokens believed cached on the picked endpoint, by profile (over prompt tokens: the estimated hit rate).",
+);
 const ERRORS: MetricDesc<'static> = MetricDesc::new(
     "shepherd_schedule_errors_total",
     "Requests no endpoint could be picked for, by reason.",
@@ -34,6 +42,12 @@ const COMPLETIONS: MetricDesc<'static> = MetricDesc::new(
 pub struct ProfileMetrics {
     /// Pick latency; its count is the number of picks.
     pub schedule_duration: LatencyHistogram,
+    /// Prompt tokens of the requests picked (dry runs excluded).
+    pub prompt_tokens: StripedCounter,
+    /// Of those, the tokens an affinity scorer believed the picked endpoint already cached
+    /// (see [`CachedPrefix`](crate::plugin::CachedPrefix)): with `prompt_tokens`, the
+    /// estimated prefix-cache hit rate of the picks.
+    pub cached_tokens: StripedCounter,
 }
 
 /// The scheduler's own counters: picks and latency per profile, errors by reason, fallbacks
@@ -147,6 +161,8 @@ impl MetricsSource for CoreMetrics {
         for (name, p) in &profiles {
             let snapshot = p.schedule_duration.snapshot();
             v.histogram(SCHEDULE_DURATION, &[("profile", name)], &snapshot);
+            v.counter(PROMPT_TOKENS, &[("profile", name)], p.prompt_tokens.get());
+            v.counter(CACHED_TOKENS, &[("profile", name)], p.cached_tokens.get());
         }
         for (reason, count) in ERROR_REASONS.iter().zip(&self.errors) {
             v.counter(ERRORS, &[("reason", reason)], count.load(Ordering::Relaxed));

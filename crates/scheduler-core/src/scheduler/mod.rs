@@ -229,17 +229,22 @@ impl Scheduler {
         };
 
         let primary = candidates[primary_index];
-        if !options.dry_run {
-            for hook in profile.pick_hooks() {
-                hook.on_pick(&mut cycle, primary);
-            }
-            primary.count_pick();
-        }
         // The picked endpoint's pending prefill: what an affinity scorer believes it does not
         // cache of this prompt (all of it when nobody published an estimate).
         let prompt_tokens = request.prompt.estimated_tokens() as u64;
         let uncached =
             CachedPrefix::uncached_tokens_in(&cycle.extensions, primary.id(), prompt_tokens);
+        let profile_metrics = self.profile_metrics.get(profile_index);
+        if !options.dry_run {
+            for hook in profile.pick_hooks() {
+                hook.on_pick(&mut cycle, primary);
+            }
+            primary.count_pick();
+            if let Some(m) = profile_metrics {
+                m.prompt_tokens.add(prompt_tokens);
+                m.cached_tokens.add(prompt_tokens.saturating_sub(uncached));
+            }
+        }
         let guard = primary.start_request_uncached(prompt_tokens, uncached);
         let handle = RequestHandle::new(
             guard,
@@ -248,8 +253,7 @@ impl Scheduler {
             request.target_model(),
             prompt_tokens,
             started,
-            Arc::clone(&self.completer),
-            options.dry_run,
+            (!options.dry_run).then(|| Arc::clone(&self.completer)),
         );
 
         let breakdown = Breakdown {
@@ -262,7 +266,7 @@ impl Scheduler {
             totals,
             picked,
         };
-        if let Some(m) = self.profile_metrics.get(profile_index) {
+        if let Some(m) = profile_metrics {
             m.schedule_duration
                 .observe(self.clock.now().saturating_since(started));
         }
