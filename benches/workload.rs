@@ -6,6 +6,7 @@ use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
 use shepherd_scheduler_core::endpoint::{EndpointMetrics, Pool};
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 use shepherd_scheduler_core::rng::PickRng;
+use shepherd_test_util::TestPool;
 
 /// `len` bytes of printable ASCII, deterministic in `seed`.
 pub fn text(seed: u64, len: usize) -> String {
@@ -37,11 +38,11 @@ pub fn request(id: u64, prompt: String) -> InferenceRequest {
 
 /// A pool of `n` loopback endpoints with fresh, varied metrics, and the clock they are fresh at.
 pub fn pool(n: usize) -> (Arc<Pool>, Arc<ManualClock>) {
-    let clock = Arc::new(ManualClock::at(Timestamp::from_millis(1_000)));
-    let pool = Arc::new(Pool::with_clock(clock.clone()));
-    pool.set_members((0..n).map(|i| format!("127.0.{}.{}:8000", i / 250, i % 250 + 1)));
+    let t =
+        TestPool::with_addresses((0..n).map(|i| format!("127.0.{}.{}:8000", i / 250, i % 250 + 1)));
+    t.clock.set(Timestamp::from_millis(1_000));
     let mut rng = PickRng::seed_from(7);
-    for ep in pool.snapshot().endpoints() {
+    for ep in &t.endpoints {
         ep.set_metrics(EndpointMetrics {
             waiting: rng.below(8) as u32,
             running: rng.below(64) as u32,
@@ -51,5 +52,5 @@ pub fn pool(n: usize) -> (Arc<Pool>, Arc<ManualClock>) {
             ..Default::default()
         });
     }
-    (pool, clock)
+    (t.pool, t.clock)
 }
