@@ -1,6 +1,43 @@
 //! # shepherd-runtime
 //!
-//! The runtime both adapters share. So far, its pure first parts:
+//! The async half both adapters share (the Envoy ext_proc picker `shepherd-epp` and the HTTP
+//! gateway `shepherd-gateway`), on tokio:
+//!
+//! - [`config`]: one YAML file, the core's `EndpointPickerConfig` plus Shepherd's
+//!   `endpoints`, `scraping` and `server` sections; the adaptive preset when it has no
+//!   `schedulingProfiles`;
+//! - [`discovery`]: where endpoints come from (a [`Discovery`](discovery::Discovery) trait; the
+//!   static list of the config file, reloaded when the file changes);
+//! - [`scrape`]: every endpoint's `/metrics`, polled, parsed with [`prom`], mapped with
+//!   [`mapping`], stored in the pool; failures counted and left to go stale;
+//! - [`adaptive`]: the adaptive weights' tick loop, surviving reloads;
+//! - [`admin`]: `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config`;
+//! - [`Runtime`]: all of it wired, with [`RuntimeHandle::shutdown`] for a graceful end.
+//!
+//! An adapter binary does this:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use shepherd_runtime::{Runtime, RuntimeOptions};
+//!
+//! # async fn serve_adapter(
+//! #     _: std::sync::Arc<shepherd_scheduler_core::reload::ReloadableScheduler>,
+//! #     _: shepherd_runtime::ShutdownSignal,
+//! # ) {}
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let handle = Runtime::start(std::path::Path::new("shepherd.yaml"), RuntimeOptions::default()).await?;
+//!     // Serve requests: schedule with `handle.scheduler()`, stop accepting when the signal fires.
+//!     let server = tokio::spawn(serve_adapter(handle.scheduler().clone(), handle.shutdown_signal()));
+//!     tokio::signal::ctrl_c().await?;
+//!     let report = handle.shutdown(Duration::from_secs(30)).await;
+//!     server.await?;
+//!     println!("stopped; drained: {}", report.drained);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Its pure parts:
 //!
 //! - [`prom`]: a small, bounded, fuzzed parser for the Prometheus text format that model
 //!   servers serve on `/metrics` (metric names with colons, escaped labels, `NaN`/`±Inf`, one
@@ -8,8 +45,6 @@
 //! - [`mapping`]: which metrics give waiting and running requests, KV-cache utilization,
 //!   cache geometry and LoRA state for vLLM, SGLang or a configured engine, turned into the
 //!   core's [`EndpointMetrics`](shepherd_scheduler_core::endpoint::EndpointMetrics).
-//!
-//! The scraper loop, discovery and control loops will build on these.
 //!
 //! ```
 //! use shepherd_runtime::mapping::EngineMappings;
@@ -31,8 +66,22 @@
 #![warn(missing_docs, unreachable_pub)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod adaptive;
+pub mod admin;
+mod clock;
+pub mod config;
+pub mod discovery;
 mod error;
 pub mod mapping;
 pub mod prom;
+mod runtime;
+pub mod scrape;
+mod shutdown;
 
+pub use clock::TokioClock;
 pub use error::Error;
+pub use runtime::{
+    ConfigSource, ReloadOutcome, ReloadStats, Runtime, RuntimeError, RuntimeHandle, RuntimeOptions,
+    ShutdownReport,
+};
+pub use shutdown::{ShutdownSignal, ShutdownTrigger};
