@@ -31,6 +31,11 @@ schedulingProfiles:
   - pluginRef: max-score-picker
 scheduler:
   stalenessMs: 300
+dataLayer:
+  sources:
+  - pluginRef: metrics-data-source
+    extractors:
+    - pluginRef: core-metrics-extractor
 endpoints:
 - 127.0.0.1:8000
 - address: 127.0.0.1:8001
@@ -236,4 +241,30 @@ async fn a_policy_the_core_refuses_stops_the_start() {
         .unwrap_err();
     assert!(matches!(error, RuntimeError::Policy(_)), "{error:?}");
     assert!(error.to_string().contains("no-such-scorer"), "{error}");
+}
+
+#[test]
+fn the_documented_example_config_loads_with_the_defaults_it_claims() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shepherd.example.yaml");
+    let config = RuntimeConfig::load_sync(&path).unwrap();
+    assert!(config.policy_is_preset);
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    let defaults = RuntimeConfig::default();
+    assert_eq!(config.scraping.interval_ms, defaults.scraping.interval_ms);
+    assert_eq!(config.scraping.timeout_ms, defaults.scraping.timeout_ms);
+    assert_eq!(
+        config.scraping.clear_after_failures,
+        defaults.scraping.clear_after_failures
+    );
+    assert_eq!(
+        config.scraping.data_source(),
+        defaults.scraping.data_source()
+    );
+    assert_eq!(config.server, defaults.server);
+    assert_eq!(config.policy.scheduler, defaults.policy.scheduler);
+    assert_eq!(
+        config.policy.scheduling_profiles,
+        defaults.policy.scheduling_profiles
+    );
+    assert_eq!(config.addresses(), ["127.0.0.1:8100", "127.0.0.1:8101"]);
 }

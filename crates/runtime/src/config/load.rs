@@ -18,6 +18,9 @@ use crate::mapping::{
 /// Top-level sections that belong to Shepherd's runtime rather than to the picker schema.
 pub(crate) const RUNTIME_SECTIONS: [&str; 3] = ["endpoints", "scraping", "server"];
 
+/// The upstream section that wires data sources to extractors.
+const DATA_LAYER_SECTION: &str = "dataLayer";
+
 /// Shepherd's sections, read straight from the YAML text so that their errors carry a line.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -70,7 +73,11 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
     }
 
     let mut scraping = sections.scraping.unwrap_or_default();
-    take_data_layer_plugins(&mut picker, &mut scraping, path)?;
+    if take_data_layer_plugins(&mut picker, &mut scraping, path)? {
+        // Upstream wires those plugins together in `dataLayer`; Shepherd reads them directly,
+        // so that section is honoured, not ignored.
+        picker.other.remove(DATA_LAYER_SECTION);
+    }
 
     let policy_is_preset = picker.scheduling_profiles.is_empty();
     let policy = if policy_is_preset {
@@ -118,12 +125,13 @@ fn with_preset(file: EndpointPickerConfig) -> Result<EndpointPickerConfig, Confi
 }
 
 /// Moves upstream data-layer plugins (`metrics-data-source`, `core-metrics-extractor`) from
-/// the picker's plugin list into the scraping settings.
+/// the picker's plugin list into the scraping settings; returns whether there were any.
 fn take_data_layer_plugins(
     picker: &mut EndpointPickerConfig,
     scraping: &mut ScrapingConfig,
     path: Option<&Path>,
-) -> Result<(), LoadError> {
+) -> Result<bool, LoadError> {
+    let before = picker.plugins.len();
     let mut kept: Vec<PluginSpec> = Vec::with_capacity(picker.plugins.len());
     for (i, plugin) in std::mem::take(&mut picker.plugins).into_iter().enumerate() {
         let field = |name: &str| format!("plugins[{i}] ({name})");
@@ -151,8 +159,9 @@ fn take_data_layer_plugins(
             _ => kept.push(plugin),
         }
     }
+    let moved = kept.len() < before;
     picker.plugins = kept;
-    Ok(())
+    Ok(moved)
 }
 
 fn plugin_params<T: serde::de::DeserializeOwned + Default>(

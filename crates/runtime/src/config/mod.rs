@@ -13,7 +13,8 @@
 //! and once for Shepherd's sections, so a mistake in either names its line. Shepherd's
 //! sections are then removed from `other`: they are not warned about, while a misspelled
 //! section still is. Upstream-style `metrics-data-source` and `core-metrics-extractor`
-//! plugins in `plugins` are moved into [`ScrapingConfig`].
+//! plugins in `plugins` are moved into [`ScrapingConfig`] (and the upstream `dataLayer`
+//! section that wires them is then taken as honoured, not warned about).
 //!
 //! **Without `schedulingProfiles`, the runtime runs the adaptive preset**
 //! ([`shepherd_adaptive::preset`]): the library's recommended default, prefix 3 : queue 2 :

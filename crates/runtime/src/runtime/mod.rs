@@ -1,52 +1,4 @@
-//! [`Runtime::start`]: everything wired, for an adapter binary to call once.
-//!
-//! Start loads the config (a file, watched for edits, or a [`RuntimeConfig`] built in code),
-//! builds the [`SharedState`] over a pool on [`TokioClock`](crate::TokioClock) and the
-//! [`ReloadableScheduler`] for the policy (the adaptive preset when the file has no
-//! `schedulingProfiles`), puts the discovered endpoints in the pool, and spawns on the
-//! current tokio runtime:
-//!
-//! - the membership loop (discovery → `Pool::set_members`);
-//! - the scraper (one task per endpoint);
-//! - the adaptive tick loop, when the policy has an `adaptive:` section;
-//! - the config file watcher: an edit that loads is applied through
-//!   [`RuntimeHandle::reload`] (policy rebuilt and swapped in with live counters kept,
-//!   endpoints and scraping updated); one that does not is logged and counted, and the
-//!   running config stays;
-//! - the admin server (`/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`,
-//!   `/debug/config`).
-//!
-//! The adapter routes with [`RuntimeHandle::scheduler`], and at the end calls
-//! [`RuntimeHandle::shutdown`] with a deadline.
-//!
-//! ```
-//! use std::time::Duration;
-//! use shepherd_runtime::config::RuntimeConfig;
-//! use shepherd_runtime::{Runtime, RuntimeOptions};
-//! use shepherd_scheduler_core::prelude::*;
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let config = RuntimeConfig::from_yaml(
-//!     "endpoints: [127.0.0.1:18000, 127.0.0.1:18001]\nserver: {metricsPort: 0}\n",
-//! )?;
-//! // No servers listen there: scraping is off for this example.
-//! let options = RuntimeOptions { scrape: false, ..RuntimeOptions::default() };
-//! let handle = Runtime::start(config, options).await?;
-//! assert_eq!(handle.pool().snapshot().len(), 2);
-//! assert!(handle.config().policy_is_preset);
-//!
-//! let request = InferenceRequest::new("r1", "llama", Prompt::Text("hello".into()));
-//! let decision = handle.scheduler().schedule(&request)?;
-//! let response = decision.into_handle(); // forwarded; the response is streaming
-//! assert_eq!(handle.in_flight(), 1);
-//! drop(response); // the stream ended
-//!
-//! let report = handle.shutdown(Duration::from_secs(5)).await;
-//! assert!(report.drained);
-//! # Ok(())
-//! # }
-//! ```
+//! Wiring the runtime's parts together: [`Runtime::start`] and the [`RuntimeHandle`] it returns.
 
 mod error;
 mod handle;
@@ -80,7 +32,55 @@ pub use handle::{RuntimeHandle, ShutdownReport};
 pub use options::{ConfigSource, RuntimeOptions};
 pub use reload::{ReloadOutcome, ReloadStats};
 
-/// Starts the runtime. See the [module docs](self).
+/// [`Runtime::start`]: everything wired, for an adapter binary to call once.
+///
+/// Start loads the config (a file, watched for edits, or a [`RuntimeConfig`] built in code),
+/// builds the [`SharedState`] over a pool on [`TokioClock`](crate::TokioClock) and the
+/// [`ReloadableScheduler`] for the policy (the adaptive preset when the file has no
+/// `schedulingProfiles`), puts the discovered endpoints in the pool, and spawns on the
+/// current tokio runtime:
+///
+/// - the membership loop (discovery → `Pool::set_members`);
+/// - the scraper (one task per endpoint);
+/// - the adaptive tick loop, when the policy has an `adaptive:` section;
+/// - the config file watcher: an edit that loads is applied through
+///   [`RuntimeHandle::reload`] (policy rebuilt and swapped in with live counters kept,
+///   endpoints and scraping updated); one that does not is logged and counted, and the
+///   running config stays;
+/// - the admin server (`/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`,
+///   `/debug/config`).
+///
+/// The adapter routes with [`RuntimeHandle::scheduler`], and at the end calls
+/// [`RuntimeHandle::shutdown`] with a deadline.
+///
+/// ```
+/// use std::time::Duration;
+/// use shepherd_runtime::config::RuntimeConfig;
+/// use shepherd_runtime::{Runtime, RuntimeOptions};
+/// use shepherd_scheduler_core::prelude::*;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = RuntimeConfig::from_yaml(
+///     "endpoints: [127.0.0.1:18000, 127.0.0.1:18001]\nserver: {metricsPort: 0}\n",
+/// )?;
+/// // No servers listen there: scraping is off for this example.
+/// let options = RuntimeOptions { scrape: false, ..RuntimeOptions::default() };
+/// let handle = Runtime::start(config, options).await?;
+/// assert_eq!(handle.pool().snapshot().len(), 2);
+/// assert!(handle.config().policy_is_preset);
+///
+/// let request = InferenceRequest::new("r1", "llama", Prompt::Text("hello".into()));
+/// let decision = handle.scheduler().schedule(&request)?;
+/// let response = decision.into_handle(); // forwarded; the response is streaming
+/// assert_eq!(handle.in_flight(), 1);
+/// drop(response); // the stream ended
+///
+/// let report = handle.shutdown(Duration::from_secs(5)).await;
+/// assert!(report.drained);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Runtime;
 
