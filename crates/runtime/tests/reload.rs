@@ -194,3 +194,29 @@ async fn the_watcher_reports_each_version_once() {
     let waited = tokio::time::timeout(POLL * 5, watcher.changed()).await;
     assert!(waited.is_err(), "no edit, no report");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_discovery_source_of_its_own_drives_membership() {
+    use shepherd_runtime::config::EndpointSpec;
+    use shepherd_runtime::discovery::{Discovery, EndpointSet, StaticDiscovery};
+    use std::sync::Arc;
+
+    let spec = |port: u16| EndpointSpec::new(format!("127.0.0.1:{port}").parse().unwrap());
+    let source = Arc::new(StaticDiscovery::new(EndpointSet::new([spec(9000)])));
+    let options = RuntimeOptions {
+        discovery: Some(Arc::clone(&source) as Arc<dyn Discovery>),
+        ..common::quiet_options()
+    };
+    // The config's own list is ignored in favour of the source.
+    let handle = common::start(&policy("127.0.0.1:8000", 1), options).await;
+    assert_eq!(members(&handle), ["127.0.0.1:9000"]);
+
+    source.replace(EndpointSet::new([spec(9000), spec(9001)]));
+    assert!(wait_until(Duration::from_secs(1), || members(&handle).len() == 2).await);
+    source.replace(EndpointSet::new([spec(9001)]));
+    assert!(
+        wait_until(Duration::from_secs(1), || members(&handle)
+            == ["127.0.0.1:9001"])
+        .await
+    );
+}

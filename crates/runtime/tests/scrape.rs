@@ -219,3 +219,30 @@ async fn a_slow_server_times_out_without_delaying_the_others() {
     assert!(fresh(&handle, good));
     handle.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_label_picks_its_engine_mapping() {
+    let sglang = page_server(
+        "sglang:num_queue_reqs{model_name=\"q\"} 4\n\
+         sglang:num_running_reqs{model_name=\"q\"} 7\n\
+         sglang:token_usage{model_name=\"q\"} 0.25\n\
+         sglang:cache_config_info{num_pages=\"9000\",page_size=\"1\"} 1\n",
+    )
+    .await;
+    let yaml = format!(
+        "endpoints:\n- address: {sglang}\n  labels: {{llm-d.ai/engine-type: sglang}}\nserver: {{metricsPort: 0}}\n"
+    );
+    let config = RuntimeConfig::from_yaml(&yaml).unwrap();
+    let handle = Runtime::start(config, RuntimeOptions::default())
+        .await
+        .unwrap();
+    assert!(wait_until(LIMIT, || fresh(&handle, sglang)).await);
+    let metrics = endpoint(&handle, sglang).metrics();
+    assert_eq!((metrics.waiting, metrics.running), (4, 7));
+    assert_eq!(metrics.kv_utilization, 0.25);
+    assert_eq!(
+        (metrics.block_size, metrics.num_gpu_blocks),
+        (Some(1), Some(9000))
+    );
+    handle.shutdown(Duration::from_secs(1)).await;
+}

@@ -60,3 +60,33 @@ async fn an_idle_runtime_stops_at_once() {
         report.waited
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_also_waits_for_requests_on_an_endpoint_that_left_the_pool() {
+    let handle = common::start(TWO, common::quiet_options()).await;
+    let response = handle
+        .scheduler()
+        .schedule(&request("long"))
+        .unwrap()
+        .into_handle();
+    let busy = response.endpoint().address().to_owned();
+
+    // The endpoint leaves the config while its request streams.
+    let mut next = (*handle.config()).clone();
+    next.endpoints.retain(|e| e.address() != busy);
+    assert!(handle.reload(next).unwrap().endpoints_changed);
+    assert!(
+        common::wait_until(Duration::from_secs(1), || common::members(&handle).len()
+            == 1)
+        .await
+    );
+    assert_eq!(handle.in_flight(), 1);
+
+    let shutdown = tokio::spawn(handle.shutdown(Duration::from_secs(30)));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!shutdown.is_finished());
+    drop(response);
+    let report = shutdown.await.unwrap();
+    assert!(report.drained);
+    assert!(report.waited < Duration::from_secs(2));
+}

@@ -17,6 +17,7 @@ use crate::adaptive::AdaptiveRunner;
 use crate::admin::{self, AdminState};
 use crate::config::RuntimeConfig;
 use crate::discovery::Discovery;
+use crate::discovery::membership::Membership;
 use crate::scrape::ScrapeStats;
 use crate::shutdown::{ShutdownSignal, ShutdownTrigger};
 
@@ -41,6 +42,7 @@ pub struct RuntimeHandle {
     pub(crate) admin: AdminState,
     pub(crate) applier: Arc<Applier>,
     pub(crate) discovery: Arc<dyn Discovery>,
+    pub(crate) membership: Arc<Membership>,
     pub(crate) admin_addr: Option<SocketAddr>,
     pub(crate) trigger: ShutdownTrigger,
     pub(crate) tasks: JoinSet<()>,
@@ -131,14 +133,10 @@ impl RuntimeHandle {
         self.admin.is_ready()
     }
 
-    /// Requests in flight on the pool's endpoints.
+    /// Requests in flight on the pool's endpoints, and on endpoints that left the pool
+    /// while requests were in flight there.
     pub fn in_flight(&self) -> u64 {
-        self.pool()
-            .load()
-            .endpoints()
-            .iter()
-            .map(|e| e.in_flight_requests())
-            .sum()
+        self.membership.in_flight()
     }
 
     /// Fires when shutdown begins: an adapter passes `signal.wait()` to its server's graceful
@@ -149,8 +147,8 @@ impl RuntimeHandle {
 
     /// Shuts down gracefully: signals shutdown (the adapters' servers and the admin server
     /// stop accepting, `/readyz` answers 503, the scrape, discovery, reload and adaptive
-    /// loops stop), then waits until no request is in flight on the pool or `deadline` has
-    /// passed, whichever comes first.
+    /// loops stop), then waits until no request is in flight ([`in_flight`](Self::in_flight)
+    /// is 0) or `deadline` has passed, whichever comes first.
     pub async fn shutdown(mut self, deadline: Duration) -> ShutdownReport {
         let started = Instant::now();
         self.trigger.trigger();

@@ -22,7 +22,8 @@ use crate::adaptive::{AdaptiveRunner, build_controller};
 use crate::admin::{self, AdminState};
 use crate::clock::TokioClock;
 use crate::config::{RuntimeConfig, read_error};
-use crate::discovery::{Discovery, FileWatcher, StaticDiscovery, membership};
+use crate::discovery::membership::Membership;
+use crate::discovery::{Discovery, FileWatcher, StaticDiscovery};
 use crate::scrape::scraper::Scraper;
 use crate::scrape::{ScrapeSettings, ScrapeStats, fetch};
 use crate::shutdown::ShutdownSignal;
@@ -135,7 +136,8 @@ impl Runtime {
                     (Some(Arc::clone(&discovery)), discovery)
                 }
             };
-        membership::apply_set(&shared.pool, &discovery.subscribe().borrow());
+        let membership = Arc::new(Membership::new(Arc::clone(&shared.pool)));
+        membership.apply(&discovery.subscribe().borrow());
 
         let admin_listener = if options.serve_admin {
             let addr = options
@@ -168,11 +170,7 @@ impl Runtime {
         });
 
         let mut tasks = JoinSet::new();
-        tasks.spawn(membership::follow(
-            Arc::clone(&shared.pool),
-            discovery.subscribe(),
-            signal.clone(),
-        ));
+        tasks.spawn(Arc::clone(&membership).follow(discovery.subscribe(), signal.clone()));
         if options.scrape {
             let scraper = Scraper {
                 pool: Arc::clone(&shared.pool),
@@ -228,6 +226,7 @@ impl Runtime {
             admin,
             applier,
             discovery,
+            membership,
             admin_addr,
             trigger,
             tasks,

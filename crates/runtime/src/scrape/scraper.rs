@@ -25,8 +25,8 @@ pub(crate) struct Scraper {
 
 impl Scraper {
     /// Runs until `stop`: a worker per endpoint of the current set, restarted when the
-    /// settings or the endpoint's labels change, stopped when it leaves the set. A slow
-    /// endpoint only delays its own worker.
+    /// settings or the endpoint's labels change (or after it panicked), stopped when it
+    /// leaves the set. A slow endpoint only delays its own worker.
     pub(crate) async fn run(mut self, stop: ShutdownSignal) {
         let mut tasks: JoinSet<()> = JoinSet::new();
         let mut workers: BTreeMap<String, (EndpointSpec, AbortHandle)> = BTreeMap::new();
@@ -49,7 +49,20 @@ impl Scraper {
             tokio::select! {
                 changed = self.sets.changed(), if sets_open => sets_open = changed.is_ok(),
                 changed = self.settings.changed(), if settings_open => settings_open = changed.is_ok(),
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                Some(ended) = tasks.join_next_with_id(), if !tasks.is_empty() => {
+                    // Workers loop until aborted; one that ended otherwise (a panic) is
+                    // forgotten here and started again by the next reconcile.
+                    let id = match &ended {
+                        Ok((id, ())) => *id,
+                        Err(error) => error.id(),
+                    };
+                    if let Err(error) = &ended
+                        && error.is_panic()
+                    {
+                        tracing::error!(%error, "metrics scrape task panicked; restarting it");
+                    }
+                    workers.retain(|_, (_, handle)| handle.id() != id);
+                }
                 () = stop.wait() => break,
             }
         }
