@@ -14,28 +14,13 @@
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config`;
 //! - [`Runtime`]: all of it wired, with [`RuntimeHandle::shutdown`] for a graceful end.
 //!
-//! An adapter binary does this:
+//! All of that is the default cargo feature `runtime`; without it (`default-features =
+//! false`) the crate is only its pure parts below, with no async dependency.
 //!
-//! ```no_run
-//! use std::time::Duration;
-//! use shepherd_runtime::{Runtime, RuntimeOptions};
-//!
-//! # async fn serve_adapter(
-//! #     _: std::sync::Arc<shepherd_scheduler_core::reload::ReloadableScheduler>,
-//! #     _: shepherd_runtime::ShutdownSignal,
-//! # ) {}
-//! #[tokio::main]
-//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//!     let handle = Runtime::start(std::path::Path::new("shepherd.yaml"), RuntimeOptions::default()).await?;
-//!     // Serve requests: schedule with `handle.scheduler()`, stop accepting when the signal fires.
-//!     let server = tokio::spawn(serve_adapter(handle.scheduler().clone(), handle.shutdown_signal()));
-//!     tokio::signal::ctrl_c().await?;
-//!     let report = handle.shutdown(Duration::from_secs(30)).await;
-//!     server.await?;
-//!     println!("stopped; drained: {}", report.drained);
-//!     Ok(())
-//! }
-//! ```
+//! An adapter binary calls [`Runtime::start`] once, routes with
+//! [`RuntimeHandle::scheduler`], hands [`RuntimeHandle::shutdown_signal`] to its server, and
+//! ends with [`RuntimeHandle::shutdown`] (the whole flow is the example on
+//! [`RuntimeHandle`]; `docs/runtime.md` describes the config file and the admin port).
 //!
 //! Its pure parts:
 //!
@@ -66,22 +51,33 @@
 #![warn(missing_docs, unreachable_pub)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+#[cfg(feature = "runtime")]
 pub mod adaptive;
+#[cfg(feature = "runtime")]
 pub mod admin;
+#[cfg(feature = "runtime")]
 mod clock;
+#[cfg(feature = "runtime")]
 pub mod config;
+#[cfg(feature = "runtime")]
 pub mod discovery;
 mod error;
 pub mod mapping;
 pub mod prom;
+#[cfg(feature = "runtime")]
 mod runtime;
+#[cfg(feature = "runtime")]
 pub mod scrape;
+#[cfg(feature = "runtime")]
 mod shutdown;
 
+#[cfg(feature = "runtime")]
 pub use clock::TokioClock;
 pub use error::Error;
+#[cfg(feature = "runtime")]
 pub use runtime::{
     ConfigSource, ReloadOutcome, ReloadStats, Runtime, RuntimeError, RuntimeHandle, RuntimeOptions,
     ShutdownReport,
 };
+#[cfg(feature = "runtime")]
 pub use shutdown::{ShutdownSignal, ShutdownTrigger};

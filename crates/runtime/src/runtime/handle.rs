@@ -38,6 +38,35 @@ pub struct ShutdownReport {
 /// A running runtime: the scheduler to route with, the shared state, the admin endpoints,
 /// and graceful shutdown. Dropping it without [`shutdown`](Self::shutdown) stops every loop
 /// at once.
+///
+/// What an adapter binary does with it:
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use shepherd_runtime::{Runtime, RuntimeOptions};
+///
+/// # async fn serve_adapter(
+/// #     _: std::sync::Arc<shepherd_scheduler_core::reload::ReloadableScheduler>,
+/// #     _: std::net::SocketAddr,
+/// #     _: shepherd_runtime::ShutdownSignal,
+/// # ) {}
+/// #[tokio::main]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let handle =
+///         Runtime::start(std::path::Path::new("shepherd.yaml"), RuntimeOptions::default()).await?;
+///     // Serve: schedule with the scheduler, stop accepting when the signal fires.
+///     let server = tokio::spawn(serve_adapter(
+///         handle.scheduler().clone(),
+///         handle.config().server.extproc_addr(),
+///         handle.shutdown_signal(),
+///     ));
+///     tokio::signal::ctrl_c().await?;
+///     let report = handle.shutdown(Duration::from_secs(30)).await; // drains in-flight requests
+///     server.await?;
+///     println!("stopped; drained: {}", report.drained);
+///     Ok(())
+/// }
+/// ```
 pub struct RuntimeHandle {
     pub(crate) admin: AdminState,
     pub(crate) applier: Arc<Applier>,
