@@ -1,6 +1,28 @@
 //! # shepherd-runtime
 //!
-//! The runtime both adapters share. So far, its pure first parts:
+//! The async half both adapters share (the Envoy ext_proc picker `shepherd-epp` and the HTTP
+//! gateway `shepherd-gateway`), on tokio:
+//!
+//! - [`config`]: one YAML file, the core's `EndpointPickerConfig` plus Shepherd's
+//!   `endpoints`, `scraping` and `server` sections; the adaptive preset when it has no
+//!   `schedulingProfiles`;
+//! - [`discovery`]: where endpoints come from (a [`Discovery`](discovery::Discovery) trait; the
+//!   static list of the config file, reloaded when the file changes);
+//! - [`scrape`]: every endpoint's `/metrics`, polled, parsed with [`prom`], mapped with
+//!   [`mapping`], stored in the pool; failures counted and left to go stale;
+//! - [`adaptive`]: the adaptive weights' tick loop, surviving reloads;
+//! - [`admin`]: `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config`;
+//! - [`Runtime`]: all of it wired, with [`RuntimeHandle::shutdown`] for a graceful end.
+//!
+//! All of that is the default cargo feature `runtime`; without it (`default-features =
+//! false`) the crate is only its pure parts below, with no async dependency.
+//!
+//! An adapter binary calls [`Runtime::start`] once, routes with
+//! [`RuntimeHandle::scheduler`], hands [`RuntimeHandle::shutdown_signal`] to its server, and
+//! ends with [`RuntimeHandle::shutdown`] (the whole flow is the example on
+//! [`RuntimeHandle`]; `docs/runtime.md` describes the config file and the admin port).
+//!
+//! Its pure parts:
 //!
 //! - [`prom`]: a small, bounded, fuzzed parser for the Prometheus text format that model
 //!   servers serve on `/metrics` (metric names with colons, escaped labels, `NaN`/`±Inf`, one
@@ -8,8 +30,6 @@
 //! - [`mapping`]: which metrics give waiting and running requests, KV-cache utilization,
 //!   cache geometry and LoRA state for vLLM, SGLang or a configured engine, turned into the
 //!   core's [`EndpointMetrics`](shepherd_scheduler_core::endpoint::EndpointMetrics).
-//!
-//! The scraper loop, discovery and control loops will build on these.
 //!
 //! ```
 //! use shepherd_runtime::mapping::EngineMappings;
@@ -31,8 +51,33 @@
 #![warn(missing_docs, unreachable_pub)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+#[cfg(feature = "runtime")]
+pub mod adaptive;
+#[cfg(feature = "runtime")]
+pub mod admin;
+#[cfg(feature = "runtime")]
+mod clock;
+#[cfg(feature = "runtime")]
+pub mod config;
+#[cfg(feature = "runtime")]
+pub mod discovery;
 mod error;
 pub mod mapping;
 pub mod prom;
+#[cfg(feature = "runtime")]
+mod runtime;
+#[cfg(feature = "runtime")]
+pub mod scrape;
+#[cfg(feature = "runtime")]
+mod shutdown;
 
+#[cfg(feature = "runtime")]
+pub use clock::TokioClock;
 pub use error::Error;
+#[cfg(feature = "runtime")]
+pub use runtime::{
+    ConfigSource, ReloadOutcome, ReloadStats, Runtime, RuntimeError, RuntimeHandle, RuntimeOptions,
+    ShutdownReport,
+};
+#[cfg(feature = "runtime")]
+pub use shutdown::{ShutdownSignal, ShutdownTrigger};

@@ -1,0 +1,55 @@
+//! The admin port (`server.metricsPort`, default 9090): what operators and Prometheus read.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /metrics` | Prometheus text: the scheduler's core counters and per-endpoint figures, its plugins' sources, the scraper's `shepherd_scrape_*` families, the adaptive controller's `shepherd_adaptive_*` and `shepherd_config_reloads_total` |
+//! | `GET /healthz` | 200 while the process runs |
+//! | `GET /readyz` | 200 once at least one endpoint has fresh metrics, else 503 (and 503 from the start of shutdown) |
+//! | `GET /debug/adaptive` | JSON: whether the adaptive loop runs, its profile, mode, smoothed signal, and its recent tick records, oldest first (`?limit=N` for the newest N) |
+//! | `GET /debug/config` | JSON: the effective config (the policy in force, endpoints, scraping, server) |
+//!
+//! [`router`] builds the routes over an [`AdminState`]; the runtime serves them on the admin
+//! port, and an adapter may also mount them in a server of its own
+//! ([`RuntimeHandle::admin_router`](crate::RuntimeHandle::admin_router)).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use shepherd_runtime::{Runtime, RuntimeOptions};
+//!
+//! let handle = Runtime::start(std::path::Path::new("shepherd.yaml"), RuntimeOptions::default()).await?;
+//! println!("admin endpoints on http://{}", handle.admin_addr().unwrap());
+//! # Ok(())
+//! # }
+//! ```
+
+mod handlers;
+mod state;
+
+use axum::Router;
+use axum::routing::get;
+use tokio::net::TcpListener;
+
+use crate::shutdown::ShutdownSignal;
+
+pub use state::AdminState;
+
+/// The admin routes over `state`.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/metrics", get(handlers::metrics))
+        .route("/healthz", get(handlers::healthz))
+        .route("/readyz", get(handlers::readyz))
+        .route("/debug/adaptive", get(handlers::adaptive))
+        .route("/debug/config", get(handlers::config))
+        .with_state(state)
+}
+
+/// Serves `router` on `listener` until `stop`, then finishes open requests.
+pub(crate) async fn serve(listener: TcpListener, router: Router, stop: ShutdownSignal) {
+    let served = axum::serve(listener, router)
+        .with_graceful_shutdown(async move { stop.wait().await })
+        .await;
+    if let Err(error) = served {
+        tracing::error!(%error, "admin server failed");
+    }
+}

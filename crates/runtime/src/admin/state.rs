@@ -1,0 +1,76 @@
+//! What the admin endpoints read.
+
+use std::fmt;
+use std::sync::Arc;
+
+use shepherd_scheduler_core::metrics::{MetricsSource, render_prometheus};
+use shepherd_scheduler_core::reload::ReloadableScheduler;
+use tokio::sync::watch;
+
+use crate::adaptive::AdaptiveRunner;
+use crate::config::RuntimeConfig;
+use crate::runtime::ReloadStats;
+use crate::scrape::ScrapeStats;
+use crate::shutdown::ShutdownSignal;
+
+/// The runtime's parts the admin endpoints read: cheap to clone, shared with the
+/// [`RuntimeHandle`](crate::RuntimeHandle).
+#[derive(Clone)]
+pub struct AdminState {
+    pub(crate) scheduler: Arc<ReloadableScheduler>,
+    pub(crate) scrape: Arc<ScrapeStats>,
+    pub(crate) adaptive: Arc<AdaptiveRunner>,
+    pub(crate) reloads: Arc<ReloadStats>,
+    pub(crate) config: watch::Receiver<Arc<RuntimeConfig>>,
+    pub(crate) shutdown: ShutdownSignal,
+}
+
+impl fmt::Debug for AdminState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdminState")
+            .field("scheduler", &self.scheduler)
+            .field("ready", &self.is_ready())
+            .finish()
+    }
+}
+
+impl AdminState {
+    /// Every metric in the Prometheus text format: the current scheduler (core counters, the
+    /// pool's per-endpoint figures, plugins' sources), the scraper, the adaptive controller
+    /// and config reloads.
+    pub fn render_metrics(&self) -> String {
+        let sources: [&dyn MetricsSource; 4] = [
+            &*self.scheduler,
+            &*self.scrape,
+            &*self.adaptive,
+            &*self.reloads,
+        ];
+        render_prometheus(&sources)
+    }
+
+    /// Whether the runtime can route: not shutting down, and at least one endpoint that
+    /// accepts requests has metrics younger than the scheduler's staleness bound.
+    pub fn is_ready(&self) -> bool {
+        if self.shutdown.is_shutting_down() {
+            return false;
+        }
+        let scheduler = self.scheduler.load();
+        let pool = scheduler.pool();
+        let now = pool.clock().now();
+        let bound = scheduler.staleness_bound();
+        pool.load()
+            .endpoints()
+            .iter()
+            .any(|e| e.accepts_requests() && !e.load_metrics().is_stale(now, bound))
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> Arc<RuntimeConfig> {
+        Arc::clone(&self.config.borrow())
+    }
+
+    /// The adaptive debug view (see [`AdaptiveRunner::debug_json`]).
+    pub fn adaptive_json(&self, limit: Option<usize>) -> serde_json::Value {
+        self.adaptive.debug_json(limit)
+    }
+}

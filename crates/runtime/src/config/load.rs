@@ -1,0 +1,238 @@
+//! Reading a runtime config: the core's `EndpointPickerConfig` plus Shepherd's own sections,
+//! from one YAML text.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::Deserialize;
+use shepherd_adaptive::AdaptiveConfig;
+use shepherd_adaptive::preset::adaptive_config;
+use shepherd_scheduler_core::config::{ConfigError, EndpointPickerConfig, PluginSpec};
+
+use super::{EndpointSpec, LoadError, RuntimeConfig, ScrapingConfig, ServerConfig};
+use crate::mapping::{
+    CORE_METRICS_EXTRACTOR_TYPE, CoreMetricsExtractorParams, METRICS_DATA_SOURCE_TYPE,
+    MetricsDataSourceParams,
+};
+
+/// Top-level sections that belong to Shepherd's runtime rather than to the picker schema.
+pub(crate) const RUNTIME_SECTIONS: [&str; 3] = ["endpoints", "scraping", "server"];
+
+/// The upstream section that wires data sources to extractors.
+const DATA_LAYER_SECTION: &str = "dataLayer";
+
+/// Shepherd's sections, read straight from the YAML text so that their errors carry a line.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Sections {
+    endpoints: Option<Vec<EndpointSpec>>,
+    scraping: Option<ScrapingConfig>,
+    server: Option<ServerConfig>,
+}
+
+/// Parses `text`, which came from `path` when given.
+pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, LoadError> {
+    let owned_path = || path.map(Path::to_path_buf);
+    // An empty file is an empty config: the preset, no endpoints.
+    let text = if text.trim().is_empty() { "{}" } else { text };
+
+    let mut picker = EndpointPickerConfig::from_yaml(text).map_err(|e| match e {
+        ConfigError::Syntax {
+            message,
+            line,
+            column,
+        } => LoadError::Syntax {
+            path: owned_path(),
+            message,
+            line,
+            column,
+        },
+        source => LoadError::Policy {
+            path: owned_path(),
+            source,
+        },
+    })?;
+    let sections: Sections = serde_norway::from_str(text).map_err(|e| {
+        let location = e.location();
+        let mut message = e.to_string();
+        if let Some(l) = &location {
+            let suffix = format!(" at line {} column {}", l.line(), l.column());
+            if let Some(stripped) = message.strip_suffix(&suffix) {
+                message = stripped.to_owned();
+            }
+        }
+        LoadError::Syntax {
+            path: owned_path(),
+            message,
+            line: location.as_ref().map(|l| l.line()),
+            column: location.as_ref().map(|l| l.column()),
+        }
+    })?;
+    for section in RUNTIME_SECTIONS {
+        picker.other.remove(section);
+    }
+
+    let mut scraping = sections.scraping.unwrap_or_default();
+    if take_data_layer_plugins(&mut picker, &mut scraping, path)? {
+        // Upstream wires those plugins together in `dataLayer`; Shepherd reads them directly,
+        // so that section is honoured, not ignored.
+        picker.other.remove(DATA_LAYER_SECTION);
+    }
+
+    let policy_is_preset = picker.scheduling_profiles.is_empty();
+    let policy = if policy_is_preset {
+        if !picker.plugins.is_empty() {
+            return Err(LoadError::invalid(
+                path,
+                "schedulingProfiles",
+                "plugins are configured but no scheduling profile uses them: add a profile, \
+                 or remove `plugins` to use the adaptive preset",
+            ));
+        }
+        with_preset(picker).map_err(|source| LoadError::Policy {
+            path: owned_path(),
+            source,
+        })?
+    } else {
+        picker
+    };
+
+    let config = RuntimeConfig {
+        policy,
+        policy_is_preset,
+        endpoints: sections.endpoints.unwrap_or_default(),
+        scraping,
+        server: sections.server.unwrap_or_default(),
+        path: owned_path(),
+    };
+    validate(&config, path)?;
+    Ok(config)
+}
+
+/// The adaptive preset's plugins, profiles and (unless the file has its own) `adaptive`
+/// section, with the file's header, scheduler settings and unknown sections.
+fn with_preset(file: EndpointPickerConfig) -> Result<EndpointPickerConfig, ConfigError> {
+    let preset = adaptive_config()?;
+    Ok(EndpointPickerConfig {
+        api_version: file.api_version.or(preset.api_version),
+        kind: file.kind.or(preset.kind),
+        plugins: preset.plugins,
+        scheduling_profiles: preset.scheduling_profiles,
+        scheduler: file.scheduler,
+        adaptive: file.adaptive.or(preset.adaptive),
+        other: file.other,
+    })
+}
+
+/// Moves upstream data-layer plugins (`metrics-data-source`, `core-metrics-extractor`) from
+/// the picker's plugin list into the scraping settings; returns whether there were any.
+fn take_data_layer_plugins(
+    picker: &mut EndpointPickerConfig,
+    scraping: &mut ScrapingConfig,
+    path: Option<&Path>,
+) -> Result<bool, LoadError> {
+    let before = picker.plugins.len();
+    let mut kept: Vec<PluginSpec> = Vec::with_capacity(picker.plugins.len());
+    for (i, plugin) in std::mem::take(&mut picker.plugins).into_iter().enumerate() {
+        let field = |name: &str| format!("plugins[{i}] ({name})");
+        match plugin.plugin_type.as_str() {
+            METRICS_DATA_SOURCE_TYPE => {
+                if scraping.metrics_data_source.is_some() {
+                    return Err(twice(path, &field(METRICS_DATA_SOURCE_TYPE)));
+                }
+                let params: MetricsDataSourceParams =
+                    plugin_params(&plugin.parameters).map_err(|e| {
+                        LoadError::invalid(path, field(METRICS_DATA_SOURCE_TYPE), e.to_string())
+                    })?;
+                scraping.metrics_data_source = Some(params);
+            }
+            CORE_METRICS_EXTRACTOR_TYPE => {
+                if scraping.core_metrics_extractor.is_some() {
+                    return Err(twice(path, &field(CORE_METRICS_EXTRACTOR_TYPE)));
+                }
+                let params: CoreMetricsExtractorParams = plugin_params(&plugin.parameters)
+                    .map_err(|e| {
+                        LoadError::invalid(path, field(CORE_METRICS_EXTRACTOR_TYPE), e.to_string())
+                    })?;
+                scraping.core_metrics_extractor = Some(params);
+            }
+            _ => kept.push(plugin),
+        }
+    }
+    let moved = kept.len() < before;
+    picker.plugins = kept;
+    Ok(moved)
+}
+
+fn plugin_params<T: serde::de::DeserializeOwned + Default>(
+    value: &serde_json::Value,
+) -> Result<T, serde_json::Error> {
+    if value.is_null() {
+        Ok(T::default())
+    } else {
+        T::deserialize(value)
+    }
+}
+
+fn twice(path: Option<&Path>, field: &str) -> LoadError {
+    LoadError::invalid(
+        path,
+        field,
+        "given twice: both as a plugin and in the `scraping` section",
+    )
+}
+
+/// Checks what deserializing could not.
+fn validate(config: &RuntimeConfig, path: Option<&Path>) -> Result<(), LoadError> {
+    let mut seen = BTreeSet::new();
+    for (i, endpoint) in config.endpoints.iter().enumerate() {
+        if !seen.insert(endpoint.addr) {
+            return Err(LoadError::invalid(
+                path,
+                format!("endpoints[{i}]"),
+                format!("{} is listed twice", endpoint.addr),
+            ));
+        }
+    }
+
+    let scraping = &config.scraping;
+    if scraping.interval_ms == 0 {
+        return Err(LoadError::invalid(
+            path,
+            "scraping.intervalMs",
+            "must be at least 1",
+        ));
+    }
+    if scraping.timeout_ms == 0 {
+        return Err(LoadError::invalid(
+            path,
+            "scraping.timeoutMs",
+            "must be at least 1",
+        ));
+    }
+    let source = scraping.data_source();
+    source
+        .validate()
+        .map_err(|e| LoadError::invalid(path, "scraping.metricsDataSource", e.to_string()))?;
+    if source.scheme == "https" {
+        return Err(LoadError::invalid(
+            path,
+            "scraping.metricsDataSource.scheme",
+            "https scraping is not built into this runtime; scrape over http",
+        ));
+    }
+    scraping
+        .extractor()
+        .build()
+        .map_err(|e| LoadError::invalid(path, "scraping.coreMetricsExtractor", e.to_string()))?;
+
+    if config.policy.adaptive.is_some() {
+        AdaptiveConfig::from_picker_config(&config.policy).map_err(|source| {
+            LoadError::Adaptive {
+                path: path.map(Path::to_path_buf),
+                source,
+            }
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! Runtime configuration: one YAML file holding the core's `EndpointPickerConfig` (plugins,
+//! `schedulingProfiles`, `scheduler`, `adaptive`, ...) plus Shepherd's runtime sections.
+//!
+//! | section | what | type |
+//! |---|---|---|
+//! | `endpoints` | the static list of model servers, `ip:port` or `{address, labels}` | [`EndpointSpec`] |
+//! | `scraping` | scrape interval (50 ms), timeout (1 s), forgetting after failures, and the upstream `metrics-data-source` / `core-metrics-extractor` parameters | [`ScrapingConfig`] |
+//! | `server` | bind address (127.0.0.1) and ports: ext_proc 9002, health 9003, admin/metrics 9090, HTTP 8080 | [`ServerConfig`] |
+//! | everything else | the core's schema | [`EndpointPickerConfig`] |
+//!
+//! The file is read twice from the same text: once by the core's loader (whose unknown
+//! top-level sections are kept in [`EndpointPickerConfig::other`] and reported as warnings)
+//! and once for Shepherd's sections, so a mistake in either names its line. Shepherd's
+//! sections are then removed from `other`: they are not warned about, while a misspelled
+//! section still is. Upstream-style `metrics-data-source` and `core-metrics-extractor`
+//! plugins in `plugins` are moved into [`ScrapingConfig`] (and the upstream `dataLayer`
+//! section that wires them is then taken as honoured, not warned about).
+//!
+//! **Without `schedulingProfiles`, the runtime runs the adaptive preset**
+//! ([`shepherd_adaptive::preset`]): the library's recommended default, prefix 3 : queue 2 :
+//! KV 2 : in-flight 1 : pending prefill 2, with weights retuned every tick from the pool's
+//! load imbalance. The file's `scheduler` settings and its own `adaptive` section, when
+//! given, apply to the preset. A file with `plugins` but no profile is refused rather than
+//! guessed at.
+//!
+//! ```
+//! use shepherd_runtime::config::RuntimeConfig;
+//!
+//! let config = RuntimeConfig::from_yaml(r#"
+//! endpoints:
+//! - 127.0.0.1:8000
+//! - address: 127.0.0.1:8001
+//!   labels: {llm-d.ai/engine-type: sglang}
+//! scraping:
+//!   intervalMs: 50
+//!   timeoutMs: 1000
+//! server:
+//!   metricsPort: 9090
+//! scheduler:
+//!   stalenessMs: 250
+//! "#)?;
+//! assert!(config.policy_is_preset); // no schedulingProfiles: the adaptive preset
+//! assert_eq!(config.policy.scheduler.staleness_ms, 250);
+//! assert!(config.policy.adaptive.is_some());
+//! assert_eq!(config.endpoints.len(), 2);
+//! assert!(config.warnings().is_empty()); // Shepherd's sections are not "unknown"
+//!
+//! let Err(error) = RuntimeConfig::from_yaml("endpoints:\n- 127.0.0.1:8000\n- nowhere\n") else {
+//!     panic!("accepted a bad address");
+//! };
+//! assert_eq!(error.line(), Some(3));
+//! # Ok::<(), shepherd_runtime::config::LoadError>(())
+//! ```
+
+mod endpoints;
+mod error;
+mod load;
+mod scraping;
+mod server;
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use shepherd_scheduler_core::config::{ConfigWarning, EndpointPickerConfig};
+
+pub use endpoints::EndpointSpec;
+pub use error::LoadError;
+pub use scraping::{
+    DEFAULT_CLEAR_AFTER_FAILURES, DEFAULT_SCRAPE_INTERVAL_MS, DEFAULT_SCRAPE_TIMEOUT_MS,
+    ScrapingConfig,
+};
+pub use server::{
+    DEFAULT_EXTPROC_PORT, DEFAULT_HEALTH_PORT, DEFAULT_HTTP_PORT, DEFAULT_METRICS_PORT,
+    ServerConfig,
+};
+
+/// A whole runtime configuration, validated. See the [module docs](self).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeConfig {
+    /// The scheduling policy in force: the file's picker configuration, or the adaptive
+    /// preset when the file has no `schedulingProfiles`. Shepherd's sections and data-layer
+    /// plugins are not in it.
+    pub policy: EndpointPickerConfig,
+    /// Whether [`policy`](Self::policy) is the adaptive preset.
+    pub policy_is_preset: bool,
+    /// The static endpoint list.
+    pub endpoints: Vec<EndpointSpec>,
+    /// Scraping settings.
+    pub scraping: ScrapingConfig,
+    /// Listen addresses.
+    pub server: ServerConfig,
+    /// The file this config was read from, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+}
+
+impl Default for RuntimeConfig {
+    /// No endpoints, the adaptive preset, default scraping and ports.
+    fn default() -> Self {
+        // The preset is compiled in and covered by tests; an empty text always parses.
+        load::parse("{}", None).unwrap_or_else(|_| RuntimeConfig {
+            policy: EndpointPickerConfig::default(),
+            policy_is_preset: true,
+            endpoints: Vec::new(),
+            scraping: ScrapingConfig::default(),
+            server: ServerConfig::default(),
+            path: None,
+        })
+    }
+}
+
+impl RuntimeConfig {
+    /// Parses a config given as text (errors say `config`, not a file name).
+    pub fn from_yaml(text: &str) -> Result<Self, LoadError> {
+        load::parse(text, None)
+    }
+
+    /// Parses a config read from `path` (errors name the file).
+    pub fn from_yaml_at(text: &str, path: &Path) -> Result<Self, LoadError> {
+        load::parse(text, Some(path))
+    }
+
+    /// Reads and parses the file at `path`.
+    pub async fn load(path: impl AsRef<Path>) -> Result<Self, LoadError> {
+        let path = path.as_ref();
+        let text = tokio::fs::read_to_string(path)
+            .await
+            .map_err(|e| read_error(path, e))?;
+        Self::from_yaml_at(&text, path)
+    }
+
+    /// Reads and parses the file at `path` without an async runtime (for command-line checks
+    /// before one starts).
+    pub fn load_sync(path: impl AsRef<Path>) -> Result<Self, LoadError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| read_error(path, e))?;
+        Self::from_yaml_at(&text, path)
+    }
+
+    /// Top-level sections that will be ignored, one warning each (Shepherd's own sections are
+    /// never among them).
+    pub fn warnings(&self) -> Vec<ConfigWarning> {
+        self.policy.warnings()
+    }
+
+    /// The static endpoints' addresses, as the pool names them.
+    pub fn addresses(&self) -> Vec<String> {
+        self.endpoints.iter().map(EndpointSpec::address).collect()
+    }
+
+    /// The config as JSON (for a debug view).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+pub(crate) fn read_error(path: &Path, error: std::io::Error) -> LoadError {
+    if error.kind() == ErrorKind::NotFound {
+        LoadError::NotFound {
+            path: path.to_path_buf(),
+        }
+    } else {
+        LoadError::Read {
+            path: path.to_path_buf(),
+            source: error,
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Applying a discovery source's endpoint sets to the pool.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use shepherd_scheduler_core::endpoint::{Endpoint, Pool};
+use tokio::sync::watch;
+
+use super::EndpointSet;
+use crate::shutdown::ShutdownSignal;
+
+/// The pool's membership, as discovery sets it, and the endpoints that left it while
+/// requests were still in flight there (they count until those requests end, so a graceful
+/// shutdown waits for them too).
+#[derive(Debug)]
+pub(crate) struct Membership {
+    pool: Arc<Pool>,
+    departed: Mutex<Vec<Arc<Endpoint>>>,
+}
+
+impl Membership {
+    pub(crate) fn new(pool: Arc<Pool>) -> Self {
+        Membership {
+            pool,
+            departed: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Makes the pool's members exactly `set`'s addresses. Endpoints that stay keep their
+    /// live counters and metrics; the ones that leave are forgotten by the pool's listeners
+    /// (the prefix index), and requests in flight there finish normally.
+    pub(crate) fn apply(&self, set: &EndpointSet) {
+        let current = self.pool.snapshot();
+        let before: Vec<&str> = current.endpoints().iter().map(|e| e.address()).collect();
+        let after = set.addresses();
+        if before == after {
+            return;
+        }
+        self.pool.set_members(&after);
+        let added: Vec<&String> = after
+            .iter()
+            .filter(|a| !before.contains(&a.as_str()))
+            .collect();
+        let removed: Vec<&Arc<Endpoint>> = current
+            .endpoints()
+            .iter()
+            .filter(|e| !after.iter().any(|a| a == e.address()))
+            .collect();
+        let mut departed = self.departed.lock();
+        departed.retain(|e| e.in_flight_requests() > 0);
+        departed.extend(
+            removed
+                .iter()
+                .filter(|e| e.in_flight_requests() > 0)
+                .map(|e| Arc::clone(e)),
+        );
+        drop(departed);
+        let removed: Vec<&str> = removed.iter().map(|e| e.address()).collect();
+        tracing::info!(
+            ?added,
+            ?removed,
+            members = after.len(),
+            "endpoint set changed"
+        );
+    }
+
+    /// Requests in flight on the pool's endpoints and on endpoints that left it.
+    pub(crate) fn in_flight(&self) -> u64 {
+        let members: u64 = self
+            .pool
+            .load()
+            .endpoints()
+            .iter()
+            .map(|e| e.in_flight_requests())
+            .sum();
+        let mut departed = self.departed.lock();
+        departed.retain(|e| e.in_flight_requests() > 0);
+        members + departed.iter().map(|e| e.in_flight_requests()).sum::<u64>()
+    }
+
+    /// Follows `sets` until shutdown, applying each new set.
+    pub(crate) async fn follow(
+        self: Arc<Self>,
+        mut sets: watch::Receiver<Arc<EndpointSet>>,
+        stop: ShutdownSignal,
+    ) {
+        loop {
+            let set = Arc::clone(&sets.borrow_and_update());
+            self.apply(&set);
+            tokio::select! {
+                changed = sets.changed() => {
+                    if changed.is_err() {
+                        // The source is gone: the last set stays.
+                        stop.wait().await;
+                        return;
+                    }
+                }
+                () = stop.wait() => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! Endpoint discovery: where the pool's members come from.
+//!
+//! A [`Discovery`] source publishes [`EndpointSet`]s through a tokio `watch` channel: the
+//! runtime applies every new set to the pool (`Pool::set_members`, which keeps the live
+//! counters of endpoints that stay) and the scraper follows the same sets. Adapters never see
+//! the source, so DNS or Kubernetes discovery can be added later as one more implementation.
+//!
+//! [`StaticDiscovery`] is the list from the config file's `endpoints` section. The runtime
+//! watches that file with a [`FileWatcher`] (polling modification time, length and a content
+//! hash on tokio time) and, on an edit, publishes the new list and reloads the policy if it
+//! changed.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use shepherd_runtime::config::EndpointSpec;
+//! use shepherd_runtime::discovery::{Discovery, EndpointSet, StaticDiscovery};
+//!
+//! /// A source of its own: one fixed endpoint (a DNS source would re-resolve on a timer
+//! /// and publish through the same kind of channel).
+//! #[derive(Debug)]
+//! struct One(StaticDiscovery);
+//!
+//! impl Discovery for One {
+//!     fn name(&self) -> &str { "one" }
+//!     fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<EndpointSet>> { self.0.subscribe() }
+//! }
+//!
+//! let one = One(StaticDiscovery::new(EndpointSet::new([
+//!     EndpointSpec::new("127.0.0.1:8000".parse().unwrap()),
+//! ])));
+//! assert_eq!(one.subscribe().borrow().len(), 1);
+//! ```
+
+mod file;
+pub(crate) mod membership;
+mod set;
+mod static_list;
+
+use std::fmt;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+pub use file::{DEFAULT_POLL_INTERVAL, FileWatcher, Fingerprint};
+pub use set::EndpointSet;
+pub use static_list::StaticDiscovery;
+
+/// A source of endpoint sets.
+///
+/// The receiver's current value is the set in force; the source sends a new set whenever
+/// membership changes. A source that will never change again may drop its sender: the last
+/// set stays in force.
+pub trait Discovery: Send + Sync + fmt::Debug {
+    /// A short name for logs (`static`, `dns`, `kubernetes`).
+    fn name(&self) -> &str;
+
+    /// A receiver of the current set and every later one.
+    fn subscribe(&self) -> watch::Receiver<Arc<EndpointSet>>;
+}

@@ -1,0 +1,266 @@
+//! Wiring the runtime's parts together: [`Runtime::start`] and the [`RuntimeHandle`] it returns.
+
+mod error;
+mod handle;
+mod options;
+mod reload;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use shepherd_scheduler_core::endpoint::Pool;
+use shepherd_scheduler_core::reload::ReloadableScheduler;
+use shepherd_scheduler_core::shared::SharedState;
+use shepherd_scorers::builtin_registry;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::adaptive::{AdaptiveRunner, build_controller};
+use crate::admin::{self, AdminState};
+use crate::clock::TokioClock;
+use crate::config::{RuntimeConfig, read_error};
+use crate::discovery::membership::Membership;
+use crate::discovery::{Discovery, FileWatcher, StaticDiscovery};
+use crate::scrape::scraper::Scraper;
+use crate::scrape::{ScrapeSettings, ScrapeStats, fetch};
+use crate::shutdown::ShutdownSignal;
+
+pub use error::RuntimeError;
+pub use handle::{RuntimeHandle, ShutdownReport};
+pub use options::{ConfigSource, RuntimeOptions};
+pub use reload::{ReloadOutcome, ReloadStats};
+
+/// [`Runtime::start`]: everything wired, for an adapter binary to call once.
+///
+/// Start loads the config (a file, watched for edits, or a [`RuntimeConfig`] built in code),
+/// builds the [`SharedState`] over a pool on [`TokioClock`](crate::TokioClock) and the
+/// [`ReloadableScheduler`] for the policy (the adaptive preset when the file has no
+/// `schedulingProfiles`), puts the discovered endpoints in the pool, and spawns on the
+/// current tokio runtime:
+///
+/// - the membership loop (discovery → `Pool::set_members`);
+/// - the scraper (one task per endpoint);
+/// - the adaptive tick loop, when the policy has an `adaptive:` section;
+/// - the config file watcher: an edit that loads is applied through
+///   [`RuntimeHandle::reload`] (policy rebuilt and swapped in with live counters kept,
+///   endpoints and scraping updated); one that does not is logged and counted, and the
+///   running config stays;
+/// - the admin server (`/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`,
+///   `/debug/config`).
+///
+/// The adapter routes with [`RuntimeHandle::scheduler`], and at the end calls
+/// [`RuntimeHandle::shutdown`] with a deadline.
+///
+/// ```
+/// use std::time::Duration;
+/// use shepherd_runtime::config::RuntimeConfig;
+/// use shepherd_runtime::{Runtime, RuntimeOptions};
+/// use shepherd_scheduler_core::prelude::*;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = RuntimeConfig::from_yaml(
+///     "endpoints: [127.0.0.1:18000, 127.0.0.1:18001]\nserver: {metricsPort: 0}\n",
+/// )?;
+/// // No servers listen there: scraping is off for this example.
+/// let options = RuntimeOptions { scrape: false, ..RuntimeOptions::default() };
+/// let handle = Runtime::start(config, options).await?;
+/// assert_eq!(handle.pool().snapshot().len(), 2);
+/// assert!(handle.config().policy_is_preset);
+///
+/// let request = InferenceRequest::new("r1", "llama", Prompt::Text("hello".into()));
+/// let decision = handle.scheduler().schedule(&request)?;
+/// let response = decision.into_handle(); // forwarded; the response is streaming
+/// assert_eq!(handle.in_flight(), 1);
+/// drop(response); // the stream ended
+///
+/// let report = handle.shutdown(Duration::from_secs(5)).await;
+/// assert!(report.drained);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Runtime;
+
+impl Runtime {
+    /// Loads the config, builds the scheduler and spawns the loops and the admin server on
+    /// the current tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`RuntimeError`] when the config cannot be loaded, the policy, adaptive section or
+    /// scraping settings are refused, or the admin port cannot be bound.
+    pub async fn start(
+        source: impl Into<ConfigSource>,
+        options: RuntimeOptions,
+    ) -> Result<RuntimeHandle, RuntimeError> {
+        let (config, loaded_text) = match source.into() {
+            ConfigSource::File(path) => {
+                let text = tokio::fs::read_to_string(&path)
+                    .await
+                    .map_err(|e| read_error(&path, e))?;
+                (RuntimeConfig::from_yaml_at(&text, &path)?, Some(text))
+            }
+            ConfigSource::Config(config) => (*config, None),
+        };
+        for warning in config.warnings() {
+            tracing::warn!(%warning, "config section ignored");
+        }
+
+        let clock = options
+            .clock
+            .clone()
+            .unwrap_or_else(|| Arc::new(TokioClock::new()));
+        let shared = SharedState::new(Arc::new(Pool::with_clock(clock)));
+        let registry = options.registry.clone().unwrap_or_else(builtin_registry);
+        let scheduler = Arc::new(
+            ReloadableScheduler::build(&config.policy, &registry, shared.clone())
+                .map_err(RuntimeError::Policy)?,
+        );
+        let adaptive = Arc::new(AdaptiveRunner::new());
+        if options.adaptive {
+            adaptive.replace(build_controller(&config.policy, &scheduler.load())?);
+        }
+        let settings =
+            ScrapeSettings::from_config(&config.scraping).map_err(RuntimeError::Scraping)?;
+        let client = fetch::client().map_err(|e| RuntimeError::HttpClient(e.to_string()))?;
+
+        let (static_discovery, discovery): (Option<Arc<StaticDiscovery>>, Arc<dyn Discovery>) =
+            match &options.discovery {
+                Some(discovery) => (None, Arc::clone(discovery)),
+                None => {
+                    let discovery = Arc::new(StaticDiscovery::from_config(&config));
+                    (Some(Arc::clone(&discovery)), discovery)
+                }
+            };
+        let membership = Arc::new(Membership::new(Arc::clone(&shared.pool)));
+        membership.apply(&discovery.subscribe().borrow());
+
+        let admin_listener = if options.serve_admin {
+            let addr = options
+                .admin_addr
+                .unwrap_or_else(|| config.server.admin_addr());
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| RuntimeError::Bind { addr, source })?;
+            Some(listener)
+        } else {
+            None
+        };
+
+        let (trigger, signal) = ShutdownSignal::new();
+        let path = config.path.clone();
+        let (config_tx, config_rx) = watch::channel(Arc::new(config));
+        let (settings_tx, settings_rx) = watch::channel(Arc::new(settings));
+        let scrape_stats = Arc::new(ScrapeStats::default());
+        let reload_stats = Arc::new(ReloadStats::default());
+        let applier = Arc::new(reload::Applier {
+            lock: Mutex::new(()),
+            current: config_tx,
+            registry,
+            scheduler: Arc::clone(&scheduler),
+            discovery: static_discovery,
+            settings: settings_tx,
+            adaptive: Arc::clone(&adaptive),
+            adaptive_enabled: options.adaptive,
+            stats: Arc::clone(&reload_stats),
+        });
+
+        let mut tasks = JoinSet::new();
+        tasks.spawn(Arc::clone(&membership).follow(discovery.subscribe(), signal.clone()));
+        if options.scrape {
+            let scraper = Scraper {
+                pool: Arc::clone(&shared.pool),
+                sets: discovery.subscribe(),
+                settings: settings_rx,
+                stats: Arc::clone(&scrape_stats),
+                client,
+            };
+            tasks.spawn(scraper.run(signal.clone()));
+        }
+        if options.adaptive {
+            tasks.spawn(Arc::clone(&adaptive).run(Arc::clone(&shared.pool), signal.clone()));
+        }
+        if let (Some(path), Some(text), true) = (path, loaded_text, options.watch_config) {
+            tasks.spawn(watch_file(
+                path,
+                text,
+                options.config_poll_interval,
+                Arc::clone(&applier),
+                signal.clone(),
+            ));
+        }
+
+        let admin = AdminState {
+            scheduler,
+            scrape: scrape_stats,
+            adaptive,
+            reloads: reload_stats,
+            config: config_rx,
+            shutdown: signal.clone(),
+        };
+        let mut admin_addr = None;
+        if let Some(listener) = admin_listener {
+            admin_addr = listener.local_addr().ok();
+            tasks.spawn(admin::serve(
+                listener,
+                admin::router(admin.clone()),
+                signal.clone(),
+            ));
+            if let Some(addr) = admin_addr {
+                tracing::info!(%addr, "admin endpoints listening");
+            }
+        }
+        tracing::info!(
+            endpoints = shared.pool.snapshot().len(),
+            discovery = discovery.name(),
+            preset = admin.config().policy_is_preset,
+            adaptive = admin.adaptive.controller().is_some(),
+            "runtime started"
+        );
+
+        Ok(RuntimeHandle {
+            admin,
+            applier,
+            discovery,
+            membership,
+            admin_addr,
+            trigger,
+            tasks,
+        })
+    }
+}
+
+/// Applies every new version of the config file until `stop`.
+async fn watch_file(
+    path: PathBuf,
+    loaded: String,
+    poll: Duration,
+    applier: Arc<reload::Applier>,
+    stop: ShutdownSignal,
+) {
+    let mut watcher = FileWatcher::new(&path, poll);
+    watcher.assume(loaded.as_bytes());
+    loop {
+        tokio::select! {
+            changed = watcher.changed() => match changed {
+                Ok(text) => reload_text(&applier, &text, &path),
+                Err(error) => applier.reject(&error),
+            },
+            () = stop.wait() => return,
+        }
+    }
+}
+
+fn reload_text(applier: &reload::Applier, text: &str, path: &Path) {
+    match RuntimeConfig::from_yaml_at(text, path) {
+        // `apply` counts and logs its own errors.
+        Ok(config) => {
+            let _ = applier.apply(config);
+        }
+        Err(error) => applier.reject(&error),
+    }
+}

@@ -1,0 +1,141 @@
+//! One endpoint's scrape loop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shepherd_scheduler_core::endpoint::Pool;
+use tokio::time::{Instant, MissedTickBehavior, interval};
+
+use super::{EndpointScrapeStats, ScrapeError, ScrapeSettings, fetch};
+use crate::config::EndpointSpec;
+use crate::mapping::{EngineMapping, Extraction, Signal};
+use crate::prom;
+
+/// Failure logs of one endpoint are written at most this often (the first of a streak always).
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Scrapes one endpoint every interval until aborted.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    pub(crate) address: String,
+    pub(crate) spec: EndpointSpec,
+    pub(crate) settings: Arc<ScrapeSettings>,
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) client: reqwest::Client,
+    pub(crate) stats: Arc<EndpointScrapeStats>,
+}
+
+/// Logs a failure streak without flooding: the first failure, then one line every
+/// [`LOG_EVERY`] with how many were not logged, then the recovery.
+#[derive(Debug, Default)]
+struct FailureLog {
+    last_logged: Option<Instant>,
+    suppressed: u64,
+}
+
+impl Worker {
+    pub(crate) async fn run(self) {
+        let mut ticker = interval(self.settings.interval);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut log = FailureLog::default();
+        loop {
+            ticker.tick().await;
+            self.scrape_once(&mut log).await;
+        }
+    }
+
+    async fn scrape_once(&self, log: &mut FailureLog) {
+        // Discovery and the pool are updated by different tasks: skip a round until the pool
+        // has the endpoint.
+        let Some(endpoint) = self.pool.load().get_by_address(&self.address).cloned() else {
+            return;
+        };
+        let mapping = self.settings.mapping_for(Some(&self.spec));
+        let started = Instant::now();
+        let url = self.settings.url(&self.address);
+        let outcome = match fetch::fetch(&self.client, &url, self.settings.timeout).await {
+            Ok(body) => read_page(&body, mapping),
+            Err(error) => Err((error, 0)),
+        };
+        match outcome {
+            Ok((extraction, bad_lines)) => {
+                endpoint.set_metrics(extraction.metrics);
+                let failures = self.stats.consecutive_failures();
+                self.stats.success(started.elapsed(), bad_lines);
+                if failures > 0 {
+                    tracing::info!(
+                        endpoint = %self.address,
+                        failures,
+                        "metrics scrape recovered"
+                    );
+                    *log = FailureLog::default();
+                }
+                if bad_lines > 0 {
+                    tracing::debug!(endpoint = %self.address, bad_lines, "metrics page had unparsable lines");
+                }
+            }
+            Err((error, bad_lines)) => {
+                let failures = self.stats.failure(&error, bad_lines);
+                let clear_after = u64::from(self.settings.clear_after_failures);
+                if clear_after > 0 && failures == clear_after {
+                    endpoint.clear_metrics();
+                }
+                let now = Instant::now();
+                let due = log
+                    .last_logged
+                    .is_none_or(|at| now.duration_since(at) >= LOG_EVERY);
+                if due {
+                    tracing::warn!(
+                        endpoint = %self.address,
+                        url = %url,
+                        %error,
+                        consecutive_failures = failures,
+                        not_logged = log.suppressed,
+                        "metrics scrape failed"
+                    );
+                    log.last_logged = Some(now);
+                    log.suppressed = 0;
+                } else {
+                    log.suppressed += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Parses and maps a page; a page with none of the load signals is an error.
+fn read_page(
+    body: &[u8],
+    mapping: &EngineMapping,
+) -> Result<(Extraction, usize), (ScrapeError, usize)> {
+    let scrape = prom::parse(body).map_err(|_| {
+        (
+            ScrapeError::TooLarge {
+                limit: prom::MAX_INPUT_BYTES,
+            },
+            0,
+        )
+    })?;
+    let bad_lines = scrape.bad_lines();
+    let extraction = mapping.extract(&scrape);
+    let read: Vec<Signal> = [
+        (Signal::Waiting, &mapping.queued_requests_spec),
+        (Signal::Running, &mapping.running_requests_spec),
+        (Signal::KvUtilization, &mapping.kv_usage_spec),
+    ]
+    .into_iter()
+    .filter(|(_, specs)| !specs.is_empty())
+    .map(|(signal, _)| signal)
+    .collect();
+    if !read.is_empty() && read.iter().all(|s| extraction.missing.contains(s)) {
+        let missing: Vec<&str> = read.iter().map(|s| s.as_str()).collect();
+        return Err((
+            ScrapeError::NoSignals {
+                bad_lines,
+                missing: missing.join(", "),
+            },
+            bad_lines,
+        ));
+    }
+    Ok((extraction, bad_lines))
+}

@@ -1,0 +1,270 @@
+//! Loading runtime config files: the core's schema plus Shepherd's sections.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use std::net::SocketAddr;
+
+use shepherd_runtime::config::{LoadError, RuntimeConfig};
+use shepherd_runtime::{Runtime, RuntimeError, RuntimeOptions};
+
+const GOOD: &str = r#"
+apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: prefix-cache-scorer
+- type: queue-scorer
+- type: max-score-picker
+- type: metrics-data-source
+  parameters:
+    path: /custom-metrics
+- type: core-metrics-extractor
+  parameters:
+    defaultEngine: sglang
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: prefix-cache-scorer
+    weight: 3
+  - pluginRef: queue-scorer
+    weight: 2
+  - pluginRef: max-score-picker
+scheduler:
+  stalenessMs: 300
+dataLayer:
+  sources:
+  - pluginRef: metrics-data-source
+    extractors:
+    - pluginRef: core-metrics-extractor
+endpoints:
+- 127.0.0.1:8000
+- address: 127.0.0.1:8001
+  labels:
+    llm-d.ai/engine-type: vllm
+    zone: a
+scraping:
+  intervalMs: 25
+  timeoutMs: 500
+  clearAfterFailures: 5
+server:
+  bindAddress: 127.0.0.1
+  metricsPort: 9191
+  extprocPort: 9102
+"#;
+
+#[tokio::test]
+async fn a_good_file_loads_with_every_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::write(dir.path(), "shepherd.yaml", GOOD);
+    let config = RuntimeConfig::load(&path).await.unwrap();
+    assert_eq!(config.path.as_deref(), Some(path.as_path()));
+    assert!(!config.policy_is_preset);
+    assert!(config.policy.adaptive.is_none());
+    assert_eq!(config.policy.scheduler.staleness_ms, 300);
+    // The data-layer plugins moved into the scraping settings; the policy keeps the rest.
+    let types: Vec<&str> = config
+        .policy
+        .plugins
+        .iter()
+        .map(|p| p.plugin_type.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        ["prefix-cache-scorer", "queue-scorer", "max-score-picker"]
+    );
+    assert_eq!(config.scraping.data_source().path, "/custom-metrics");
+    assert_eq!(config.scraping.extractor().default_engine, "sglang");
+    assert_eq!(config.scraping.interval_ms, 25);
+    assert_eq!(config.scraping.timeout_ms, 500);
+    assert_eq!(config.scraping.clear_after_failures, 5);
+    assert_eq!(config.addresses(), ["127.0.0.1:8000", "127.0.0.1:8001"]);
+    assert_eq!(config.endpoints[1].label("zone"), Some("a"));
+    assert_eq!(
+        config.server.admin_addr(),
+        "127.0.0.1:9191".parse::<SocketAddr>().unwrap()
+    );
+    assert_eq!(config.server.extproc_port, 9102);
+    assert_eq!(config.server.health_port, 9003);
+    assert_eq!(config.server.http_port, 8080);
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    assert_eq!(RuntimeConfig::load_sync(&path).unwrap(), config);
+
+    let json = config.to_json();
+    assert_eq!(json["endpoints"][0]["address"], "127.0.0.1:8000");
+    assert_eq!(json["scraping"]["intervalMs"], 25);
+    assert_eq!(json["policy"]["schedulingProfiles"][0]["name"], "default");
+}
+
+#[tokio::test]
+async fn a_missing_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nope.yaml");
+    let error = RuntimeConfig::load(&path).await.unwrap_err();
+    assert!(matches!(error, LoadError::NotFound { .. }), "{error:?}");
+    assert_eq!(error.path(), Some(path.as_path()));
+    let message = error.to_string();
+    assert!(
+        message.contains("nope.yaml") && message.contains("not found"),
+        "{message}"
+    );
+
+    let error = Runtime::start(path.as_path(), RuntimeOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, RuntimeError::Load(LoadError::NotFound { .. })),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn bad_yaml_names_the_file_and_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::write(
+        dir.path(),
+        "broken.yaml",
+        "endpoints:\n- 127.0.0.1:8000\nscraping:\n  intervalMs: [fast]\n",
+    );
+    let error = RuntimeConfig::load_sync(&path).unwrap_err();
+    assert_eq!(error.line(), Some(4), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("broken.yaml"), "{message}");
+    assert!(message.contains("line 4"), "{message}");
+    assert!(message.contains("scraping.intervalMs"), "{message}");
+
+    // A YAML syntax error proper.
+    let error = RuntimeConfig::from_yaml("plugins:\n  - type: a\n bad indent: [\n").unwrap_err();
+    assert!(error.line().is_some(), "{error}");
+
+    // A bad endpoint names its own line and index.
+    let error =
+        RuntimeConfig::from_yaml("endpoints:\n- 127.0.0.1:8000\n- localhost:8001\n").unwrap_err();
+    assert_eq!(error.line(), Some(3));
+    assert!(error.to_string().contains("endpoints[1]"), "{error}");
+
+    // A misspelled field of a Shepherd section.
+    let error = RuntimeConfig::from_yaml("server:\n  metricPort: 1\n").unwrap_err();
+    assert_eq!(error.line(), Some(2));
+    assert!(error.to_string().contains("metricPort"), "{error}");
+}
+
+#[test]
+fn unknown_sections_warn_and_shepherd_sections_do_not() {
+    let config = RuntimeConfig::from_yaml(
+        "endpoints: [127.0.0.1:8000]\nscraping: {}\nserver: {}\nfeatureGates: [x]\nscrapping: {intervalMs: 5}\n",
+    )
+    .unwrap();
+    let sections: Vec<String> = config.warnings().into_iter().map(|w| w.section).collect();
+    assert_eq!(sections, ["featureGates", "scrapping"]);
+}
+
+#[test]
+fn without_profiles_the_adaptive_preset_runs() {
+    let config = RuntimeConfig::from_yaml("scheduler: {stalenessMs: 400}\n").unwrap();
+    assert!(config.policy_is_preset);
+    assert_eq!(config.policy.scheduler.staleness_ms, 400);
+    let preset = shepherd_adaptive::preset::adaptive_config().unwrap();
+    assert_eq!(
+        config.policy.scheduling_profiles,
+        preset.scheduling_profiles
+    );
+    assert_eq!(config.policy.adaptive, preset.adaptive);
+    assert_eq!(
+        RuntimeConfig::from_yaml("").unwrap(),
+        RuntimeConfig::default()
+    );
+
+    // The file's own adaptive section applies to the preset's profile.
+    let config =
+        RuntimeConfig::from_yaml("adaptive:\n  hysteresis: {enter: 0.5, exit: 0.2}\n").unwrap();
+    assert!(config.policy_is_preset);
+    assert_eq!(
+        config.policy.adaptive.as_ref().unwrap()["hysteresis"]["enter"],
+        0.5
+    );
+
+    // Plugins without a profile are not guessed at.
+    let error = RuntimeConfig::from_yaml("plugins:\n- type: queue-scorer\n").unwrap_err();
+    assert!(error.to_string().contains("schedulingProfiles"), "{error}");
+}
+
+#[test]
+fn values_are_checked() {
+    for (yaml, field) in [
+        ("scraping: {intervalMs: 0}", "scraping.intervalMs"),
+        ("scraping: {timeoutMs: 0}", "scraping.timeoutMs"),
+        (
+            "scraping: {metricsDataSource: {scheme: https}}",
+            "scraping.metricsDataSource.scheme",
+        ),
+        (
+            "scraping: {metricsDataSource: {path: metrics}}",
+            "scraping.metricsDataSource",
+        ),
+        (
+            "scraping: {coreMetricsExtractor: {defaultEngine: trtllm}}",
+            "scraping.coreMetricsExtractor",
+        ),
+        (
+            "endpoints: [127.0.0.1:8000, 127.0.0.1:8000]",
+            "endpoints[1]",
+        ),
+        (
+            "plugins:\n- type: metrics-data-source\nscraping: {metricsDataSource: {}}",
+            "plugins[0]",
+        ),
+        (
+            "adaptive: {hysteresis: {enter: 0.1, exit: 0.5}}",
+            "adaptive",
+        ),
+    ] {
+        let error = RuntimeConfig::from_yaml(yaml).unwrap_err();
+        assert!(
+            error.to_string().contains(field),
+            "{yaml}: {error} does not name {field}"
+        );
+    }
+    assert!(matches!(
+        RuntimeConfig::from_yaml("apiVersion: v9\n"),
+        Err(LoadError::Policy { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_policy_the_core_refuses_stops_the_start() {
+    let config = RuntimeConfig::from_yaml(
+        "plugins:\n- type: no-such-scorer\nschedulingProfiles:\n- name: p\n  plugins:\n  - pluginRef: no-such-scorer\nserver: {metricsPort: 0}\n",
+    )
+    .unwrap();
+    let error = Runtime::start(config, common::quiet_options())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RuntimeError::Policy(_)), "{error:?}");
+    assert!(error.to_string().contains("no-such-scorer"), "{error}");
+}
+
+#[test]
+fn the_documented_example_config_loads_with_the_defaults_it_claims() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shepherd.example.yaml");
+    let config = RuntimeConfig::load_sync(&path).unwrap();
+    assert!(config.policy_is_preset);
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    let defaults = RuntimeConfig::default();
+    assert_eq!(config.scraping.interval_ms, defaults.scraping.interval_ms);
+    assert_eq!(config.scraping.timeout_ms, defaults.scraping.timeout_ms);
+    assert_eq!(
+        config.scraping.clear_after_failures,
+        defaults.scraping.clear_after_failures
+    );
+    assert_eq!(
+        config.scraping.data_source(),
+        defaults.scraping.data_source()
+    );
+    assert_eq!(config.server, defaults.server);
+    assert_eq!(config.policy.scheduler, defaults.policy.scheduler);
+    assert_eq!(
+        config.policy.scheduling_profiles,
+        defaults.policy.scheduling_profiles
+    );
+    assert_eq!(config.addresses(), ["127.0.0.1:8100", "127.0.0.1:8101"]);
+}
