@@ -111,10 +111,10 @@ pub fn parse_config(data: &[u8]) {
     let Ok(config) = EndpointPickerConfig::from_yaml(text) else {
         return;
     };
-    let pool = Arc::new(Pool::new());
-    pool.set_members(["127.0.0.1:8000", "127.0.0.1:8001"]);
     let clock = Arc::new(ManualClock::at(Timestamp::ZERO));
-    if let Err(error) = build_scheduler(&config, &registry(), pool, clock) {
+    let pool = Arc::new(Pool::with_clock(clock));
+    pool.set_members(["127.0.0.1:8000", "127.0.0.1:8001"]);
+    if let Err(error) = build_scheduler(&config, &registry(), pool) {
         assert!(!error.to_string().is_empty());
     }
 }
