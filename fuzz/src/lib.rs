@@ -5,8 +5,14 @@
 //!   and a LoRA map apply); the rest is the request body.
 //! - [`parse_config`]: the input, if UTF-8, is a YAML picker configuration; when it loads, it
 //!   is built into a scheduler with a small registry of test plugins.
+//! - [`ext_proc_sequence`]: the input is a sequence of ext_proc messages for the endpoint
+//!   picker's stream state machine (see [`ext_proc`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod ext_proc;
+
+pub use ext_proc::ext_proc_sequence;
 
 use std::sync::Arc;
 

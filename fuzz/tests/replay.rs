@@ -48,3 +48,8 @@ fn parse_body_inputs() {
 fn parse_config_inputs() {
     assert!(replay("parse_config", shepherd_fuzz::parse_config) >= 2);
 }
+
+#[test]
+fn ext_proc_sequence_inputs() {
+    assert!(replay("ext_proc_sequence", shepherd_fuzz::ext_proc_sequence) >= 4);
+}
