@@ -5,8 +5,14 @@
 //!   and a LoRA map apply); the rest is the request body.
 //! - [`parse_config`]: the input, if UTF-8, is a YAML picker configuration; when it loads, it
 //!   is built into a scheduler with a small registry of test plugins.
+//! - [`ext_proc_sequence`]: the input is a sequence of ext_proc messages for the endpoint
+//!   picker's stream state machine (see [`ext_proc`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod ext_proc;
+
+pub use ext_proc::ext_proc_sequence;
 
 use std::sync::Arc;
 
@@ -111,10 +117,10 @@ pub fn parse_config(data: &[u8]) {
     let Ok(config) = EndpointPickerConfig::from_yaml(text) else {
         return;
     };
-    let pool = Arc::new(Pool::new());
-    pool.set_members(["127.0.0.1:8000", "127.0.0.1:8001"]);
     let clock = Arc::new(ManualClock::at(Timestamp::ZERO));
-    if let Err(error) = build_scheduler(&config, &registry(), pool, clock) {
+    let pool = Arc::new(Pool::with_clock(clock));
+    pool.set_members(["127.0.0.1:8000", "127.0.0.1:8001"]);
+    if let Err(error) = build_scheduler(&config, &registry(), pool) {
         assert!(!error.to_string().is_empty());
     }
 }

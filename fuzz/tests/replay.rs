@@ -53,3 +53,8 @@ fn parse_config_inputs() {
 fn parse_metrics_inputs() {
     assert!(replay("parse_metrics", shepherd_fuzz::metrics::parse_metrics) >= 5);
 }
+
+#[test]
+fn ext_proc_sequence_inputs() {
+    assert!(replay("ext_proc_sequence", shepherd_fuzz::ext_proc_sequence) >= 4);
+}

@@ -1,0 +1,373 @@
+//! The `ProcessingResponse`s the picker sends, one builder per shape.
+//!
+//! Routing a request (DESIGN §7) takes, in `FULL_DUPLEX_STREAMED` mode:
+//!
+//! 1. [`route_headers`]: the answer to the *request headers* message, sent only once the whole
+//!    body arrived and was scheduled. A `HeadersResponse` whose `CommonResponse` sets
+//!    `x-gateway-destination-endpoint: ip:port[,ip:port…]` through `raw_value`
+//!    (`OVERWRITE_IF_EXISTS_OR_ADD`, so a client-sent value is replaced), a `content-length`
+//!    equal to the body streamed back (Envoy drops the original in this mode), removes the
+//!    routing headers the picker owns that the client sent, and sets `clear_route_cache`. The
+//!    same destination goes into `dynamic_metadata` under `envoy.lb` →
+//!    `x-gateway-destination-endpoint`.
+//! 2. [`BodyChunks`]: the body, unchanged, as `BodyResponse`s whose `body_mutation` is a
+//!    `StreamedBodyResponse` of at most 62,000 bytes; the last one has `end_of_stream` set
+//!    unless the request ended with trailers.
+//! 3. [`request_trailers`]: an empty `TrailersResponse`, when the request had trailers.
+//!
+//! In `BUFFERED` mode Envoy holds the body until the headers are answered, so the headers get
+//! [`pass_headers`] at once (owned headers removed, nothing else), and the destination rides on
+//! the answer to the body message, [`route_body`]: one `BodyResponse` with the same header
+//! mutation, `clear_route_cache` and metadata, and no body mutation (Envoy forwards the body it
+//! buffered, byte for byte, with its original `content-length`).
+//!
+//! The response path is answered as it streams: [`pass_response_headers`], then each body
+//! chunk echoed unchanged ([`echo_response_body`] in `FULL_DUPLEX_STREAMED` mode, an empty
+//! [`pass_response_body`] otherwise), then [`response_trailers`].
+
+use envoy_types::pb::envoy::config::core::v3::HeaderValueOption;
+use envoy_types::pb::envoy::service::ext_proc::v3::processing_response::Response;
+use envoy_types::pb::envoy::service::ext_proc::v3::{
+    BodyMutation, BodyResponse, CommonResponse, HeaderMutation, HeadersResponse,
+    ProcessingResponse, StreamedBodyResponse, TrailersResponse, body_mutation,
+};
+use envoy_types::pb::google::protobuf::value::Kind;
+use envoy_types::pb::google::protobuf::{Struct, Value};
+
+use crate::headers::set_header;
+use crate::options::ExtProcOptions;
+
+/// Where a request goes, and what else its routing answer changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route<'a> {
+    /// `ip:port[,ip:port…]`, primary first.
+    pub destination: &'a str,
+    /// The `content-length` to set (the size of the body streamed back), when one is set.
+    pub content_length: Option<usize>,
+    /// Client-sent headers to remove.
+    pub remove: &'a [String],
+}
+
+/// The header mutation of a routing answer.
+fn route_mutation(route: &Route<'_>, options: &ExtProcOptions) -> HeaderMutation {
+    let mut set_headers: Vec<HeaderValueOption> =
+        vec![set_header(&options.headers.destination, route.destination)];
+    if let Some(length) = route.content_length {
+        set_headers.push(set_header("content-length", &length.to_string()));
+    }
+    HeaderMutation {
+        set_headers,
+        remove_headers: route.remove.to_vec(),
+    }
+}
+
+/// `envoy.lb` → `x-gateway-destination-endpoint: destination`.
+pub fn destination_metadata(destination: &str, options: &ExtProcOptions) -> Struct {
+    let inner = Struct {
+        fields: [(
+            options.metadata.destination.clone(),
+            Value {
+                kind: Some(Kind::StringValue(destination.to_string())),
+            },
+        )]
+        .into(),
+    };
+    Struct {
+        fields: [(
+            options.metadata.namespace.clone(),
+            Value {
+                kind: Some(Kind::StructValue(inner)),
+            },
+        )]
+        .into(),
+    }
+}
+
+fn routed(response: Response, route: &Route<'_>, options: &ExtProcOptions) -> ProcessingResponse {
+    ProcessingResponse {
+        response: Some(response),
+        dynamic_metadata: Some(destination_metadata(route.destination, options)),
+        ..Default::default()
+    }
+}
+
+fn routing_common(route: &Route<'_>, options: &ExtProcOptions) -> CommonResponse {
+    CommonResponse {
+        header_mutation: Some(route_mutation(route, options)),
+        clear_route_cache: true,
+        ..Default::default()
+    }
+}
+
+/// The answer to the request headers that routes the request (`FULL_DUPLEX_STREAMED` mode, or
+/// a request without a body). See the [module docs](self).
+pub fn route_headers(route: &Route<'_>, options: &ExtProcOptions) -> ProcessingResponse {
+    let headers = HeadersResponse {
+        response: Some(routing_common(route, options)),
+    };
+    routed(Response::RequestHeaders(headers), route, options)
+}
+
+/// The answer to the buffered request body that routes the request (`BUFFERED` mode).
+pub fn route_body(route: &Route<'_>, options: &ExtProcOptions) -> ProcessingResponse {
+    let body = BodyResponse {
+        response: Some(routing_common(route, options)),
+    };
+    routed(Response::RequestBody(body), route, options)
+}
+
+/// The immediate answer to the request headers in `BUFFERED` mode: removes `remove`,
+/// changes nothing else.
+pub fn pass_headers(remove: &[String]) -> ProcessingResponse {
+    let header_mutation = (!remove.is_empty()).then(|| HeaderMutation {
+        set_headers: Vec::new(),
+        remove_headers: remove.to_vec(),
+    });
+    ProcessingResponse {
+        response: Some(Response::RequestHeaders(HeadersResponse {
+            response: Some(CommonResponse {
+                header_mutation,
+                ..Default::default()
+            }),
+        })),
+        ..Default::default()
+    }
+}
+
+/// An empty answer to the request trailers.
+pub fn request_trailers() -> ProcessingResponse {
+    ProcessingResponse {
+        response: Some(Response::RequestTrailers(TrailersResponse::default())),
+        ..Default::default()
+    }
+}
+
+/// An empty answer to the response headers.
+pub fn pass_response_headers() -> ProcessingResponse {
+    ProcessingResponse {
+        response: Some(Response::ResponseHeaders(HeadersResponse {
+            response: Some(CommonResponse::default()),
+        })),
+        ..Default::default()
+    }
+}
+
+/// An empty answer to a response body message (`BUFFERED` or `STREAMED` mode): the chunk
+/// passes unchanged.
+pub fn pass_response_body() -> ProcessingResponse {
+    ProcessingResponse {
+        response: Some(Response::ResponseBody(BodyResponse {
+            response: Some(CommonResponse::default()),
+        })),
+        ..Default::default()
+    }
+}
+
+/// An empty answer to the response trailers.
+pub fn response_trailers() -> ProcessingResponse {
+    ProcessingResponse {
+        response: Some(Response::ResponseTrailers(TrailersResponse::default())),
+        ..Default::default()
+    }
+}
+
+/// One streamed body chunk for the request (`request == true`) or response path.
+pub fn streamed_chunk(body: Vec<u8>, end_of_stream: bool, request: bool) -> ProcessingResponse {
+    let body = BodyResponse {
+        response: Some(CommonResponse {
+            body_mutation: Some(BodyMutation {
+                mutation: Some(body_mutation::Mutation::StreamedResponse(
+                    StreamedBodyResponse {
+                        body,
+                        end_of_stream,
+                        ..Default::default()
+                    },
+                )),
+            }),
+            ..Default::default()
+        }),
+    };
+    ProcessingResponse {
+        response: Some(if request {
+            Response::RequestBody(body)
+        } else {
+            Response::ResponseBody(body)
+        }),
+        ..Default::default()
+    }
+}
+
+/// A response body chunk echoed unchanged (`FULL_DUPLEX_STREAMED` mode), cut to the chunk
+/// size: the end of stream goes on the last piece.
+pub fn echo_response_body(body: Vec<u8>, end_of_stream: bool, chunk_size: usize) -> BodyChunks {
+    BodyChunks::new(body, chunk_size, end_of_stream, false)
+}
+
+/// A body cut into streamed chunks of at most `chunk_size` bytes, built one at a time as they
+/// are sent. An empty body is one empty chunk (it still carries the end of stream).
+#[derive(Debug)]
+pub struct BodyChunks {
+    body: Vec<u8>,
+    offset: usize,
+    chunk_size: usize,
+    end_of_stream: bool,
+    request: bool,
+    done: bool,
+}
+
+impl BodyChunks {
+    /// Chunks of `body` for the request (`request == true`) or response path; the last one
+    /// carries `end_of_stream`.
+    pub fn new(body: Vec<u8>, chunk_size: usize, end_of_stream: bool, request: bool) -> Self {
+        BodyChunks {
+            body,
+            offset: 0,
+            chunk_size: chunk_size.max(1),
+            end_of_stream,
+            request,
+            done: false,
+        }
+    }
+}
+
+impl Iterator for BodyChunks {
+    type Item = ProcessingResponse;
+
+    fn next(&mut self) -> Option<ProcessingResponse> {
+        if self.done {
+            return None;
+        }
+        let remaining = self.body.len() - self.offset;
+        let take = remaining.min(self.chunk_size);
+        let last = take == remaining;
+        let chunk = if self.offset == 0 && last {
+            std::mem::take(&mut self.body)
+        } else {
+            self.body[self.offset..self.offset + take].to_vec()
+        };
+        self.offset += take;
+        if last {
+            self.done = true;
+            self.body = Vec::new();
+        }
+        Some(streamed_chunk(
+            chunk,
+            last && self.end_of_stream,
+            self.request,
+        ))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.done {
+            return (0, Some(0));
+        }
+        let n = (self.body.len() - self.offset)
+            .div_ceil(self.chunk_size)
+            .max(1);
+        (n, Some(n))
+    }
+}
+
+/// The answers to one message, in order: some whole responses, then perhaps a body streamed
+/// back chunk by chunk, then perhaps one more response (the trailers' answer).
+#[derive(Debug, Default)]
+pub struct Replies {
+    head: std::vec::IntoIter<ProcessingResponse>,
+    body: Option<BodyChunks>,
+    tail: Option<ProcessingResponse>,
+}
+
+impl Replies {
+    /// No answer.
+    pub fn none() -> Self {
+        Replies::default()
+    }
+
+    /// One answer.
+    pub fn one(response: ProcessingResponse) -> Self {
+        Replies {
+            head: vec![response].into_iter(),
+            ..Default::default()
+        }
+    }
+
+    /// `head`, then `body`, then `tail`.
+    pub fn new(
+        head: Vec<ProcessingResponse>,
+        body: Option<BodyChunks>,
+        tail: Option<ProcessingResponse>,
+    ) -> Self {
+        Replies {
+            head: head.into_iter(),
+            body,
+            tail,
+        }
+    }
+}
+
+impl Iterator for Replies {
+    type Item = ProcessingResponse;
+
+    fn next(&mut self) -> Option<ProcessingResponse> {
+        if let Some(r) = self.head.next() {
+            return Some(r);
+        }
+        if let Some(body) = &mut self.body {
+            if let Some(r) = body.next() {
+                return Some(r);
+            }
+            self.body = None;
+        }
+        self.tail.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn chunk_bytes(r: &ProcessingResponse) -> (Vec<u8>, bool) {
+        let Some(Response::RequestBody(b)) = &r.response else {
+            panic!("not a request body response")
+        };
+        let Some(body_mutation::Mutation::StreamedResponse(s)) = b
+            .response
+            .as_ref()
+            .unwrap()
+            .body_mutation
+            .as_ref()
+            .unwrap()
+            .mutation
+            .as_ref()
+        else {
+            panic!("not streamed")
+        };
+        (s.body.clone(), s.end_of_stream)
+    }
+
+    #[test]
+    fn chunks_cover_the_body_exactly() {
+        for (len, size) in [
+            (0usize, 10usize),
+            (1, 10),
+            (10, 10),
+            (11, 10),
+            (25, 10),
+            (130_001, 62_000),
+        ] {
+            let body: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let chunks: Vec<_> = BodyChunks::new(body.clone(), size, true, true).collect();
+            assert_eq!(chunks.len(), len.div_ceil(size).max(1));
+            let mut joined = Vec::new();
+            for (i, c) in chunks.iter().enumerate() {
+                let (bytes, eos) = chunk_bytes(c);
+                assert!(bytes.len() <= size);
+                assert_eq!(eos, i + 1 == chunks.len());
+                joined.extend(bytes);
+            }
+            assert_eq!(joined, body);
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Putting one request together from the messages Envoy sends: the headers first (path, request
+//! id, fairness id, priority, session), then the body, buffered up to a limit, then the parse.
+//!
+//! The limit is enforced as early as possible: a `content-length` over it is refused at the
+//! headers, a body that grows over it is refused at the chunk that crosses it — the picker
+//! never holds more than `max_body_bytes` of one request.
+//!
+//! ```
+//! use envoy_types::pb::envoy::config::core::v3::{HeaderMap, HeaderValue};
+//! use shepherd_adapters_extproc::assembly::RequestAssembly;
+//! use shepherd_adapters_extproc::ExtProcOptions;
+//!
+//! let header = |k: &str, v: &str| HeaderValue { key: k.into(), raw_value: v.as_bytes().to_vec(), ..Default::default() };
+//! let headers = HeaderMap { headers: vec![header(":path", "/v1/completions"), header("x-request-id", "r-7")] };
+//! let options = ExtProcOptions::default();
+//! let mut assembly = RequestAssembly::from_headers(Some(&headers), &options).unwrap();
+//! assembly.push_body(br#"{"model":"llama","prompt":"Hi"}"#, &options).unwrap();
+//! let (request, body) = assembly.finish(&options).unwrap();
+//! assert_eq!((request.id.as_str(), request.model.as_str(), body.len()), ("r-7", "llama", 31));
+//! ```
+
+use envoy_types::pb::envoy::config::core::v3::HeaderMap;
+use shepherd_scheduler_core::request::{InferenceRequest, parse_openai_request};
+
+use crate::error::Rejection;
+use crate::headers::{has_header, header_value};
+use crate::options::ExtProcOptions;
+
+/// One request being received. See the [module docs](self).
+#[derive(Debug)]
+pub struct RequestAssembly {
+    path: String,
+    request_id: Option<String>,
+    fairness_id: Option<String>,
+    priority: Option<i32>,
+    session: Option<String>,
+    /// Owned routing headers the client sent, to be removed.
+    client_owned: Vec<String>,
+    body: Vec<u8>,
+}
+
+impl RequestAssembly {
+    /// Starts a request from its headers. Refuses a `content-length` over the body limit.
+    pub fn from_headers(
+        headers: Option<&HeaderMap>,
+        options: &ExtProcOptions,
+    ) -> Result<Self, Rejection> {
+        let names = &options.headers;
+        let text = |name: &str| {
+            header_value(headers, name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let declared = text("content-length").and_then(|v| v.parse::<usize>().ok());
+        if let Some(size) = declared
+            && size > options.max_body_bytes
+        {
+            return Err(Rejection::BodyTooLarge {
+                size,
+                limit: options.max_body_bytes,
+            });
+        }
+        let client_owned = names
+            .owned
+            .iter()
+            .filter(|name| has_header(headers, name))
+            .cloned()
+            .collect();
+        Ok(RequestAssembly {
+            path: text(":path").unwrap_or_default(),
+            request_id: text(&names.request_id),
+            fairness_id: text(&names.fairness_id),
+            priority: text(&names.priority).and_then(|v| v.parse().ok()),
+            session: text(&names.session),
+            client_owned,
+            // Preallocate what the client announced (already checked against the limit).
+            body: Vec::with_capacity(declared.unwrap_or(0)),
+        })
+    }
+
+    /// The request path (`:path`), query string included.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Body bytes received so far.
+    pub fn body_len(&self) -> usize {
+        self.body.len()
+    }
+
+    /// Routing headers the picker owns that the client sent (to be removed).
+    pub fn client_owned_headers(&self) -> &[String] {
+        &self.client_owned
+    }
+
+    /// Appends a body chunk; refuses one that takes the body over the limit.
+    pub fn push_body(&mut self, chunk: &[u8], options: &ExtProcOptions) -> Result<(), Rejection> {
+        let size = self.body.len().saturating_add(chunk.len());
+        if size > options.max_body_bytes {
+            return Err(Rejection::BodyTooLarge {
+                size,
+                limit: options.max_body_bytes,
+            });
+        }
+        self.body.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    /// Parses the body into an [`InferenceRequest`] (id, fairness id, priority and session
+    /// from the headers) and hands back the body bytes, to be sent on unchanged.
+    pub fn finish(
+        self,
+        options: &ExtProcOptions,
+    ) -> Result<(InferenceRequest, Vec<u8>), Rejection> {
+        let limits = options.effective_parse_limits();
+        let mut request =
+            parse_openai_request(&self.path, &self.body, &limits).map_err(Rejection::BadBody)?;
+        if let Some(models) = &options.known_models
+            && !models.contains(&request.model)
+            && !request.lora.as_ref().is_some_and(|l| models.contains(l))
+        {
+            return Err(Rejection::UnknownModel(request.model));
+        }
+        request.assign_id(self.request_id.as_deref());
+        if let Some(priority) = self.priority {
+            request.priority = priority;
+        }
+        request.fairness_id = self.fairness_id;
+        request.session_key = self.session;
+        Ok((request, self.body))
+    }
+}

@@ -1,0 +1,524 @@
+//! The state machine of one ext_proc stream: one HTTP request and its response.
+//!
+//! Envoy opens a gRPC stream per HTTP request and sends it, in order, the request's headers,
+//! body and trailers, then the response's headers, body and trailers (whichever its processing
+//! mode asks for). An [`Exchange`] takes those messages one by one and says what to answer; it
+//! does no I/O and never waits, so the same code runs under the tonic service, the property
+//! tests and the fuzzer.
+//!
+//! ```text
+//!            request headers            body … end_of_stream / trailers
+//!   Start ──────────────────▶ Body ────────────────────────────────▶ Picking
+//!     │ (no body: end_of_stream)                                       │ picked(Ok)      picked(Err)
+//!     └───────────────────────────────────────────────────────────────▶│──────────▶ Done ◀──┘
+//!                                                                      ▼
+//!                         Forwarded ── response headers, body…, end_of_stream / trailers ──▶ Done
+//! ```
+//!
+//! - **Request.** In `FULL_DUPLEX_STREAMED` mode nothing is answered until the body is
+//!   complete; in `BUFFERED` mode the headers are answered at once (Envoy holds the body until
+//!   they are). A body over the limit, or an unparsable one, is answered with an
+//!   `ImmediateResponse` and the exchange is [done](Exchange::is_done).
+//! - **Picking.** When the request is complete, [`Exchange::on_message`] returns
+//!   [`Step::Pick`] with the parsed request and the subset hint. The caller picks (admission,
+//!   then the scheduler) and hands the outcome to [`Exchange::picked`], which returns the
+//!   routing answer (see [`crate::answer`]) or the rejection — exactly one of the two.
+//! - **Response.** The decision's [`RequestHandle`] is kept (never the request). The served
+//!   endpoint report moves it to the fallback that answered, the first body chunk marks the
+//!   first token, the body streams through a bounded [`UsageScanner`], and the end of the
+//!   response finishes the handle with the usage found. If the stream ends before that, the
+//!   exchange is dropped and with it the handle: the request counts as cancelled and its
+//!   in-flight count is released.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use envoy_types::pb::envoy::config::core::v3::{HeaderMap, HeaderValue};
+//! use envoy_types::pb::envoy::service::ext_proc::v3::{processing_request::Request, HttpBody, HttpHeaders, ProcessingRequest};
+//! use shepherd_adapters_extproc::exchange::{Exchange, Step};
+//! use shepherd_adapters_extproc::ExtProcOptions;
+//!
+//! let header = |k: &str, v: &str| HeaderValue { key: k.into(), raw_value: v.as_bytes().to_vec(), ..Default::default() };
+//! let message = |r| ProcessingRequest { request: Some(r), ..Default::default() };
+//! let mut exchange = Exchange::new(Arc::new(ExtProcOptions::default()));
+//!
+//! let headers = HttpHeaders { headers: Some(HeaderMap { headers: vec![header(":path", "/v1/completions")] }), ..Default::default() };
+//! let Step::Reply(replies) = exchange.on_message(message(Request::RequestHeaders(headers))).unwrap() else { unreachable!() };
+//! assert_eq!(replies.count(), 0); // full duplex: the headers wait for the body
+//!
+//! let body = HttpBody { body: br#"{"model":"m","prompt":"hi"}"#.to_vec(), end_of_stream: true, ..Default::default() };
+//! let Step::Pick(job) = exchange.on_message(message(Request::RequestBody(body))).unwrap() else { unreachable!() };
+//! assert_eq!(job.request.model, "m");
+//! ```
+
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::config::core::v3::Metadata;
+use envoy_types::pb::envoy::service::ext_proc::v3::processing_request::Request;
+use envoy_types::pb::envoy::service::ext_proc::v3::{HttpBody, HttpHeaders, ProcessingRequest};
+use shepherd_scheduler_core::completion::{Completion, RequestHandle};
+use shepherd_scheduler_core::decision::Decision;
+use shepherd_scheduler_core::request::InferenceRequest;
+
+use crate::answer::{self, BodyChunks, Replies, Route};
+use crate::assembly::RequestAssembly;
+use crate::error::{ProtocolError, Rejection};
+use crate::headers::header_value;
+use crate::hint::{served_endpoint, subset_hint};
+use crate::options::{BodyMode, ExtProcOptions};
+use crate::reject::immediate_response;
+use crate::usage::UsageScanner;
+
+/// What to do after a message. See the [module docs](self).
+#[derive(Debug)]
+pub enum Step {
+    /// Send these answers (perhaps none) and read the next message.
+    Reply(Replies),
+    /// The request is complete: pick an endpoint for it and pass the outcome to
+    /// [`Exchange::picked`].
+    Pick(PickJob),
+}
+
+/// A complete request waiting for its pick.
+#[derive(Debug)]
+pub struct PickJob {
+    /// The parsed request (its id, priority, fairness id and session key set from the
+    /// headers).
+    pub request: InferenceRequest,
+    /// The gateway's subset hint, when it sent one (never empty: an empty hint is rejected
+    /// before the pick).
+    pub subset: Option<Vec<String>>,
+}
+
+/// A request whose body is complete, waiting for its pick.
+#[derive(Debug)]
+struct Pending {
+    body: Vec<u8>,
+    /// A body message arrived (false for a request whose headers ended the stream).
+    has_body: bool,
+    /// The headers were answered already (buffered mode): route on the body's answer.
+    headers_answered: bool,
+    /// The request ended with trailers, which are answered after the body.
+    ended_by_trailers: bool,
+    remove: Vec<String>,
+}
+
+/// The response being received.
+#[derive(Debug)]
+struct Serving {
+    handle: RequestHandle,
+    /// The response's status was not 2xx.
+    failed: bool,
+    started: bool,
+    scanner: UsageScanner,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Start,
+    Body {
+        assembly: RequestAssembly,
+        headers_answered: bool,
+    },
+    Picking(Pending),
+    Forwarded(Box<Serving>),
+    Done,
+}
+
+impl Phase {
+    fn describe(&self) -> &'static str {
+        match self {
+            Phase::Start => "waiting for the request headers",
+            Phase::Body { .. } => "receiving the request body",
+            Phase::Picking(_) => "picking an endpoint",
+            Phase::Forwarded(_) => "waiting for the response",
+            Phase::Done => "done",
+        }
+    }
+}
+
+/// One stream's state. See the [module docs](self).
+#[derive(Debug)]
+pub struct Exchange {
+    options: Arc<ExtProcOptions>,
+    request_mode: BodyMode,
+    response_mode: BodyMode,
+    subset: Option<Vec<String>>,
+    phase: Phase,
+}
+
+impl Exchange {
+    /// A new stream, before its first message.
+    pub fn new(options: Arc<ExtProcOptions>) -> Self {
+        Exchange {
+            request_mode: options.default_request_body_mode,
+            response_mode: options.default_response_body_mode,
+            options,
+            subset: None,
+            phase: Phase::Start,
+        }
+    }
+
+    /// The request body mode in force (from Envoy's `protocol_config`, else the default).
+    pub fn request_body_mode(&self) -> BodyMode {
+        self.request_mode
+    }
+
+    /// The response body mode in force.
+    pub fn response_body_mode(&self) -> BodyMode {
+        self.response_mode
+    }
+
+    /// Whether the exchange is over: the request was rejected, or its response ended.
+    pub fn is_done(&self) -> bool {
+        matches!(self.phase, Phase::Done)
+    }
+
+    /// Whether a pick is awaited ([`Exchange::picked`] is next).
+    pub fn is_picking(&self) -> bool {
+        matches!(self.phase, Phase::Picking(_))
+    }
+
+    /// The handle of the request being served, once routed and until its response ends.
+    pub fn handle(&self) -> Option<&RequestHandle> {
+        match &self.phase {
+            Phase::Forwarded(s) => Some(&s.handle),
+            _ => None,
+        }
+    }
+
+    /// Takes the next message from Envoy.
+    pub fn on_message(&mut self, message: ProcessingRequest) -> Result<Step, ProtocolError> {
+        let ProcessingRequest {
+            metadata_context,
+            protocol_config,
+            request,
+            ..
+        } = message;
+        if let Some(config) = protocol_config {
+            self.request_mode = BodyMode::from_proto(config.request_body_mode);
+            self.response_mode = BodyMode::from_proto(config.response_body_mode);
+        }
+        let request = request.ok_or(ProtocolError::Empty)?;
+        if matches!(self.phase, Phase::Start | Phase::Body { .. })
+            && let Some(hint) = subset_hint(metadata_context.as_ref(), &self.options.metadata)
+        {
+            self.subset = Some(hint);
+        }
+        match request {
+            Request::RequestHeaders(headers) => self.on_request_headers(headers),
+            Request::RequestBody(body) => self.on_request_body(body),
+            Request::RequestTrailers(_) => self.on_request_trailers(),
+            Request::ResponseHeaders(headers) => {
+                self.on_response_headers(headers, metadata_context.as_ref())
+            }
+            Request::ResponseBody(body) => self.on_response_body(body),
+            Request::ResponseTrailers(_) => self.on_response_trailers(),
+        }
+        .map(|step| step.unwrap_or_else(|| Step::Reply(Replies::none())))
+    }
+
+    fn unexpected(&self, message: &'static str) -> ProtocolError {
+        ProtocolError::Unexpected {
+            message,
+            state: self.phase.describe(),
+        }
+    }
+
+    fn reject(&mut self, rejection: &Rejection) -> Option<Step> {
+        tracing::debug!(reason = rejection.reason(), %rejection, "request rejected");
+        self.phase = Phase::Done;
+        Some(Step::Reply(Replies::one(immediate_response(
+            rejection,
+            &self.options,
+        ))))
+    }
+
+    fn on_request_headers(&mut self, headers: HttpHeaders) -> Result<Option<Step>, ProtocolError> {
+        if !matches!(self.phase, Phase::Start) {
+            return Err(self.unexpected("request headers"));
+        }
+        let usable = matches!(
+            self.request_mode,
+            BodyMode::FullDuplexStreamed | BodyMode::Buffered | BodyMode::BufferedPartial
+        );
+        if !usable && !headers.end_of_stream {
+            return Err(ProtocolError::UnsupportedBodyMode(format!(
+                "{:?}",
+                self.request_mode
+            )));
+        }
+        let assembly = match RequestAssembly::from_headers(headers.headers.as_ref(), &self.options)
+        {
+            Ok(a) => a,
+            Err(rejection) => return Ok(self.reject(&rejection)),
+        };
+        if headers.end_of_stream {
+            return Ok(self.complete(assembly, false, false, false));
+        }
+        if self.request_mode.is_buffered() {
+            let reply = answer::pass_headers(assembly.client_owned_headers());
+            self.phase = Phase::Body {
+                assembly,
+                headers_answered: true,
+            };
+            return Ok(Some(Step::Reply(Replies::one(reply))));
+        }
+        self.phase = Phase::Body {
+            assembly,
+            headers_answered: false,
+        };
+        Ok(None)
+    }
+
+    fn on_request_body(&mut self, body: HttpBody) -> Result<Option<Step>, ProtocolError> {
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Body {
+                mut assembly,
+                headers_answered,
+            } => {
+                if let Err(rejection) = assembly.push_body(&body.body, &self.options) {
+                    return Ok(self.reject(&rejection));
+                }
+                // A buffered body is whole in one message (trailers, if any, follow only after
+                // it was answered).
+                if body.end_of_stream || headers_answered {
+                    return Ok(self.complete(assembly, true, headers_answered, false));
+                }
+                self.phase = Phase::Body {
+                    assembly,
+                    headers_answered,
+                };
+                Ok(None)
+            }
+            // After a rejection Envoy stops; anything still in flight is ignored.
+            Phase::Done => Ok(None),
+            other => {
+                self.phase = other;
+                Err(self.unexpected("request body"))
+            }
+        }
+    }
+
+    fn on_request_trailers(&mut self) -> Result<Option<Step>, ProtocolError> {
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Body {
+                assembly,
+                headers_answered,
+            } => Ok(self.complete(assembly, true, headers_answered, true)),
+            Phase::Forwarded(serving) => {
+                self.phase = Phase::Forwarded(serving);
+                Ok(Some(Step::Reply(Replies::one(answer::request_trailers()))))
+            }
+            Phase::Done => Ok(None),
+            other => {
+                self.phase = other;
+                Err(self.unexpected("request trailers"))
+            }
+        }
+    }
+
+    /// The request is complete: parse it and ask for a pick.
+    fn complete(
+        &mut self,
+        assembly: RequestAssembly,
+        has_body: bool,
+        headers_answered: bool,
+        ended_by_trailers: bool,
+    ) -> Option<Step> {
+        let remove = if headers_answered {
+            Vec::new() // removed when the headers were answered
+        } else {
+            assembly.client_owned_headers().to_vec()
+        };
+        let (request, body) = match assembly.finish(&self.options) {
+            Ok(parsed) => parsed,
+            Err(rejection) => return self.reject(&rejection),
+        };
+        if self.subset.as_ref().is_some_and(Vec::is_empty) {
+            return self.reject(&Rejection::EmptySubset);
+        }
+        self.phase = Phase::Picking(Pending {
+            body,
+            has_body,
+            headers_answered,
+            ended_by_trailers,
+            remove,
+        });
+        Some(Step::Pick(PickJob {
+            request,
+            subset: self.subset.take(),
+        }))
+    }
+
+    /// The outcome of the pick [`Step::Pick`] asked for: the routing answer, or the rejection.
+    /// Called in any other state it answers nothing.
+    pub fn picked(&mut self, outcome: Result<Decision, Rejection>) -> Replies {
+        let Phase::Picking(pending) = std::mem::replace(&mut self.phase, Phase::Done) else {
+            return Replies::none();
+        };
+        let decision = match outcome {
+            Ok(decision) => decision,
+            Err(rejection) => {
+                return match self.reject(&rejection) {
+                    Some(Step::Reply(replies)) => replies,
+                    _ => Replies::none(),
+                };
+            }
+        };
+        let destination = decision.destination_header();
+        let handle = decision.into_handle();
+        let options = &self.options;
+        let replies = if pending.headers_answered {
+            let route = Route {
+                destination: &destination,
+                content_length: None,
+                remove: &pending.remove,
+            };
+            let mut replies = vec![answer::route_body(&route, options)];
+            if pending.ended_by_trailers {
+                replies.push(answer::request_trailers());
+            }
+            Replies::new(replies, None, None)
+        } else if !pending.has_body {
+            let route = Route {
+                destination: &destination,
+                content_length: None,
+                remove: &pending.remove,
+            };
+            Replies::one(answer::route_headers(&route, options))
+        } else {
+            let route = Route {
+                destination: &destination,
+                content_length: Some(pending.body.len()),
+                remove: &pending.remove,
+            };
+            let head = vec![answer::route_headers(&route, options)];
+            let body = BodyChunks::new(
+                pending.body,
+                options.chunk_size,
+                !pending.ended_by_trailers,
+                true,
+            );
+            let tail = pending.ended_by_trailers.then(answer::request_trailers);
+            Replies::new(head, Some(body), tail)
+        };
+        self.phase = Phase::Forwarded(Box::new(Serving {
+            handle,
+            failed: false,
+            started: false,
+            scanner: UsageScanner::new(options.usage_scan_bytes),
+        }));
+        replies
+    }
+
+    fn on_response_headers(
+        &mut self,
+        headers: HttpHeaders,
+        metadata: Option<&Metadata>,
+    ) -> Result<Option<Step>, ProtocolError> {
+        let reply = Some(Step::Reply(Replies::one(answer::pass_response_headers())));
+        let serving = match &mut self.phase {
+            Phase::Forwarded(serving) => serving,
+            Phase::Done => return Ok(reply),
+            _ => return Err(self.unexpected("response headers")),
+        };
+        let map = headers.headers.as_ref();
+        let status = header_value(map, ":status").and_then(|s| s.trim().parse::<u16>().ok());
+        serving.failed = status.is_some_and(|s| !(200..300).contains(&s));
+        let served = served_endpoint(metadata, &self.options.metadata).or_else(|| {
+            header_value(map, &self.options.headers.served).map(|v| v.trim().to_string())
+        });
+        if let Some(served) = served {
+            move_to_served(&mut serving.handle, &served);
+        }
+        if headers.end_of_stream || self.response_mode == BodyMode::None {
+            self.finish();
+        }
+        Ok(reply)
+    }
+
+    fn on_response_body(&mut self, body: HttpBody) -> Result<Option<Step>, ProtocolError> {
+        let HttpBody {
+            body: bytes,
+            end_of_stream: end,
+            ..
+        } = body;
+        match &mut self.phase {
+            Phase::Forwarded(serving) => {
+                if !serving.started && !bytes.is_empty() {
+                    serving.started = true;
+                    serving.handle.first_token();
+                }
+                serving.scanner.push(&bytes);
+            }
+            // Not ours to judge any more, but a duplex body must still flow through.
+            Phase::Done => {}
+            _ => return Err(self.unexpected("response body")),
+        }
+        let reply = if self.response_mode == BodyMode::FullDuplexStreamed {
+            let chunks = answer::echo_response_body(bytes, end, self.options.chunk_size);
+            Replies::new(Vec::new(), Some(chunks), None)
+        } else {
+            Replies::one(answer::pass_response_body())
+        };
+        if end {
+            self.finish();
+        }
+        Ok(Some(Step::Reply(reply)))
+    }
+
+    fn on_response_trailers(&mut self) -> Result<Option<Step>, ProtocolError> {
+        match &self.phase {
+            Phase::Forwarded(_) => self.finish(),
+            Phase::Done => {}
+            _ => return Err(self.unexpected("response trailers")),
+        }
+        Ok(Some(Step::Reply(Replies::one(answer::response_trailers()))))
+    }
+
+    /// The response ended: finish the handle with what was learned.
+    fn finish(&mut self) {
+        if let Phase::Forwarded(serving) = std::mem::replace(&mut self.phase, Phase::Done) {
+            let Serving {
+                handle,
+                failed,
+                scanner,
+                ..
+            } = *serving;
+            let completion = if failed {
+                Completion::failed()
+            } else {
+                Completion::success(scanner.usage())
+            };
+            handle.finish(completion);
+        }
+    }
+}
+
+/// Moves `handle` to the fallback that served the response, when it is a later one.
+fn move_to_served(handle: &mut RequestHandle, served: &str) {
+    let current = handle.endpoint().address();
+    if current == served {
+        return;
+    }
+    let Some(target) = handle
+        .endpoints()
+        .iter()
+        .position(|e| e.address() == served)
+    else {
+        tracing::debug!(served, "served endpoint is not one the picker named");
+        return;
+    };
+    let Some(now) = handle
+        .endpoints()
+        .iter()
+        .position(|e| e.address() == current)
+    else {
+        return;
+    };
+    for _ in now..target {
+        if handle.move_to_fallback().is_none() {
+            break;
+        }
+    }
+}

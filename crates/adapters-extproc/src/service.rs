@@ -1,0 +1,233 @@
+//! The tonic service: `envoy.service.ext_proc.v3.ExternalProcessor` over a
+//! [`ReloadableScheduler`].
+//!
+//! Each stream Envoy opens gets a task that reads its messages into an
+//! [`Exchange`], picks when the exchange asks (first [`Admission`], if one is set, then the
+//! scheduler with the gateway's subset hint), and sends the answers back through a small
+//! bounded channel — a 6 MB body streamed back is built chunk by chunk as the channel drains,
+//! never all at once.
+//!
+//! How a stream ends:
+//! - Envoy closes or resets it (it resets the stream after every request: a normal end). A
+//!   request still being served is then dropped, i.e. finished as cancelled.
+//! - A [`ProtocolError`](crate::ProtocolError) ends it with a gRPC error status.
+//! - If the task dies without a word (a panic), the stream still ends with a gRPC `INTERNAL`
+//!   status, never a silent OK: Envoy would take a clean close as "go on without the picker"
+//!   and forward the request with no destination.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use shepherd_adapters_extproc::{ExtProcOptions, ExtProcService};
+//! use shepherd_scheduler_core::prelude::*;
+//!
+//! # fn scheduler() -> Arc<ReloadableScheduler> { unimplemented!() }
+//! let service = ExtProcService::new(scheduler(), ExtProcOptions::default());
+//! let server = service.into_server(); // add to a tonic `Server`
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
+    ExternalProcessor, ExternalProcessorServer,
+};
+use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
+use shepherd_scheduler_core::decision::Decision;
+use shepherd_scheduler_core::reload::ReloadableScheduler;
+use shepherd_scheduler_core::request::InferenceRequest;
+use shepherd_scheduler_core::scheduler::ScheduleOptions;
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::error::Rejection;
+use crate::exchange::{Exchange, PickJob, Step};
+use crate::options::ExtProcOptions;
+
+/// Answers sent ahead of Envoy reading them, per stream.
+const CHANNEL_DEPTH: usize = 8;
+
+/// A boxed future, as [`Admission::admit`] returns.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Decides whether a complete request may be scheduled now: the hook for flow control.
+///
+/// It may wait (queue the request until capacity returns) or refuse with
+/// [`Rejection::Shed`] (429) or [`Rejection::Unavailable`] (503). While it waits, the
+/// stream's task waits; if Envoy goes away meanwhile, the future is dropped.
+pub trait Admission: Send + Sync + fmt::Debug {
+    /// Admits `request`, or says why not.
+    fn admit<'a>(&'a self, request: &'a InferenceRequest) -> BoxFuture<'a, Result<(), Rejection>>;
+}
+
+struct Shared {
+    scheduler: Arc<ReloadableScheduler>,
+    options: Arc<ExtProcOptions>,
+    admission: Option<Arc<dyn Admission>>,
+}
+
+/// The ext_proc endpoint picker. See the [module docs](self).
+#[derive(Clone)]
+pub struct ExtProcService {
+    shared: Arc<Shared>,
+}
+
+impl ExtProcService {
+    /// A picker scheduling with `scheduler`.
+    pub fn new(scheduler: Arc<ReloadableScheduler>, options: ExtProcOptions) -> Self {
+        ExtProcService {
+            shared: Arc::new(Shared {
+                scheduler,
+                options: Arc::new(options),
+                admission: None,
+            }),
+        }
+    }
+
+    /// Asks `admission` before scheduling each request.
+    pub fn with_admission(self, admission: Arc<dyn Admission>) -> Self {
+        let Shared {
+            scheduler, options, ..
+        } = &*self.shared;
+        ExtProcService {
+            shared: Arc::new(Shared {
+                scheduler: Arc::clone(scheduler),
+                options: Arc::clone(options),
+                admission: Some(admission),
+            }),
+        }
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &ExtProcOptions {
+        &self.shared.options
+    }
+
+    /// The scheduler.
+    pub fn scheduler(&self) -> &Arc<ReloadableScheduler> {
+        &self.shared.scheduler
+    }
+
+    /// The tonic server for this service, accepting messages as large as a whole body in
+    /// `BUFFERED` mode ([`ExtProcOptions::max_message_bytes`]; tonic's default is 4 MiB).
+    pub fn into_server(self) -> ExternalProcessorServer<Self> {
+        let limit = self.shared.options.max_message_bytes();
+        ExternalProcessorServer::new(self).max_decoding_message_size(limit)
+    }
+
+    /// Picks for a complete request: admission, then the scheduler.
+    pub async fn pick(&self, job: PickJob) -> Result<Decision, Rejection> {
+        if let Some(admission) = &self.shared.admission {
+            admission.admit(&job.request).await?;
+        }
+        let options = ScheduleOptions {
+            subset: job.subset.as_deref(),
+            ..Default::default()
+        };
+        Ok(self.shared.scheduler.schedule_with(&job.request, options)?)
+    }
+
+    /// Runs one stream to its end. See the [module docs](self).
+    async fn drive(
+        self,
+        mut inbound: Streaming<ProcessingRequest>,
+        tx: mpsc::Sender<Result<ProcessingResponse, Status>>,
+        clean_end: Arc<AtomicBool>,
+    ) {
+        let mut exchange = Exchange::new(Arc::clone(&self.shared.options));
+        'stream: loop {
+            let message = match inbound.message().await {
+                Ok(Some(message)) => message,
+                Ok(None) => break,
+                Err(status) => {
+                    // Envoy resets the stream once a request is over: not an error.
+                    tracing::trace!(%status, "ext_proc stream ended by the data plane");
+                    break;
+                }
+            };
+            let replies = match exchange.on_message(message) {
+                Ok(Step::Reply(replies)) => replies,
+                Ok(Step::Pick(job)) => {
+                    let outcome = tokio::select! {
+                        outcome = self.pick(job) => outcome,
+                        () = tx.closed() => break 'stream,
+                    };
+                    exchange.picked(outcome)
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "ext_proc stream failed");
+                    let _ = tx.send(Err(error.to_status())).await;
+                    break;
+                }
+            };
+            for reply in replies {
+                if tx.send(Ok(reply)).await.is_err() {
+                    break 'stream;
+                }
+            }
+        }
+        clean_end.store(true, Ordering::Release);
+        // `exchange` drops here: a request still being served ends as cancelled.
+    }
+}
+
+impl fmt::Debug for ExtProcService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExtProcService")
+            .field("scheduler", &self.shared.scheduler)
+            .field("options", &self.shared.options)
+            .field("admission", &self.shared.admission)
+            .finish()
+    }
+}
+
+#[tonic::async_trait]
+impl ExternalProcessor for ExtProcService {
+    type ProcessStream = AnswerStream;
+
+    async fn process(
+        &self,
+        request: Request<Streaming<ProcessingRequest>>,
+    ) -> Result<Response<Self::ProcessStream>, Status> {
+        let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
+        let clean_end = Arc::new(AtomicBool::new(false));
+        tokio::spawn(
+            self.clone()
+                .drive(request.into_inner(), tx, Arc::clone(&clean_end)),
+        );
+        Ok(Response::new(AnswerStream {
+            rx,
+            clean_end,
+            failed: false,
+        }))
+    }
+}
+
+/// The answers of one stream. If the task writing them ends without saying it ended cleanly
+/// (it panicked), the stream's last item is a gRPC `INTERNAL` error.
+#[derive(Debug)]
+pub struct AnswerStream {
+    rx: mpsc::Receiver<Result<ProcessingResponse, Status>>,
+    clean_end: Arc<AtomicBool>,
+    failed: bool,
+}
+
+impl Stream for AnswerStream {
+    type Item = Result<ProcessingResponse, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(None) if !self.failed && !self.clean_end.load(Ordering::Acquire) => {
+                self.failed = true;
+                Poll::Ready(Some(Err(Status::internal(
+                    "the endpoint picker failed before answering",
+                ))))
+            }
+            other => other,
+        }
+    }
+}
