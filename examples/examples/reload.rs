@@ -87,13 +87,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         .flat_map(|w| w.join().unwrap_or_default())
         .collect();
 
-    let in_flight: u64 = shared
-        .pool
-        .snapshot()
-        .endpoints()
-        .iter()
-        .map(|e| e.in_flight_requests())
-        .sum();
+    let in_flight: u64 = shared.pool.snapshot().in_flight_requests();
     println!(
         "{} reloads while {} requests were scheduled",
         scheduler.generation(),
@@ -115,13 +109,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         );
     }
     drop(held);
-    let after: u64 = shared
-        .pool
-        .snapshot()
-        .endpoints()
-        .iter()
-        .map(|e| e.in_flight_requests())
-        .sum();
+    let after: u64 = shared.pool.snapshot().in_flight_requests();
     println!("after the held requests end: {after} in flight");
     assert_eq!(after, 0);
     Ok(())

@@ -26,11 +26,7 @@ schedulingProfiles:
 ";
 
 fn in_flight(pool: &Pool) -> u64 {
-    pool.snapshot()
-        .endpoints()
-        .iter()
-        .map(|e| e.in_flight_requests())
-        .sum()
+    pool.snapshot().in_flight_requests()
 }
 
 #[test]

@@ -66,13 +66,7 @@ impl Membership {
 
     /// Requests in flight on the pool's endpoints and on endpoints that left it.
     pub(crate) fn in_flight(&self) -> u64 {
-        let members: u64 = self
-            .pool
-            .load()
-            .endpoints()
-            .iter()
-            .map(|e| e.in_flight_requests())
-            .sum();
+        let members = self.pool.load().in_flight_requests();
         let mut departed = self.departed.lock();
         departed.retain(|e| e.in_flight_requests() > 0);
         members + departed.iter().map(|e| e.in_flight_requests()).sum::<u64>()

@@ -64,6 +64,12 @@ impl PoolSnapshot {
         self.generation
     }
 
+    /// Requests in flight across the members (each member's
+    /// [`in_flight_requests`](Endpoint::in_flight_requests), summed).
+    pub fn in_flight_requests(&self) -> u64 {
+        self.endpoints.iter().map(|e| e.in_flight_requests()).sum()
+    }
+
     /// Whether every member takes new requests (none draining or disabled).
     pub fn all_enabled(&self) -> bool {
         self.all_enabled
