@@ -34,6 +34,7 @@ pub struct EndpointPickerConfig {
 impl EndpointPickerConfig {
     /// Parses YAML text.
     pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
+        super::limits::check(text)?;
         let config: EndpointPickerConfig =
             serde_norway::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string()))?;
         config.scheduler.validate()?;
