@@ -10,8 +10,9 @@
 //! - `flat-list`: a flow list of short strings (accepted and parsed in full).
 //!
 //! Before the criterion groups (throughput in bytes per second), a summary prints the cost per
-//! KB at each size and the ratio of the 1 MB cost per KB to the 10 KB one: about 1 (or below)
-//! for linear cost, about 100 for quadratic.
+//! KB at each size (the best of rounds that time the sizes in turn, so load from other work on
+//! the machine disturbs every size alike) and the ratio of the 1 MB cost per KB to the 10 KB
+//! one: about 1 (or below) for linear cost, about 100 for quadratic.
 //!
 //! ```text
 //! cargo bench -p shepherd-benches --bench config_parse
@@ -85,39 +86,47 @@ fn load(text: &str) -> bool {
     EndpointPickerConfig::from_yaml(black_box(text)).is_ok()
 }
 
-/// Median time of one load of `text`, over repetitions filling about `budget`.
-fn time_one(text: &str, budget: Duration) -> Duration {
+/// The best (least disturbed) time of one load at each size: rounds over the sizes in turn,
+/// each timing about the same amount of text (one 1 MB load, or many smaller ones), until
+/// `budget` is spent; the minimum is the figure least affected by other work on the machine.
+fn best_times(texts: &[String], budget: Duration) -> Vec<Duration> {
+    let largest = texts.iter().map(String::len).max().unwrap_or(1);
+    let mut best = vec![Duration::MAX; texts.len()];
     let started = Instant::now();
-    load(text);
-    let once = started.elapsed().max(Duration::from_nanos(1));
-    let reps = (budget.as_nanos() / once.as_nanos()).clamp(3, 1001) as usize;
-    let mut times: Vec<Duration> = (0..reps)
-        .map(|_| {
-            let started = Instant::now();
-            load(text);
-            started.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[times.len() / 2]
+    let mut rounds = 0;
+    while rounds < 3 || started.elapsed() < budget {
+        for (text, best) in texts.iter().zip(&mut best) {
+            let reps = (largest / text.len().max(1)).max(1) as u32;
+            let timer = Instant::now();
+            for _ in 0..reps {
+                load(text);
+            }
+            *best = (*best).min(timer.elapsed() / reps);
+        }
+        rounds += 1;
+    }
+    best
 }
 
 fn summary(quick: bool) {
-    let budget = Duration::from_millis(if quick { 20 } else { 300 });
-    println!("config_parse: cost per KB of input (median)");
+    let budget = Duration::from_millis(if quick { 50 } else { 3000 });
+    println!("config_parse: cost per KB of input (best of interleaved rounds)");
     print!("{:<14}", "shape");
     for size in SIZES {
         print!("{:>14}", format!("{} KB", size / 1000));
     }
     println!("{:>14}", "1 MB / 10 KB");
     for (name, make) in SHAPES {
+        let texts: Vec<String> = SIZES.iter().map(|&size| make(size)).collect();
+        let times = best_times(&texts, budget);
         print!("{name:<14}");
-        let mut per_kb = Vec::new();
-        for size in SIZES {
-            let text = make(size);
-            let cost = time_one(&text, budget).as_nanos() as f64 / (text.len() as f64 / 1000.0);
-            per_kb.push(cost);
-            print!("{:>14}", format!("{:.0} ns", cost));
+        let per_kb: Vec<f64> = texts
+            .iter()
+            .zip(&times)
+            .map(|(text, time)| time.as_nanos() as f64 / (text.len() as f64 / 1000.0))
+            .collect();
+        for cost in &per_kb {
+            print!("{:>14}", format!("{cost:.0} ns"));
         }
         let ratio = per_kb[per_kb.len() - 1] / per_kb[0];
         println!("{:>14}", format!("{ratio:.2}"));
