@@ -202,7 +202,9 @@ impl<'t> Scanner<'t> {
         Scanner {
             text,
             bytes: text.as_bytes(),
-            pos: 0,
+            // The YAML reader drops a leading byte-order mark before the scanner sees the
+            // text, so it takes no column.
+            pos: if text.starts_with('\u{FEFF}') { 3 } else { 0 },
             index: 0,
             line: 0,
             column: 0,
@@ -832,6 +834,14 @@ f: !tag [1, 2]
         assert_eq!(depth(text), 4);
         // A continuation starting with `[` is text too.
         assert_eq!(depth("k: a\n  [[[[\n"), 1);
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_takes_no_column() {
+        // With the mark counted as a column, `a` would open a mapping at column 1 and `b`
+        // (column 0) would close it instead of nesting one level below `c`.
+        assert_eq!(depth("\u{FEFF}a:\n b:\n  c: [1]\n"), 4);
+        assert_eq!(depth("\u{FEFF}a: 1\nb:\n c: 1\n"), 2);
     }
 
     #[test]
