@@ -4,7 +4,8 @@
 //! - [`parse_body`]: the first input byte picks the API path (and whether a tiny body limit
 //!   and a LoRA map apply); the rest is the request body.
 //! - [`parse_config`]: the input, if UTF-8, is a YAML picker configuration; when it loads, it
-//!   is built into a scheduler with a small registry of test plugins.
+//!   is built into a scheduler with a small registry of test plugins. The text's limits
+//!   measure (`config::limits`) is also checked against what the YAML parser builds from it.
 //! - [`ext_proc_sequence`]: the input is a sequence of ext_proc messages for the endpoint
 //!   picker's stream state machine (see [`ext_proc`]).
 #![forbid(unsafe_code)]
@@ -16,7 +17,7 @@ pub use ext_proc::ext_proc_sequence;
 
 use std::sync::Arc;
 
-use shepherd_scheduler_core::config::{EndpointPickerConfig, Registry, build_scheduler};
+use shepherd_scheduler_core::config::{EndpointPickerConfig, Registry, build_scheduler, limits};
 use shepherd_scheduler_core::endpoint::{Endpoint, Pool};
 use shepherd_scheduler_core::plugin::{
     Category, CycleState, Picker, PluginInstance, Score, Scorer,
@@ -109,11 +110,50 @@ fn registry() -> Registry {
     registry
 }
 
-/// Loads one configuration text and, when it loads, builds a scheduler from it.
+/// Nodes of a parsed document (a mapping entry counts its key and its value).
+fn nodes(value: &serde_json::Value) -> usize {
+    1 + match value {
+        serde_json::Value::Array(items) => items.iter().map(nodes).sum(),
+        serde_json::Value::Object(entries) => entries.values().map(|v| 1 + nodes(v)).sum(),
+        _ => 0,
+    }
+}
+
+fn depth(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        serde_json::Value::Object(entries) => 1 + entries.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Checks that the limits' pass never measures less than the YAML parser builds: a text that
+/// passes the check and parses has at most two nodes per byte of text and of alias
+/// expansion, and (without aliases) at most about twice the measured depth.
+fn check_limits(text: &str) {
+    let measure = limits::measure(text);
+    if limits::check(text).is_err() {
+        return;
+    }
+    let Ok(value) = serde_norway::from_str::<serde_json::Value>(text) else {
+        return;
+    };
+    assert!(
+        nodes(&value) <= 2 * (measure.bytes + measure.alias_expansion) + 2,
+        "{measure:?}"
+    );
+    if measure.aliases == 0 {
+        assert!(depth(&value) <= 2 * measure.depth + 1, "{measure:?}");
+    }
+}
+
+/// Loads one configuration text and, when it loads, builds a scheduler from it; also checks
+/// the pre-parse limits against what the YAML parser builds.
 pub fn parse_config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    check_limits(text);
     let Ok(config) = EndpointPickerConfig::from_yaml(text) else {
         return;
     };

@@ -91,10 +91,34 @@ pub struct Reading {
     pub signal: Option<f64>,
 }
 
-/// Reads `samples` under `config`.
+/// The largest load one endpoint counts with: far above any real request count, and far
+/// enough below `f64::MAX` that sums and squares over any pool stay finite.
+pub const LOAD_CEILING: f64 = 1e30;
+
+/// A sample's load as the statistics read it: NaN and negative loads count as 0, larger ones
+/// as [`LOAD_CEILING`] (samples made by [`EndpointSample::new`] are always in range; the
+/// fields are public, so a hand-made one may not be).
+fn load_of(sample: &EndpointSample) -> f64 {
+    let load = sample.load;
+    if load.is_nan() || load <= 0.0 {
+        0.0
+    } else {
+        load.min(LOAD_CEILING)
+    }
+}
+
+/// A sample's KV utilization as the statistics read it: clamped into `[0, 1]`, NaN as full
+/// (what [`EndpointSample::new`] does).
+fn kv_of(sample: &EndpointSample) -> f64 {
+    let kv = sample.kv_utilization;
+    if kv.is_nan() { 1.0 } else { kv.clamp(0.0, 1.0) }
+}
+
+/// Reads `samples` under `config`. Total for any sample values: every number in the reading
+/// is finite.
 pub fn detect(samples: &[EndpointSample], config: &AdaptiveConfig) -> Reading {
     let fresh: Vec<&EndpointSample> = samples.iter().filter(|s| !s.stale).collect();
-    let total_load: f64 = fresh.iter().map(|s| s.load).sum();
+    let total_load: f64 = fresh.iter().map(|s| load_of(s)).sum();
     if !samples.is_empty() && fresh.is_empty() {
         return Reading {
             endpoints: samples.len(),
@@ -112,8 +136,8 @@ pub fn detect(samples: &[EndpointSample], config: &AdaptiveConfig) -> Reading {
     let (ncv_load, ncv_kv) = if idle {
         (0.0, 0.0)
     } else {
-        let loads: Vec<f64> = fresh.iter().map(|s| s.load).collect();
-        let kvs: Vec<f64> = fresh.iter().map(|s| s.kv_utilization).collect();
+        let loads: Vec<f64> = fresh.iter().map(|s| load_of(s)).collect();
+        let kvs: Vec<f64> = fresh.iter().map(|s| kv_of(s)).collect();
         let raw = ncv(&loads);
         let load = if config.signal.chance_correction {
             beyond_chance(raw, requests)

@@ -6,6 +6,11 @@
 //! d·B and (1 − d)·B, and the ratios inside a category are those of the config. Balance scorers
 //! keep their configured weight.
 //!
+//! Every number here stays finite, whatever the configured weights: weights so large that
+//! their sum would overflow (two at `1e308`, say) are all scaled down by one power of two
+//! when the layout is made, Balance ones included. That keeps every ratio between scorers, and
+//! so every pick, and it makes the sum of any weights this layout hands out a finite number.
+//!
 //! ```
 //! use shepherd_adaptive::layout::ScorerLayout;
 //! use shepherd_scheduler_core::plugin::Category;
@@ -34,14 +39,22 @@ pub struct ScorerLayout {
 
 impl ScorerLayout {
     /// A layout of scorers with these categories and configured weights (negative, NaN and
-    /// infinite weights count as 0; a missing weight as 0, an extra one is ignored).
+    /// infinite weights count as 0; a missing weight as 0, an extra one is ignored). When the
+    /// weights' sum would not be finite, all of them are scaled down by the same power of two
+    /// (see the module docs), and [`configured`](Self::configured) returns the scaled weights.
     pub fn new(categories: Vec<Category>, configured: Vec<f64>) -> Self {
-        let configured: Vec<f64> = (0..categories.len())
+        let mut configured: Vec<f64> = (0..categories.len())
             .map(|i| match configured.get(i) {
                 Some(&w) if w.is_finite() && w > 0.0 => w,
                 _ => 0.0,
             })
             .collect();
+        let scale = summable_scale(&configured);
+        if scale < 1.0 {
+            for w in &mut configured {
+                *w *= scale;
+            }
+        }
         let sum = |cat| {
             categories
                 .iter()
@@ -73,7 +86,8 @@ impl ScorerLayout {
         &self.categories
     }
 
-    /// The configured weights.
+    /// The configured weights (scaled down when their sum would overflow; see
+    /// [`new`](Self::new)).
     pub fn configured(&self) -> &[f64] {
         &self.configured
     }
@@ -125,17 +139,34 @@ impl ScorerLayout {
         if share == configured_share {
             return self.configured.clone();
         }
+        // Each weight's fraction of its category (at most 1) times the category's new total
+        // (at most the budget): no intermediate value can overflow, however small one
+        // category's configured total is next to the budget.
         let budget = self.budget();
-        let to_distribution = share * budget / self.distribution;
-        let to_affinity = (1.0 - share) * budget / self.affinity;
+        let to_distribution = share * budget;
+        let to_affinity = (1.0 - share) * budget;
         self.categories
             .iter()
             .zip(&self.configured)
             .map(|(category, &w)| match category {
-                Category::Affinity => w * to_affinity,
-                Category::Distribution => w * to_distribution,
+                Category::Affinity => w / self.affinity * to_affinity,
+                Category::Distribution => w / self.distribution * to_distribution,
                 Category::Balance => w,
             })
             .collect()
     }
+}
+
+/// The largest power of two `s ≤ 1` such that the weights times `s` sum to at most
+/// `f64::MAX / 2`: each of the n weights is brought to at most `f64::MAX / (2n)`. Exact for
+/// every weight that does not fall into the subnormal range on the way down.
+fn summable_scale(weights: &[f64]) -> f64 {
+    let largest = weights.iter().copied().fold(0.0, f64::max);
+    let bound = f64::MAX / 2.0 / weights.len().max(1) as f64;
+    let mut scale = 1.0;
+    // At most log2(2n) + 1 halvings: the largest weight is at most f64::MAX.
+    while largest * scale > bound {
+        scale *= 0.5;
+    }
+    scale
 }

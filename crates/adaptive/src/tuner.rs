@@ -52,14 +52,15 @@ pub struct ShareCurve {
     pub curve: RichardsCurve,
 }
 
+/// `x` clamped into `[0, 1]`, NaN counting as 0 (`f64::clamp` keeps NaN).
+fn unit_interval(x: f64) -> f64 {
+    if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) }
+}
+
 impl ShareCurve {
     fn resolve(spec: &ModeCurve, configured_share: f64) -> Self {
-        let min = spec.min_share.resolve(configured_share).clamp(0.0, 1.0);
-        let max = spec
-            .max_share
-            .resolve(configured_share)
-            .clamp(0.0, 1.0)
-            .max(min);
+        let min = unit_interval(spec.min_share.resolve(configured_share));
+        let max = unit_interval(spec.max_share.resolve(configured_share)).max(min);
         ShareCurve {
             min,
             max,
@@ -67,16 +68,21 @@ impl ShareCurve {
         }
     }
 
-    /// The Distribution share at smoothed signal `r`: exactly `min` at r ≤ 0, exactly `max`
-    /// at r ≥ 1, non-decreasing in between.
+    /// The Distribution share at smoothed signal `r`: exactly `min` at r ≤ 0 (and for a NaN
+    /// `r`), exactly `max` at r ≥ 1, non-decreasing in between. Always in `[0, 1]`, even for
+    /// a hand-built curve whose `min` and `max` are out of range, NaN or crossed (they are
+    /// clamped into `[0, 1]`, NaN read as 0, and `max` raised to `min`).
     pub fn share(&self, r: f64) -> f64 {
+        let min = unit_interval(self.min);
+        let max = unit_interval(self.max).max(min);
         let u = self.curve.unit(r);
-        if u <= 0.0 {
-            self.min
-        } else if u >= 1.0 {
-            self.max
+        if u >= 1.0 {
+            max
+        } else if u > 0.0 {
+            // f64::max/min rather than clamp: they cannot panic, and they drop a NaN.
+            (min + (max - min) * u).max(min).min(max)
         } else {
-            (self.min + (self.max - self.min) * u).clamp(self.min, self.max)
+            min
         }
     }
 }
@@ -192,6 +198,8 @@ impl Tuner {
             );
             let state = AdaptiveState {
                 ticks: tick + 1,
+                smoothed: unit_interval(prev.smoothed),
+                distribution_share: unit_interval(prev.distribution_share),
                 ..prev.clone()
             };
             return self.outcome(prev, state, reading, samples, now, true, reason);
@@ -199,11 +207,11 @@ impl Tuner {
         let signal = signal.clamp(0.0, 1.0);
 
         let alpha = self.config.smoothing.alpha;
-        let mut r = alpha * prev.smoothed.clamp(0.0, 1.0) + (1.0 - alpha) * signal;
+        let mut r = alpha * unit_interval(prev.smoothed) + (1.0 - alpha) * signal;
         if (r - signal).abs() < self.config.smoothing.snap_epsilon {
             r = signal;
         }
-        let r = r.clamp(0.0, 1.0);
+        let r = unit_interval(r);
 
         let mut reason = String::new();
         let (mode, entered) = if !self.config.enabled || !self.layout.can_trade() {

@@ -227,17 +227,6 @@ fn model_is_required_and_non_empty() {
 }
 
 #[test]
-fn a_field_given_twice_is_rejected() {
-    let (field, reason) = invalid_field(completions(r#"{"model":"a","model":"b","prompt":"x"}"#));
-    assert_eq!(field, "model");
-    assert!(reason.contains("duplicate field"), "{reason}");
-    let (field, _) = invalid_field(chat(
-        r#"{"model":"m","messages":[{"role":"u","content":"a","content":"b"}]}"#,
-    ));
-    assert_eq!(field, "messages[0]");
-}
-
-#[test]
 fn unknown_paths_are_unsupported() {
     let err = parse("/v1/models", br#"{"model":"m"}"#).unwrap_err();
     assert_eq!(err, ParseError::UnsupportedPath("/v1/models".into()));

@@ -97,6 +97,25 @@ pub enum ConfigError {
     /// Two profiles share a name.
     #[error("profile name `{0}` is used twice")]
     DuplicateProfileName(String),
+    /// The text exceeds one of the limits checked before it is parsed (see
+    /// [`limits`](crate::config::limits)): its size, nesting depth, number of anchors or
+    /// aliases, or the text its aliases stand for.
+    #[error("config exceeds the {limit} limit: {found} > {max}")]
+    LimitExceeded {
+        /// Which limit: `size in bytes`, `nesting depth`, `anchor count`, `alias count` or
+        /// `alias expansion in bytes`.
+        limit: &'static str,
+        /// The limit's value.
+        max: usize,
+        /// What the text has.
+        found: usize,
+    },
+    /// An alias stands inside the very node it names, so it would expand without end.
+    #[error("alias `*{alias}` is inside the node it names (recursive aliases are not allowed)")]
+    RecursiveAlias {
+        /// The alias's name (without `*`).
+        alias: String,
+    },
     /// A value outside the schema's own settings is invalid.
     #[error("`{field}`: {reason}")]
     InvalidSetting {

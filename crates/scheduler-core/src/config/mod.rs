@@ -24,6 +24,7 @@
 
 mod build;
 mod error;
+pub mod limits;
 mod registry;
 mod schema;
 

@@ -86,6 +86,7 @@ impl EndpointPickerConfig {
     /// assert_eq!((line, column), (Some(2), Some(9)));
     /// ```
     pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
+        super::limits::check(text)?;
         let config: EndpointPickerConfig = serde_norway::from_str(text).map_err(|e| {
             let location = e.location();
             let mut message = e.to_string();

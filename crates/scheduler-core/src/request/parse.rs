@@ -28,14 +28,23 @@
 //! renders `<|system|>Be brief.\n<|user|>Hi\n`, and a responses body with
 //! `"instructions":"Be brief.","input":"Hi"` renders the same text.
 //!
+//! # Keys given twice
+//!
+//! The model server reads the body with Python's `json`, where a key given twice in an object
+//! keeps its last value, at the place the key first appeared. The parser does the same
+//! everywhere (top-level fields, messages and items, content parts, media objects), so
+//! `{"type":"text","text":"AAA","text":"BBB"}` renders `BBB`, as the server will, and the
+//! prefix hash matches what the server caches. An earlier value is still read, so it must have
+//! a valid type.
+//!
 //! # Errors
 //!
 //! Checked in this order: body size ([`ParseError::BodyTooLarge`]), path
 //! ([`ParseError::UnsupportedPath`]), UTF-8 ([`ParseError::InvalidUtf8`] with the byte offset),
 //! JSON syntax ([`ParseError::InvalidJson`] with serde's line and column; nesting deeper than
 //! 128 levels is a syntax error too), top-level type ([`ParseError::NotAnObject`]), field types
-//! ([`ParseError::InvalidField`] naming the path, e.g. `messages[2].content[0].text`; a field
-//! given twice is invalid too), then `model` ([`ParseError::MissingField`], or invalid when
+//! ([`ParseError::InvalidField`] naming the path, e.g. `messages[2].content[0].text`), then
+//! `model` ([`ParseError::MissingField`], or invalid when
 //! empty) and the prompt ([`ParseError::MissingField`] when absent, [`ParseError::EmptyPrompt`]
 //! when it renders to nothing, e.g. `""`, `[]` or no messages).
 //!
@@ -57,6 +66,7 @@ mod body;
 mod content;
 mod json_text;
 mod keys;
+mod last_wins;
 mod prompt;
 mod trail;
 mod turns;

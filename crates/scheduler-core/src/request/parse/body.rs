@@ -1,6 +1,8 @@
 //! The top-level request object: the fields the scheduler needs, read in one pass; every other
-//! field is skipped without being built.
+//! field is skipped without being built. A field given twice keeps its last value, as in the
+//! model server.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, Visitor};
@@ -8,6 +10,7 @@ use serde::de::{DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, Vis
 use super::ApiKind;
 use super::json_text::JsonInto;
 use super::keys::{Key, KeySeed, StrSeed};
+use super::last_wins::LastWins;
 use super::prompt::PromptSeed;
 use super::trail::{Segment, Trail};
 use super::turns::{TurnKind, TurnsSeed, push_text_turn};
@@ -112,29 +115,35 @@ impl<'de> Visitor<'de> for BodySeed<'_> {
             ApiKind::Embeddings => EMBEDDINGS_KEYS,
         };
         let mut fields = BodyFields::default();
-        let mut seen: Vec<&'static str> = Vec::with_capacity(known.len());
+        let mut tools = LastWins::new(0);
         while let Some(key) = map.next_key_seed(KeySeed(known))? {
             let Key::Known(name) = key else {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             };
-            if seen.contains(&name) {
-                let duplicate = Err(A::Error::duplicate_field(name));
-                return self.trail.note(Segment::Key(name), duplicate);
-            }
-            seen.push(name);
-            let result = read_field(self.api, name, &mut map, &mut fields, self.trail);
+            let result = read_field(
+                self.api,
+                name,
+                &mut map,
+                &mut fields,
+                &mut tools,
+                self.trail,
+            );
             self.trail.note(Segment::Key(name), result)?;
         }
+        tools.finish(&mut fields.tools);
         Ok(fields)
     }
 }
 
+/// Reads the value of `name` into `fields`, replacing what an earlier value of the same key
+/// left there (the last value wins).
 fn read_field<'de, A: MapAccess<'de>>(
     api: ApiKind,
     name: &'static str,
     map: &mut A,
     fields: &mut BodyFields,
+    tools: &mut LastWins<'static>,
     trail: &mut Trail,
 ) -> Result<(), A::Error> {
     match name {
@@ -152,6 +161,7 @@ fn read_field<'de, A: MapAccess<'de>>(
             } else {
                 TurnKind::ChatMessage
             };
+            fields.turns.clear();
             let turns = TurnsSeed {
                 out: &mut fields.turns,
                 trail,
@@ -159,14 +169,15 @@ fn read_field<'de, A: MapAccess<'de>>(
             };
             fields.turn_count = Some(map.next_value_seed(turns)?);
         }
-        "instructions" => map.next_value_seed(InstructionsSeed(&mut fields.instructions))?,
+        "instructions" => {
+            fields.instructions.clear();
+            map.next_value_seed(InstructionsSeed(&mut fields.instructions))?;
+        }
         _ => {
             // "tools" and "functions": arrays of definitions, each rendered as JSON.
             let tag = if name == "tools" { "tool" } else { "function" };
-            map.next_value_seed(ToolsSeed {
-                out: &mut fields.tools,
-                tag,
-                trail,
+            tools.render(&mut fields.tools, Cow::Borrowed(name), |out| {
+                map.next_value_seed(ToolsSeed { out, tag, trail })
             })?;
         }
     }

@@ -4,6 +4,9 @@
 //! as it is; media become a tag and a stable reference — `<|image|>URL`, `<|audio|>…`,
 //! `<|video|>…`, `<|file|>ID` — where inline data (`data:` URLs, base64 payloads) is replaced
 //! by its xxh3 hash. A part with none of these renders as `<|TYPE|>`.
+//!
+//! A key given twice in a part (or in a media object) counts once, with its last value, at the
+//! place it first appeared: what the model server keeps (see [`super::last_wins`]).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -12,6 +15,7 @@ use serde::de::{DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, Seq
 
 use super::json_text::push_media_ref;
 use super::keys::{AppendStr, Key, KeySeed, StrSeed};
+use super::last_wins::LastWins;
 use super::trail::{Segment, Trail};
 
 /// Separator between the parts of an array content.
@@ -111,15 +115,19 @@ impl<'de> Visitor<'de> for PartSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let start = self.out.len();
         let mut part_type: Option<Cow<'de, str>> = None;
+        let mut fields = LastWins::new(start);
         while let Some(key) = map.next_key_seed(KeySeed(PART_KEYS))? {
             let Key::Known(name) = key else {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             };
-            let out = &mut *self.out;
+            if name == "type" {
+                let value = map.next_value_seed(StrSeed);
+                part_type = Some(self.trail.note(Segment::Key(name), value)?);
+                continue;
+            }
             let trail = &mut *self.trail;
-            let result = match name {
-                "type" => map.next_value_seed(StrSeed).map(|t| part_type = Some(t)),
+            let result = fields.render(self.out, Cow::Borrowed(name), |out| match name {
                 "text" | "refusal" => map.next_value_seed(AppendStr(out)),
                 "image_url" => map.next_value_seed(MediaSeed::new(out, trail, "image", false)),
                 "audio_url" | "input_audio" => {
@@ -128,9 +136,10 @@ impl<'de> Visitor<'de> for PartSeed<'_> {
                 "video_url" => map.next_value_seed(MediaSeed::new(out, trail, "video", false)),
                 "file_data" => map.next_value_seed(MediaSeed::new(out, trail, "file", true)),
                 _ => map.next_value_seed(MediaSeed::new(out, trail, "file", false)),
-            };
+            });
             self.trail.note(Segment::Key(name), result)?;
         }
+        fields.finish(self.out);
         if self.out.len() == start
             && let Some(part_type) = part_type
         {
@@ -196,8 +205,8 @@ impl<'de> Visitor<'de> for MediaSeed<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
-        self.open();
-        let mut refs = 0;
+        // At most one reference per key (the last), in first-appearance order.
+        let mut references: Vec<(&'static str, Cow<'de, str>)> = Vec::new();
         while let Some(key) = map.next_key_seed(KeySeed(MEDIA_KEYS))? {
             let Key::Known(name) = key else {
                 map.next_value::<IgnoredAny>()?;
@@ -205,11 +214,17 @@ impl<'de> Visitor<'de> for MediaSeed<'_> {
             };
             let reference = map.next_value_seed(StrSeed);
             let reference = self.trail.note(Segment::Key(name), reference)?;
-            if refs > 0 {
+            match references.iter_mut().find(|(known, _)| *known == name) {
+                Some(earlier) => earlier.1 = reference,
+                None => references.push((name, reference)),
+            }
+        }
+        self.open();
+        for (i, (name, reference)) in references.iter().enumerate() {
+            if i > 0 {
                 self.out.push(' ');
             }
-            push_media_ref(self.out, &reference, matches!(name, "data" | "file_data"));
-            refs += 1;
+            push_media_ref(self.out, reference, matches!(*name, "data" | "file_data"));
         }
         Ok(())
     }

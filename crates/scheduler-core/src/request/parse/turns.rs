@@ -7,6 +7,9 @@
 //! `null` are left out). A responses item without `role` and `content` (a function call or
 //! its output, say) uses its `type` in place of the role; a responses message without `role`
 //! is a `user` turn.
+//!
+//! A key given twice in a turn counts once, with its last value, at the place it first
+//! appeared (the role always leads): what the model server keeps (see [`super::last_wins`]).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -16,6 +19,7 @@ use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visi
 use super::content::ContentSeed;
 use super::json_text::JsonInto;
 use super::keys::{Key, KeySeed, StrSeed};
+use super::last_wins::LastWins;
 use super::trail::{Segment, Trail};
 
 /// Which API the turns come from.
@@ -122,35 +126,32 @@ impl<'de> Visitor<'de> for TurnSeed<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let start = self.out.len();
-        let mut header_written = false;
+        // The usual order: the role comes first, so its header goes in place (`header` is the
+        // role it was written for); otherwise the header is put in front at the end.
+        let mut header: Option<Cow<'de, str>> = None;
         let mut role: Option<Cow<'de, str>> = None;
         let mut item_type: Option<Cow<'de, str>> = None;
         let mut has_content = false;
+        let mut fields: Option<LastWins<'de>> = None;
         while let Some(key) = map.next_key_seed(KeySeed(TURN_KEYS))? {
             match key {
                 Key::Known("role") => {
                     let value = map.next_value_seed(StrSeed);
                     let value = self.trail.note(Segment::Key("role"), value)?;
-                    if role.is_some() {
-                        return Err(A::Error::duplicate_field("role"));
-                    }
-                    if self.out.len() == start {
-                        // The usual order: the role comes first, so the header goes in place.
+                    if fields.is_none() && header.is_none() {
                         push_tag(self.out, &value);
-                        header_written = true;
+                        header = Some(value.clone());
                     }
                     role = Some(value);
                 }
                 Key::Known("content") => {
-                    if has_content {
-                        return Err(A::Error::duplicate_field("content"));
-                    }
                     has_content = true;
-                    let content = ContentSeed {
-                        out: &mut *self.out,
-                        trail: &mut *self.trail,
-                    };
-                    let result = map.next_value_seed(content);
+                    let trail = &mut *self.trail;
+                    let result = fields
+                        .get_or_insert_with(|| LastWins::new(self.out.len()))
+                        .render(self.out, Cow::Borrowed("content"), |out| {
+                            map.next_value_seed(ContentSeed { out, trail })
+                        });
                     self.trail.note(Segment::Key("content"), result)?;
                 }
                 Key::Known(name) => {
@@ -159,31 +160,51 @@ impl<'de> Visitor<'de> for TurnSeed<'_> {
                     item_type = Some(self.trail.note(Segment::Key(name), value)?);
                 }
                 Key::Other(name) => {
-                    let mark = self.out.len();
-                    push_tag(self.out, &name);
-                    let value_at = self.out.len();
-                    if let Err(e) = map.next_value_seed(JsonInto(&mut *self.out)) {
+                    let tag = name.clone();
+                    let result = fields
+                        .get_or_insert_with(|| LastWins::new(self.out.len()))
+                        .render(self.out, name, |out| {
+                            let mark = out.len();
+                            push_tag(out, &tag);
+                            let value_at = out.len();
+                            map.next_value_seed(JsonInto(&mut *out))?;
+                            if &out[value_at..] == "null" {
+                                out.truncate(mark);
+                            }
+                            Ok(())
+                        });
+                    if let Err(e) = result {
                         self.trail
-                            .note::<(), _>(Segment::OwnedKey(name.into_owned()), Err(()))
+                            .note::<(), _>(Segment::OwnedKey(tag.into_owned()), Err(()))
                             .ok();
                         return Err(e);
-                    }
-                    if &self.out[value_at..] == "null" {
-                        self.out.truncate(mark);
                     }
                 }
             }
         }
-        if !header_written {
-            let header: &str = match (&role, self.kind) {
-                (Some(role), _) => role,
-                (None, TurnKind::ChatMessage) => return Err(A::Error::missing_field("role")),
-                (None, TurnKind::ResponsesItem) if has_content => "user",
-                (None, TurnKind::ResponsesItem) => item_type.as_deref().unwrap_or("item"),
-            };
-            let mut tag = String::with_capacity(header.len() + 4);
-            push_tag(&mut tag, header);
-            self.out.insert_str(start, &tag);
+        if let Some(fields) = fields {
+            fields.finish(self.out);
+        }
+        let role_header: &str = match (&role, self.kind) {
+            (Some(role), _) => role,
+            (None, TurnKind::ChatMessage) => return Err(A::Error::missing_field("role")),
+            (None, TurnKind::ResponsesItem) if has_content => "user",
+            (None, TurnKind::ResponsesItem) => item_type.as_deref().unwrap_or("item"),
+        };
+        match header {
+            Some(written) if written == role_header => {}
+            _ => {
+                let mut tag = String::with_capacity(role_header.len() + 4);
+                push_tag(&mut tag, role_header);
+                match header {
+                    // The role was given again later: the last one is the turn's role.
+                    Some(written) => {
+                        let end = (start + written.len() + 4).min(self.out.len());
+                        self.out.replace_range(start..end, &tag);
+                    }
+                    None => self.out.insert_str(start, &tag),
+                }
+            }
         }
         self.out.push('\n');
         Ok(())

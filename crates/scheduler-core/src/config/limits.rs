@@ -1,0 +1,997 @@
+//! Limits a configuration's text must respect before the YAML parser sees it.
+//!
+//! The YAML parser's cost is not linear in its input. Its scanner keeps one pending key per
+//! flow level (`[`, `{`) and looks at all of them for every token, so 40,000 unclosed `[` take
+//! seconds; and an alias (`*name`) is replayed in full wherever it is used, so a 55 KB file of
+//! aliases to aliases expands to gigabytes. [`check`] therefore runs one linear pass over the
+//! text first and rejects, with [`ConfigError::LimitExceeded`] naming the limit and the value
+//! found:
+//!
+//! | limit | constant | value |
+//! |---|---|---|
+//! | size in bytes | [`MAX_BYTES`] | 1 MiB |
+//! | nesting depth (block indentation levels + open `[`/`{`) | [`MAX_DEPTH`] | 64 |
+//! | anchors (`&name`) | [`MAX_ANCHORS`] | 256 |
+//! | aliases (`*name`) | [`MAX_ALIASES`] | 1024 |
+//! | bytes the aliases stand for, summed over every alias | [`MAX_ALIAS_EXPANSION`] | 1 MiB |
+//!
+//! and an alias inside the node it names (which would expand forever) with
+//! [`ConfigError::RecursiveAlias`]. With these bounds the whole load, pass and parser, costs
+//! time linear in the text.
+//!
+//! The pass follows the YAML scanner's own rules for where tokens start (quoted scalars and
+//! their escapes, plain scalars and their continuation lines, block scalars and their
+//! indentation, comments, tags, flow and block collections, the pending key whose `:` opens a
+//! block mapping), so text inside a string or a comment never counts: a `[`, `*` or `&` in a
+//! prompt template does not trip a limit. Where the pass cannot know exactly where an anchored
+//! node ends it assumes it ends later, never earlier, so the expansion it measures is never
+//! below what the parser would build.
+//!
+//! ```
+//! use shepherd_scheduler_core::config::limits::{self, MAX_DEPTH};
+//! use shepherd_scheduler_core::config::ConfigError;
+//!
+//! let fine = "plugins:\n- type: queue-scorer  # [not a flow sequence\n  parameters: {a: \"*b\"}\n";
+//! assert_eq!(limits::measure(fine).depth, 3);
+//! assert!(limits::check(fine).is_ok());
+//!
+//! let deep = format!("plugins: {}", "[".repeat(40_000));
+//! assert_eq!(
+//!     limits::check(&deep),
+//!     Err(ConfigError::LimitExceeded { limit: "nesting depth", max: MAX_DEPTH, found: 40_001 })
+//! );
+//! ```
+
+use std::collections::HashMap;
+
+use super::ConfigError;
+
+/// The largest configuration text accepted, in bytes (1 MiB; a real one is a few KB).
+pub const MAX_BYTES: usize = 1 << 20;
+
+/// The deepest nesting accepted: open block collections (indentation levels) plus open flow
+/// collections (`[`, `{`) at any point. A real configuration nests fewer than 10 deep; the
+/// YAML deserializer itself gives up at 128.
+pub const MAX_DEPTH: usize = 64;
+
+/// The most anchors (`&name`) a configuration may define.
+pub const MAX_ANCHORS: usize = 256;
+
+/// The most aliases (`*name`) a configuration may use.
+pub const MAX_ALIASES: usize = 1024;
+
+/// The most text, in bytes, all aliases together may stand for: each alias counts the bytes of
+/// the node it names, with the aliases inside that node counted the same way. 1 MiB, as much
+/// as [`MAX_BYTES`] allows the text itself.
+pub const MAX_ALIAS_EXPANSION: usize = 1 << 20;
+
+/// Past this many characters a pending key can no longer be one (the YAML scanner's rule).
+const SIMPLE_KEY_SPAN: usize = 1024;
+
+/// What one pass over a configuration's text found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Measure {
+    /// Length of the text in bytes.
+    pub bytes: usize,
+    /// Deepest nesting: open block collections plus open flow collections.
+    pub depth: usize,
+    /// Anchors defined.
+    pub anchors: usize,
+    /// Aliases used.
+    pub aliases: usize,
+    /// Bytes all aliases stand for together (saturating at `usize::MAX`).
+    pub alias_expansion: usize,
+    /// The first alias found inside the node it names, if any.
+    pub recursive_alias: Option<String>,
+}
+
+/// Checks `text` against every limit (see the module docs); `Ok` means the YAML parser may
+/// be given it. The size is checked before anything else is looked at.
+pub fn check(text: &str) -> Result<(), ConfigError> {
+    let exceeded = |limit, max, found| Err(ConfigError::LimitExceeded { limit, max, found });
+    if text.len() > MAX_BYTES {
+        return exceeded("size in bytes", MAX_BYTES, text.len());
+    }
+    let m = measure(text);
+    if m.depth > MAX_DEPTH {
+        return exceeded("nesting depth", MAX_DEPTH, m.depth);
+    }
+    if m.anchors > MAX_ANCHORS {
+        return exceeded("anchor count", MAX_ANCHORS, m.anchors);
+    }
+    if m.aliases > MAX_ALIASES {
+        return exceeded("alias count", MAX_ALIASES, m.aliases);
+    }
+    if let Some(alias) = m.recursive_alias {
+        return Err(ConfigError::RecursiveAlias { alias });
+    }
+    if m.alias_expansion > MAX_ALIAS_EXPANSION {
+        return exceeded(
+            "alias expansion in bytes",
+            MAX_ALIAS_EXPANSION,
+            m.alias_expansion,
+        );
+    }
+    Ok(())
+}
+
+/// Measures `text` in one pass, whatever its size (no limit is applied).
+pub fn measure(text: &str) -> Measure {
+    // The YAML reader stops at a NUL (it rejects control characters), so nothing after one
+    // can cost anything.
+    let end = text.bytes().position(|b| b == 0).unwrap_or(text.len());
+    let mut scanner = Scanner::new(&text[..end]);
+    scanner.run();
+    Measure {
+        bytes: text.len(),
+        recursive_alias: scanner.recursive_alias.map(str::to_owned),
+        ..scanner.measure
+    }
+}
+
+/// An open block collection: its column, and whether it is a mapping (else a sequence).
+#[derive(Debug, Clone, Copy)]
+struct Level {
+    column: usize,
+    mapping: bool,
+    /// Whether the last token at this level's column was a `- ` (an entry of a sequence
+    /// written at the mapping's own indentation).
+    in_entry: bool,
+}
+
+/// Where a block-context key might start: its value indicator `:` makes it a mapping key.
+#[derive(Debug, Clone, Copy)]
+struct SimpleKey {
+    pos: usize,
+    index: usize,
+    line: usize,
+    column: usize,
+}
+
+/// When an anchored node is known to have ended (at the latest).
+#[derive(Debug, Clone, Copy)]
+enum Close {
+    /// Anchored inside a flow collection at this level: ends at the next `,` or `:` of that
+    /// level, or when the level closes.
+    Flow(usize),
+    /// Anchored in block context, inside the block collection `indent` (−1: none): ends at
+    /// the first later token at a column left of it, or at its column unless that token is a
+    /// `- ` continuing a sequence written at a mapping's indentation (possibly the node).
+    Block {
+        indent: isize,
+        mapping: bool,
+        in_entry: bool,
+    },
+}
+
+/// An anchored node whose end has not been reached yet.
+#[derive(Debug, Clone, Copy)]
+struct OpenAnchor {
+    slot: usize,
+    start: usize,
+    expansion_at_start: usize,
+    close: Close,
+}
+
+/// The YAML scanner's token-start logic (libyaml's `yaml_parser_fetch_next_token`), keeping
+/// only what the limits need.
+struct Scanner<'t> {
+    text: &'t str,
+    bytes: &'t [u8],
+    pos: usize,
+    /// Characters from the start (the scanner's `mark.index`).
+    index: usize,
+    line: usize,
+    /// Characters from the start of the line.
+    column: usize,
+    flow: usize,
+    levels: Vec<Level>,
+    simple_key_allowed: bool,
+    /// The block-context pending key, if any (flow levels' keys never open a collection).
+    key: Option<SimpleKey>,
+    /// Expanded size of each anchor definition, `None` while its node is open.
+    slots: Vec<Option<usize>>,
+    names: HashMap<&'t str, usize>,
+    open: Vec<OpenAnchor>,
+    recursive_alias: Option<&'t str>,
+    measure: Measure,
+}
+
+impl<'t> Scanner<'t> {
+    fn new(text: &'t str) -> Self {
+        Scanner {
+            text,
+            bytes: text.as_bytes(),
+            // The YAML reader drops a leading byte-order mark before the scanner sees the
+            // text, so it takes no column.
+            pos: if text.starts_with('\u{FEFF}') { 3 } else { 0 },
+            index: 0,
+            line: 0,
+            column: 0,
+            flow: 0,
+            levels: Vec::new(),
+            simple_key_allowed: true,
+            key: None,
+            slots: Vec::new(),
+            names: HashMap::new(),
+            open: Vec::new(),
+            recursive_alias: None,
+            measure: Measure::default(),
+        }
+    }
+
+    // ---- characters ----
+
+    fn byte_at(&self, pos: usize) -> Option<u8> {
+        self.bytes.get(pos).copied()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.byte_at(self.pos)
+    }
+
+    fn at_end(&self) -> bool {
+        self.pos >= self.bytes.len()
+    }
+
+    /// Length in bytes of the line break at `pos` (CR LF counts as one), 0 when none.
+    fn break_len(&self, pos: usize) -> usize {
+        match (
+            self.byte_at(pos),
+            self.byte_at(pos + 1),
+            self.byte_at(pos + 2),
+        ) {
+            (Some(b'\r'), Some(b'\n'), _) => 2,
+            (Some(b'\r' | b'\n'), _, _) => 1,
+            (Some(0xC2), Some(0x85), _) => 2,
+            (Some(0xE2), Some(0x80), Some(0xA8 | 0xA9)) => 3,
+            _ => 0,
+        }
+    }
+
+    fn is_break(&self, pos: usize) -> bool {
+        self.break_len(pos) > 0
+    }
+
+    fn is_blank(&self, pos: usize) -> bool {
+        matches!(self.byte_at(pos), Some(b' ' | b'\t'))
+    }
+
+    fn is_blankz(&self, pos: usize) -> bool {
+        pos >= self.bytes.len() || self.is_blank(pos) || self.is_break(pos)
+    }
+
+    /// Moves over one character (not a line break).
+    fn advance_char(&mut self) {
+        let mut next = self.pos + 1;
+        while next < self.bytes.len() && self.bytes[next] & 0xC0 == 0x80 {
+            next += 1;
+        }
+        self.pos = next.min(self.bytes.len());
+        self.index += 1;
+        self.column += 1;
+    }
+
+    /// Moves over the line break at the cursor.
+    fn advance_break(&mut self) {
+        let len = self.break_len(self.pos);
+        // CR LF is two characters to the scanner's index, any other break one.
+        self.index += if len == 2 && self.peek() == Some(b'\r') {
+            2
+        } else {
+            1
+        };
+        self.pos = (self.pos + len.max(1)).min(self.bytes.len());
+        self.line += 1;
+        self.column = 0;
+    }
+
+    fn skip_to_break(&mut self) {
+        while !self.at_end() && !self.is_break(self.pos) {
+            self.advance_char();
+        }
+    }
+
+    fn is_document_indicator(&self) -> bool {
+        self.column == 0
+            && (self.bytes[self.pos..].starts_with(b"---")
+                || self.bytes[self.pos..].starts_with(b"..."))
+            && self.is_blankz(self.pos + 3)
+    }
+
+    // ---- structure ----
+
+    fn indent(&self) -> isize {
+        self.levels.last().map_or(-1, |level| level.column as isize)
+    }
+
+    fn note_depth(&mut self) {
+        let depth = self.levels.len() + self.flow;
+        self.measure.depth = self.measure.depth.max(depth);
+    }
+
+    fn roll_indent(&mut self, column: usize, mapping: bool) {
+        if self.flow == 0 && self.indent() < column as isize {
+            self.levels.push(Level {
+                column,
+                mapping,
+                in_entry: false,
+            });
+            self.note_depth();
+        }
+    }
+
+    fn unroll_indent(&mut self, column: isize) {
+        if self.flow == 0 {
+            while self.indent() > column {
+                self.levels.pop();
+            }
+        }
+    }
+
+    fn save_simple_key(&mut self) {
+        if self.flow == 0 && self.simple_key_allowed {
+            self.key = Some(SimpleKey {
+                pos: self.pos,
+                index: self.index,
+                line: self.line,
+                column: self.column,
+            });
+        }
+    }
+
+    fn remove_simple_key(&mut self) {
+        if self.flow == 0 {
+            self.key = None;
+        }
+    }
+
+    /// The pending block-context key, if it can still be one here.
+    fn possible_key(&self) -> Option<SimpleKey> {
+        self.key
+            .filter(|k| k.line == self.line && k.index + SIMPLE_KEY_SPAN >= self.index)
+    }
+
+    // ---- anchors ----
+
+    fn close_top(&mut self, end: usize) {
+        if let Some(anchor) = self.open.pop() {
+            let inside = self
+                .measure
+                .alias_expansion
+                .saturating_sub(anchor.expansion_at_start);
+            let size = end.saturating_sub(anchor.start).saturating_add(inside);
+            if let Some(slot) = self.slots.get_mut(anchor.slot) {
+                *slot = Some(size);
+            }
+        }
+    }
+
+    /// Ends the anchored nodes a block-context token at `column` lies outside of.
+    fn close_block_anchors(&mut self, column: usize, dash: bool) {
+        let column = column as isize;
+        while let Some(OpenAnchor {
+            close:
+                Close::Block {
+                    indent,
+                    mapping,
+                    in_entry,
+                },
+            ..
+        }) = self.open.last().copied()
+        {
+            let outside = column < indent || (column == indent && !(mapping && dash && !in_entry));
+            if !outside {
+                break;
+            }
+            self.close_top(self.pos);
+        }
+    }
+
+    /// Ends the anchored nodes of flow level `level` or deeper (`,` or `:` at that level).
+    fn close_flow_anchors(&mut self, level: usize) {
+        while let Some(OpenAnchor {
+            close: Close::Flow(at),
+            ..
+        }) = self.open.last().copied()
+        {
+            if at < level {
+                break;
+            }
+            self.close_top(self.pos);
+        }
+    }
+
+    /// Ends the anchored nodes that start at `from` or later (they are part of a key).
+    fn close_anchors_from(&mut self, from: usize) {
+        while self.open.last().is_some_and(|a| a.start >= from) {
+            self.close_top(self.pos);
+        }
+    }
+
+    fn close_all_anchors(&mut self) {
+        while !self.open.is_empty() {
+            self.close_top(self.pos);
+        }
+    }
+
+    /// Reads an anchor or alias name (letters, digits, `_`, `-`) after its indicator.
+    fn scan_name(&mut self) -> &'t str {
+        self.advance_char();
+        let from = self.pos;
+        while self
+            .peek()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            self.advance_char();
+        }
+        &self.text[from..self.pos]
+    }
+
+    fn anchor(&mut self) {
+        let start = self.pos;
+        let name = self.scan_name();
+        self.measure.anchors += 1;
+        let slot = self.slots.len();
+        self.slots.push(None);
+        self.names.insert(name, slot);
+        let close = if self.flow > 0 {
+            Close::Flow(self.flow)
+        } else {
+            let level = self.levels.last();
+            Close::Block {
+                indent: self.indent(),
+                mapping: level.is_some_and(|l| l.mapping),
+                in_entry: level.is_some_and(|l| l.in_entry),
+            }
+        };
+        self.open.push(OpenAnchor {
+            slot,
+            start,
+            expansion_at_start: self.measure.alias_expansion,
+            close,
+        });
+    }
+
+    fn alias(&mut self) {
+        let name = self.scan_name();
+        self.measure.aliases += 1;
+        // An unknown name is the parser's error to report; it expands to nothing.
+        let Some(&slot) = self.names.get(name) else {
+            return;
+        };
+        match self.slots.get(slot).copied().flatten() {
+            Some(size) => {
+                self.measure.alias_expansion = self.measure.alias_expansion.saturating_add(size);
+            }
+            None => {
+                if self.recursive_alias.is_none() {
+                    self.recursive_alias = Some(name);
+                }
+            }
+        }
+    }
+
+    // ---- scalars and tags ----
+
+    fn is_uri_char(b: u8, verbatim: bool) -> bool {
+        b.is_ascii_alphanumeric()
+            || b"-_;/?:@&=+$.%!~*'()".contains(&b)
+            || (verbatim && b",[]".contains(&b))
+    }
+
+    fn tag(&mut self) {
+        self.advance_char();
+        let verbatim = self.peek() == Some(b'<');
+        if verbatim {
+            self.advance_char();
+        }
+        while self.peek().is_some_and(|b| Self::is_uri_char(b, verbatim)) {
+            self.advance_char();
+        }
+        if verbatim && self.peek() == Some(b'>') {
+            self.advance_char();
+        }
+    }
+
+    fn quoted_scalar(&mut self, quote: u8) {
+        self.advance_char();
+        loop {
+            if self.at_end() || self.is_document_indicator() {
+                return;
+            }
+            let b = self.bytes[self.pos];
+            if quote == b'\'' && b == b'\'' && self.byte_at(self.pos + 1) == Some(b'\'') {
+                self.advance_char();
+                self.advance_char();
+            } else if b == quote {
+                self.advance_char();
+                return;
+            } else if quote == b'"' && b == b'\\' {
+                self.advance_char();
+                if self.is_break(self.pos) {
+                    self.advance_break();
+                } else if !self.at_end() {
+                    self.advance_char();
+                }
+            } else if self.is_break(self.pos) {
+                self.advance_break();
+            } else {
+                self.advance_char();
+            }
+        }
+    }
+
+    /// A plain scalar; returns whether it ended after a line break (which allows a key next).
+    fn plain_scalar(&mut self) -> bool {
+        let indent = self.indent() + 1;
+        let mut leading_blanks = false;
+        loop {
+            if self.at_end() || self.is_document_indicator() || self.peek() == Some(b'#') {
+                break;
+            }
+            while !self.is_blankz(self.pos) {
+                let b = self.bytes[self.pos];
+                let next_blankz = self.is_blankz(self.pos + 1);
+                if b == b':' && self.flow > 0 {
+                    let next = self.byte_at(self.pos + 1);
+                    if next.is_some_and(|n| b",?[]{}".contains(&n)) || next_blankz {
+                        return leading_blanks;
+                    }
+                }
+                if (b == b':' && next_blankz) || (self.flow > 0 && b",[]{}".contains(&b)) {
+                    break;
+                }
+                leading_blanks = false;
+                self.advance_char();
+            }
+            if !(self.is_blank(self.pos) || self.is_break(self.pos)) {
+                break;
+            }
+            while self.is_blank(self.pos) || self.is_break(self.pos) {
+                if self.is_blank(self.pos) {
+                    self.advance_char();
+                } else {
+                    self.advance_break();
+                    leading_blanks = true;
+                }
+            }
+            if self.flow == 0 && (self.column as isize) < indent {
+                break;
+            }
+        }
+        leading_blanks
+    }
+
+    /// Spaces up to the block scalar's indentation and empty lines; sets an automatic
+    /// indentation from the first non-empty line.
+    fn block_scalar_breaks(&mut self, indent: &mut usize) -> bool {
+        let mut max_indent = 0;
+        loop {
+            while (*indent == 0 || self.column < *indent) && self.peek() == Some(b' ') {
+                self.advance_char();
+            }
+            max_indent = max_indent.max(self.column);
+            if (*indent == 0 || self.column < *indent) && self.peek() == Some(b'\t') {
+                // A tab where indentation is expected: the YAML scanner stops here.
+                return false;
+            }
+            if !self.is_break(self.pos) {
+                break;
+            }
+            self.advance_break();
+        }
+        if *indent == 0 {
+            *indent = max_indent.max((self.indent() + 1).max(1) as usize);
+        }
+        true
+    }
+
+    fn block_scalar(&mut self) {
+        self.advance_char();
+        let mut increment = 0;
+        let digit = |b: Option<u8>| b.filter(|b| (b'1'..=b'9').contains(b)).map(|b| b - b'0');
+        if matches!(self.peek(), Some(b'+' | b'-')) {
+            self.advance_char();
+            if let Some(d) = digit(self.peek()) {
+                increment = usize::from(d);
+                self.advance_char();
+            }
+        } else if let Some(d) = digit(self.peek()) {
+            increment = usize::from(d);
+            self.advance_char();
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.advance_char();
+            }
+        }
+        // The rest of the header line: blanks and a comment (anything else is an error).
+        self.skip_to_break();
+        if self.is_break(self.pos) {
+            self.advance_break();
+        }
+        let mut indent = if increment == 0 {
+            0
+        } else if self.indent() >= 0 {
+            self.indent() as usize + increment
+        } else {
+            increment
+        };
+        if !self.block_scalar_breaks(&mut indent) {
+            return;
+        }
+        while self.column == indent && !self.at_end() {
+            self.skip_to_break();
+            if self.is_break(self.pos) {
+                self.advance_break();
+            }
+            if !self.block_scalar_breaks(&mut indent) {
+                return;
+            }
+        }
+    }
+
+    // ---- tokens ----
+
+    fn skip_to_next_token(&mut self) {
+        loop {
+            if self.column == 0 && self.bytes[self.pos..].starts_with("\u{FEFF}".as_bytes()) {
+                self.advance_char();
+            }
+            while self.peek() == Some(b' ')
+                || ((self.flow > 0 || !self.simple_key_allowed) && self.peek() == Some(b'\t'))
+            {
+                self.advance_char();
+            }
+            if self.peek() == Some(b'#') {
+                self.skip_to_break();
+            }
+            if !self.is_break(self.pos) {
+                break;
+            }
+            self.advance_break();
+            if self.flow == 0 {
+                self.simple_key_allowed = true;
+            }
+        }
+    }
+
+    fn run(&mut self) {
+        loop {
+            self.skip_to_next_token();
+            if self.at_end() {
+                break;
+            }
+            let b = self.bytes[self.pos];
+            let next_blankz = self.is_blankz(self.pos + 1);
+            let column = self.column;
+            if self.flow == 0 {
+                self.unroll_indent(column as isize);
+                let dash = b == b'-' && next_blankz;
+                self.close_block_anchors(column, dash);
+                if let Some(level) = self.levels.last_mut()
+                    && level.column == column
+                {
+                    level.in_entry = dash;
+                }
+            }
+            match b {
+                b'%' if column == 0 => {
+                    self.unroll_indent(-1);
+                    self.remove_simple_key();
+                    self.simple_key_allowed = false;
+                    self.skip_to_break();
+                }
+                b'-' | b'.' if self.is_document_indicator() => {
+                    self.unroll_indent(-1);
+                    self.remove_simple_key();
+                    self.simple_key_allowed = false;
+                    self.close_all_anchors();
+                    for _ in 0..3 {
+                        self.advance_char();
+                    }
+                }
+                b'[' | b'{' => {
+                    self.save_simple_key();
+                    self.flow += 1;
+                    self.note_depth();
+                    self.simple_key_allowed = true;
+                    self.advance_char();
+                }
+                b']' | b'}' => {
+                    self.remove_simple_key();
+                    if self.flow > 0 {
+                        self.close_flow_anchors(self.flow);
+                        self.flow -= 1;
+                    }
+                    self.simple_key_allowed = false;
+                    self.advance_char();
+                }
+                b',' => {
+                    self.remove_simple_key();
+                    self.close_flow_anchors(self.flow.max(1));
+                    self.simple_key_allowed = true;
+                    self.advance_char();
+                }
+                b'-' if next_blankz => {
+                    self.roll_indent(column, false);
+                    self.remove_simple_key();
+                    self.simple_key_allowed = true;
+                    self.advance_char();
+                }
+                b'?' if self.flow > 0 || next_blankz => {
+                    self.roll_indent(column, true);
+                    self.remove_simple_key();
+                    self.simple_key_allowed = self.flow == 0;
+                    self.advance_char();
+                }
+                b':' if self.flow > 0 || next_blankz => {
+                    if self.flow > 0 {
+                        self.close_flow_anchors(self.flow);
+                    } else if let Some(key) = self.possible_key() {
+                        self.close_anchors_from(key.pos);
+                        self.roll_indent(key.column, true);
+                        self.key = None;
+                        self.simple_key_allowed = false;
+                        self.advance_char();
+                        continue;
+                    } else {
+                        self.roll_indent(column, true);
+                    }
+                    self.simple_key_allowed = self.flow == 0;
+                    self.advance_char();
+                }
+                b'*' | b'&' => {
+                    self.save_simple_key();
+                    self.simple_key_allowed = false;
+                    if b == b'&' {
+                        self.anchor();
+                    } else {
+                        self.alias();
+                    }
+                }
+                b'!' => {
+                    self.save_simple_key();
+                    self.simple_key_allowed = false;
+                    self.tag();
+                }
+                b'|' | b'>' if self.flow == 0 => {
+                    self.remove_simple_key();
+                    self.simple_key_allowed = true;
+                    self.block_scalar();
+                }
+                b'\'' | b'"' => {
+                    self.save_simple_key();
+                    self.simple_key_allowed = false;
+                    self.quoted_scalar(b);
+                }
+                _ if self.starts_plain_scalar(b, next_blankz) => {
+                    self.save_simple_key();
+                    self.simple_key_allowed = false;
+                    if self.plain_scalar() {
+                        self.simple_key_allowed = true;
+                    }
+                }
+                // A character that cannot start a token: the YAML scanner stops with an
+                // error here; step over it and go on (counting more can only be stricter).
+                _ => self.advance_char(),
+            }
+        }
+        self.close_all_anchors();
+    }
+
+    fn starts_plain_scalar(&self, b: u8, next_blankz: bool) -> bool {
+        let indicator = b"-?:,[]{}#&*!|>'\"%@`".contains(&b);
+        !(self.is_blankz(self.pos) || indicator)
+            || (b == b'-' && !self.is_blank(self.pos + 1))
+            || (self.flow == 0 && (b == b'?' || b == b':') && !next_blankz)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn depth(text: &str) -> usize {
+        measure(text).depth
+    }
+
+    #[test]
+    fn strings_and_comments_do_not_count() {
+        let text = r#"
+a: "[[[[ *x &y {{{{"   # [[[[ *x &y
+b: '[[ it''s *x'
+c: plain [[[ text *x &y with # a comment [[[
+d: |
+  [[[[[[ *x &y
+  {{{{
+e: >-
+    *x [[
+f: !tag [1, 2]
+"#;
+        let m = measure(text);
+        assert_eq!((m.anchors, m.aliases), (0, 0), "{m:?}");
+        assert_eq!(m.depth, 2, "{m:?}");
+    }
+
+    #[test]
+    fn flow_and_block_nesting_add_up() {
+        assert_eq!(depth("a: [[1]]"), 3);
+        assert_eq!(depth("a:\n  b:\n    c: {d: [1]}\n"), 5);
+        assert_eq!(depth("- - - x"), 3);
+        assert_eq!(
+            depth("key:\n- a\n- b\n"),
+            1,
+            "a sequence at its key's indentation"
+        );
+        assert_eq!(depth("[[[[[[[[[[["), 11);
+        assert_eq!(depth(&" ".repeat(0)), 0);
+    }
+
+    #[test]
+    fn a_plain_scalar_continues_onto_more_indented_lines() {
+        // The second line continues `a`'s value: its quote opens nothing.
+        let text = "k: a\n  \"b\nx: [[[\n";
+        assert_eq!(depth(text), 4);
+        // A continuation starting with `[` is text too.
+        assert_eq!(depth("k: a\n  [[[[\n"), 1);
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_takes_no_column() {
+        // With the mark counted as a column, `a` would open a mapping at column 1 and `b`
+        // (column 0) would close it instead of nesting one level below `c`.
+        assert_eq!(depth("\u{FEFF}a:\n b:\n  c: [1]\n"), 4);
+        assert_eq!(depth("\u{FEFF}a: 1\nb:\n c: 1\n"), 2);
+    }
+
+    #[test]
+    fn carriage_returns_break_lines() {
+        assert_eq!(depth("a:\r b:\r  c:\r   d: 1\r"), 4);
+        assert_eq!(depth("a:\u{2028} b:\u{85}  c: 1"), 3);
+    }
+
+    #[test]
+    fn aliases_count_the_node_they_name() {
+        let m = measure("a: &a [1, 2, 3]\nb: *a\nc: *a\n");
+        assert_eq!((m.anchors, m.aliases), (1, 2));
+        assert_eq!(m.alias_expansion, 2 * "&a [1, 2, 3]\n".len());
+        // Nested: b stands for its own text plus what its aliases stand for.
+        let m = measure("a: &a xy\nb: &b [*a, *a]\nc: *b\n");
+        let a = "&a xy\n".len();
+        let b = "&b [*a, *a]\n".len() + 2 * a;
+        assert_eq!(m.alias_expansion, 2 * a + b);
+    }
+
+    #[test]
+    fn anchored_block_nodes_end_where_their_indentation_does() {
+        let text = "\
+list: &l
+- one
+- two
+seq:
+- &item
+  k: v
+- *item
+map:
+  &m
+  x: 1
+other: *m
+keyed: 1
+&k key: v
+again: *k
+";
+        let m = measure(text);
+        assert_eq!(m.recursive_alias, None, "{m:?}");
+        assert_eq!((m.anchors, m.aliases), (4, 3));
+    }
+
+    #[test]
+    fn an_alias_inside_its_own_node_is_recursive() {
+        let m = measure("a: &a [1, *a]\n");
+        assert_eq!(m.recursive_alias.as_deref(), Some("a"));
+        let m = measure("&r\nk:\n  v: *r\n");
+        assert_eq!(m.recursive_alias.as_deref(), Some("r"));
+    }
+
+    #[test]
+    fn a_billion_laughs_is_measured_not_expanded() {
+        let mut text = String::from("a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+        for (prev, name) in ["a", "b", "c", "d", "e", "f", "g", "h"]
+            .iter()
+            .zip(["b", "c", "d", "e", "f", "g", "h", "i"])
+        {
+            let refs = vec![format!("*{prev}"); 9].join(",");
+            text.push_str(&format!("{name}: &{name} [{refs}]\n"));
+        }
+        let m = measure(&text);
+        assert!(m.alias_expansion > 1_000_000_000, "{m:?}");
+        assert!(matches!(
+            check(&text),
+            Err(ConfigError::LimitExceeded {
+                limit: "alias expansion in bytes",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn each_limit_names_itself() {
+        let big = "#".repeat(MAX_BYTES + 1);
+        assert_eq!(
+            check(&big),
+            Err(ConfigError::LimitExceeded {
+                limit: "size in bytes",
+                max: MAX_BYTES,
+                found: MAX_BYTES + 1
+            })
+        );
+        let anchors: String = (0..=MAX_ANCHORS)
+            .map(|i| format!("k{i}: &a{i} v\n"))
+            .collect();
+        assert_eq!(
+            check(&anchors),
+            Err(ConfigError::LimitExceeded {
+                limit: "anchor count",
+                max: MAX_ANCHORS,
+                found: MAX_ANCHORS + 1
+            })
+        );
+        let aliases = format!("a: &a x\nb: [{}]\n", vec!["*a"; MAX_ALIASES + 1].join(","));
+        assert_eq!(
+            check(&aliases),
+            Err(ConfigError::LimitExceeded {
+                limit: "alias count",
+                max: MAX_ALIASES,
+                found: MAX_ALIASES + 1
+            })
+        );
+        let mut nested = String::new();
+        for i in 0..=MAX_DEPTH {
+            nested.push_str(&" ".repeat(i));
+            nested.push_str("k:\n");
+        }
+        assert_eq!(
+            check(&nested),
+            Err(ConfigError::LimitExceeded {
+                limit: "nesting depth",
+                max: MAX_DEPTH,
+                found: MAX_DEPTH + 1
+            })
+        );
+        assert_eq!(
+            check("a: &a [*a]"),
+            Err(ConfigError::RecursiveAlias { alias: "a".into() })
+        );
+    }
+
+    #[test]
+    fn any_text_is_measured_without_panicking() {
+        for text in [
+            "",
+            "\u{FEFF}",
+            "\"",
+            "'",
+            "|",
+            ">2\n",
+            "- ",
+            "? ",
+            ": ",
+            "&",
+            "*",
+            "!<",
+            "%",
+            "---",
+            "...",
+            "\r",
+            "\u{85}",
+            "a:\t- b",
+            "[&a x: *a]",
+            "{? a: b}",
+            "|0\n x",
+            "k: >+9\n",
+            "\0[[[[",
+        ] {
+            let _ = measure(text);
+        }
+    }
+}
