@@ -14,7 +14,8 @@
 //!   rebuilt scheduler in on a config reload;
 //! - [`metrics`]: the counters the core keeps and the visitor that exports them;
 //! - [`prefix`]: the prefix-cache index;
-//! - [`config`]: YAML configuration and the plugin registry.
+//! - [`config`]: YAML configuration and the plugin registry;
+//! - [`flow`]: flow control: saturation detectors and the priority / fair queue.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -34,6 +35,7 @@ pub mod completion;
 pub mod config;
 pub mod decision;
 pub mod endpoint;
+pub mod flow;
 pub mod metrics;
 pub mod plugin;
 pub mod prefix;

@@ -1,0 +1,521 @@
+//! The flow controller's queue: priority bands, round-robin fairness across flows, FCFS within
+//! a flow, per-band and global limits, a time-to-live per request.
+//!
+//! [`FlowQueue`] is a plain state machine (`&mut self`, no clock, no threads): the adapter's
+//! driver hands it requests with the current [`Timestamp`], asks it for the next request to
+//! dispatch when the pool has room, and drains the requests whose time ran out.
+//!
+//! - **Bands**: an integer priority, higher first; strict priority (a band is served only when
+//!   every higher band is empty). Negative priorities are sheddable: see [`FlowQueue::admit`].
+//! - **Flows**: within a band, requests are grouped by a fairness id (`""` is the default
+//!   flow); the band serves its non-empty flows in turn, one request each (round robin), and a
+//!   flow's requests in arrival order (FCFS). A flow that appears joins the end of the round.
+//! - **Limits**: per band, queued requests and bytes ([`BandLimits`]); over all bands, the
+//!   global limits of [`FlowSettings`]. A request over a limit is refused with
+//!   [`DropReason::QueueFull`].
+//! - **Time-to-live**: a request enqueued at `t` with TTL `d` expires at `t + d`: at that
+//!   instant and after, it is never dispatched and comes back from [`FlowQueue::expire`] with
+//!   [`DropReason::TtlExpired`].
+//! - **Cancel**: [`FlowQueue::cancel`] removes a request whose client went away; it is not
+//!   counted as a drop.
+//!
+//! Every operation is O(log n) (the expiry index and the band lookup are ordered maps; flows
+//! and requests are intrusive lists in slabs), and memory is bounded by the limits: requests
+//! and flows live in slabs whose free slots are reused, and empty flows and bands are removed.
+//!
+//! ```
+//! use std::time::Duration;
+//! use shepherd_scheduler_core::clock::Timestamp;
+//! use shepherd_scheduler_core::flow::{DropReason, FlowQueue, FlowSettings};
+//!
+//! let mut queue = FlowQueue::new(FlowSettings::default()); // TTL 60 s
+//! let t0 = Timestamp::ZERO;
+//! queue.enqueue("batch-1", -1, "tenant-a", 100, t0).unwrap();
+//! queue.enqueue("chat-1", 0, "tenant-a", 100, t0).unwrap();
+//! queue.enqueue("chat-2", 0, "tenant-b", 100, t0).unwrap();
+//! queue.enqueue("chat-3", 0, "tenant-a", 100, t0).unwrap();
+//!
+//! // Band 0 first, alternating between the tenants; band -1 last.
+//! let now = Timestamp::from_millis(10);
+//! assert_eq!(queue.dispatch_next(now), Some("chat-1"));
+//! assert_eq!(queue.dispatch_next(now), Some("chat-2"));
+//! assert_eq!(queue.dispatch_next(now), Some("chat-3"));
+//!
+//! // The sheddable request waits its whole TTL, then expires.
+//! let late = t0.saturating_add(Duration::from_secs(60));
+//! assert_eq!(queue.dispatch_next(late), None);
+//! assert_eq!(queue.expire(late), vec![("batch-1", DropReason::TtlExpired)]);
+//! assert_eq!(queue.counters().dropped(DropReason::TtlExpired), 1);
+//!
+//! // Under saturation a sheddable request is refused before it is queued.
+//! assert_eq!(queue.admit(-1, true), Err(DropReason::Shed));
+//! assert_eq!(queue.admit(0, true), Ok(()));
+//! ```
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use hashbrown::HashMap;
+
+use super::config::{BandLimits, FlowSettings};
+use super::reason::{DropReason, Rejected};
+use crate::clock::Timestamp;
+
+const NIL: u32 = u32::MAX;
+
+/// Identifies a queued request, to [`FlowQueue::cancel`] it. A ticket is never reused for
+/// another request (slots carry a generation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ticket {
+    slot: u32,
+    generation: u32,
+}
+
+/// What the queue has counted since it was created.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowCounters {
+    /// Requests accepted into the queue.
+    pub enqueued: u64,
+    /// Requests handed out by [`FlowQueue::dispatch_next`].
+    pub dispatched: u64,
+    /// Requests removed by [`FlowQueue::cancel`] (not drops: the client left).
+    pub cancelled: u64,
+    dropped: [u64; 3],
+}
+
+impl FlowCounters {
+    /// Requests dropped for `reason`.
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.dropped[reason.index()]
+    }
+}
+
+struct Entry<T> {
+    item: T,
+    bytes: u64,
+    priority: i32,
+    flow: u32,
+    seq: u64,
+    deadline: Option<Timestamp>,
+    prev: u32,
+    next: u32,
+}
+
+struct Slot<T> {
+    generation: u32,
+    entry: Option<Entry<T>>,
+}
+
+struct Flow {
+    key: Box<str>,
+    head: u32,
+    tail: u32,
+    ring_prev: u32,
+    ring_next: u32,
+}
+
+struct Band {
+    limits: BandLimits,
+    len: u64,
+    bytes: u64,
+    flows: Vec<Option<Flow>>,
+    free_flows: Vec<u32>,
+    by_key: HashMap<Box<str>, u32, ahash::RandomState>,
+    /// The flow served next; `NIL` when the band is empty.
+    cursor: u32,
+}
+
+impl Band {
+    fn new(limits: BandLimits) -> Self {
+        Band {
+            limits,
+            len: 0,
+            bytes: 0,
+            flows: Vec::new(),
+            free_flows: Vec::new(),
+            by_key: HashMap::default(),
+            cursor: NIL,
+        }
+    }
+
+    fn flow(&mut self, index: u32) -> &mut Flow {
+        match self.flows.get_mut(index as usize).and_then(Option::as_mut) {
+            Some(f) => f,
+            None => unreachable!("flow index {index} refers to a live flow"),
+        }
+    }
+
+    /// The flow for `key`, created (at the end of the round) if absent.
+    fn flow_for(&mut self, key: &str) -> u32 {
+        if let Some(&i) = self.by_key.get(key) {
+            return i;
+        }
+        let flow = Flow {
+            key: key.into(),
+            head: NIL,
+            tail: NIL,
+            ring_prev: NIL,
+            ring_next: NIL,
+        };
+        let index = match self.free_flows.pop() {
+            Some(i) => {
+                self.flows[i as usize] = Some(flow);
+                i
+            }
+            None => {
+                self.flows.push(Some(flow));
+                (self.flows.len() - 1) as u32
+            }
+        };
+        self.by_key.insert(key.into(), index);
+        // Join the ring just before the cursor: served after every flow already waiting.
+        if self.cursor == NIL {
+            let f = self.flow(index);
+            f.ring_prev = index;
+            f.ring_next = index;
+            self.cursor = index;
+        } else {
+            let next = self.cursor;
+            let prev = self.flow(next).ring_prev;
+            self.flow(prev).ring_next = index;
+            self.flow(next).ring_prev = index;
+            let f = self.flow(index);
+            f.ring_prev = prev;
+            f.ring_next = next;
+        }
+        index
+    }
+
+    /// Removes an empty flow from the ring and frees it.
+    fn drop_flow(&mut self, index: u32) {
+        let (prev, next) = {
+            let f = self.flow(index);
+            (f.ring_prev, f.ring_next)
+        };
+        if next == index {
+            self.cursor = NIL;
+        } else {
+            self.flow(prev).ring_next = next;
+            self.flow(next).ring_prev = prev;
+            if self.cursor == index {
+                self.cursor = next;
+            }
+        }
+        if let Some(flow) = self.flows[index as usize].take() {
+            self.by_key.remove(&flow.key);
+        }
+        self.free_flows.push(index);
+    }
+}
+
+/// Priority bands of fair FCFS queues with limits and a TTL: see the [module docs](self).
+pub struct FlowQueue<T> {
+    settings: FlowSettings,
+    global_max_requests: u64,
+    slots: Vec<Slot<T>>,
+    free_slots: Vec<u32>,
+    /// Non-empty bands, highest priority first.
+    bands: BTreeMap<Reverse<i32>, Band>,
+    /// `(deadline, seq, slot)` of every queued request that has a deadline.
+    deadlines: BTreeSet<(Timestamp, u64, u32)>,
+    /// Requests found expired by `dispatch_next`, handed out by the next `expire`.
+    expired: Vec<(T, DropReason)>,
+    len: u64,
+    bytes: u64,
+    seq: u64,
+    counters: FlowCounters,
+}
+
+impl<T> std::fmt::Debug for FlowQueue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowQueue")
+            .field("len", &self.len)
+            .field("bytes", &self.bytes)
+            .field("bands", &self.bands.len())
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> FlowQueue<T> {
+    /// The cap on queued requests when the settings have no global `maxRequests`: the queue's
+    /// memory stays bounded even if requests come with many distinct priorities.
+    pub const DEFAULT_GLOBAL_MAX_REQUESTS: u64 = 100_000;
+
+    /// An empty queue with these settings.
+    pub fn new(settings: FlowSettings) -> Self {
+        FlowQueue {
+            global_max_requests: settings
+                .max_requests
+                .unwrap_or(Self::DEFAULT_GLOBAL_MAX_REQUESTS),
+            settings,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            bands: BTreeMap::new(),
+            deadlines: BTreeSet::new(),
+            expired: Vec::new(),
+            len: 0,
+            bytes: 0,
+            seq: 0,
+            counters: FlowCounters::default(),
+        }
+    }
+
+    /// The settings the queue runs with.
+    pub fn settings(&self) -> &FlowSettings {
+        &self.settings
+    }
+
+    /// Requests queued (not counting expired ones waiting to be drained by
+    /// [`FlowQueue::expire`]).
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes queued.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Requests queued in the band of `priority`.
+    pub fn band_len(&self, priority: i32) -> usize {
+        self.bands
+            .get(&Reverse(priority))
+            .map_or(0, |b| b.len as usize)
+    }
+
+    /// Bytes queued in the band of `priority`.
+    pub fn band_bytes(&self, priority: i32) -> u64 {
+        self.bands.get(&Reverse(priority)).map_or(0, |b| b.bytes)
+    }
+
+    /// What the queue has counted.
+    pub fn counters(&self) -> FlowCounters {
+        self.counters
+    }
+
+    /// The shedding decision before a request is queued: a sheddable request (negative
+    /// priority) is refused with [`DropReason::Shed`] while the pool is `saturated`, and
+    /// counted. Anything else may be enqueued.
+    pub fn admit(&mut self, priority: i32, saturated: bool) -> Result<(), DropReason> {
+        if saturated && priority < 0 {
+            self.counters.dropped[DropReason::Shed.index()] += 1;
+            return Err(DropReason::Shed);
+        }
+        Ok(())
+    }
+
+    /// Queues `item` in the band of `priority`, flow `flow_id`, with the default TTL.
+    pub fn enqueue(
+        &mut self,
+        item: T,
+        priority: i32,
+        flow_id: &str,
+        bytes: u64,
+        now: Timestamp,
+    ) -> Result<Ticket, Rejected<T>> {
+        let ttl = self.settings.ttl;
+        self.enqueue_with_ttl(item, priority, flow_id, bytes, now, ttl)
+    }
+
+    /// Queues `item` with its own time-to-live (`None`: none). Refused with
+    /// [`DropReason::QueueFull`] (and counted) if its band or the whole queue has no room.
+    pub fn enqueue_with_ttl(
+        &mut self,
+        item: T,
+        priority: i32,
+        flow_id: &str,
+        bytes: u64,
+        now: Timestamp,
+        ttl: Option<Duration>,
+    ) -> Result<Ticket, Rejected<T>> {
+        let total = self.len + self.expired.len() as u64;
+        let global_bytes_ok = self
+            .settings
+            .max_bytes
+            .is_none_or(|max| self.bytes.saturating_add(bytes) <= max);
+        let band_ok = match self.bands.get(&Reverse(priority)) {
+            Some(b) => {
+                b.len < b.limits.max_requests
+                    && b.bytes.saturating_add(bytes) <= b.limits.max_bytes
+            }
+            None => {
+                let limits = self.settings.band_limits(priority);
+                limits.max_requests > 0 && bytes <= limits.max_bytes
+            }
+        };
+        if total >= self.global_max_requests || !global_bytes_ok || !band_ok {
+            self.counters.dropped[DropReason::QueueFull.index()] += 1;
+            return Err(Rejected {
+                item,
+                reason: DropReason::QueueFull,
+            });
+        }
+
+        let settings = &self.settings;
+        let band = self
+            .bands
+            .entry(Reverse(priority))
+            .or_insert_with(|| Band::new(settings.band_limits(priority)));
+        let flow_index = band.flow_for(flow_id);
+        let seq = self.seq;
+        self.seq += 1;
+        let deadline = ttl.map(|d| now.saturating_add(d));
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    entry: None,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        // Append to the flow's list.
+        let flow = band.flow(flow_index);
+        let prev = flow.tail;
+        flow.tail = slot;
+        if prev == NIL {
+            flow.head = slot;
+        }
+        if prev != NIL
+            && let Some(e) = self.slots[prev as usize].entry.as_mut()
+        {
+            e.next = slot;
+        }
+        band.len += 1;
+        band.bytes += bytes;
+        let cell = &mut self.slots[slot as usize];
+        cell.entry = Some(Entry {
+            item,
+            bytes,
+            priority,
+            flow: flow_index,
+            seq,
+            deadline,
+            prev,
+            next: NIL,
+        });
+        if let Some(d) = deadline {
+            self.deadlines.insert((d, seq, slot));
+        }
+        self.len += 1;
+        self.bytes += bytes;
+        self.counters.enqueued += 1;
+        Ok(Ticket {
+            slot,
+            generation: cell.generation,
+        })
+    }
+
+    /// The next request to send: from the highest non-empty band, the flow whose turn it is,
+    /// that flow's oldest request. Requests whose TTL has run out at `now` are never returned:
+    /// they are moved aside for the next [`FlowQueue::expire`].
+    pub fn dispatch_next(&mut self, now: Timestamp) -> Option<T> {
+        self.collect_expired(now);
+        let band = self.bands.values_mut().next()?;
+        let flow_index = band.cursor;
+        let head = band.flow(flow_index).head;
+        // Advance the round before removing: the flow, if it still has requests, goes last.
+        let next = band.flow(flow_index).ring_next;
+        band.cursor = next;
+        let entry = self.remove_slot(head);
+        self.counters.dispatched += 1;
+        Some(entry.item)
+    }
+
+    /// Removes and returns every request whose TTL has run out at `now` (deadline `<= now`),
+    /// with [`DropReason::TtlExpired`], in deadline order (then arrival order).
+    pub fn expire(&mut self, now: Timestamp) -> Vec<(T, DropReason)> {
+        self.collect_expired(now);
+        std::mem::take(&mut self.expired)
+    }
+
+    /// The earliest deadline among queued requests: when the driver should next call
+    /// [`FlowQueue::expire`].
+    pub fn next_deadline(&self) -> Option<Timestamp> {
+        self.deadlines.first().map(|&(d, _, _)| d)
+    }
+
+    /// Removes a queued request (its client went away) and returns it; `None` if it already
+    /// left the queue. Not a drop: no reason, no drop counter.
+    pub fn cancel(&mut self, ticket: Ticket) -> Option<T> {
+        let cell = self.slots.get(ticket.slot as usize)?;
+        if cell.generation != ticket.generation || cell.entry.is_none() {
+            return None;
+        }
+        let entry = self.remove_slot(ticket.slot);
+        self.counters.cancelled += 1;
+        Some(entry.item)
+    }
+
+    /// Whether the request behind `ticket` is still queued.
+    pub fn contains(&self, ticket: Ticket) -> bool {
+        self.slots
+            .get(ticket.slot as usize)
+            .is_some_and(|c| c.generation == ticket.generation && c.entry.is_some())
+    }
+
+    fn collect_expired(&mut self, now: Timestamp) {
+        while let Some(&(deadline, _, slot)) = self.deadlines.first() {
+            if deadline > now {
+                break;
+            }
+            let entry = self.remove_slot(slot);
+            self.counters.dropped[DropReason::TtlExpired.index()] += 1;
+            self.expired.push((entry.item, DropReason::TtlExpired));
+        }
+    }
+
+    /// Unlinks a live slot from its flow, band and the deadline index, and frees it.
+    fn remove_slot(&mut self, slot: u32) -> Entry<T> {
+        let cell = &mut self.slots[slot as usize];
+        let Some(entry) = cell.entry.take() else {
+            unreachable!("slot {slot} is live")
+        };
+        cell.generation = cell.generation.wrapping_add(1);
+        self.free_slots.push(slot);
+        if let Some(d) = entry.deadline {
+            self.deadlines.remove(&(d, entry.seq, slot));
+        }
+        if entry.prev != NIL
+            && let Some(e) = self.slots[entry.prev as usize].entry.as_mut()
+        {
+            e.next = entry.next;
+        }
+        if entry.next != NIL
+            && let Some(e) = self.slots[entry.next as usize].entry.as_mut()
+        {
+            e.prev = entry.prev;
+        }
+        let key = Reverse(entry.priority);
+        let Some(band) = self.bands.get_mut(&key) else {
+            unreachable!("band {} of a live slot exists", entry.priority)
+        };
+        let flow = band.flow(entry.flow);
+        if flow.head == slot {
+            flow.head = entry.next;
+        }
+        if flow.tail == slot {
+            flow.tail = entry.prev;
+        }
+        let flow_empty = flow.head == NIL;
+        band.len -= 1;
+        band.bytes -= entry.bytes;
+        if flow_empty {
+            band.drop_flow(entry.flow);
+        }
+        if band.len == 0 {
+            self.bands.remove(&key);
+        }
+        self.len -= 1;
+        self.bytes -= entry.bytes;
+        entry
+    }
+}
