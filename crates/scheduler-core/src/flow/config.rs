@@ -85,9 +85,11 @@ impl<'de> Deserialize<'de> for GoDuration {
         }
         match Raw::deserialize(d)? {
             Raw::Secs(s) => Ok(GoDuration(Duration::from_secs(s))),
-            Raw::Text(t) => parse_go_duration(&t)
-                .map(GoDuration)
-                .ok_or_else(|| serde::de::Error::custom(format!("invalid duration `{t}` (expected e.g. \"60s\", \"1m30s\", \"200ms\")"))),
+            Raw::Text(t) => parse_go_duration(&t).map(GoDuration).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "invalid duration `{t}` (expected e.g. \"60s\", \"1m30s\", \"200ms\")"
+                ))
+            }),
         }
     }
 }
@@ -416,7 +418,11 @@ pub const ROUND_ROBIN_FAIRNESS_POLICY: &str = "round-robin-fairness-policy";
 /// The ordering policy Shepherd implements.
 pub const FCFS_ORDERING_POLICY: &str = "fcfs-ordering-policy";
 
-fn band(path: &str, b: &PriorityBandConfig, fallback: BandLimits) -> Result<BandLimits, FlowConfigError> {
+fn band(
+    path: &str,
+    b: &PriorityBandConfig,
+    fallback: BandLimits,
+) -> Result<BandLimits, FlowConfigError> {
     if let Some(f) = &b.fairness_policy_ref
         && f != ROUND_ROBIN_FAIRNESS_POLICY
     {

@@ -342,8 +342,7 @@ impl<T> FlowQueue<T> {
             .is_none_or(|max| self.bytes.saturating_add(bytes) <= max);
         let band_ok = match self.bands.get(&Reverse(priority)) {
             Some(b) => {
-                b.len < b.limits.max_requests
-                    && b.bytes.saturating_add(bytes) <= b.limits.max_bytes
+                b.len < b.limits.max_requests && b.bytes.saturating_add(bytes) <= b.limits.max_bytes
             }
             None => {
                 let limits = self.settings.band_limits(priority);

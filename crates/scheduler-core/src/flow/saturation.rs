@@ -99,11 +99,9 @@ impl UtilizationDetector {
         let params: UtilizationParams = if parameters.is_null() {
             UtilizationParams::default()
         } else {
-            UtilizationParams::deserialize(parameters).map_err(|e| {
-                FlowConfigError::Parameters {
-                    plugin: Self::TYPE,
-                    message: e.to_string(),
-                }
+            UtilizationParams::deserialize(parameters).map_err(|e| FlowConfigError::Parameters {
+                plugin: Self::TYPE,
+                message: e.to_string(),
             })?
         };
         params.build()
@@ -256,11 +254,9 @@ impl ConcurrencyDetector {
         let params: ConcurrencyParams = if parameters.is_null() {
             ConcurrencyParams::default()
         } else {
-            ConcurrencyParams::deserialize(parameters).map_err(|e| {
-                FlowConfigError::Parameters {
-                    plugin: Self::TYPE,
-                    message: e.to_string(),
-                }
+            ConcurrencyParams::deserialize(parameters).map_err(|e| FlowConfigError::Parameters {
+                plugin: Self::TYPE,
+                message: e.to_string(),
             })?
         };
         params.build()
@@ -403,7 +399,11 @@ impl SaturationDetector for Detector {
 fn check_headroom(plugin: &'static str, headroom: Option<f64>) -> Result<f64, FlowConfigError> {
     let h = headroom.unwrap_or(0.0);
     if !(h >= 0.0 && h.is_finite()) {
-        return Err(invalid(plugin, "headroom", "must be a finite fraction >= 0"));
+        return Err(invalid(
+            plugin,
+            "headroom",
+            "must be a finite fraction >= 0",
+        ));
     }
     Ok(h)
 }

@@ -1,0 +1,203 @@
+//! The `flowControl` section: upstream names, defaults, and errors that name the field.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use shepherd_scheduler_core::config::EndpointPickerConfig;
+use shepherd_scheduler_core::flow::{
+    BandLimits, ConcurrencyMode, Detector, FlowConfigError, FlowControlConfig, FlowSettings,
+};
+
+fn load(yaml: &str) -> Result<Option<FlowSettings>, FlowConfigError> {
+    let config = EndpointPickerConfig::from_yaml(yaml).unwrap();
+    FlowControlConfig::from_picker_config(&config)
+}
+
+fn err(yaml: &str) -> String {
+    load(yaml).unwrap_err().to_string()
+}
+
+#[test]
+fn an_absent_section_means_no_flow_control() {
+    assert_eq!(load("plugins: []\n").unwrap(), None);
+}
+
+#[test]
+fn an_empty_section_takes_the_defaults() {
+    let s = load("flowControl: {}\n").unwrap().unwrap();
+    assert_eq!(s, FlowSettings::default());
+    assert_eq!(s.ttl, Some(Duration::from_secs(60)));
+    assert_eq!(
+        s.band_limits(3),
+        BandLimits {
+            max_requests: 5000,
+            max_bytes: 1_000_000_000
+        }
+    );
+    assert!(matches!(s.detector, Detector::Utilization(_)));
+}
+
+#[test]
+fn an_upstream_section_reads_with_its_names() {
+    let s = load(
+        r#"
+apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: round-robin-fairness-policy
+- type: fcfs-ordering-policy
+- name: detector
+  type: concurrency-detector
+  parameters:
+    maxConcurrency: 132
+    concurrencyMode: requests
+    headroom: 0.0
+flowControl:
+  maxRequests: 10k
+  maxBytes: 2Gi
+  defaultRequestTTL: 1m30s
+  defaultPriorityBand:
+    maxRequests: 200
+  defaultNegativePriorityBand:
+    maxRequests: 20
+    maxBytes: 1M
+  priorityBands:
+  - priority: 10
+    maxRequests: "500"
+    maxBytes: 64Mi
+    fairnessPolicyRef: round-robin-fairness-policy
+    orderingPolicyRef: fcfs-ordering-policy
+  - priority: -1
+    maxRequests: 0
+  saturationDetector:
+    pluginRef: detector
+"#,
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(s.ttl, Some(Duration::from_secs(90)));
+    assert_eq!(s.max_requests, Some(10_000));
+    assert_eq!(s.max_bytes, Some(2 << 30));
+    assert_eq!(
+        s.band_limits(10),
+        BandLimits {
+            max_requests: 500,
+            max_bytes: 64 << 20
+        }
+    );
+    // "0" means the system default, as upstream.
+    assert_eq!(
+        s.band_limits(-1),
+        BandLimits {
+            max_requests: 5000,
+            max_bytes: 1_000_000_000
+        }
+    );
+    assert_eq!(
+        s.band_limits(0),
+        BandLimits {
+            max_requests: 200,
+            max_bytes: 1_000_000_000
+        }
+    );
+    assert_eq!(
+        s.band_limits(-7),
+        BandLimits {
+            max_requests: 20,
+            max_bytes: 1_000_000
+        }
+    );
+    match s.detector {
+        Detector::Concurrency(d) => assert_eq!(d.mode(), ConcurrencyMode::Requests),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_zero_ttl_disables_expiry() {
+    let s = load("flowControl:\n  defaultRequestTTL: 0s\n")
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.ttl, None);
+}
+
+#[test]
+fn the_utilization_detector_plugin_is_used_by_default() {
+    let s = load(
+        "plugins:\n- type: utilization-detector\n  parameters:\n    queueDepthThreshold: 9\nflowControl: {}\n",
+    )
+    .unwrap()
+    .unwrap();
+    match s.detector {
+        Detector::Utilization(d) => assert_ne!(d, Default::default()),
+        other => panic!("{other:?}"),
+    }
+    // A bare type name works as a reference too.
+    let s = load("flowControl:\n  saturationDetector:\n    pluginRef: concurrency-detector\n")
+        .unwrap()
+        .unwrap();
+    assert!(matches!(s.detector, Detector::Concurrency(_)));
+}
+
+#[test]
+fn errors_name_the_field() {
+    let e = err("flowControl:\n  priorityBands:\n  - priority: 1\n    maxRequests: lots\n");
+    assert!(e.contains("invalid quantity `lots`"), "{e}");
+    let e = err("flowControl:\n  defaultRequestTTL: soon\n");
+    assert!(e.contains("invalid duration `soon`"), "{e}");
+    let e = err("flowControl:\n  maxRequest: 5\n");
+    assert!(e.contains("unknown field `maxRequest`"), "{e}");
+    let e = err("flowControl:\n  priorityBands:\n  - priority: 1\n  - priority: 1\n");
+    assert!(
+        e.contains("flowControl.priorityBands") && e.contains("priority 1"),
+        "{e}"
+    );
+    let e = err(
+        "flowControl:\n  priorityBands:\n  - priority: 0\n  - priority: 2\n    fairnessPolicyRef: global-strict-fairness-policy\n",
+    );
+    assert!(
+        e.contains("flowControl.priorityBands[1].fairnessPolicyRef"),
+        "{e}"
+    );
+    let e =
+        err("flowControl:\n  defaultPriorityBand:\n    orderingPolicyRef: edf-ordering-policy\n");
+    assert!(
+        e.contains("flowControl.defaultPriorityBand.orderingPolicyRef"),
+        "{e}"
+    );
+    let e = err("flowControl:\n  enableEviction: true\n");
+    assert!(e.contains("flowControl.enableEviction"), "{e}");
+    let e = err("flowControl:\n  usageLimitPolicyPluginRef: static\n");
+    assert!(e.contains("flowControl.usageLimitPolicyPluginRef"), "{e}");
+    let e = err(
+        "plugins:\n- name: d\n  type: queue-scorer\nflowControl:\n  saturationDetector:\n    pluginRef: d\n",
+    );
+    assert!(
+        e.contains("flowControl.saturationDetector.pluginRef") && e.contains("queue-scorer"),
+        "{e}"
+    );
+    let e = err(
+        "plugins:\n- type: utilization-detector\n  parameters:\n    kvCacheUtilThreshold: 2\nflowControl: {}\n",
+    );
+    assert!(
+        e.contains("utilization-detector.parameters.kvCacheUtilThreshold"),
+        "{e}"
+    );
+}
+
+#[test]
+fn go_durations_and_quantities() {
+    use shepherd_scheduler_core::flow::config::{parse_go_duration, parse_quantity};
+    assert_eq!(
+        parse_go_duration("1h2m3.5s"),
+        Some(Duration::from_millis(3_723_500))
+    );
+    assert_eq!(parse_go_duration("250ms"), Some(Duration::from_millis(250)));
+    assert_eq!(parse_go_duration("0"), Some(Duration::ZERO));
+    assert_eq!(parse_go_duration("10"), None);
+    assert_eq!(parse_go_duration("-1s"), None);
+    assert_eq!(parse_quantity("1k"), Some(1000));
+    assert_eq!(parse_quantity("1Gi"), Some(1 << 30));
+    assert_eq!(parse_quantity("1.5G"), None);
+    assert_eq!(parse_quantity("99999999999P"), None);
+}
