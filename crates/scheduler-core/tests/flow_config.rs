@@ -201,3 +201,19 @@ fn go_durations_and_quantities() {
     assert_eq!(parse_quantity("1.5G"), None);
     assert_eq!(parse_quantity("99999999999P"), None);
 }
+
+#[test]
+fn policy_references_resolve_through_plugin_instances() {
+    let s = load(
+        "plugins:\n- name: rr\n  type: round-robin-fairness-policy\n- name: fifo\n  type: fcfs-ordering-policy\nflowControl:\n  priorityBands:\n  - priority: 1\n    fairnessPolicyRef: rr\n    orderingPolicyRef: fifo\n",
+    );
+    assert!(s.is_ok(), "{s:?}");
+    let e = err(
+        "plugins:\n- name: fair\n  type: global-strict-fairness-policy\nflowControl:\n  priorityBands:\n  - priority: 1\n    fairnessPolicyRef: fair\n",
+    );
+    assert!(
+        e.contains("flowControl.priorityBands[0].fairnessPolicyRef")
+            && e.contains("global-strict-fairness-policy"),
+        "{e}"
+    );
+}

@@ -285,7 +285,7 @@ pub struct FlowSettings {
     pub max_requests: Option<u64>,
     /// Most bytes queued over all bands; `None`: no global limit.
     pub max_bytes: Option<u64>,
-    /// Bands configured explicitly, by priority (sorted, unique).
+    /// Bands configured explicitly, by priority (the first entry for a priority counts).
     pub bands: Vec<(i32, BandLimits)>,
     /// Limits of the other non-negative priorities.
     pub default_band: BandLimits,
@@ -301,10 +301,10 @@ impl FlowSettings {
 
     /// The limits of the band for `priority`.
     pub fn band_limits(&self, priority: i32) -> BandLimits {
-        match self.bands.binary_search_by_key(&priority, |(p, _)| *p) {
-            Ok(i) => self.bands[i].1,
-            Err(_) if priority < 0 => self.default_negative_band,
-            Err(_) => self.default_band,
+        match self.bands.iter().find(|(p, _)| *p == priority) {
+            Some((_, limits)) => *limits,
+            None if priority < 0 => self.default_negative_band,
+            None => self.default_band,
         }
     }
 }
@@ -360,18 +360,28 @@ impl FlowControlConfig {
         };
         let global = |q: Option<Quantity>| q.map(|q| q.0).filter(|&n| n > 0);
         let default_band = match &self.default_priority_band {
-            Some(b) => band("flowControl.defaultPriorityBand", b, BandLimits::default())?,
+            Some(b) => band(
+                "flowControl.defaultPriorityBand",
+                b,
+                BandLimits::default(),
+                plugins,
+            )?,
             None => BandLimits::default(),
         };
         let default_negative_band = match &self.default_negative_priority_band {
-            Some(b) => band("flowControl.defaultNegativePriorityBand", b, default_band)?,
+            Some(b) => band(
+                "flowControl.defaultNegativePriorityBand",
+                b,
+                default_band,
+                plugins,
+            )?,
             None => default_band,
         };
         let mut bands = Vec::with_capacity(self.priority_bands.len());
         for (i, b) in self.priority_bands.iter().enumerate() {
             let path = format!("flowControl.priorityBands[{i}]");
             // Explicit bands fall back to the system defaults, as upstream.
-            bands.push((b.priority, band(&path, b, BandLimits::default())?));
+            bands.push((b.priority, band(&path, b, BandLimits::default(), plugins)?));
         }
         bands.sort_by_key(|(p, _)| *p);
         if let Some(w) = bands.windows(2).find(|w| w[0].0 == w[1].0) {
@@ -422,28 +432,49 @@ fn band(
     path: &str,
     b: &PriorityBandConfig,
     fallback: BandLimits,
+    plugins: &[PluginSpec],
 ) -> Result<BandLimits, FlowConfigError> {
-    if let Some(f) = &b.fairness_policy_ref
-        && f != ROUND_ROBIN_FAIRNESS_POLICY
-    {
-        return Err(invalid(
-            &format!("{path}.fairnessPolicyRef"),
-            &format!("`{f}` is not supported (only {ROUND_ROBIN_FAIRNESS_POLICY})"),
-        ));
-    }
-    if let Some(o) = &b.ordering_policy_ref
-        && o != FCFS_ORDERING_POLICY
-    {
-        return Err(invalid(
-            &format!("{path}.orderingPolicyRef"),
-            &format!("`{o}` is not supported (only {FCFS_ORDERING_POLICY})"),
-        ));
-    }
+    check_policy(
+        &format!("{path}.fairnessPolicyRef"),
+        b.fairness_policy_ref.as_deref(),
+        ROUND_ROBIN_FAIRNESS_POLICY,
+        plugins,
+    )?;
+    check_policy(
+        &format!("{path}.orderingPolicyRef"),
+        b.ordering_policy_ref.as_deref(),
+        FCFS_ORDERING_POLICY,
+        plugins,
+    )?;
     let pick = |q: Option<Quantity>, d: u64| q.map(|q| q.0).filter(|&n| n > 0).unwrap_or(d);
     Ok(BandLimits {
         max_requests: pick(b.max_requests, fallback.max_requests),
         max_bytes: pick(b.max_bytes, fallback.max_bytes),
     })
+}
+
+/// A policy reference names a plugin instance (or, as a shorthand, a type); its type must be
+/// the one policy Shepherd implements.
+fn check_policy(
+    path: &str,
+    reference: Option<&str>,
+    supported: &str,
+    plugins: &[PluginSpec],
+) -> Result<(), FlowConfigError> {
+    let Some(reference) = reference else {
+        return Ok(());
+    };
+    let plugin_type = plugins
+        .iter()
+        .find(|p| p.name() == reference)
+        .map_or(reference, |p| p.plugin_type.as_str());
+    if plugin_type == supported {
+        return Ok(());
+    }
+    Err(invalid(
+        path,
+        &format!("`{reference}` ({plugin_type}) is not supported (only {supported})"),
+    ))
 }
 
 fn invalid(field: &str, message: &str) -> FlowConfigError {
