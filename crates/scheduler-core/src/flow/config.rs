@@ -402,20 +402,13 @@ impl FlowControlConfig {
     }
 
     fn detector(&self, plugins: &[PluginSpec]) -> Result<Detector, FlowConfigError> {
-        let Some(reference) = self
+        // Absent, upstream refers to the plugin named `utilization-detector` (a plugin of that
+        // type without a name has that name), or that detector with its defaults.
+        let reference = self
             .saturation_detector
             .as_ref()
             .and_then(|s| s.plugin_ref.as_deref())
-        else {
-            // Upstream: a configured utilization-detector instance is used, else its defaults.
-            return match plugins
-                .iter()
-                .find(|p| p.plugin_type == UtilizationDetector::TYPE)
-            {
-                Some(p) => Detector::from_plugin(&p.plugin_type, &p.parameters),
-                None => Ok(Detector::default()),
-            };
-        };
+            .unwrap_or(UtilizationDetector::TYPE);
         match plugins.iter().find(|p| p.name() == reference) {
             Some(p) => Detector::from_plugin(&p.plugin_type, &p.parameters),
             None => Detector::from_plugin(reference, &serde_json::Value::Null),
