@@ -1,7 +1,13 @@
 //! What the gateway's integration tests share: simulated vLLM servers, a gateway over them
 //! on 127.0.0.1 port 0 (with a completion hook that records how each request ended), a tiny
 //! upstream that echoes what it received, and a port nobody listens on.
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    dead_code,
+    unused_imports,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;
