@@ -220,3 +220,25 @@ async fn get_model(
 async fn not_found(request: Request) -> ApiError {
     ApiError::not_found(request.uri().path())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use shepherd_runtime::config::RuntimeConfig;
+
+    use crate::GatewaySettings;
+
+    #[test]
+    fn the_documented_example_config_loads() {
+        let text = include_str!("../shepherd-gateway.example.yaml");
+        let config = RuntimeConfig::from_yaml(text).unwrap();
+        assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+        assert_eq!(config.endpoints.len(), 4);
+        assert_eq!(config.server.http_port, 8080);
+        let settings = GatewaySettings::from_config(&config.gateway).unwrap();
+        assert_eq!(settings.max_concurrent_requests, Some(512));
+        assert!(settings.explain && settings.admin_routes);
+        assert!(!settings.client_keys.is_enabled());
+    }
+}
