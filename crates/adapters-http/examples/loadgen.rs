@@ -180,6 +180,31 @@ fn rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// CPU time the process has used (user + system, all threads), from `/proc/PID/stat` at
+/// Linux's usual 100 ticks per second.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+fn cpu_line(pid: u32, before: Option<f64>, requests: usize) -> String {
+    match (before, cpu_seconds(pid)) {
+        (Some(before), Some(after)) => {
+            let used = after - before;
+            format!(
+                "gateway CPU {:.0} ms, {:.0} µs per request",
+                used * 1e3,
+                used * 1e6 / requests.max(1) as f64
+            )
+        }
+        _ => "gateway CPU unknown".into(),
+    }
+}
+
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -339,7 +364,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let mut d_errors = Vec::new();
     let mut g_round = (Vec::new(), Duration::ZERO);
     let mut d_round = (Vec::new(), Duration::ZERO);
+    let mut burst_cpu = String::new();
     for _round in 0..2 {
+        let cpu_before = cpu_seconds(pid);
         let (samples, errors, wall) = burst(
             &client,
             std::slice::from_ref(&through),
@@ -347,6 +374,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
             args.concurrent_tokens,
         )
         .await;
+        burst_cpu = cpu_line(pid, cpu_before, args.concurrent);
         g_errors.extend(errors);
         g_round = (samples, wall);
         let (samples, errors, wall) =
@@ -386,8 +414,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
     for error in g_errors.iter().take(5) {
         println!("  gateway error: {error}");
     }
+    println!("  {burst_cpu}");
     println!(
-        "  gateway RSS before / after the burst: {} / {} KiB",
+        "  gateway RSS before / after the bursts: {} / {} KiB",
         rss_before_burst.unwrap_or(0),
         rss_kib(pid).unwrap_or(0)
     );
@@ -399,6 +428,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         let next = Arc::new(AtomicUsize::new(0));
         let failed = Arc::new(AtomicUsize::new(0));
         let started = Instant::now();
+        let cpu_before = cpu_seconds(pid);
         let mut samples: Vec<(usize, u64)> = vec![(0, rss_kib(pid).unwrap_or(0))];
         let mut workers = JoinSet::new();
         for _ in 0..args.memory_concurrency {
@@ -441,6 +471,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
             total as f64 / elapsed.as_secs_f64(),
             failed.load(Ordering::Relaxed)
         );
+        println!("  {}", cpu_line(pid, cpu_before, total));
         let line: Vec<String> = samples
             .iter()
             .map(|(at, rss)| format!("{}: {:.1} MiB", count(*at), *rss as f64 / 1024.0))

@@ -488,3 +488,31 @@ async fn the_admin_routes_share_the_gateways_port() {
         .unwrap();
     assert_eq!(response.status(), 404);
 }
+
+#[tokio::test]
+async fn shutdown_lets_a_streaming_response_finish_and_refuses_new_requests() {
+    let pool = sims(1, 1.0).await;
+    let gateway = Setup::new(pool.addrs().iter().copied()).start().await;
+    let mut response = gateway
+        .post("/v1/completions", &completion("Finish me first", 60, true))
+        .await;
+    let mut body = response.chunk().await.unwrap().unwrap().to_vec();
+
+    let common::TestGateway {
+        server, http, url, ..
+    } = gateway;
+    let stopping = tokio::spawn(server.shutdown(Duration::from_secs(10)));
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        body.extend_from_slice(&chunk);
+    }
+    let text = String::from_utf8(body).unwrap();
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let report = stopping.await.unwrap();
+    assert!(report.drained && report.in_flight == 0, "{report:?}");
+    let refused = http
+        .post(format!("{url}/v1/completions"))
+        .json(&completion("Too late", 2, false))
+        .send()
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+}
