@@ -43,7 +43,7 @@ pub(crate) async fn proxy(
 ) -> Response<Body> {
     let inner = &gateway.inner;
     inner.stats.request(api);
-    match forward(gateway, api, path, request).await {
+    match forward(gateway, path, request).await {
         Ok(response) => response,
         Err(error) => {
             if error.status() != axum::http::StatusCode::UNAUTHORIZED {
@@ -58,7 +58,6 @@ pub(crate) async fn proxy(
 
 async fn forward(
     gateway: &Gateway,
-    _api: ApiKind,
     path: &'static str,
     request: Request,
 ) -> Result<Response<Body>, ApiError> {

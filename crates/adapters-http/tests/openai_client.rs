@@ -108,7 +108,15 @@ async fn the_official_openai_client_works_through_the_gateway() {
         .collect::<PathBuf>()
         .join("test_openai_client.py");
     let mut pytest = Command::new(&python)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"])
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-x",
+            "--durations=0",
+        ])
         .arg(&script)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("SHEPHERD_GATEWAY_URL", format!("{}/v1", main.url))
