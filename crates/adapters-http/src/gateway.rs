@@ -2,9 +2,9 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `POST /v1/completions`, `/v1/chat/completions`, `/v1/responses`, `/v1/embeddings` | proxied to the endpoint Shepherd picks ([`proxy`](crate::proxy)) |
+//! | `POST /v1/completions`, `/v1/chat/completions`, `/v1/responses`, `/v1/embeddings` | proxied to the endpoint Shepherd picks ([`proxy`]) |
 //! | `GET /v1/models`, `GET /v1/models/{id}` | the pool's models ([`models`](crate::models)) |
-//! | `POST /debug/explain/v1/...` | when `gateway.explain` is on: the pick for a body, with its score breakdown ([`explain`](crate::explain)) |
+//! | `POST /debug/explain/v1/...` | when `gateway.explain` is on: the pick for a body, with its score breakdown ([`explain`]) |
 //! | `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config` | the runtime's admin routes, when mounted ([`Gateway::router_with`]) |
 //! | anything else | 404 in OpenAI's shape |
 //!

@@ -12,7 +12,7 @@
 //!    From here the gateway keeps only the decision's small
 //!    [`RequestHandle`](shepherd_scheduler_core::completion::RequestHandle) and the body
 //!    bytes; the parsed request (whose prompt can be megabytes) is dropped.
-//! 4. **Forward** ([`upstream`](crate::upstream)): to the primary, then the fallbacks while
+//! 4. **Forward** ([`upstream`]): to the primary, then the fallbacks while
 //!    the exchange fails before any response byte (502 when all fail).
 //! 5. **Answer**: the server's status and headers at once, the body frame by frame through a
 //!    [`TrackedBody`], which finishes the handle when the body ends, fails, or the client

@@ -516,3 +516,37 @@ async fn shutdown_lets_a_streaming_response_finish_and_refuses_new_requests() {
         .await;
     assert!(refused.is_err(), "{refused:?}");
 }
+
+#[tokio::test]
+async fn a_stream_its_server_breaks_off_breaks_off_for_the_client() {
+    let mut pool = sims(1, 1.0).await;
+    let gateway = Setup::new(pool.addrs().iter().copied()).start().await;
+    let mut response = gateway
+        .http
+        .post(gateway.url("/v1/completions"))
+        .header("x-request-id", "broken-stream")
+        .json(&completion("Cut me off", 2000, true))
+        .send()
+        .await
+        .unwrap();
+    let _ = response.chunk().await.unwrap().unwrap();
+    pool.stop(0).await;
+    let mut body = Vec::new();
+    let ended = loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) => break Ok(()),
+            Err(error) => break Err(error),
+        }
+    };
+    assert!(ended.is_err(), "the stream ended cleanly: {body:?}");
+    assert!(!String::from_utf8_lossy(&body).contains("[DONE]"));
+    let ended = gateway.recorder.wait_for("broken-stream").await;
+    assert_eq!(ended.outcome, Outcome::Failed);
+    gateway.wait_idle().await;
+    let metrics = gateway.metrics().await;
+    assert!(
+        metrics.contains("shepherd_gateway_upstream_errors_total{stage=\"mid_stream\"} 1"),
+        "{metrics}"
+    );
+}

@@ -1,24 +1,4 @@
-//! The `gateway` section: how `shepherd-gateway` (the OpenAI-compatible HTTP gateway of
-//! `shepherd-adapters-http`) proxies requests.
-//!
-//! Every field has a default, so the section may be left out. Keys are never written inline
-//! by necessity: each one is a [`Secret`], a literal string, `{env: NAME}` or `{file: path}`,
-//! resolved when the gateway starts, and never shown in `/debug/config` or logs.
-//!
-//! ```
-//! use shepherd_runtime::config::{GatewayConfig, Secret};
-//!
-//! let gateway: GatewayConfig = serde_norway::from_str(r#"
-//! maxConcurrentRequests: 256
-//! apiKeys:
-//!   - env: SHEPHERD_CLIENT_KEY
-//! upstreamApiKey: {file: /etc/shepherd/vllm-key}
-//! "#).unwrap();
-//! assert_eq!(gateway.max_concurrent_requests, Some(256));
-//! assert_eq!(gateway.api_keys, [Secret::Env { env: "SHEPHERD_CLIENT_KEY".into() }]);
-//! assert_eq!(gateway.first_byte_timeout_ms, None); // no default cuts a long generation
-//! assert_eq!(gateway.max_body_bytes, 16 * 1024 * 1024);
-//! ```
+//! The `gateway` section: how `shepherd-gateway` proxies requests ([`GatewayConfig`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -38,7 +18,27 @@ pub const DEFAULT_MODELS_CACHE_MS: u64 = 5_000;
 /// Default time allowed to fetch one server's `/v1/models`.
 pub const DEFAULT_MODELS_TIMEOUT_MS: u64 = 2_000;
 
-/// The `gateway` section. See the [module docs](self).
+/// The `gateway` section: how `shepherd-gateway` (the OpenAI-compatible HTTP gateway of
+/// `shepherd-adapters-http`) proxies requests.
+///
+/// Every field has a default, so the section may be left out. Keys need not be written
+/// inline: each one is a [`Secret`], a literal string, `{env: NAME}` or `{file: path}`,
+/// resolved when the gateway starts, and never shown in `/debug/config` or logs.
+///
+/// ```
+/// use shepherd_runtime::config::{GatewayConfig, Secret};
+///
+/// let gateway: GatewayConfig = serde_norway::from_str(r#"
+/// maxConcurrentRequests: 256
+/// apiKeys:
+///   - env: SHEPHERD_CLIENT_KEY
+/// upstreamApiKey: {file: /etc/shepherd/vllm-key}
+/// "#).unwrap();
+/// assert_eq!(gateway.max_concurrent_requests, Some(256));
+/// assert_eq!(gateway.api_keys, [Secret::Env { env: "SHEPHERD_CLIENT_KEY".into() }]);
+/// assert_eq!(gateway.first_byte_timeout_ms, None); // no default cuts a long generation
+/// assert_eq!(gateway.max_body_bytes, 16 * 1024 * 1024);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct GatewayConfig {
