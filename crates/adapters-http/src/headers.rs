@@ -4,7 +4,8 @@
 //! it names, `Keep-Alive`, `Proxy-*`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`): they
 //! describe one connection, and each side of the gateway has its own. Beyond those:
 //!
-//! - to the model server, `Host` and `Content-Length` are set for the new request, and
+//! - to the model server, `Host` and `Content-Length` are set for the new request, `Expect:
+//!   100-continue` is dropped (the gateway has read the whole body already), and
 //!   `Accept-Encoding` is dropped (the gateway reads `usage` from the response body, so it
 //!   asks for it uncompressed; vLLM does not compress anyway). `Authorization` is replaced by
 //!   the server's key when one is configured, dropped when the gateway checks client keys
@@ -79,12 +80,14 @@ fn connection_named(headers: &HeaderMap) -> Vec<String> {
 }
 
 /// The headers to send a model server: the client's forwardable ones without `Host`,
-/// `Content-Length`, `Accept-Encoding` and `Authorization` (the caller sets those it wants).
+/// `Content-Length`, `Expect` (the body is already here), `Accept-Encoding` and
+/// `Authorization` (the caller sets those it wants).
 pub fn upstream_request_headers(client: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(client.len());
     for (name, value) in forwardable(client) {
         if name == header::HOST
             || name == header::CONTENT_LENGTH
+            || name == header::EXPECT
             || name == header::ACCEPT_ENCODING
             || name == header::AUTHORIZATION
             || name.as_str() == REQUEST_ID
@@ -125,6 +128,7 @@ mod tests {
             ("host", "gateway:8080"),
             ("content-length", "10"),
             ("accept-encoding", "gzip"),
+            ("expect", "100-continue"),
             ("authorization", "Bearer sk-client"),
             ("transfer-encoding", "chunked"),
             ("x-request-id", "r1"),
