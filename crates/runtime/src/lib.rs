@@ -4,15 +4,17 @@
 //! gateway `shepherd-gateway`), on tokio:
 //!
 //! - [`config`]: one YAML file, the core's `EndpointPickerConfig` plus Shepherd's
-//!   `endpoints`, `scraping` and `server` sections; the adaptive preset when it has no
-//!   `schedulingProfiles`;
+//!   `endpoints`, `scraping`, `server` and `gateway` sections; the adaptive preset when it
+//!   has no `schedulingProfiles`;
 //! - [`discovery`]: where endpoints come from (a [`Discovery`](discovery::Discovery) trait; the
 //!   static list of the config file, reloaded when the file changes);
 //! - [`scrape`]: every endpoint's `/metrics`, polled, parsed with [`prom`], mapped with
 //!   [`mapping`], stored in the pool; failures counted and left to go stale;
 //! - [`adaptive`]: the adaptive weights' tick loop, surviving reloads;
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config`;
-//! - [`Runtime`]: all of it wired, with [`RuntimeHandle::shutdown`] for a graceful end.
+//! - [`Runtime`]: all of it wired, with [`RuntimeHandle::shutdown`] for a graceful end;
+//! - [`usage`]: the token `usage` at the end of a JSON or SSE response, found in a bounded
+//!   tail as the response streams by.
 //!
 //! All of that is the default cargo feature `runtime`; without it (`default-features =
 //! false`) the crate is only its pure parts below, with no async dependency.
@@ -70,6 +72,8 @@ mod runtime;
 pub mod scrape;
 #[cfg(feature = "runtime")]
 mod shutdown;
+#[cfg(feature = "runtime")]
+pub mod usage;
 
 #[cfg(feature = "runtime")]
 pub use clock::TokioClock;

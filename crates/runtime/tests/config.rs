@@ -261,10 +261,34 @@ fn the_documented_example_config_loads_with_the_defaults_it_claims() {
         defaults.scraping.data_source()
     );
     assert_eq!(config.server, defaults.server);
+    assert_eq!(config.gateway, defaults.gateway);
     assert_eq!(config.policy.scheduler, defaults.policy.scheduler);
     assert_eq!(
         config.policy.scheduling_profiles,
         defaults.policy.scheduling_profiles
     );
     assert_eq!(config.addresses(), ["127.0.0.1:8100", "127.0.0.1:8101"]);
+}
+
+#[test]
+fn the_gateway_section_is_read_checked_and_never_shows_its_keys() {
+    let config = RuntimeConfig::from_yaml(
+        "endpoints: [127.0.0.1:8000]\n\
+         gateway:\n  maxConcurrentRequests: 8\n  apiKeys: [sk-client]\n  \
+         upstreamApiKeys: {\"127.0.0.1:8000\": {env: VLLM_KEY}}\n",
+    )
+    .unwrap();
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    assert_eq!(config.gateway.max_concurrent_requests, Some(8));
+    let shown = config.to_json().to_string();
+    assert!(!shown.contains("sk-client"), "{shown}");
+    assert!(shown.contains(r#""VLLM_KEY""#), "{shown}");
+
+    let error = RuntimeConfig::from_yaml("gateway:\n  maxConcurrentRequest: 8\n").unwrap_err();
+    assert_eq!(error.line(), Some(2), "{error}");
+    let error = RuntimeConfig::from_yaml("gateway:\n  connectTimeoutMs: 0\n").unwrap_err();
+    assert!(
+        error.to_string().contains("gateway.connectTimeoutMs"),
+        "{error}"
+    );
 }

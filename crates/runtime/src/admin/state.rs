@@ -23,6 +23,8 @@ pub struct AdminState {
     pub(crate) reloads: Arc<ReloadStats>,
     pub(crate) config: watch::Receiver<Arc<RuntimeConfig>>,
     pub(crate) shutdown: ShutdownSignal,
+    /// The adapter's own metrics sources.
+    pub(crate) extra: Arc<[Arc<dyn MetricsSource>]>,
 }
 
 impl fmt::Debug for AdminState {
@@ -37,14 +39,16 @@ impl fmt::Debug for AdminState {
 impl AdminState {
     /// Every metric in the Prometheus text format: the current scheduler (core counters, the
     /// pool's per-endpoint figures, plugins' sources), the scraper, the adaptive controller
-    /// and config reloads.
+    /// and config reloads, then the adapter's own sources
+    /// ([`RuntimeOptions::metrics_sources`](crate::RuntimeOptions::metrics_sources)).
     pub fn render_metrics(&self) -> String {
-        let sources: [&dyn MetricsSource; 4] = [
+        let mut sources: Vec<&dyn MetricsSource> = vec![
             &*self.scheduler,
             &*self.scrape,
             &*self.adaptive,
             &*self.reloads,
         ];
+        sources.extend(self.extra.iter().map(|s| &**s));
         render_prometheus(&sources)
     }
 

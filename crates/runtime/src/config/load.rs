@@ -9,14 +9,14 @@ use shepherd_adaptive::AdaptiveConfig;
 use shepherd_adaptive::preset::adaptive_config;
 use shepherd_scheduler_core::config::{ConfigError, EndpointPickerConfig, PluginSpec};
 
-use super::{EndpointSpec, LoadError, RuntimeConfig, ScrapingConfig, ServerConfig};
+use super::{EndpointSpec, GatewayConfig, LoadError, RuntimeConfig, ScrapingConfig, ServerConfig};
 use crate::mapping::{
     CORE_METRICS_EXTRACTOR_TYPE, CoreMetricsExtractorParams, METRICS_DATA_SOURCE_TYPE,
     MetricsDataSourceParams,
 };
 
 /// Top-level sections that belong to Shepherd's runtime rather than to the picker schema.
-pub(crate) const RUNTIME_SECTIONS: [&str; 3] = ["endpoints", "scraping", "server"];
+pub(crate) const RUNTIME_SECTIONS: [&str; 4] = ["endpoints", "scraping", "server", "gateway"];
 
 /// The upstream section that wires data sources to extractors.
 const DATA_LAYER_SECTION: &str = "dataLayer";
@@ -28,6 +28,7 @@ struct Sections {
     endpoints: Option<Vec<EndpointSpec>>,
     scraping: Option<ScrapingConfig>,
     server: Option<ServerConfig>,
+    gateway: Option<GatewayConfig>,
 }
 
 /// Parses `text`, which came from `path` when given.
@@ -103,6 +104,7 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         endpoints: sections.endpoints.unwrap_or_default(),
         scraping,
         server: sections.server.unwrap_or_default(),
+        gateway: sections.gateway.unwrap_or_default(),
         path: owned_path(),
     };
     validate(&config, path)?;
@@ -225,6 +227,11 @@ fn validate(config: &RuntimeConfig, path: Option<&Path>) -> Result<(), LoadError
         .extractor()
         .build()
         .map_err(|e| LoadError::invalid(path, "scraping.coreMetricsExtractor", e.to_string()))?;
+
+    config
+        .gateway
+        .check()
+        .map_err(|(field, reason)| LoadError::invalid(path, field, reason))?;
 
     if config.policy.adaptive.is_some() {
         AdaptiveConfig::from_picker_config(&config.policy).map_err(|source| {

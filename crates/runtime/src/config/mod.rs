@@ -6,6 +6,7 @@
 //! | `endpoints` | the static list of model servers, `ip:port` or `{address, labels}` | [`EndpointSpec`] |
 //! | `scraping` | scrape interval (50 ms), timeout (1 s), forgetting after failures, and the upstream `metrics-data-source` / `core-metrics-extractor` parameters | [`ScrapingConfig`] |
 //! | `server` | bind address (127.0.0.1) and ports: ext_proc 9002, health 9003, admin/metrics 9090, HTTP 8080 | [`ServerConfig`] |
+//! | `gateway` | the HTTP gateway's proxying: body limit, timeouts, concurrency cap, client and upstream keys, `/debug/explain` | [`GatewayConfig`] |
 //! | everything else | the core's schema | [`EndpointPickerConfig`] |
 //!
 //! The file is read twice from the same text: once by the core's loader (whose unknown
@@ -54,6 +55,7 @@
 
 mod endpoints;
 mod error;
+mod gateway;
 mod load;
 mod scraping;
 mod server;
@@ -66,6 +68,10 @@ use shepherd_scheduler_core::config::{ConfigWarning, EndpointPickerConfig};
 
 pub use endpoints::EndpointSpec;
 pub use error::LoadError;
+pub use gateway::{
+    DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_GATEWAY_MAX_BODY_BYTES, DEFAULT_MODELS_CACHE_MS,
+    DEFAULT_MODELS_TIMEOUT_MS, DEFAULT_RETRY_AFTER_SECONDS, GatewayConfig, Secret, SecretError,
+};
 pub use scraping::{
     DEFAULT_CLEAR_AFTER_FAILURES, DEFAULT_SCRAPE_INTERVAL_MS, DEFAULT_SCRAPE_TIMEOUT_MS,
     ScrapingConfig,
@@ -91,6 +97,8 @@ pub struct RuntimeConfig {
     pub scraping: ScrapingConfig,
     /// Listen addresses.
     pub server: ServerConfig,
+    /// The HTTP gateway's settings (read by `shepherd-gateway` only).
+    pub gateway: GatewayConfig,
     /// The file this config was read from, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
@@ -106,6 +114,7 @@ impl Default for RuntimeConfig {
             endpoints: Vec::new(),
             scraping: ScrapingConfig::default(),
             server: ServerConfig::default(),
+            gateway: GatewayConfig::default(),
             path: None,
         })
     }

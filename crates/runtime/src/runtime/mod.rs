@@ -201,6 +201,7 @@ impl Runtime {
             reloads: reload_stats,
             config: config_rx,
             shutdown: signal.clone(),
+            extra: options.metrics_sources.clone().into(),
         };
         let mut admin_addr = None;
         if let Some(listener) = admin_listener {

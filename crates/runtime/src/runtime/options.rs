@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use shepherd_scheduler_core::clock::Clock;
 use shepherd_scheduler_core::config::Registry;
+use shepherd_scheduler_core::metrics::MetricsSource;
 
 use crate::config::RuntimeConfig;
 use crate::discovery::{DEFAULT_POLL_INTERVAL, Discovery};
@@ -74,6 +75,8 @@ pub struct RuntimeOptions {
     pub adaptive: bool,
     /// The pool's clock (default: [`TokioClock`](crate::TokioClock)).
     pub clock: Option<Arc<dyn Clock>>,
+    /// The adapter's own metrics, rendered on `/metrics` after the runtime's (default none).
+    pub metrics_sources: Vec<Arc<dyn MetricsSource>>,
 }
 
 impl Default for RuntimeOptions {
@@ -88,6 +91,7 @@ impl Default for RuntimeOptions {
             scrape: true,
             adaptive: true,
             clock: None,
+            metrics_sources: Vec::new(),
         }
     }
 }
@@ -104,6 +108,7 @@ impl fmt::Debug for RuntimeOptions {
             .field("scrape", &self.scrape)
             .field("adaptive", &self.adaptive)
             .field("custom_clock", &self.clock.is_some())
+            .field("metrics_sources", &self.metrics_sources.len())
             .finish()
     }
 }

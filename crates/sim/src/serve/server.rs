@@ -123,11 +123,13 @@ struct RunningServer {
 
 impl RunningServer {
     async fn stop(self) {
+        // The connections go first: were the engine gone while a connection still ran, its
+        // handler would answer "the engine stopped" (a 500), which a dead server never
+        // does. Aborted tasks drop their futures (listener, connections, engine) before the
+        // join handles complete.
         self.accept.abort();
-        self.driver.abort();
-        // Aborted tasks drop their futures (listener, connections, engine) before the join
-        // handles complete.
         let _ = self.accept.await;
+        self.driver.abort();
         let _ = self.driver.await;
     }
 }

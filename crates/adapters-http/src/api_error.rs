@@ -1,0 +1,321 @@
+//! Answers the gateway makes itself, in OpenAI's error shape.
+//!
+//! Every OpenAI client library turns a non-2xx answer into a typed exception by its status
+//! (`BadRequestError` for 400, `AuthenticationError` for 401, `NotFoundError` for 404,
+//! `RateLimitError` for 429, `InternalServerError` for 5xx) and shows the body's
+//! `error.message`. So every answer the gateway makes on its own is
+//! `{"error": {"message", "type", "param", "code"}}`, with `Retry-After` on 429 and 503:
+//!
+//! | status | when | `type` | `code` |
+//! |---|---|---|---|
+//! | 400 | the body is not a valid request for its route | `invalid_request_error` | `invalid_json`, `missing_field`, `invalid_field`, `empty_prompt`, `invalid_body` |
+//! | 401 | client keys are configured and the request has none of them | `invalid_request_error` | `invalid_api_key` |
+//! | 404 | unknown route, or a model no server lists | `invalid_request_error` | `not_found`, `model_not_found` |
+//! | 405 | wrong method on a known route | `invalid_request_error` | `method_not_allowed` |
+//! | 413 | the body is over `gateway.maxBodyBytes` | `invalid_request_error` | `request_too_large` |
+//! | 429 | `gateway.maxConcurrentRequests` requests are already in flight | `rate_limit_error` | `rate_limit_exceeded` |
+//! | 502 | every endpoint tried refused or dropped the connection before answering | `server_error` | `upstream_unreachable` |
+//! | 503 | the scheduler has no endpoint (`Retry-After`) | `server_error` | the scheduler's reason: `no_endpoints`, `no_healthy_endpoint`, `no_candidates`, ... |
+//! | 504 | no response byte within `gateway.firstByteTimeoutMs` | `server_error` | `upstream_timeout` |
+//!
+//! Answers from model servers (their own 4xx and 5xx included) are passed through as they
+//! are.
+//!
+//! ```
+//! use axum::response::IntoResponse;
+//! use shepherd_adapters_http::ApiError;
+//!
+//! let error = ApiError::rate_limited(64, 1);
+//! assert_eq!(error.status().as_u16(), 429);
+//! assert_eq!(error.to_json()["error"]["code"], "rate_limit_exceeded");
+//! let response = error.into_response();
+//! assert_eq!(response.headers()["retry-after"], "1");
+//! ```
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use shepherd_scheduler_core::request::ParseError;
+use shepherd_scheduler_core::scheduler::ScheduleError;
+
+/// `type` of errors caused by the request.
+const INVALID_REQUEST: &str = "invalid_request_error";
+/// `type` of errors on the gateway's or the servers' side.
+const SERVER_ERROR: &str = "server_error";
+
+/// An answer the gateway makes itself. See the [module docs](self).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    kind: &'static str,
+    param: Option<String>,
+    code: &'static str,
+    retry_after: Option<u64>,
+}
+
+impl ApiError {
+    /// An error answer with `status`, OpenAI `type` `kind`, `code` and `message`.
+    pub fn new(
+        status: StatusCode,
+        kind: &'static str,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+            kind,
+            param: None,
+            code,
+            retry_after: None,
+        }
+    }
+
+    /// Names the request field at fault.
+    pub fn with_param(mut self, param: impl Into<String>) -> Self {
+        self.param = Some(param.into());
+        self
+    }
+
+    /// Adds `Retry-After: seconds`.
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    /// 400 (or 404 / 413, as the parser says) for a body the core's parser refused.
+    pub fn bad_body(error: &ParseError) -> Self {
+        let status = StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+        let (code, param) = match error {
+            ParseError::InvalidJson(_) | ParseError::InvalidUtf8 { .. } => ("invalid_json", None),
+            ParseError::NotAnObject => ("invalid_json", None),
+            ParseError::MissingField(field) => ("missing_field", Some((*field).to_owned())),
+            ParseError::InvalidField { field, .. } => ("invalid_field", Some(field.clone())),
+            ParseError::EmptyPrompt => ("empty_prompt", None),
+            ParseError::BodyTooLarge { .. } => ("request_too_large", None),
+            ParseError::UnsupportedPath(_) => ("not_found", None),
+            _ => ("invalid_body", None),
+        };
+        let mut error = ApiError::new(status, INVALID_REQUEST, code, error.to_string());
+        error.param = param;
+        error
+    }
+
+    /// 401: the request carries none of the configured client keys.
+    pub fn unauthorized() -> Self {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            INVALID_REQUEST,
+            "invalid_api_key",
+            "Incorrect or missing API key: send `Authorization: Bearer <key>` with a key this \
+             gateway accepts.",
+        )
+    }
+
+    /// 404: no server lists `model`.
+    pub fn unknown_model(model: &str) -> Self {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            INVALID_REQUEST,
+            "model_not_found",
+            format!("The model `{model}` does not exist: no server behind this gateway lists it."),
+        )
+        .with_param("model")
+    }
+
+    /// 404: no such route.
+    pub fn not_found(path: &str) -> Self {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            INVALID_REQUEST,
+            "not_found",
+            format!("Unknown route `{path}`."),
+        )
+    }
+
+    /// 405: the route exists, but not for this method.
+    pub fn method_not_allowed() -> Self {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            INVALID_REQUEST,
+            "method_not_allowed",
+            "This route does not accept this method.",
+        )
+    }
+
+    /// 413: the body is over `limit` bytes (`size` when the client declared it).
+    pub fn body_too_large(size: Option<usize>, limit: usize) -> Self {
+        let message = match size {
+            Some(size) => {
+                format!("The request body of {size} bytes exceeds the limit of {limit} bytes.")
+            }
+            None => format!("The request body exceeds the limit of {limit} bytes."),
+        };
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            INVALID_REQUEST,
+            "request_too_large",
+            message,
+        )
+    }
+
+    /// 400: the request body could not be read (the client broke it off).
+    pub fn unreadable_body(reason: impl std::fmt::Display) -> Self {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            "invalid_body",
+            format!("The request body could not be read: {reason}"),
+        )
+    }
+
+    /// 429: `limit` requests are already in flight.
+    pub fn rate_limited(limit: usize, retry_after: u64) -> Self {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            "rate_limit_exceeded",
+            format!(
+                "The gateway is serving its limit of {limit} concurrent requests; retry later."
+            ),
+        )
+        .with_retry_after(retry_after)
+    }
+
+    /// The scheduler found no endpoint: 503 with `Retry-After` (500 for a policy fault).
+    pub fn unscheduled(error: &ScheduleError, retry_after: u64) -> Self {
+        let status =
+            StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let answer = ApiError::new(status, SERVER_ERROR, error.reason(), error.to_string());
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            answer.with_retry_after(retry_after)
+        } else {
+            answer
+        }
+    }
+
+    /// 502: every endpoint tried (`tried` of them) failed before answering.
+    pub fn upstream_unreachable(tried: usize) -> Self {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            SERVER_ERROR,
+            "upstream_unreachable",
+            format!(
+                "No model server could be reached: {tried} tried, each refused or dropped the \
+                 connection before answering."
+            ),
+        )
+    }
+
+    /// 504: the server sent nothing within the first-byte timeout.
+    pub fn upstream_timeout(waited_ms: u64) -> Self {
+        ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            SERVER_ERROR,
+            "upstream_timeout",
+            format!("The model server sent no response within {waited_ms} ms."),
+        )
+    }
+
+    /// 500: something the gateway should not have met.
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            SERVER_ERROR,
+            "internal_error",
+            message,
+        )
+    }
+
+    /// 503 without a scheduler reason (no server answered `/v1/models`).
+    pub fn unavailable(code: &'static str, message: impl Into<String>, retry_after: u64) -> Self {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, SERVER_ERROR, code, message)
+            .with_retry_after(retry_after)
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The `error.code`.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// The `error.message`.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The `Retry-After` seconds, when sent.
+    pub fn retry_after(&self) -> Option<u64> {
+        self.retry_after
+    }
+
+    /// The body: `{"error": {"message", "type", "param", "code"}}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "error": {
+                "message": self.message,
+                "type": self.kind,
+                "param": self.param,
+                "code": self.code,
+            }
+        })
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.code,
+            self.message
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, axum::Json(self.to_json())).into_response();
+        let headers = response.headers_mut();
+        if let Some(seconds) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_errors_name_their_field() {
+        let error = ApiError::bad_body(&ParseError::MissingField("messages"));
+        assert_eq!(error.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(error.to_json()["error"]["param"], "messages");
+        assert_eq!(error.code(), "missing_field");
+        let error = ApiError::bad_body(&ParseError::BodyTooLarge { size: 9, limit: 8 });
+        assert_eq!(error.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[test]
+    fn no_endpoint_is_503_with_retry_after() {
+        let error = ApiError::unscheduled(&ScheduleError::NoEndpoints, 2);
+        assert_eq!(error.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            (error.code(), error.retry_after()),
+            ("no_endpoints", Some(2))
+        );
+        let fault = ApiError::unscheduled(&ScheduleError::UnknownProfile("x".into()), 2);
+        assert_eq!(fault.retry_after(), None);
+    }
+}

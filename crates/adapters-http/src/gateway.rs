@@ -1,0 +1,244 @@
+//! The gateway: its shared state and its routes.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `POST /v1/completions`, `/v1/chat/completions`, `/v1/responses`, `/v1/embeddings` | proxied to the endpoint Shepherd picks ([`proxy`]) |
+//! | `GET /v1/models`, `GET /v1/models/{id}` | the pool's models ([`models`](crate::models)) |
+//! | `POST /debug/explain/v1/...` | when `gateway.explain` is on: the pick for a body, with its score breakdown ([`explain`]) |
+//! | `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config` | the runtime's admin routes, when mounted ([`Gateway::router_with`]) |
+//! | anything else | 404 in OpenAI's shape |
+//!
+//! The `/v1/*` and `/debug/explain` routes check client keys when `gateway.apiKeys` has any;
+//! the admin routes never do (probes and Prometheus read them; keep the port private or
+//! turn `gateway.adminRoutes` off and use the admin port).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Request, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use shepherd_scheduler_core::reload::ReloadableScheduler;
+use shepherd_scheduler_core::request::{ApiKind, ParseLimits};
+
+use crate::limit::ConcurrencyLimit;
+use crate::models::ModelCatalog;
+use crate::stats::Rejection;
+use crate::upstream::{self, HttpClient};
+use crate::{ApiError, GatewaySettings, GatewayStats, explain, proxy};
+
+/// The OpenAI routes proxied through the scheduler, with their API.
+pub const INFERENCE_ROUTES: [(&str, ApiKind); 4] = [
+    ("/v1/completions", ApiKind::Completions),
+    ("/v1/chat/completions", ApiKind::ChatCompletions),
+    ("/v1/responses", ApiKind::Responses),
+    ("/v1/embeddings", ApiKind::Embeddings),
+];
+
+/// The gateway's shared state: cheap to clone, one per server. See the [module docs](self).
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use shepherd_adapters_http::{Gateway, GatewaySettings, GatewayStats};
+/// use shepherd_scheduler_core::prelude::*;
+/// use shepherd_scorers::{builtin_registry, default_config};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let shared = SharedState::new(Arc::new(Pool::new()));
+/// shared.pool.set_members(["127.0.0.1:8000", "127.0.0.1:8001"]);
+/// let scheduler = ReloadableScheduler::build(&default_config(), &builtin_registry(), shared)?;
+/// let gateway = Gateway::new(
+///     Arc::new(scheduler),
+///     GatewaySettings::default(),
+///     Arc::new(GatewayStats::default()),
+/// );
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// axum::serve(listener, gateway.router()).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) scheduler: Arc<ReloadableScheduler>,
+    pub(crate) settings: GatewaySettings,
+    pub(crate) client: HttpClient,
+    pub(crate) models: Arc<ModelCatalog>,
+    pub(crate) limit: ConcurrencyLimit,
+    pub(crate) stats: Arc<GatewayStats>,
+    pub(crate) parse_limits: ParseLimits,
+}
+
+impl Gateway {
+    /// A gateway routing with `scheduler`, counting in `stats`.
+    pub fn new(
+        scheduler: Arc<ReloadableScheduler>,
+        settings: GatewaySettings,
+        stats: Arc<GatewayStats>,
+    ) -> Self {
+        let client = upstream::client(&settings);
+        let models = Arc::new(ModelCatalog::new(
+            client.clone(),
+            Arc::clone(&scheduler.shared().pool),
+            settings.upstream_keys.clone(),
+            settings.models_cache,
+            settings.models_timeout,
+        ));
+        let parse_limits = ParseLimits::default().with_max_body_bytes(settings.max_body_bytes);
+        Gateway {
+            inner: Arc::new(Inner {
+                scheduler,
+                limit: ConcurrencyLimit::new(settings.max_concurrent_requests),
+                settings,
+                client,
+                models,
+                stats,
+                parse_limits,
+            }),
+        }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &GatewaySettings {
+        &self.inner.settings
+    }
+
+    /// The gateway's counters.
+    pub fn stats(&self) -> &Arc<GatewayStats> {
+        &self.inner.stats
+    }
+
+    /// The scheduler requests are routed with.
+    pub fn scheduler(&self) -> &Arc<ReloadableScheduler> {
+        &self.inner.scheduler
+    }
+
+    /// The pool's model list.
+    pub fn models(&self) -> &Arc<ModelCatalog> {
+        &self.inner.models
+    }
+
+    /// The gateway's routes (the admin routes not included).
+    pub fn router(&self) -> Router {
+        self.router_with(None)
+    }
+
+    /// The gateway's routes, plus `admin` (the runtime's
+    /// [`admin_router`](shepherd_runtime::RuntimeHandle::admin_router)) when given.
+    pub fn router_with(&self, admin: Option<Router>) -> Router {
+        let mut router = Router::new();
+        for (path, api) in INFERENCE_ROUTES {
+            router = router.route(path, inference(path, api));
+        }
+        router = router
+            .route("/v1/models", openai_method(get(list_models)))
+            .route("/v1/models/{*id}", openai_method(get(get_model)));
+        if self.inner.settings.explain {
+            router = router.route(
+                "/debug/explain/{*path}",
+                openai_method(post(explain::explain)),
+            );
+        }
+        let mut router = router.fallback(not_found).with_state(self.clone());
+        if let Some(admin) = admin {
+            router = router.merge(admin);
+        }
+        router
+    }
+
+    /// Checks the client's key; counts and builds the 401 when it is wrong.
+    pub(crate) fn authorize(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        if self
+            .inner
+            .settings
+            .client_keys
+            .allows(headers.get(axum::http::header::AUTHORIZATION))
+        {
+            Ok(())
+        } else {
+            self.inner.stats.rejected(Rejection::Unauthorized);
+            Err(ApiError::unauthorized())
+        }
+    }
+}
+
+/// The method router of one inference route.
+fn inference(path: &'static str, api: ApiKind) -> MethodRouter<Gateway> {
+    openai_method(post(
+        move |State(gateway): State<Gateway>, request: Request| async move {
+            proxy::proxy(&gateway, api, path, request).await
+        },
+    ))
+}
+
+/// `router` answering other methods with a 405 in OpenAI's shape.
+fn openai_method(router: MethodRouter<Gateway>) -> MethodRouter<Gateway> {
+    router.fallback(|| async { ApiError::method_not_allowed() })
+}
+
+async fn list_models(State(gateway): State<Gateway>, headers: HeaderMap) -> Response {
+    if let Err(error) = gateway.authorize(&headers) {
+        return error.into_response();
+    }
+    match gateway.inner.models.list().await {
+        Some(list) => axum::Json(list.to_json()).into_response(),
+        None => ApiError::unavailable(
+            "no_models",
+            "No model server answered /v1/models.",
+            gateway.inner.settings.retry_after_seconds,
+        )
+        .into_response(),
+    }
+}
+
+async fn get_model(
+    State(gateway): State<Gateway>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(error) = gateway.authorize(&headers) {
+        return error.into_response();
+    }
+    match gateway.inner.models.list().await {
+        Some(list) => match list.get(&id) {
+            Some(model) => axum::Json(model.clone()).into_response(),
+            None => ApiError::unknown_model(&id).into_response(),
+        },
+        None => ApiError::unavailable(
+            "no_models",
+            "No model server answered /v1/models.",
+            gateway.inner.settings.retry_after_seconds,
+        )
+        .into_response(),
+    }
+}
+
+async fn not_found(request: Request) -> ApiError {
+    ApiError::not_found(request.uri().path())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use shepherd_runtime::config::RuntimeConfig;
+
+    use crate::GatewaySettings;
+
+    #[test]
+    fn the_documented_example_config_loads() {
+        let text = include_str!("../shepherd-gateway.example.yaml");
+        let config = RuntimeConfig::from_yaml(text).unwrap();
+        assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+        assert_eq!(config.endpoints.len(), 4);
+        assert_eq!(config.server.http_port, 8080);
+        let settings = GatewaySettings::from_config(&config.gateway).unwrap();
+        assert_eq!(settings.max_concurrent_requests, Some(512));
+        assert!(settings.explain && settings.admin_routes);
+        assert!(!settings.client_keys.is_enabled());
+    }
+}

@@ -1,0 +1,142 @@
+//! One inference request, from the client's headers to the last byte of the answer.
+//!
+//! 1. **Admission**: the client's key ([`ClientKeys`](crate::settings::ClientKeys), 401),
+//!    then a place under `gateway.maxConcurrentRequests` ([`limit`](crate::limit), 429).
+//! 2. **Body**: read whole within `gateway.maxBodyBytes` ([`body`](crate::body), 413), parsed
+//!    by the core's `parse_openai_request` (400 in OpenAI's shape), the model checked against
+//!    the pool's list ([`models`](crate::models), 404). The request's id is the client's
+//!    `x-request-id` or a generated one; `x-shepherd-priority`,
+//!    `x-gateway-inference-fairness-id` and `x-session-id` are read as the ext_proc picker
+//!    reads them.
+//! 3. **Pick**: the scheduler's decision (503 with `Retry-After` when there is no endpoint).
+//!    From here the gateway keeps only the decision's small
+//!    [`RequestHandle`](shepherd_scheduler_core::completion::RequestHandle) and the body
+//!    bytes; the parsed request (whose prompt can be megabytes) is dropped.
+//! 4. **Forward** ([`upstream`]): to the primary, then the fallbacks while
+//!    the exchange fails before any response byte (502 when all fail).
+//! 5. **Answer**: the server's status and headers at once, the body frame by frame through a
+//!    [`TrackedBody`], which finishes the handle when the body ends, fails, or the client
+//!    goes away.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, Response, header};
+use axum::response::IntoResponse;
+use shepherd_scheduler_core::completion::Completion;
+use shepherd_scheduler_core::request::{ApiKind, parse_openai_request};
+use shepherd_scheduler_core::scheduler::ScheduleOptions;
+
+use crate::body::read_limited;
+use crate::headers::{self, FAIRNESS_ID, PRIORITY, REQUEST_ID, SESSION};
+use crate::models::ModelCheck;
+use crate::stats::Rejection;
+use crate::tracked::TrackedBody;
+use crate::upstream::{self, Outgoing};
+use crate::{ApiError, Gateway};
+
+/// Proxies one request to `path` (of API `api`). See the [module docs](self).
+pub(crate) async fn proxy(
+    gateway: &Gateway,
+    api: ApiKind,
+    path: &'static str,
+    request: Request,
+) -> Response<Body> {
+    let inner = &gateway.inner;
+    inner.stats.request(api);
+    match forward(gateway, path, request).await {
+        Ok(response) => response,
+        Err(error) => {
+            if error.status() != axum::http::StatusCode::UNAUTHORIZED {
+                inner
+                    .stats
+                    .rejected(Rejection::for_status(error.status().as_u16()));
+            }
+            error.into_response()
+        }
+    }
+}
+
+async fn forward(
+    gateway: &Gateway,
+    path: &'static str,
+    request: Request,
+) -> Result<Response<Body>, ApiError> {
+    let inner = &gateway.inner;
+    let settings = &inner.settings;
+    let (parts, body) = request.into_parts();
+    gateway.authorize(&parts.headers)?;
+    let admitted = inner
+        .limit
+        .try_admit(&inner.stats)
+        .ok_or_else(|| ApiError::rate_limited(inner.limit.max(), settings.retry_after_seconds))?;
+
+    let body = read_limited(body, &parts.headers, settings.max_body_bytes).await?;
+    let mut request = parse_openai_request(path, &body, &inner.parse_limits)
+        .map_err(|e| ApiError::bad_body(&e))?;
+    if inner.models.check(request.target_model()).await == ModelCheck::Unknown {
+        return Err(ApiError::unknown_model(request.target_model()));
+    }
+    let client_headers = &parts.headers;
+    request.assign_id(headers::text(client_headers, REQUEST_ID));
+    if let Some(priority) = headers::text(client_headers, PRIORITY).and_then(|p| p.parse().ok()) {
+        request.priority = priority;
+    }
+    request.fairness_id = headers::text(client_headers, FAIRNESS_ID).map(str::to_owned);
+    request.session_key = headers::text(client_headers, SESSION).map(str::to_owned);
+
+    let decision = inner
+        .scheduler
+        .schedule_with(&request, ScheduleOptions::default())
+        .map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds))?;
+    drop(request);
+    let mut handle = decision.into_handle();
+    let request_id = HeaderValue::from_str(handle.id())
+        .unwrap_or_else(|_| HeaderValue::from_static("invalid-request-id"));
+
+    // A client key the gateway checked is not forwarded; otherwise the client's own
+    // `Authorization` goes on (unless the server has a key of its own).
+    let client_authorization = if settings.client_keys.is_enabled() {
+        None
+    } else {
+        parts.headers.get(header::AUTHORIZATION).cloned()
+    };
+    let outgoing = Outgoing {
+        method: parts.method.clone(),
+        path_and_query: parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| axum::http::uri::PathAndQuery::from_static(path)),
+        headers: headers::upstream_request_headers(&parts.headers),
+        client_authorization,
+        request_id: request_id.clone(),
+        body,
+        settings,
+    };
+    let answer = match upstream::send(&inner.client, &inner.stats, &mut handle, &outgoing).await {
+        Ok(answer) => answer,
+        Err(error) => {
+            handle.finish(Completion::failed());
+            return Err(error);
+        }
+    };
+    drop(outgoing);
+
+    let (mut head, upstream_body) = answer.into_parts();
+    let status = head.status.as_u16();
+    inner.stats.response(status);
+    let mut response_headers = headers::client_response_headers(&head.headers);
+    if !response_headers.contains_key(REQUEST_ID) {
+        response_headers.insert(REQUEST_ID, request_id);
+    }
+    head.headers = response_headers;
+    let body = TrackedBody::new(
+        upstream_body,
+        status,
+        handle,
+        std::sync::Arc::clone(&inner.stats),
+        admitted,
+        settings.usage_scan_bytes,
+    );
+    Ok(Response::from_parts(head, Body::new(body)))
+}

@@ -1,0 +1,142 @@
+//! Running the gateway: the runtime, the gateway over its scheduler, and the HTTP server on
+//! `server.httpPort`, with a graceful end.
+//!
+//! [`GatewayServer::start`] is everything `shepherd-gateway` does before it waits for a
+//! signal; [`GatewayServer::shutdown`] is everything it does after. Shutdown stops the
+//! listener and the runtime's loops at once (new connections are refused, `/readyz` answers
+//! 503), lets the requests in flight finish — a streaming response runs to its end — until the
+//! deadline, and then closes what is left.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use shepherd_adapters_http::GatewayServer;
+//! use shepherd_runtime::RuntimeOptions;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = GatewayServer::start(std::path::Path::new("shepherd.yaml"), RuntimeOptions::default()).await?;
+//! println!("OpenAI API on http://{}/v1", server.local_addr());
+//! tokio::signal::ctrl_c().await?;
+//! let report = server.shutdown(Duration::from_secs(30)).await;
+//! println!("drained: {}", report.drained);
+//! # Ok(()) }
+//! ```
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::serve::ListenerExt;
+use shepherd_runtime::{
+    ConfigSource, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport, ShutdownSignal,
+};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::{Gateway, GatewayError, GatewaySettings, GatewayStats};
+
+/// The gateway, serving. See the [module docs](self).
+#[derive(Debug)]
+pub struct GatewayServer {
+    runtime: RuntimeHandle,
+    gateway: Gateway,
+    local_addr: SocketAddr,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl GatewayServer {
+    /// Starts the runtime from `source` with `options` (the gateway's metrics are added to
+    /// its `/metrics`), builds the gateway from the config's `gateway` section, and serves it
+    /// on `server.bindAddress`:`server.httpPort` — with the admin routes unless
+    /// `gateway.adminRoutes` is off.
+    ///
+    /// # Errors
+    ///
+    /// [`GatewayError`] when the runtime does not start, a key cannot be read, or the port
+    /// cannot be bound (the runtime is stopped again then).
+    pub async fn start(
+        source: impl Into<ConfigSource>,
+        mut options: RuntimeOptions,
+    ) -> Result<Self, GatewayError> {
+        let stats = Arc::new(GatewayStats::default());
+        options.metrics_sources.push(stats.clone());
+        let runtime = Runtime::start(source, options).await?;
+        let config = runtime.config();
+        let settings = match GatewaySettings::from_config(&config.gateway) {
+            Ok(settings) => settings,
+            Err(error) => {
+                runtime.shutdown(Duration::ZERO).await;
+                return Err(error);
+            }
+        };
+        let addr = config.server.http_addr();
+        let listener = match TcpListener::bind(addr).await {
+            Ok(listener) => listener,
+            Err(source) => {
+                runtime.shutdown(Duration::ZERO).await;
+                return Err(GatewayError::Bind { addr, source });
+            }
+        };
+        let local_addr = listener.local_addr().unwrap_or(addr);
+        let gateway = Gateway::new(Arc::clone(runtime.scheduler()), settings, stats);
+        let admin = gateway
+            .settings()
+            .admin_routes
+            .then(|| runtime.admin_router());
+        let router = gateway.router_with(admin);
+        let task = tokio::spawn(serve(listener, router, runtime.shutdown_signal()));
+        tracing::info!(addr = %local_addr, "OpenAI-compatible gateway listening");
+        Ok(GatewayServer {
+            runtime,
+            gateway,
+            local_addr,
+            task,
+        })
+    }
+
+    /// Where the gateway listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The runtime under the gateway.
+    pub fn runtime(&self) -> &RuntimeHandle {
+        &self.runtime
+    }
+
+    /// The gateway.
+    pub fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    /// Stops accepting, lets in-flight requests finish within `deadline`, then stops.
+    pub async fn shutdown(self, deadline: Duration) -> ShutdownReport {
+        let started = Instant::now();
+        let report = self.runtime.shutdown(deadline).await;
+        let left = deadline.saturating_sub(started.elapsed());
+        let mut task = self.task;
+        match tokio::time::timeout(left, &mut task).await {
+            Ok(Ok(Err(error))) => tracing::error!(%error, "the gateway's server failed"),
+            Ok(_) => {}
+            Err(_) => task.abort(),
+        }
+        report
+    }
+}
+
+/// Serves `router` on `listener` (with `TCP_NODELAY` on every connection, so small SSE
+/// events are not held back) until `stop` fires, then lets open requests finish.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    stop: ShutdownSignal,
+) -> std::io::Result<()> {
+    let listener = listener.tap_io(|tcp| {
+        // Without it small writes (one SSE event) may wait for the previous one's ACK.
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { stop.wait().await })
+        .await
+}

@@ -1,0 +1,154 @@
+//! The response body on its way to the client, carrying the request's handle.
+//!
+//! [`TrackedBody`] wraps the model server's body and hands each frame on as soon as it
+//! arrives — no buffering, so an SSE event reaches the client when the server sends it. On
+//! the way it:
+//!
+//! - reports the first token to the scheduler ([`RequestHandle::first_token`]) at the first
+//!   non-empty data frame, which releases the request's pending-prefill count;
+//! - keeps the body's last bytes in a [`UsageScanner`] (bounded: 16 KiB whatever the
+//!   response's length) for a 2xx response;
+//! - when the body ends (its last byte, for a body of known length), finishes the handle with the `usage` found there
+//!   ([`Completion::success`]; [`Completion::failed`] for a non-2xx status), and when the
+//!   server's stream breaks off, with a failure;
+//! - when the client goes away first, is dropped by the HTTP server, and the unfinished
+//!   handle ends as *cancelled*.
+//!
+//! Either way the request's in-flight counts on its endpoint and its place under the
+//! gateway's concurrency cap are released at that moment, not later.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use shepherd_runtime::usage::UsageScanner;
+use shepherd_scheduler_core::completion::{Completion, RequestHandle};
+
+use crate::GatewayStats;
+use crate::limit::Admitted;
+
+/// A model server's response body, tracked until it ends. See the [module docs](self).
+#[derive(Debug)]
+pub struct TrackedBody {
+    inner: Incoming,
+    /// `None` once the request has been finished.
+    tracking: Option<Tracking>,
+}
+
+#[derive(Debug)]
+struct Tracking {
+    handle: RequestHandle,
+    /// `None` for a non-2xx response: its completion is a failure, usage or not.
+    scanner: Option<UsageScanner>,
+    first_seen: bool,
+    stats: Arc<GatewayStats>,
+    _admitted: Admitted,
+}
+
+impl TrackedBody {
+    /// Tracks `inner`, the body of a response with status `status`, for `handle`.
+    pub(crate) fn new(
+        inner: Incoming,
+        status: u16,
+        handle: RequestHandle,
+        stats: Arc<GatewayStats>,
+        admitted: Admitted,
+        usage_scan_bytes: usize,
+    ) -> Self {
+        let success = (200..300).contains(&status);
+        let mut body = TrackedBody {
+            inner,
+            tracking: Some(Tracking {
+                handle,
+                scanner: success.then(|| UsageScanner::new(usage_scan_bytes)),
+                first_seen: false,
+                stats,
+                _admitted: admitted,
+            }),
+        };
+        if body.inner.is_end_stream() {
+            // An empty body is never polled.
+            body.finish(false);
+        }
+        body
+    }
+
+    fn finish(&mut self, broken: bool) {
+        let Some(tracking) = self.tracking.take() else {
+            return;
+        };
+        let completion = match (&tracking.scanner, broken) {
+            (Some(scanner), false) => {
+                let usage = scanner.usage();
+                if let Some(usage) = &usage {
+                    tracking.stats.usage(usage);
+                }
+                Completion::success(usage)
+            }
+            _ => Completion::failed(),
+        };
+        if broken {
+            tracking.stats.upstream_error_mid_stream();
+        }
+        tracking.handle.finish(completion);
+    }
+}
+
+impl Body for TrackedBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(data), Some(tracking)) = (frame.data_ref(), &mut this.tracking)
+                    && !data.is_empty()
+                {
+                    if !tracking.first_seen {
+                        tracking.first_seen = true;
+                        tracking.handle.first_token();
+                    }
+                    if let Some(scanner) = &mut tracking.scanner {
+                        scanner.push(data);
+                    }
+                }
+                // A body of known length is over at its last byte: the HTTP server will not
+                // poll again to see the end, so finish now.
+                if this.inner.is_end_stream() {
+                    this.finish(false);
+                }
+            }
+            Poll::Ready(Some(Err(_))) => this.finish(true),
+            Poll::Ready(None) => this.finish(false),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        // While tracking, say "not yet" so the server polls once more and sees the end.
+        self.tracking.is_none() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for TrackedBody {
+    fn drop(&mut self) {
+        if let Some(tracking) = self.tracking.take() {
+            // The client went away (or the server shut down) before the end: dropping the
+            // unfinished handle ends the request as cancelled.
+            tracking.stats.client_disconnect();
+            drop(tracking);
+        }
+    }
+}

