@@ -17,9 +17,11 @@ if [ ! -x "${python}" ]; then
     python3 -m venv "${venv}" >&2
 fi
 
-if ! "${python}" -c 'import openai, pytest' 2>/dev/null; then
+openai_version=3.57.0
+pytest_version=9.2.0
+if ! "${python}" -c "import importlib.metadata as m; assert m.version('openai') == '${openai_version}' and m.version('pytest') == '${pytest_version}'" 2>/dev/null; then
     echo "== installing openai and pytest into ${venv}" >&2
-    "${python}" -m pip install --quiet openai pytest >&2
+    "${python}" -m pip install --quiet "openai==${openai_version}" "pytest==${pytest_version}" >&2
 fi
 
 echo "${python}"
