@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Benchmarks the Envoy ext_proc path on loopback, in one run:
+#
+#   direct    client → Envoy → upstream                        (no ext_proc filter)
+#   noop      client → Envoy ⇄ noop_extproc → upstream         (a fixed destination, no work)
+#   shepherd  client → Envoy ⇄ shepherd-epp → upstream         (the deployment example)
+#
+# For each: p50 / p99 latency and requests per second at 1 and 16 concurrent clients with
+# 16 KB bodies (each prompt unique); then the RSS of shepherd-epp before and after 100k more
+# requests at 16 clients. The upstream is `bench_upstream`, which answers at once, so Envoy
+# and the processor are what is measured. The noop and shepherd runs use the example Envoy
+# config (examples/deploy/envoy/envoy.yaml) with only its ports changed.
+#
+#   scripts/bench-extproc.sh                     # Envoy from $SHEPHERD_ENVOY, else installed
+#   BENCH_REQUESTS_1=2000 BENCH_REQUESTS_16=10000 BENCH_RSS_REQUESTS=20000 scripts/bench-extproc.sh
+#
+# Results: a table on stdout, JSON lines in target/bench-extproc/results.jsonl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BASE="${BENCH_PORT_BASE:-18000}"
+N1="${BENCH_REQUESTS_1:-5000}"
+N16="${BENCH_REQUESTS_16:-20000}"
+NRSS="${BENCH_RSS_REQUESTS:-100000}"
+BODY="${BENCH_BODY_BYTES:-16384}"
+ENVOY_CONCURRENCY="${BENCH_ENVOY_CONCURRENCY:-2}"
+OUT=target/bench-extproc
+mkdir -p "$OUT"
+: > "$OUT/results.jsonl"
+
+UP0=$((BASE)); UP1=$((BASE + 1))
+NOOP=$((BASE + 2))
+EPP=$((BASE + 3)); EPP_HEALTH=$((BASE + 4)); EPP_ADMIN=$((BASE + 5))
+LISTEN=$((BASE + 10)); ENVOY_ADMIN=$((BASE + 11))
+
+for port in $UP0 $UP1 $NOOP $EPP $EPP_HEALTH $EPP_ADMIN $LISTEN $ENVOY_ADMIN; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "port $port is in use; set BENCH_PORT_BASE to another base" >&2
+    exit 1
+  fi
+done
+
+ENVOY="${SHEPHERD_ENVOY:-}"
+if [ -z "$ENVOY" ]; then
+  ENVOY="$(scripts/install-envoy.sh)"
+fi
+
+echo "== building (release)" >&2
+cargo build --release -q -p shepherd-adapters-extproc \
+  --bin shepherd-epp --example noop_extproc --example bench_upstream --example loadgen
+BIN=target/release
+EX=target/release/examples
+
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+wait_http() { # url
+  for _ in $(seq 1 200); do
+    if curl -fs -o /dev/null "$1"; then return 0; fi
+    sleep 0.05
+  done
+  echo "no answer from $1" >&2
+  return 1
+}
+
+"$EX/bench_upstream" --ports "$UP0,$UP1" 2>"$OUT/upstream.log" &
+PIDS+=($!)
+"$EX/noop_extproc" --port "$NOOP" --destination "127.0.0.1:$UP0" 2>"$OUT/noop.log" &
+PIDS+=($!)
+cat > "$OUT/shepherd.yaml" <<EOF
+apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+scheduler:
+  maxEndpoints: 1
+endpoints:
+  - 127.0.0.1:$UP0
+  - 127.0.0.1:$UP1
+server:
+  bindAddress: 127.0.0.1
+  extprocPort: $EPP
+  healthPort: $EPP_HEALTH
+  metricsPort: $EPP_ADMIN
+EOF
+RUST_LOG=warn "$BIN/shepherd-epp" --config "$OUT/shepherd.yaml" 2>"$OUT/shepherd-epp.log" &
+EPP_PID=$!
+PIDS+=($EPP_PID)
+wait_http "http://127.0.0.1:$UP0/metrics"
+wait_http "http://127.0.0.1:$EPP_ADMIN/readyz"
+
+# The example config with its ports changed, pointing at ext_proc port $1.
+example_config() {
+  sed -e "s/port_value: 9901/port_value: $ENVOY_ADMIN/" \
+      -e "s/port_value: 8081/port_value: $LISTEN/" \
+      -e "s/port_value: 9002/port_value: $1/" \
+      examples/deploy/envoy/envoy.yaml
+}
+
+# The same listener without the ext_proc filter, straight to one upstream.
+direct_config() {
+  cat <<EOF
+admin:
+  address: { socket_address: { address: 127.0.0.1, port_value: $ENVOY_ADMIN } }
+static_resources:
+  listeners:
+  - name: inference
+    address: { socket_address: { address: 127.0.0.1, port_value: $LISTEN } }
+    per_connection_buffer_limit_bytes: 16777216
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: inference
+          route_config:
+            virtual_hosts:
+            - name: inference
+              domains: ["*"]
+              routes:
+              - match: { prefix: "/" }
+                route: { cluster: upstream, timeout: 0s }
+          http_filters:
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+  clusters:
+  - name: upstream
+    type: STATIC
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: upstream
+      endpoints:
+      - lb_endpoints:
+        - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: $UP0 } } }
+EOF
+}
+
+ENVOY_PID=
+start_envoy() { # name config-text
+  printf '%s\n' "$2" > "$OUT/envoy-$1.yaml"
+  "$ENVOY" -c "$OUT/envoy-$1.yaml" --disable-hot-restart --concurrency "$ENVOY_CONCURRENCY" \
+    -l warning 2>"$OUT/envoy-$1.log" &
+  ENVOY_PID=$!
+  PIDS+=($ENVOY_PID)
+  wait_http "http://127.0.0.1:$ENVOY_ADMIN/ready"
+}
+stop_envoy() {
+  kill "$ENVOY_PID" 2>/dev/null || true
+  wait "$ENVOY_PID" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$LISTEN") 2>/dev/null || return 0
+    sleep 0.05
+  done
+}
+
+load() { # label clients requests warmup
+  "$EX/loadgen" --url "http://127.0.0.1:$LISTEN/v1/completions" --label "$1" \
+    --clients "$2" --requests "$3" --warmup "$4" --body-bytes "$BODY" --max-secs 300 \
+    | tee -a "$OUT/results.jsonl" >&2
+}
+
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+
+for scenario in direct noop shepherd; do
+  echo "== $scenario" >&2
+  case $scenario in
+    direct) start_envoy direct "$(direct_config)" ;;
+    noop) start_envoy noop "$(example_config "$NOOP")" ;;
+    shepherd) start_envoy shepherd "$(example_config "$EPP")" ;;
+  esac
+  if [ "$scenario" = shepherd ]; then RSS_START=$(rss_kb "$EPP_PID"); fi
+  load "$scenario-1" 1 "$N1" 500
+  load "$scenario-16" 16 "$N16" 1000
+  if [ "$scenario" = shepherd ]; then
+    RSS_BEFORE=$(rss_kb "$EPP_PID")
+    load "shepherd-rss" 16 "$NRSS" 0
+    RSS_AFTER=$(rss_kb "$EPP_PID")
+    echo "{\"label\":\"rss\",\"start_kb\":$RSS_START,\"before_kb\":$RSS_BEFORE,\"after_kb\":$RSS_AFTER,\"requests\":$NRSS}" \
+      | tee -a "$OUT/results.jsonl" >&2
+  fi
+  stop_envoy
+done
+
+python3 - "$OUT/results.jsonl" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = {r["label"]: r for r in rows}
+print(f"loopback, {sys.argv[2]} cores, load average before the summary: {sys.argv[3]}")
+print(f"{'path':<10} {'clients':>7} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'errors':>7}")
+for s in ("direct", "noop", "shepherd"):
+    for c in (1, 16):
+        r = by[f"{s}-{c}"]
+        print(f"{s:<10} {c:>7} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['rps']:>8.0f} {r['errors'] + r['non_2xx']:>7}")
+d1, s1 = by["direct-1"], by["shepherd-1"]
+n16, s16 = by["noop-16"], by["shepherd-16"]
+rss = by["rss"]
+add50 = s1["p50_ms"] - d1["p50_ms"]
+add99 = s1["p99_ms"] - d1["p99_ms"]
+ratio = s16["rps"] / n16["rps"]
+def mark(ok): return "ok" if ok else "MISSED"
+print(f"shepherd-epp adds at 1 client: p50 {add50:+.3f} ms (target <= 0.4: {mark(add50 <= 0.4)}), "
+      f"p99 {add99:+.3f} ms (target <= 1: {mark(add99 <= 1.0)})")
+print(f"shepherd-epp / noop req/s at 16 clients: {ratio:.2f} (target >= 0.75: {mark(ratio >= 0.75)})")
+r = by["shepherd-rss"]
+print(f"shepherd-epp RSS: {rss['start_kb']/1024:.1f} MiB at start, {rss['before_kb']/1024:.1f} MiB before "
+      f"and {rss['after_kb']/1024:.1f} MiB after {r['requests']} more requests "
+      f"({(rss['after_kb'] - rss['before_kb'])/1024:+.1f} MiB; {r['rps']:.0f} req/s, p99 {r['p99_ms']:.3f} ms)")
+EOF
