@@ -13,9 +13,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use e2e::{
-    DESTINATION, MODEL, Options, Stack, envoy_binary, envoy_config, sample, tally, unique_prompt,
-    workspace,
+    DESTINATION, Envoy, MODEL, Options, Stack, envoy_binary, envoy_config, sample, tally,
+    unique_prompt, workspace,
 };
+use shepherd_adapters_extproc::{ExtProcOptions, ExtProcService, serve};
+use shepherd_runtime::config::RuntimeConfig;
+use shepherd_runtime::{Runtime, RuntimeOptions};
+use shepherd_scheduler_core::completion::{
+    CompletedRequest, Completion, CompletionHook, Outcome, Usage,
+};
+use shepherd_scheduler_core::plugin::PluginInstance;
+use shepherd_sim::serve::ServeConfig;
 use tokio::time::{Instant, sleep};
 
 const MAIN: &str = "inference";
@@ -330,7 +338,7 @@ async fn a_stopped_server_loses_its_traffic_once_its_metrics_go_stale() {
             )
             .await;
         stack.assert_routed(&reply);
-        assert_ne!(reply.picked.as_deref(), Some(victim.as_str()));
+        assert_ne!(reply.primary(), Some(victim.as_str()));
     }
     let after = stack.metrics().await;
     let series = format!("shepherd_endpoint_picks_total{{endpoint=\"{victim}\"}}");
@@ -501,17 +509,21 @@ async fn the_deployment_example_is_valid() {
     let Some(envoy) = envoy_binary() else {
         return;
     };
-    // Envoy accepts the example as it is, and as the tests change it.
-    for (name, text) in [
-        (
-            "example",
-            std::fs::read_to_string(workspace().join("examples/deploy/envoy/envoy.yaml")).unwrap(),
-        ),
-        (
-            "tests",
-            envoy_config(9002, &["127.0.0.1:8100".parse().unwrap()]),
-        ),
-    ] {
+    // Envoy accepts the examples as they are, and as the tests change them.
+    let servers: Vec<std::net::SocketAddr> = vec![
+        "127.0.0.1:18100".parse().unwrap(),
+        "127.0.0.1:18101".parse().unwrap(),
+    ];
+    let mut configs = Vec::new();
+    for example in ["envoy.yaml", "envoy-fallbacks.yaml"] {
+        let path = workspace().join("examples/deploy/envoy").join(example);
+        configs.push((example.to_string(), std::fs::read_to_string(path).unwrap()));
+        configs.push((
+            format!("{example} as tested"),
+            envoy_config(example, 9002, &servers[..1], &servers),
+        ));
+    }
+    for (name, text) in configs {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("envoy.yaml");
         std::fs::write(&path, text).unwrap();
@@ -534,4 +546,178 @@ async fn the_deployment_example_is_valid() {
             String::from_utf8_lossy(&output.stderr)
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fallbacks_carry_requests_past_a_stopped_server() {
+    let Some(mut stack) = Stack::start(Options {
+        servers: 2,
+        max_endpoints: 2,
+        example: "envoy-fallbacks.yaml",
+        ..Options::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let victim = stack.server(0);
+    // A prefix that the picker sends to server 0 (prefix affinity keeps it there).
+    let mut prefix = None;
+    for i in 0..40 {
+        let candidate = unique_prompt(&format!("fallback prefix {i}"), 4096);
+        let reply = stack
+            .post(MAIN, Stack::completion(&format!("{candidate} q"), 2))
+            .await;
+        stack.assert_routed(&reply);
+        assert_eq!(reply.destinations().len(), 2, "primary and fallback");
+        if reply.served.as_deref() == Some(victim.as_str()) {
+            prefix = Some(candidate);
+            break;
+        }
+    }
+    let prefix = prefix.expect("some prompt went to server 0");
+
+    // Server 0 dies. Until its metrics go stale the picker still names it first for this
+    // prefix; Envoy's connection fails and the retry goes to the fallback.
+    assert!(stack.sims.stop(0).await);
+    let mut carried = 0;
+    for i in 0..20 {
+        let reply = stack
+            .post(
+                MAIN,
+                Stack::completion(&format!("{prefix} question {i}"), 2),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{reply:?}\n{}", stack.envoy.log());
+        let served = reply.served.as_deref().unwrap();
+        assert_ne!(served, victim);
+        assert!(reply.destinations().contains(&served), "{reply:?}");
+        if reply.primary() == Some(victim.as_str()) {
+            carried += 1;
+        }
+    }
+    assert!(
+        carried >= 1,
+        "no request was picked for the stopped server first"
+    );
+}
+
+/// A completion hook recording the usage of every request that ended.
+#[derive(Debug, Default)]
+struct UsageRecorder(parking_lot::Mutex<Vec<(Outcome, Option<Usage>, bool)>>);
+
+impl CompletionHook for UsageRecorder {
+    fn on_complete(&self, _request: &CompletedRequest<'_>, completion: &Completion) {
+        self.0.lock().push((
+            completion.outcome,
+            completion.usage,
+            completion.first_token_at.is_some(),
+        ));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_usage_reaches_the_completion_hooks() {
+    // The picker runs in this process here (the runtime and the service shepherd-epp wires),
+    // with a completion hook of the test's own, behind the same Envoy example.
+    let Some(envoy_path) = envoy_binary() else {
+        return;
+    };
+    let mut sim = ServeConfig::ephemeral(2);
+    sim.speed = 50.0;
+    let sims = shepherd_sim::serve::spawn(sim).await.unwrap();
+    let recorder = Arc::new(UsageRecorder::default());
+    let mut registry = shepherd_scorers::builtin_registry();
+    let hook = Arc::clone(&recorder);
+    registry.register("test-usage-recorder", move |_args| {
+        Ok(PluginInstance::default().with_completion_hook(hook.clone()))
+    });
+    let endpoints: Vec<String> = sims.addrs().iter().map(|a| format!("  - {a}\n")).collect();
+    let config = RuntimeConfig::from_yaml(&format!(
+        "plugins:\n\
+         \x20 - type: prefix-cache-scorer\n\
+         \x20 - type: queue-scorer\n\
+         \x20 - type: max-score-picker\n\
+         \x20 - type: test-usage-recorder\n\
+         schedulingProfiles:\n\
+         \x20 - name: default\n\
+         \x20   plugins:\n\
+         \x20     - pluginRef: prefix-cache-scorer\n\
+         \x20       weight: 3\n\
+         \x20     - pluginRef: queue-scorer\n\
+         \x20       weight: 2\n\
+         \x20     - pluginRef: max-score-picker\n\
+         scheduler:\n  maxEndpoints: 1\n\
+         endpoints:\n{}\
+         server:\n  metricsPort: 0\n",
+        endpoints.concat()
+    ))
+    .unwrap();
+    let options = RuntimeOptions {
+        registry: Some(registry),
+        ..RuntimeOptions::default()
+    };
+    let handle = Runtime::start(config, options).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let extproc_port = listener.local_addr().unwrap().port();
+    let service = ExtProcService::new(Arc::clone(handle.scheduler()), ExtProcOptions::default());
+    let signal = handle.shutdown_signal();
+    let server = tokio::spawn(async move { serve(listener, service, signal.wait()).await });
+    let dir = tempfile::tempdir().unwrap();
+    let envoy = Envoy::start(
+        &envoy_path,
+        dir.path(),
+        &envoy_config("envoy.yaml", extproc_port, &sims.addrs()[..1], sims.addrs()),
+    )
+    .await;
+
+    let body = serde_json::json!({
+        "model": MODEL,
+        "prompt": unique_prompt("usage", 800),
+        "max_tokens": 12,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    let text = reqwest::Client::new()
+        .post(format!("http://{}/v1/completions", envoy.listeners[MAIN]))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let usage_line = text
+        .split("\n\n")
+        .find(|e| e.contains("\"usage\""))
+        .and_then(|e| e.strip_prefix("data: "))
+        .unwrap();
+    let usage: serde_json::Value = serde_json::from_str(usage_line).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let ended = loop {
+        if let Some(ended) = recorder.0.lock().first().copied() {
+            break ended;
+        }
+        assert!(Instant::now() < deadline, "the request never ended");
+        sleep(Duration::from_millis(10)).await;
+    };
+    let (outcome, seen, first_token) = ended;
+    assert_eq!(outcome, Outcome::Success);
+    assert!(first_token, "the first token was seen");
+    let seen = seen.expect("usage read from the SSE stream");
+    assert_eq!(
+        seen.completion_tokens,
+        usage["usage"]["completion_tokens"].as_u64().unwrap()
+    );
+    assert_eq!(
+        seen.prompt_tokens,
+        usage["usage"]["prompt_tokens"].as_u64().unwrap()
+    );
+    assert_eq!(seen.completion_tokens, 12);
+
+    drop(envoy);
+    let report = handle.shutdown(Duration::from_secs(5)).await;
+    assert!(report.drained);
+    server.await.unwrap().unwrap();
 }

@@ -87,6 +87,8 @@ pub struct Options {
     pub subset: Vec<usize>,
     /// Extra top-level YAML for the Shepherd config (a policy, say).
     pub extra_config: String,
+    /// The Envoy example run: `envoy.yaml` or `envoy-fallbacks.yaml`.
+    pub example: &'static str,
 }
 
 impl Default for Options {
@@ -97,6 +99,7 @@ impl Default for Options {
             max_endpoints: 1,
             subset: vec![1],
             extra_config: String::new(),
+            example: "envoy.yaml",
         }
     }
 }
@@ -229,10 +232,16 @@ pub struct Envoy {
     pub log_path: PathBuf,
 }
 
-/// The example's Envoy config with the tests' changes (see the module docs).
-pub fn envoy_config(extproc_port: u16, subset: &[SocketAddr]) -> String {
+/// An Envoy example with the tests' changes (see the module docs); the model servers listed
+/// in `envoy-fallbacks.yaml` (ports 8100 and 8101) become `servers`.
+pub fn envoy_config(
+    example: &str,
+    extproc_port: u16,
+    subset: &[SocketAddr],
+    servers: &[SocketAddr],
+) -> String {
     let example =
-        std::fs::read_to_string(workspace().join("examples/deploy/envoy/envoy.yaml")).unwrap();
+        std::fs::read_to_string(workspace().join("examples/deploy/envoy").join(example)).unwrap();
     let replace_once = |text: &str, from: &str, to: &str| {
         assert_eq!(text.matches(from).count(), 1, "`{from}` in envoy.yaml");
         text.replacen(from, to, 1)
@@ -244,10 +253,19 @@ pub fn envoy_config(extproc_port: u16, subset: &[SocketAddr]) -> String {
         "port_value: 9002",
         &format!("port_value: {extproc_port}"),
     );
+    for (i, listed) in ["port_value: 8100", "port_value: 8101"].iter().enumerate() {
+        if config.contains(listed) {
+            config = replace_once(
+                &config,
+                listed,
+                &format!("port_value: {}", servers[i].port()),
+            );
+        }
+    }
     config = replace_once(
         &config,
-        "                  timeout: 0s\n",
-        "                  timeout: 0s\n\
+        "              - match: { prefix: \"/\" }\n",
+        "              - match: { prefix: \"/\" }\n\
          \x20               response_headers_to_add:\n\
          \x20               - header:\n\
          \x20                   key: x-test-picked\n\
@@ -374,6 +392,21 @@ pub struct Reply {
     pub body: String,
 }
 
+impl Reply {
+    /// The first address the picker named.
+    pub fn primary(&self) -> Option<&str> {
+        self.picked.as_deref().and_then(|p| p.split(',').next())
+    }
+
+    /// Every address the picker named, primary first.
+    pub fn destinations(&self) -> Vec<&str> {
+        self.picked
+            .as_deref()
+            .map(|p| p.split(',').collect())
+            .unwrap_or_default()
+    }
+}
+
 /// Simulated servers, picker and Envoy, stopped when dropped.
 pub struct Stack {
     pub sims: ServeHandle,
@@ -400,7 +433,7 @@ impl Stack {
         let envoy = Envoy::start(
             &envoy_binary,
             dir.path(),
-            &envoy_config(epp.extproc.port(), &subset),
+            &envoy_config(options.example, epp.extproc.port(), &subset, sims.addrs()),
         )
         .await;
         Some(Stack {
@@ -480,6 +513,7 @@ impl Stack {
         reply.served.unwrap()
     }
 
+    /// Asserts a 200 from the server the picker named first.
     pub fn assert_routed(&self, reply: &Reply) {
         assert_eq!(
             reply.status,
@@ -490,7 +524,8 @@ impl Stack {
         );
         assert!(reply.served.is_some(), "{reply:?}");
         assert_eq!(
-            reply.picked, reply.served,
+            reply.primary(),
+            reply.served.as_deref(),
             "answered by another server than the one picked"
         );
     }
