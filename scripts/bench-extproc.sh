@@ -9,18 +9,22 @@
 # 16 KB bodies (each prompt unique); then the RSS of shepherd-epp before and after 100k more
 # requests at 16 clients. The upstream is `bench_upstream`, which answers at once, so Envoy
 # and the processor are what is measured. The noop and shepherd runs use the example Envoy
-# config (examples/deploy/envoy/envoy.yaml) with only its ports changed.
+# config (examples/deploy/envoy/envoy.yaml) with only its ports changed. The three Envoys run
+# side by side and the runs alternate (direct, noop, shepherd; BENCH_ROUNDS rounds); each
+# figure is the median over the rounds, so a burst of load from elsewhere on the machine
+# lands on one round of one path rather than on one path's only run.
 #
 #   scripts/bench-extproc.sh                     # Envoy from $SHEPHERD_ENVOY, else installed
-#   BENCH_REQUESTS_1=2000 BENCH_REQUESTS_16=10000 BENCH_RSS_REQUESTS=20000 scripts/bench-extproc.sh
+#   BENCH_ROUNDS=1 BENCH_REQUESTS_1=1000 BENCH_REQUESTS_16=4000 BENCH_RSS_REQUESTS=5000 scripts/bench-extproc.sh
 #
 # Results: a table on stdout, JSON lines in target/bench-extproc/results.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BASE="${BENCH_PORT_BASE:-18000}"
-N1="${BENCH_REQUESTS_1:-5000}"
-N16="${BENCH_REQUESTS_16:-20000}"
+ROUNDS="${BENCH_ROUNDS:-3}"
+N1="${BENCH_REQUESTS_1:-3000}"
+N16="${BENCH_REQUESTS_16:-15000}"
 NRSS="${BENCH_RSS_REQUESTS:-100000}"
 BODY="${BENCH_BODY_BYTES:-16384}"
 ENVOY_CONCURRENCY="${BENCH_ENVOY_CONCURRENCY:-2}"
@@ -31,9 +35,10 @@ mkdir -p "$OUT"
 UP0=$((BASE)); UP1=$((BASE + 1))
 NOOP=$((BASE + 2))
 EPP=$((BASE + 3)); EPP_HEALTH=$((BASE + 4)); EPP_ADMIN=$((BASE + 5))
-LISTEN=$((BASE + 10)); ENVOY_ADMIN=$((BASE + 11))
+declare -A LISTEN=([direct]=$((BASE + 10)) [noop]=$((BASE + 12)) [shepherd]=$((BASE + 14)))
+declare -A ENVOY_ADMIN=([direct]=$((BASE + 11)) [noop]=$((BASE + 13)) [shepherd]=$((BASE + 15)))
 
-for port in $UP0 $UP1 $NOOP $EPP $EPP_HEALTH $EPP_ADMIN $LISTEN $ENVOY_ADMIN; do
+for port in $UP0 $UP1 $NOOP $EPP $EPP_HEALTH $EPP_ADMIN "${LISTEN[@]}" "${ENVOY_ADMIN[@]}"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "port $port is in use; set BENCH_PORT_BASE to another base" >&2
     exit 1
@@ -91,11 +96,11 @@ PIDS+=($EPP_PID)
 wait_http "http://127.0.0.1:$UP0/metrics"
 wait_http "http://127.0.0.1:$EPP_ADMIN/readyz"
 
-# The example config with its ports changed, pointing at ext_proc port $1.
+# The example config with its ports changed: scenario $1, ext_proc port $2.
 example_config() {
-  sed -e "s/port_value: 9901/port_value: $ENVOY_ADMIN/" \
-      -e "s/port_value: 8081/port_value: $LISTEN/" \
-      -e "s/port_value: 9002/port_value: $1/" \
+  sed -e "s/port_value: 9901/port_value: ${ENVOY_ADMIN[$1]}/" \
+      -e "s/port_value: 8081/port_value: ${LISTEN[$1]}/" \
+      -e "s/port_value: 9002/port_value: $2/" \
       examples/deploy/envoy/envoy.yaml
 }
 
@@ -103,11 +108,11 @@ example_config() {
 direct_config() {
   cat <<EOF
 admin:
-  address: { socket_address: { address: 127.0.0.1, port_value: $ENVOY_ADMIN } }
+  address: { socket_address: { address: 127.0.0.1, port_value: ${ENVOY_ADMIN[direct]} } }
 static_resources:
   listeners:
   - name: inference
-    address: { socket_address: { address: 127.0.0.1, port_value: $LISTEN } }
+    address: { socket_address: { address: 127.0.0.1, port_value: ${LISTEN[direct]} } }
     per_connection_buffer_limit_bytes: 16777216
     filter_chains:
     - filters:
@@ -138,62 +143,68 @@ static_resources:
 EOF
 }
 
-ENVOY_PID=
-start_envoy() { # name config-text
+start_envoy() { # scenario config-text
   printf '%s\n' "$2" > "$OUT/envoy-$1.yaml"
   "$ENVOY" -c "$OUT/envoy-$1.yaml" --disable-hot-restart --concurrency "$ENVOY_CONCURRENCY" \
     -l warning 2>"$OUT/envoy-$1.log" &
-  ENVOY_PID=$!
-  PIDS+=($ENVOY_PID)
-  wait_http "http://127.0.0.1:$ENVOY_ADMIN/ready"
-}
-stop_envoy() {
-  kill "$ENVOY_PID" 2>/dev/null || true
-  wait "$ENVOY_PID" 2>/dev/null || true
-  for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$LISTEN") 2>/dev/null || return 0
-    sleep 0.05
-  done
+  PIDS+=($!)
+  wait_http "http://127.0.0.1:${ENVOY_ADMIN[$1]}/ready"
 }
 
-load() { # label clients requests warmup
-  "$EX/loadgen" --url "http://127.0.0.1:$LISTEN/v1/completions" --label "$1" \
-    --clients "$2" --requests "$3" --warmup "$4" --body-bytes "$BODY" --max-secs 300 \
+load() { # scenario label clients requests warmup
+  "$EX/loadgen" --url "http://127.0.0.1:${LISTEN[$1]}/v1/completions" --label "$2" \
+    --clients "$3" --requests "$4" --warmup "$5" --body-bytes "$BODY" --max-secs 300 \
     | tee -a "$OUT/results.jsonl" >&2
 }
 
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
-for scenario in direct noop shepherd; do
-  echo "== $scenario" >&2
-  case $scenario in
-    direct) start_envoy direct "$(direct_config)" ;;
-    noop) start_envoy noop "$(example_config "$NOOP")" ;;
-    shepherd) start_envoy shepherd "$(example_config "$EPP")" ;;
-  esac
-  if [ "$scenario" = shepherd ]; then RSS_START=$(rss_kb "$EPP_PID"); fi
-  load "$scenario-1" 1 "$N1" 500
-  load "$scenario-16" 16 "$N16" 1000
-  if [ "$scenario" = shepherd ]; then
-    RSS_BEFORE=$(rss_kb "$EPP_PID")
-    load "shepherd-rss" 16 "$NRSS" 0
-    RSS_AFTER=$(rss_kb "$EPP_PID")
-    echo "{\"label\":\"rss\",\"start_kb\":$RSS_START,\"before_kb\":$RSS_BEFORE,\"after_kb\":$RSS_AFTER,\"requests\":$NRSS}" \
-      | tee -a "$OUT/results.jsonl" >&2
-  fi
-  stop_envoy
+start_envoy direct "$(direct_config)"
+start_envoy noop "$(example_config noop "$NOOP")"
+start_envoy shepherd "$(example_config shepherd "$EPP")"
+RSS_START=$(rss_kb "$EPP_PID")
+
+for round in $(seq 1 "$ROUNDS"); do
+  echo "== round $round of $ROUNDS" >&2
+  for clients in 1 16; do
+    if [ "$clients" = 1 ]; then n=$N1; warm=500; else n=$N16; warm=1000; fi
+    for scenario in direct noop shepherd; do
+      load "$scenario" "$scenario-$clients" "$clients" "$n" "$warm"
+    done
+  done
 done
+
+echo "== shepherd-epp RSS over $NRSS requests" >&2
+RSS_BEFORE=$(rss_kb "$EPP_PID")
+load shepherd shepherd-rss 16 "$NRSS" 0
+RSS_AFTER=$(rss_kb "$EPP_PID")
+echo "{\"label\":\"rss\",\"start_kb\":$RSS_START,\"before_kb\":$RSS_BEFORE,\"after_kb\":$RSS_AFTER,\"requests\":$NRSS}" \
+  | tee -a "$OUT/results.jsonl" >&2
 
 python3 - "$OUT/results.jsonl" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
 import json, sys
+from statistics import median
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-by = {r["label"]: r for r in rows}
-print(f"loopback, {sys.argv[2]} cores, load average before the summary: {sys.argv[3]}")
-print(f"{'path':<10} {'clients':>7} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'errors':>7}")
+runs = {}
+for r in rows:
+    runs.setdefault(r["label"], []).append(r)
+def med(label):
+    rs = runs[label]
+    out = {k: median(r[k] for r in rs) for k in ("p50_ms", "p99_ms", "rps")}
+    out["errors"] = sum(r["errors"] + r["non_2xx"] for r in rs)
+    out["rounds"] = len(rs)
+    out["p99_range"] = (min(r["p99_ms"] for r in rs), max(r["p99_ms"] for r in rs))
+    return out
+by = {label: med(label) for label in runs if label != "rss"}
+by["rss"] = runs["rss"][0]
+rounds = by["direct-1"]["rounds"]
+print(f"loopback, {sys.argv[2]} cores, load average after the runs: {sys.argv[3]}; medians of {rounds} alternating round(s)")
+print(f"{'path':<10} {'clients':>7} {'p50 ms':>8} {'p99 ms':>8} {'p99 range':>15} {'req/s':>8} {'errors':>7}")
 for s in ("direct", "noop", "shepherd"):
     for c in (1, 16):
         r = by[f"{s}-{c}"]
-        print(f"{s:<10} {c:>7} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['rps']:>8.0f} {r['errors'] + r['non_2xx']:>7}")
+        lo, hi = r["p99_range"]
+        print(f"{s:<10} {c:>7} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {f'{lo:.2f}-{hi:.2f}':>15} {r['rps']:>8.0f} {r['errors']:>7}")
 d1, s1 = by["direct-1"], by["shepherd-1"]
 n16, s16 = by["noop-16"], by["shepherd-16"]
 rss = by["rss"]
@@ -204,7 +215,7 @@ def mark(ok): return "ok" if ok else "MISSED"
 print(f"shepherd-epp adds at 1 client: p50 {add50:+.3f} ms (target <= 0.4: {mark(add50 <= 0.4)}), "
       f"p99 {add99:+.3f} ms (target <= 1: {mark(add99 <= 1.0)})")
 print(f"shepherd-epp / noop req/s at 16 clients: {ratio:.2f} (target >= 0.75: {mark(ratio >= 0.75)})")
-r = by["shepherd-rss"]
+r = runs["shepherd-rss"][0]
 print(f"shepherd-epp RSS: {rss['start_kb']/1024:.1f} MiB at start, {rss['before_kb']/1024:.1f} MiB before "
       f"and {rss['after_kb']/1024:.1f} MiB after {r['requests']} more requests "
       f"({(rss['after_kb'] - rss['before_kb'])/1024:+.1f} MiB; {r['rps']:.0f} req/s, p99 {r['p99_ms']:.3f} ms)")
