@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BASE="${BENCH_PORT_BASE:-18000}"
-ROUNDS="${BENCH_ROUNDS:-3}"
+ROUNDS="${BENCH_ROUNDS:-5}"
 N1="${BENCH_REQUESTS_1:-3000}"
 N16="${BENCH_REQUESTS_16:-15000}"
 NRSS="${BENCH_RSS_REQUESTS:-100000}"
@@ -174,11 +174,15 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-echo "== shepherd-epp RSS over $NRSS requests" >&2
+echo "== shepherd-epp RSS over $NRSS requests, in four parts" >&2
 RSS_BEFORE=$(rss_kb "$EPP_PID")
-load shepherd shepherd-rss 16 "$NRSS" 0
-RSS_AFTER=$(rss_kb "$EPP_PID")
-echo "{\"label\":\"rss\",\"start_kb\":$RSS_START,\"before_kb\":$RSS_BEFORE,\"after_kb\":$RSS_AFTER,\"requests\":$NRSS}" \
+RSS_STEPS=()
+for part in 1 2 3 4; do
+  load shepherd shepherd-rss 16 "$((NRSS / 4))" 0
+  RSS_STEPS+=("$(rss_kb "$EPP_PID")")
+done
+STEPS=$(IFS=,; echo "${RSS_STEPS[*]}")
+echo "{\"label\":\"rss\",\"start_kb\":$RSS_START,\"before_kb\":$RSS_BEFORE,\"steps_kb\":[$STEPS],\"after_kb\":${RSS_STEPS[3]},\"requests\":$NRSS}" \
   | tee -a "$OUT/results.jsonl" >&2
 
 python3 - "$OUT/results.jsonl" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
@@ -215,8 +219,10 @@ def mark(ok): return "ok" if ok else "MISSED"
 print(f"shepherd-epp adds at 1 client: p50 {add50:+.3f} ms (target <= 0.4: {mark(add50 <= 0.4)}), "
       f"p99 {add99:+.3f} ms (target <= 1: {mark(add99 <= 1.0)})")
 print(f"shepherd-epp / noop req/s at 16 clients: {ratio:.2f} (target >= 0.75: {mark(ratio >= 0.75)})")
-r = runs["shepherd-rss"][0]
+parts = runs["shepherd-rss"]
+steps = " -> ".join(f"{kb/1024:.1f}" for kb in rss["steps_kb"])
 print(f"shepherd-epp RSS: {rss['start_kb']/1024:.1f} MiB at start, {rss['before_kb']/1024:.1f} MiB before "
-      f"and {rss['after_kb']/1024:.1f} MiB after {r['requests']} more requests "
-      f"({(rss['after_kb'] - rss['before_kb'])/1024:+.1f} MiB; {r['rps']:.0f} req/s, p99 {r['p99_ms']:.3f} ms)")
+      f"{rss['requests']} more requests, then every quarter: {steps} MiB "
+      f"({(rss['after_kb'] - rss['before_kb'])/1024:+.1f} MiB; "
+      f"{median(r['rps'] for r in parts):.0f} req/s, p99 {median(r['p99_ms'] for r in parts):.3f} ms)")
 EOF
