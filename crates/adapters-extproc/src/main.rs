@@ -105,24 +105,40 @@ fn init_logging() {
         .init();
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-async fn stop_requested() {
+/// SIGTERM and Ctrl-C, listened for from the start, so a signal that comes while the servers
+/// are starting is not lost (or left to the default action, which kills the process).
+struct StopSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => tracing::info!("SIGTERM received"),
-                    _ = tokio::signal::ctrl_c() => tracing::info!("interrupt received"),
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn listen() -> Self {
+        StopSignals {
+            #[cfg(unix)]
+            term: match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => Some(term),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops");
+                    None
                 }
-                return;
-            }
-            Err(error) => tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops"),
+            },
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
-    tracing::info!("interrupt received");
+
+    /// Resolves on SIGTERM or Ctrl-C.
+    async fn requested(&mut self) {
+        #[cfg(unix)]
+        if let Some(term) = &mut self.term {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("interrupt received"),
+            }
+            return;
+        }
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("interrupt received");
+    }
 }
 
 async fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener, Box<dyn Error>> {
@@ -135,6 +151,7 @@ async fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener, Box<dyn Error
 async fn main() -> Result<(), Box<dyn Error>> {
     let args = Args::parse();
     init_logging();
+    let mut stop = StopSignals::listen();
 
     let mut options = RuntimeOptions {
         config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),
@@ -194,7 +211,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     );
 
     let grpc_ended = tokio::select! {
-        () = stop_requested() => None,
+        () = stop.requested() => None,
         result = &mut grpc_task => Some(result),
     };
     if let Some(result) = &grpc_ended {
