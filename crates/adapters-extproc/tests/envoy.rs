@@ -497,6 +497,29 @@ async fn a_config_edit_applies_without_a_restart_or_a_dropped_request() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoints_flag_overrides_the_config_file() {
+    let Some(stack) = Stack::start(Options {
+        epp_args: vec!["--endpoints".into(), "{server 2}".into()],
+        ..Options::default()
+    })
+    .await
+    else {
+        return;
+    };
+    for i in 0..8 {
+        let served = stack
+            .routed(MAIN, &unique_prompt(&format!("override {i}"), 200))
+            .await;
+        assert_eq!(served, stack.server(2));
+    }
+    assert!(
+        stack.epp.log().contains("endpoints=1"),
+        "{}",
+        stack.epp.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deployment_example_is_valid() {
     // The Shepherd config loads as it is.
     let config = shepherd_runtime::config::RuntimeConfig::load_sync(

@@ -89,6 +89,8 @@ pub struct Options {
     pub extra_config: String,
     /// The Envoy example run: `envoy.yaml` or `envoy-fallbacks.yaml`.
     pub example: &'static str,
+    /// Extra `shepherd-epp` arguments; `{server N}` stands for server N's address.
+    pub epp_args: Vec<String>,
 }
 
 impl Default for Options {
@@ -100,6 +102,7 @@ impl Default for Options {
             subset: vec![1],
             extra_config: String::new(),
             example: "envoy.yaml",
+            epp_args: Vec::new(),
         }
     }
 }
@@ -428,7 +431,17 @@ impl Stack {
         let dir = tempfile::tempdir().unwrap();
         let config_path = dir.path().join("shepherd.yaml");
         std::fs::write(&config_path, shepherd_config(sims.addrs(), &options)).unwrap();
-        let epp = Epp::start(&config_path, &[]).await;
+        let args: Vec<String> = options
+            .epp_args
+            .iter()
+            .map(|arg| {
+                (0..sims.len()).fold(arg.clone(), |arg, i| {
+                    arg.replace(&format!("{{server {i}}}"), &sims.addrs()[i].to_string())
+                })
+            })
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let epp = Epp::start(&config_path, &args).await;
         let subset: Vec<SocketAddr> = options.subset.iter().map(|&i| sims.addrs()[i]).collect();
         let envoy = Envoy::start(
             &envoy_binary,
