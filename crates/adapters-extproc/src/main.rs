@@ -1,92 +1,253 @@
-//! `shepherd-epp`: Shepherd's endpoint picker for Envoy, in its simplest form — a YAML
-//! `EndpointPickerConfig`, a static list of model servers, the ext_proc service on port 9002
-//! and gRPC health on 9003. Metrics scraping, discovery and the adaptive loop come from the
-//! runtime crate when it is wired in.
+//! `shepherd-epp`: Shepherd's endpoint picker for Envoy, on the shared runtime.
 //!
 //! ```sh
-//! shepherd-epp --endpoints 127.0.0.1:8000,127.0.0.1:8001 [--config picker.yaml]
+//! shepherd-epp --config shepherd.yaml
+//! shepherd-epp --endpoints 127.0.0.1:8000,127.0.0.1:8001      # no file: the adaptive preset
 //! ```
+//!
+//! It starts [`shepherd_runtime::Runtime`] on the config file (the file is watched: edits to the
+//! policy and the endpoint list apply live), then serves:
+//!
+//! - the ext_proc service on `server.extprocPort` (9002),
+//! - gRPC health on `server.healthPort` (9003),
+//! - the admin endpoints (`/metrics`, `/healthz`, `/readyz`, `/debug/...`) on
+//!   `server.metricsPort` (9090), served by the runtime,
+//!
+//! all on `server.bindAddress` (127.0.0.1). Logs go to stderr through `tracing`, filtered by
+//! `RUST_LOG` (default `info`). On SIGTERM or Ctrl-C it stops accepting, lets the requests in
+//! flight finish up to `--drain-timeout-secs`, and exits.
+//!
+//! Once every listener is bound it logs one line naming them, which scripts and tests read
+//! when they ask for port 0:
+//! `shepherd-epp listening extproc=127.0.0.1:9002 health=127.0.0.1:9003 admin=127.0.0.1:9090`.
 #![forbid(unsafe_code)]
 
 use std::error::Error;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::io::IsTerminal;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
 use shepherd_adapters_extproc::{ExtProcOptions, ExtProcService, serve, serve_health};
-use shepherd_scheduler_core::prelude::*;
-use shepherd_scorers::{builtin_registry, default_config};
+use shepherd_runtime::config::{EndpointSpec, RuntimeConfig, ServerConfig};
+use shepherd_runtime::discovery::{EndpointSet, StaticDiscovery};
+use shepherd_runtime::{ConfigSource, Runtime, RuntimeOptions};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tracing_subscriber::EnvFilter;
 
 /// Shepherd's Envoy ext_proc endpoint picker.
 #[derive(Debug, Parser)]
 #[command(name = "shepherd-epp", version)]
 struct Args {
-    /// EndpointPickerConfig YAML file (default: the built-in default profile).
+    /// Shepherd config file (the picker's `EndpointPickerConfig` plus `endpoints`, `scraping`
+    /// and `server`; see docs/runtime.md). Watched: edits apply without a restart.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Model servers, `ip:port`, comma-separated.
-    #[arg(long, value_delimiter = ',', required = true)]
-    endpoints: Vec<String>,
-    /// Address to listen on.
-    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
-    address: IpAddr,
-    /// ext_proc gRPC port.
-    #[arg(long, default_value_t = 9002)]
-    port: u16,
-    /// gRPC health port.
-    #[arg(long, default_value_t = 9003)]
-    health_port: u16,
+    /// Model servers, `ip:port`, comma-separated. Replaces the config file's `endpoints`
+    /// (which are then not watched); without `--config`, the adaptive preset routes over them.
+    #[arg(long, value_delimiter = ',')]
+    endpoints: Vec<SocketAddr>,
+    /// Address every listener binds to (overrides `server.bindAddress`).
+    #[arg(long)]
+    address: Option<IpAddr>,
+    /// ext_proc gRPC port (overrides `server.extprocPort`).
+    #[arg(long)]
+    port: Option<u16>,
+    /// gRPC health port (overrides `server.healthPort`).
+    #[arg(long)]
+    health_port: Option<u16>,
+    /// Admin port: metrics, health, readiness, debug views (overrides `server.metricsPort`).
+    #[arg(long)]
+    metrics_port: Option<u16>,
     /// Largest request body accepted, in bytes.
     #[arg(long, default_value_t = shepherd_adapters_extproc::options::DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
+    /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish.
+    #[arg(long, default_value_t = 30)]
+    drain_timeout_secs: u64,
+    /// How often the config file is checked for edits, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    config_poll_ms: u64,
+}
+
+impl Args {
+    /// The listen addresses: the config's, with the command line's overrides.
+    fn server(&self, config: &ServerConfig) -> ServerConfig {
+        let mut server = config.clone();
+        if let Some(address) = self.address {
+            server.bind_address = address;
+        }
+        if let Some(port) = self.port {
+            server.extproc_port = port;
+        }
+        if let Some(port) = self.health_port {
+            server.health_port = port;
+        }
+        if let Some(port) = self.metrics_port {
+            server.metrics_port = port;
+        }
+        server
+    }
+
+    fn endpoint_set(&self) -> EndpointSet {
+        EndpointSet::new(self.endpoints.iter().copied().map(EndpointSpec::new))
+    }
+}
+
+fn init_logging() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+/// SIGTERM and Ctrl-C, listened for from the start, so a signal that comes while the servers
+/// are starting is not lost (or left to the default action, which kills the process).
+struct StopSignals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn listen() -> Self {
+        StopSignals {
+            #[cfg(unix)]
+            term: match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => Some(term),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops");
+                    None
+                }
+            },
+        }
+    }
+
+    /// Resolves on SIGTERM or Ctrl-C.
+    async fn requested(&mut self) {
+        #[cfg(unix)]
+        if let Some(term) = &mut self.term {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("interrupt received"),
+            }
+            return;
+        }
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("interrupt received");
+    }
+}
+
+async fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener, Box<dyn Error>> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen for {what} on {addr}: {e}").into())
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
     let args = Args::parse();
-    let config = match &args.config {
-        Some(path) => {
-            let config = EndpointPickerConfig::from_yaml(&std::fs::read_to_string(path)?)?;
-            for warning in config.warnings() {
-                eprintln!(
-                    "shepherd-epp: config section `{}`: {}",
-                    warning.section, warning.message
-                );
-            }
-            config
-        }
-        None => default_config(),
-    };
-    let shared = SharedState::new(Arc::new(Pool::new()));
-    shared
-        .pool
-        .set_members(args.endpoints.iter().map(String::as_str));
-    let scheduler = ReloadableScheduler::build(&config, &builtin_registry(), shared)?;
-    let options = ExtProcOptions::default().with_max_body_bytes(args.max_body_bytes);
-    let service = ExtProcService::new(Arc::new(scheduler), options);
+    init_logging();
+    let mut stop = StopSignals::listen();
 
-    let grpc = TcpListener::bind(SocketAddr::new(args.address, args.port)).await?;
-    let health = TcpListener::bind(SocketAddr::new(args.address, args.health_port)).await?;
-    eprintln!(
-        "shepherd-epp: ext_proc on {}, health on {}, {} endpoints",
-        grpc.local_addr()?,
-        health.local_addr()?,
-        args.endpoints.len()
+    let mut options = RuntimeOptions {
+        config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),
+        ..RuntimeOptions::default()
+    };
+    let (source, file_server) = match &args.config {
+        Some(path) => {
+            // Read once here for the listen addresses; the runtime reads it again and watches
+            // it. Errors name the file, the field and the line.
+            let config = RuntimeConfig::load(path).await?;
+            if !args.endpoints.is_empty() {
+                options.discovery = Some(Arc::new(StaticDiscovery::new(args.endpoint_set())));
+            }
+            (ConfigSource::File(path.clone()), config.server)
+        }
+        None if !args.endpoints.is_empty() => {
+            let config = RuntimeConfig {
+                endpoints: args.endpoint_set().endpoints().to_vec(),
+                ..RuntimeConfig::default()
+            };
+            let server = config.server.clone();
+            (ConfigSource::Config(Box::new(config)), server)
+        }
+        None => return Err("give a config file (--config shepherd.yaml) or --endpoints".into()),
+    };
+    let server = args.server(&file_server);
+    options.admin_addr = Some(server.admin_addr());
+
+    let handle = Runtime::start(source, options).await?;
+    let grpc = bind(server.extproc_addr(), "ext_proc").await?;
+    let health = bind(server.health_addr(), "gRPC health").await?;
+    let extproc_addr = grpc.local_addr()?;
+    let health_addr = health.local_addr()?;
+    let admin = handle
+        .admin_addr()
+        .map_or_else(|| "-".to_string(), |a| a.to_string());
+
+    let service = ExtProcService::new(
+        Arc::clone(handle.scheduler()),
+        ExtProcOptions::default().with_max_body_bytes(args.max_body_bytes),
+    );
+    let signal = handle.shutdown_signal();
+    let health_task = tokio::spawn({
+        let signal = signal.clone();
+        async move { serve_health(health, signal.wait()).await }
+    });
+    let mut grpc_task = tokio::spawn({
+        let signal = signal.clone();
+        async move { serve(grpc, service, signal.wait()).await }
+    });
+    tracing::info!(
+        extproc = %extproc_addr,
+        health = %health_addr,
+        admin = %admin,
+        endpoints = handle.pool().snapshot().len(),
+        "shepherd-epp listening"
     );
 
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = |mut rx: watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
+    let grpc_ended = tokio::select! {
+        () = stop.requested() => None,
+        result = &mut grpc_task => Some(result),
     };
-    let health_task = tokio::spawn(serve_health(health, stopped(stop_rx.clone())));
-    let grpc_task = tokio::spawn(serve(grpc, service, stopped(stop_rx)));
-    tokio::signal::ctrl_c().await?;
-    eprintln!("shepherd-epp: shutting down");
-    let _ = stop_tx.send(true);
-    grpc_task.await??;
-    health_task.await??;
-    Ok(())
+    if let Some(result) = &grpc_ended {
+        // The ext_proc server must not end on its own: say why, and stop the rest.
+        tracing::error!(?result, "ext_proc server stopped");
+    }
+
+    let deadline = Duration::from_secs(args.drain_timeout_secs);
+    tracing::info!(
+        deadline_secs = args.drain_timeout_secs,
+        "shutting down: no new requests, waiting for those in flight"
+    );
+    let report = handle.shutdown(deadline).await;
+    // The servers stopped accepting when shutdown began; give their connections a moment to
+    // close, then leave.
+    let mut tasks = vec![("health", health_task)];
+    if grpc_ended.is_none() {
+        tasks.push(("ext_proc", grpc_task));
+    }
+    for (name, task) in tasks {
+        match tokio::time::timeout(Duration::from_secs(2), task).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(error))) => tracing::warn!(%error, server = name, "server failed"),
+            Ok(Err(error)) => tracing::warn!(%error, server = name, "server task failed"),
+            Err(_) => tracing::warn!(server = name, "connections still open at exit"),
+        }
+    }
+    if !report.drained {
+        tracing::warn!(
+            in_flight = report.in_flight,
+            "requests still in flight at the deadline"
+        );
+    }
+    match grpc_ended {
+        Some(Ok(Err(error))) => Err(error.into()),
+        Some(Err(error)) => Err(error.into()),
+        _ => Ok(()),
+    }
 }
