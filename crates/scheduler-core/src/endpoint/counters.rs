@@ -33,12 +33,14 @@ pub struct InFlightGuard {
     endpoint: Arc<Endpoint>,
     prompt_tokens: u64,
     prefill_tokens: u64,
+    /// False for a dry run's guard, which counts nothing.
+    counted: bool,
 }
 
 impl InFlightGuard {
     pub(super) fn new(endpoint: Arc<Endpoint>, prompt_tokens: u64, prefill_tokens: u64) -> Self {
         let counters = &endpoint.counters;
-        counters.requests.fetch_add(1, Ordering::Relaxed);
+        counters.started.fetch_add(1, Ordering::Relaxed);
         counters
             .prompt_tokens
             .fetch_add(prompt_tokens, Ordering::Relaxed);
@@ -49,6 +51,18 @@ impl InFlightGuard {
             endpoint,
             prompt_tokens,
             prefill_tokens,
+            counted: true,
+        }
+    }
+
+    /// A guard that counts nothing: a dry run's, naming the endpoint without sending it a
+    /// request.
+    pub(crate) fn uncounted(endpoint: Arc<Endpoint>) -> Self {
+        InFlightGuard {
+            endpoint,
+            prompt_tokens: 0,
+            prefill_tokens: 0,
+            counted: false,
         }
     }
 
@@ -78,9 +92,12 @@ impl InFlightGuard {
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
+        if !self.counted {
+            return;
+        }
         self.prefill_done();
         let counters = &self.endpoint.counters;
-        counters.requests.fetch_sub(1, Ordering::Relaxed);
+        counters.finished.fetch_add(1, Ordering::Relaxed);
         counters
             .prompt_tokens
             .fetch_sub(self.prompt_tokens, Ordering::Relaxed);

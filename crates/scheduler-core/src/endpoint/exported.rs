@@ -5,7 +5,7 @@ use crate::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 
 const PICKS: MetricDesc<'static> = MetricDesc::new(
     "shepherd_endpoint_picks_total",
-    "Requests scheduled to this endpoint as primary.",
+    "Requests sent to this endpoint: picked as primary, or moved here as a fallback.",
 );
 const IN_FLIGHT: MetricDesc<'static> = MetricDesc::new(
     "shepherd_endpoint_in_flight_requests",

@@ -20,11 +20,13 @@ impl fmt::Display for EndpointId {
 
 #[derive(Debug, Default)]
 pub(super) struct Counters {
-    pub(super) requests: AtomicU64,
+    /// Requests ever counted here, and of those, the ones that ended: in flight is the
+    /// difference (one locked add at each end of a request, as a single up/down counter
+    /// would need, and the start count doubles as the number of requests sent here).
+    pub(super) started: AtomicU64,
+    pub(super) finished: AtomicU64,
     pub(super) prompt_tokens: AtomicU64,
     pub(super) prefill_tokens: AtomicU64,
-    /// Requests the scheduler picked this endpoint for (primary), ever.
-    pub(super) picks: AtomicU64,
 }
 
 /// The numeric metrics mirrored in atomics, so the request path reads them without touching a
@@ -165,19 +167,20 @@ impl Endpoint {
         self.health.load(Ordering::Relaxed) == EndpointHealth::Enabled as u8
     }
 
-    /// Times the scheduler picked this endpoint as a request's primary.
+    /// Requests sent to this endpoint, ever: picked as primary, or moved here as a fallback
+    /// (every [`InFlightGuard`] counted on it; dry runs count nothing).
     pub fn picks_total(&self) -> u64 {
-        self.counters.picks.load(Ordering::Relaxed)
-    }
-
-    /// Counts one pick (the scheduler calls this).
-    pub(crate) fn count_pick(&self) {
-        self.counters.picks.fetch_add(1, Ordering::Relaxed);
+        self.counters.started.load(Ordering::Relaxed)
     }
 
     /// Requests the scheduler has sent here that have not finished.
     pub fn in_flight_requests(&self) -> u64 {
-        self.counters.requests.load(Ordering::Relaxed)
+        // `finished` first: it never passes `started`, so the difference is never negative.
+        let finished = self.counters.finished.load(Ordering::Relaxed);
+        self.counters
+            .started
+            .load(Ordering::Relaxed)
+            .saturating_sub(finished)
     }
 
     /// Prompt tokens of the requests in flight here.

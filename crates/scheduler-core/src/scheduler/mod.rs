@@ -36,7 +36,7 @@ pub use error::ScheduleError;
 use crate::clock::Clock;
 use crate::completion::{Completer, RequestHandle};
 use crate::decision::{Breakdown, Decision};
-use crate::endpoint::{MembershipListener, Pool};
+use crate::endpoint::{InFlightGuard, MembershipListener, Pool};
 use crate::metrics::{CoreMetrics, MetricsSource, MetricsVisitor, ProfileMetrics};
 use crate::plugin::{CachedPrefix, CycleState, Score};
 use crate::profile::Profile;
@@ -53,9 +53,8 @@ pub struct ScheduleOptions<'a> {
     /// Run this profile instead of the default one.
     pub profile: Option<&'a str>,
     /// Score and pick without running pick hooks (nothing is recorded in the prefix index or
-    /// session tables) and without counting a pick: "which endpoint would serve this?", for
-    /// explain views and benchmarks. The decision still holds an in-flight count; drop it at
-    /// once.
+    /// session tables) and without counting anything (no pick, nothing in flight): "which
+    /// endpoint would serve this?", for explain views and benchmarks.
     pub dry_run: bool,
 }
 
@@ -239,13 +238,16 @@ impl Scheduler {
             for hook in profile.pick_hooks() {
                 hook.on_pick(&mut cycle, primary);
             }
-            primary.count_pick();
             if let Some(m) = profile_metrics {
                 m.prompt_tokens.add(prompt_tokens);
                 m.cached_tokens.add(prompt_tokens.saturating_sub(uncached));
             }
         }
-        let guard = primary.start_request_uncached(prompt_tokens, uncached);
+        let guard = if options.dry_run {
+            InFlightGuard::uncounted(Arc::clone(primary))
+        } else {
+            primary.start_request_uncached(prompt_tokens, uncached)
+        };
         let handle = RequestHandle::new(
             guard,
             picked.iter().map(|&i| Arc::clone(candidates[i])).collect(),
