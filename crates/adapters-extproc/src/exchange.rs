@@ -66,7 +66,7 @@ use crate::headers::header_value;
 use crate::hint::{served_endpoint, subset_hint};
 use crate::options::{BodyMode, ExtProcOptions};
 use crate::reject::immediate_response;
-use crate::usage::UsageScanner;
+use shepherd_runtime::usage::UsageScanner;
 
 /// What to do after a message. See the [module docs](self).
 #[derive(Debug)]

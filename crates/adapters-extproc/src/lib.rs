@@ -13,7 +13,6 @@
 //!   pick → response headers → body → trailers), free of I/O;
 //! - [`assembly`]: buffering and parsing one request, within the body limit;
 //! - [`answer`]: every `ProcessingResponse` shape the picker sends;
-//! - [`usage`]: finding `usage` at the end of a JSON or SSE response in a bounded tail;
 //! - [`reject`]: rejections as `ImmediateResponse`s (status, reason header, JSON body);
 //! - [`hint`]: the subset hint and the served-endpoint report in metadata;
 //! - [`headers`]: Envoy header values (`raw_value`);
@@ -50,7 +49,6 @@ pub mod options;
 pub mod reject;
 pub mod server;
 pub mod service;
-pub mod usage;
 
 pub use error::{ProtocolError, Rejection, ServeError};
 pub use exchange::{Exchange, PickJob, Step};

@@ -72,7 +72,6 @@ mod runtime;
 pub mod scrape;
 #[cfg(feature = "runtime")]
 mod shutdown;
-#[cfg(feature = "runtime")]
 pub mod usage;
 
 #[cfg(feature = "runtime")]
