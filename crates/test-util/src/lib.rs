@@ -17,6 +17,10 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod completion;
+
+pub use completion::{CompletionRecorder, Ended};
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use shepherd_adapters_extproc::envoy_types::pb::envoy::config::core::v3::{
     HeaderMap, HeaderValue, Metadata,
 };
@@ -22,9 +21,6 @@ use shepherd_adapters_extproc::envoy_types::pb::envoy::service::ext_proc::v3::{
 use shepherd_adapters_extproc::envoy_types::pb::google::protobuf::value::Kind;
 use shepherd_adapters_extproc::envoy_types::pb::google::protobuf::{ListValue, Struct, Value};
 use shepherd_adapters_extproc::{ExtProcOptions, ExtProcService, serve};
-use shepherd_scheduler_core::completion::{
-    CompletedRequest, Completion, CompletionHook, Outcome, Usage,
-};
 use shepherd_scheduler_core::config::PluginSpec;
 use shepherd_scheduler_core::endpoint::{Endpoint, Pool};
 use shepherd_scheduler_core::plugin::PluginInstance;
@@ -40,49 +36,8 @@ pub const DESTINATION: &str = "x-gateway-destination-endpoint";
 pub const REASON: &str = "x-shepherd-dropped-reason";
 
 /// How a request ended, as the completion hook saw it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Ended {
-    pub id: String,
-    pub endpoint: String,
-    pub outcome: Outcome,
-    pub usage: Option<Usage>,
-    pub first_token: bool,
-    pub used_fallback: bool,
-}
-
-/// A completion hook that records every request that ended.
-#[derive(Debug, Default)]
-pub struct Recorder(Mutex<Vec<Ended>>);
-
-impl CompletionHook for Recorder {
-    fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
-        self.0.lock().push(Ended {
-            id: request.id.to_string(),
-            endpoint: request.endpoint.address().to_string(),
-            outcome: completion.outcome,
-            usage: completion.usage,
-            first_token: completion.first_token_at.is_some(),
-            used_fallback: request.used_fallback,
-        });
-    }
-}
-
-impl Recorder {
-    pub fn ended(&self) -> Vec<Ended> {
-        self.0.lock().clone()
-    }
-
-    /// Waits (up to 5 s) until `id` has ended.
-    pub async fn wait_for(&self, id: &str) -> Ended {
-        for _ in 0..500 {
-            if let Some(e) = self.0.lock().iter().find(|e| e.id == id) {
-                return e.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("request {id} never ended; ended: {:?}", self.ended());
-    }
-}
+#[allow(unused_imports)]
+pub use shepherd_test_util::{CompletionRecorder as Recorder, Ended};
 
 /// A running picker.
 pub struct Picker {
