@@ -11,6 +11,8 @@
 //! - [`scrape`]: every endpoint's `/metrics`, polled, parsed with [`prom`], mapped with
 //!   [`mapping`], stored in the pool; failures counted and left to go stale;
 //! - [`adaptive`]: the adaptive weights' tick loop, surviving reloads;
+//! - [`flow`]: flow control before scheduling (the `flowControl` section): requests wait
+//!   while the pool is saturated and leave by priority and fairness, or are shed;
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config`;
 //! - [`Runtime`]: all of it wired, with [`RuntimeHandle::shutdown`] for a graceful end;
 //! - [`usage`]: the token `usage` at the end of a JSON or SSE response, found in a bounded
@@ -64,6 +66,8 @@ pub mod config;
 #[cfg(feature = "runtime")]
 pub mod discovery;
 mod error;
+#[cfg(feature = "runtime")]
+pub mod flow;
 pub mod mapping;
 pub mod prom;
 #[cfg(feature = "runtime")]

@@ -292,3 +292,65 @@ fn the_gateway_section_is_read_checked_and_never_shows_its_keys() {
         "{error}"
     );
 }
+
+#[test]
+fn a_flow_control_section_is_honoured_with_its_detector_plugin() {
+    let config = RuntimeConfig::from_yaml(
+        r#"
+plugins:
+- type: concurrency-detector
+  parameters: {maxConcurrency: 8}
+- type: round-robin-fairness-policy
+flowControl:
+  defaultRequestTTL: 30s
+  saturationDetector: {pluginRef: concurrency-detector}
+  priorityBands:
+  - {priority: 0, maxRequests: 100, fairnessPolicyRef: round-robin-fairness-policy}
+"#,
+    )
+    .unwrap();
+    let flow = config.flow_control.as_ref().expect("flow control on");
+    assert_eq!(flow.ttl, Some(std::time::Duration::from_secs(30)));
+    assert_eq!(flow.band_limits(0).max_requests, 100);
+    assert!(matches!(
+        flow.detector,
+        shepherd_scheduler_core::flow::Detector::Concurrency(_)
+    ));
+    // The flow-control plugins are not scheduling plugins, and the section is no warning.
+    assert!(config.policy_is_preset);
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+}
+
+#[test]
+fn a_bad_flow_control_section_names_the_field() {
+    let error = RuntimeConfig::from_yaml(
+        "flowControl:\n  priorityBands:\n  - {priority: 0, maxRequest: 3}\n",
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("maxRequest"), "{error}");
+    assert_eq!(error.line(), Some(3));
+
+    let error = RuntimeConfig::from_yaml(
+        "flowControl:\n  saturationDetector: {pluginRef: max-score-picker}\n",
+    )
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("not a saturation detector"),
+        "{error}"
+    );
+
+    let error = RuntimeConfig::from_yaml(
+        "plugins:\n- type: utilization-detector\n  parameters: {kvCacheUtilThreshold: 2}\nflowControl: {}\n",
+    )
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("kvCacheUtilThreshold"),
+        "{error}"
+    );
+}
+
+#[test]
+fn without_a_flow_control_section_there_is_no_flow_control() {
+    let config = RuntimeConfig::from_yaml("endpoints: [127.0.0.1:8000]\n").unwrap();
+    assert!(config.flow_control.is_none());
+}

@@ -336,3 +336,30 @@ fn memory_is_reused_after_draining() {
         assert!(q.next_deadline().is_none());
     }
 }
+
+#[test]
+fn drain_empties_the_queue_in_dispatch_order_and_counts_the_reason() {
+    let mut queue = FlowQueue::new(FlowSettings {
+        ttl: Some(Duration::from_secs(1)),
+        ..FlowSettings::default()
+    });
+    let t0 = Timestamp::ZERO;
+    queue.enqueue("old", 0, "", 1, t0).unwrap();
+    let later = Timestamp::from_millis(900);
+    queue.enqueue("low", -1, "", 1, later).unwrap();
+    queue.enqueue("high", 2, "", 1, later).unwrap();
+    let drained = queue.drain(DropReason::ShuttingDown, Timestamp::from_millis(1_000));
+    assert_eq!(
+        drained,
+        vec![
+            ("old", DropReason::TtlExpired),
+            ("high", DropReason::ShuttingDown),
+            ("low", DropReason::ShuttingDown),
+        ]
+    );
+    assert!(queue.is_empty());
+    assert_eq!(queue.bytes(), 0);
+    assert_eq!(queue.next_deadline(), None);
+    assert_eq!(queue.counters().dropped(DropReason::ShuttingDown), 2);
+    assert_eq!(queue.counters().dropped(DropReason::TtlExpired), 1);
+}

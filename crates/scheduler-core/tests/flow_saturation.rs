@@ -8,7 +8,7 @@ use serde_json::json;
 use shepherd_scheduler_core::clock::{Clock, ManualClock};
 use shepherd_scheduler_core::endpoint::{EndpointHealth, EndpointMetrics, Pool};
 use shepherd_scheduler_core::flow::{
-    ConcurrencyDetector, ConcurrencyMode, Detector, FlowConfigError, SaturationDetector,
+    ConcurrencyDetector, ConcurrencyMode, Detector, FlowConfigError, Pending, SaturationDetector,
     UtilizationDetector,
 };
 
@@ -191,5 +191,36 @@ fn concurrency_parameters_use_the_upstream_names() {
     assert!(matches!(
         Detector::from_plugin("queue-scorer", &serde_json::Value::Null),
         Err(FlowConfigError::UnknownDetector(_))
+    ));
+}
+
+#[test]
+fn pending_requests_count_as_load_in_both_detectors() {
+    let (clock, pool) = pool();
+    pool.add("10.0.0.1:8000").set_metrics(metrics(0, 0.0));
+    pool.add("10.0.0.2:8000").set_metrics(metrics(0, 0.0));
+    let snapshot = pool.snapshot();
+    let now = clock.now();
+    let pending = Pending {
+        requests: 5,
+        prompt_tokens: 500,
+    };
+    // Utilization: 5 pending over 2 endpoints with threshold 5 → 0.5.
+    let utilization = UtilizationDetector::default();
+    assert_eq!(utilization.saturation(&snapshot, now), 0.0);
+    assert!(close(
+        utilization.saturation_with_pending(&snapshot, now, pending),
+        0.5
+    ));
+    // Concurrency (requests): 5 pending against 2 × 2 → 1.25, saturated.
+    let concurrency = ConcurrencyDetector::new(ConcurrencyMode::Requests, 2, 1_000).unwrap();
+    let level = concurrency.saturation_with_pending(&snapshot, now, pending);
+    assert!(close(level, 1.25), "{level}");
+    assert!(shepherd_scheduler_core::flow::is_saturated_level(level));
+    // Tokens: 500 pending against 2 × 1000 → 0.25.
+    let tokens = ConcurrencyDetector::new(ConcurrencyMode::Tokens, 2, 1_000).unwrap();
+    assert!(close(
+        tokens.saturation_with_pending(&snapshot, now, pending),
+        0.25
     ));
 }

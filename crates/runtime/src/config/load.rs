@@ -8,6 +8,10 @@ use serde::Deserialize;
 use shepherd_adaptive::AdaptiveConfig;
 use shepherd_adaptive::preset::adaptive_config;
 use shepherd_scheduler_core::config::{ConfigError, EndpointPickerConfig, PluginSpec};
+use shepherd_scheduler_core::flow::config::{FCFS_ORDERING_POLICY, ROUND_ROBIN_FAIRNESS_POLICY};
+use shepherd_scheduler_core::flow::{
+    ConcurrencyDetector, FlowConfigError, FlowControlConfig, UtilizationDetector,
+};
 
 use super::{EndpointSpec, GatewayConfig, LoadError, RuntimeConfig, ScrapingConfig, ServerConfig};
 use crate::mapping::{
@@ -16,7 +20,25 @@ use crate::mapping::{
 };
 
 /// Top-level sections that belong to Shepherd's runtime rather than to the picker schema.
-pub(crate) const RUNTIME_SECTIONS: [&str; 4] = ["endpoints", "scraping", "server", "gateway"];
+pub(crate) const RUNTIME_SECTIONS: [&str; 5] = [
+    "endpoints",
+    "scraping",
+    "server",
+    "gateway",
+    FLOW_CONTROL_SECTION,
+];
+
+/// The upstream flow-control section, honoured by the runtime's flow controller.
+const FLOW_CONTROL_SECTION: &str = "flowControl";
+
+/// Plugin types that belong to flow control, not to scheduling: taken out of `plugins` and
+/// resolved by the `flowControl` section.
+const FLOW_CONTROL_PLUGIN_TYPES: [&str; 4] = [
+    UtilizationDetector::TYPE,
+    ConcurrencyDetector::TYPE,
+    ROUND_ROBIN_FAIRNESS_POLICY,
+    FCFS_ORDERING_POLICY,
+];
 
 /// The upstream section that wires data sources to extractors.
 const DATA_LAYER_SECTION: &str = "dataLayer";
@@ -29,6 +51,8 @@ struct Sections {
     scraping: Option<ScrapingConfig>,
     server: Option<ServerConfig>,
     gateway: Option<GatewayConfig>,
+    #[serde(rename = "flowControl")]
+    flow_control: Option<FlowControlConfig>,
 }
 
 /// Parses `text`, which came from `path` when given.
@@ -80,6 +104,16 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         picker.other.remove(DATA_LAYER_SECTION);
     }
 
+    let flow_plugins = take_flow_control_plugins(&mut picker);
+    let flow_control = match &sections.flow_control {
+        Some(section) => Some(
+            section
+                .validate(&flow_plugins)
+                .map_err(|e| flow_error(path, e))?,
+        ),
+        None => None,
+    };
+
     let policy_is_preset = picker.scheduling_profiles.is_empty();
     let policy = if policy_is_preset {
         if !picker.plugins.is_empty() {
@@ -105,6 +139,7 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         scraping,
         server: sections.server.unwrap_or_default(),
         gateway: sections.gateway.unwrap_or_default(),
+        flow_control,
         path: owned_path(),
     };
     validate(&config, path)?;
@@ -164,6 +199,28 @@ fn take_data_layer_plugins(
     let moved = kept.len() < before;
     picker.plugins = kept;
     Ok(moved)
+}
+
+/// Moves the flow-control plugins (saturation detectors, fairness and ordering policies) out of
+/// the picker's plugin list: the scheduler does not build them, `flowControl` refers to them.
+fn take_flow_control_plugins(picker: &mut EndpointPickerConfig) -> Vec<PluginSpec> {
+    let (flow, kept) = std::mem::take(&mut picker.plugins)
+        .into_iter()
+        .partition(|p| FLOW_CONTROL_PLUGIN_TYPES.contains(&p.plugin_type.as_str()));
+    picker.plugins = kept;
+    flow
+}
+
+fn flow_error(path: Option<&Path>, error: FlowConfigError) -> LoadError {
+    match error {
+        FlowConfigError::Invalid { field, message } => LoadError::invalid(path, field, message),
+        FlowConfigError::Parameters { plugin, message } => {
+            LoadError::invalid(path, format!("plugins ({plugin}).parameters"), message)
+        }
+        other @ (FlowConfigError::UnknownDetector(_) | FlowConfigError::Syntax(_)) => {
+            LoadError::invalid(path, FLOW_CONTROL_SECTION, other.to_string())
+        }
+    }
 }
 
 fn plugin_params<T: serde::de::DeserializeOwned + Default>(

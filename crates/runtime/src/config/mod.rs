@@ -7,6 +7,7 @@
 //! | `scraping` | scrape interval (50 ms), timeout (1 s), forgetting after failures, and the upstream `metrics-data-source` / `core-metrics-extractor` parameters | [`ScrapingConfig`] |
 //! | `server` | bind address (127.0.0.1) and ports: ext_proc 9002, health 9003, admin/metrics 9090, HTTP 8080 | [`ServerConfig`] |
 //! | `gateway` | the HTTP gateway's proxying: body limit, timeouts, concurrency cap, client and upstream keys, `/debug/explain` | [`GatewayConfig`] |
+//! | `flowControl` | upstream's flow-control section: priority bands, limits, TTL, the saturation detector (its `utilization-detector` / `concurrency-detector` plugins are taken out of `plugins`) | [`FlowSettings`] |
 //! | everything else | the core's schema | [`EndpointPickerConfig`] |
 //!
 //! The file is read twice from the same text: once by the core's loader (whose unknown
@@ -65,6 +66,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use shepherd_scheduler_core::config::{ConfigWarning, EndpointPickerConfig};
+use shepherd_scheduler_core::flow::FlowSettings;
 
 pub use endpoints::EndpointSpec;
 pub use error::LoadError;
@@ -99,6 +101,10 @@ pub struct RuntimeConfig {
     pub server: ServerConfig,
     /// The HTTP gateway's settings (read by `shepherd-gateway` only).
     pub gateway: GatewayConfig,
+    /// Flow control, when the file has a `flowControl` section (upstream's schema; its
+    /// detector and policy plugins are taken out of `plugins`).
+    #[serde(skip)]
+    pub flow_control: Option<FlowSettings>,
     /// The file this config was read from, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
@@ -115,6 +121,7 @@ impl Default for RuntimeConfig {
             scraping: ScrapingConfig::default(),
             server: ServerConfig::default(),
             gateway: GatewayConfig::default(),
+            flow_control: None,
             path: None,
         })
     }

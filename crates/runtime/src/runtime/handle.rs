@@ -18,6 +18,7 @@ use crate::admin::{self, AdminState};
 use crate::config::RuntimeConfig;
 use crate::discovery::Discovery;
 use crate::discovery::membership::Membership;
+use crate::flow::FlowController;
 use crate::scrape::ScrapeStats;
 use crate::shutdown::{ShutdownSignal, ShutdownTrigger};
 
@@ -69,6 +70,7 @@ pub struct ShutdownReport {
 /// ```
 pub struct RuntimeHandle {
     pub(crate) admin: AdminState,
+    pub(crate) flow: Option<FlowController>,
     pub(crate) applier: Arc<Applier>,
     pub(crate) discovery: Arc<dyn Discovery>,
     pub(crate) membership: Arc<Membership>,
@@ -84,11 +86,18 @@ impl std::fmt::Debug for RuntimeHandle {
             .field("admin_addr", &self.admin_addr)
             .field("generation", &self.admin.scheduler.generation())
             .field("in_flight", &self.in_flight())
+            .field("flow_control", &self.flow.is_some())
             .finish()
     }
 }
 
 impl RuntimeHandle {
+    /// The flow controller, when the config has a `flowControl` section: ask it
+    /// ([`FlowController::admit`]) before scheduling each request.
+    pub fn flow(&self) -> Option<&FlowController> {
+        self.flow.as_ref()
+    }
+
     /// The scheduler to route with (reloads swap the policy inside it).
     pub fn scheduler(&self) -> &Arc<ReloadableScheduler> {
         &self.admin.scheduler

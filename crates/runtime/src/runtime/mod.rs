@@ -24,6 +24,7 @@ use crate::clock::TokioClock;
 use crate::config::{RuntimeConfig, read_error};
 use crate::discovery::membership::Membership;
 use crate::discovery::{Discovery, FileWatcher, StaticDiscovery};
+use crate::flow::FlowController;
 use crate::scrape::scraper::Scraper;
 use crate::scrape::{ScrapeSettings, ScrapeStats, fetch};
 use crate::shutdown::ShutdownSignal;
@@ -151,6 +152,11 @@ impl Runtime {
             None
         };
 
+        let flow = config
+            .flow_control
+            .clone()
+            .map(|settings| FlowController::new(settings, Arc::clone(&shared.pool)));
+
         let (trigger, signal) = ShutdownSignal::new();
         let path = config.path.clone();
         let (config_tx, config_rx) = watch::channel(Arc::new(config));
@@ -184,6 +190,12 @@ impl Runtime {
         if options.adaptive {
             tasks.spawn(Arc::clone(&adaptive).run(Arc::clone(&shared.pool), signal.clone()));
         }
+        let mut extra = options.metrics_sources.clone();
+        if let Some(flow) = &flow {
+            let stop = signal.clone();
+            tasks.spawn(flow.clone().run_until(async move { stop.wait().await }));
+            extra.push(Arc::new(flow.clone()));
+        }
         if let (Some(path), Some(text), true) = (path, loaded_text, options.watch_config) {
             tasks.spawn(watch_file(
                 path,
@@ -201,7 +213,7 @@ impl Runtime {
             reloads: reload_stats,
             config: config_rx,
             shutdown: signal.clone(),
-            extra: options.metrics_sources.clone().into(),
+            extra: extra.into(),
         };
         let mut admin_addr = None;
         if let Some(listener) = admin_listener {
@@ -220,11 +232,13 @@ impl Runtime {
             discovery = discovery.name(),
             preset = admin.config().policy_is_preset,
             adaptive = admin.adaptive.controller().is_some(),
+            flow_control = flow.is_some(),
             "runtime started"
         );
 
         Ok(RuntimeHandle {
             admin,
+            flow,
             applier,
             discovery,
             membership,

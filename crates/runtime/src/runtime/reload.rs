@@ -157,7 +157,9 @@ impl Applier {
             policy_changed: current.policy != next.policy,
             endpoints_changed: current.endpoints != next.endpoints,
             scraping_changed: current.scraping != next.scraping,
-            restart_needed: current.server != next.server || current.gateway != next.gateway,
+            restart_needed: current.server != next.server
+                || current.gateway != next.gateway
+                || current.flow_control != next.flow_control,
         };
         if !outcome.changed() {
             return Ok(outcome);
@@ -200,7 +202,7 @@ impl Applier {
         }
         if outcome.restart_needed {
             tracing::warn!(
-                "the config's `server` or `gateway` section changed; it takes effect on a restart"
+                "the config's `server`, `gateway` or `flowControl` section changed; it takes effect on a restart"
             );
         }
         for warning in next.warnings() {

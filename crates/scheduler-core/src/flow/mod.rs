@@ -49,5 +49,6 @@ pub use config::{
 pub use queue::{FlowCounters, FlowQueue, Ticket};
 pub use reason::{DropReason, Rejected};
 pub use saturation::{
-    ConcurrencyDetector, ConcurrencyMode, Detector, SaturationDetector, UtilizationDetector,
+    ConcurrencyDetector, ConcurrencyMode, Detector, Pending, SaturationDetector,
+    UtilizationDetector, is_saturated_level,
 };

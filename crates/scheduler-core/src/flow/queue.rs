@@ -81,7 +81,7 @@ pub struct FlowCounters {
     pub dispatched: u64,
     /// Requests removed by [`FlowQueue::cancel`] (not drops: the client left).
     pub cancelled: u64,
-    dropped: [u64; 3],
+    dropped: [u64; DropReason::ALL.len()],
 }
 
 impl FlowCounters {
@@ -418,15 +418,20 @@ impl<T> FlowQueue<T> {
     /// they are moved aside for the next [`FlowQueue::expire`].
     pub fn dispatch_next(&mut self, now: Timestamp) -> Option<T> {
         self.collect_expired(now);
+        let entry = self.pop_next()?;
+        self.counters.dispatched += 1;
+        Some(entry.item)
+    }
+
+    /// Removes the request whose turn it is: highest band, the flow at the cursor, its head.
+    fn pop_next(&mut self) -> Option<Entry<T>> {
         let band = self.bands.values_mut().next()?;
         let flow_index = band.cursor;
         let head = band.flow(flow_index).head;
         // Advance the round before removing: the flow, if it still has requests, goes last.
         let next = band.flow(flow_index).ring_next;
         band.cursor = next;
-        let entry = self.remove_slot(head);
-        self.counters.dispatched += 1;
-        Some(entry.item)
+        Some(self.remove_slot(head))
     }
 
     /// Removes and returns every request whose TTL has run out at `now` (deadline `<= now`),
@@ -452,6 +457,18 @@ impl<T> FlowQueue<T> {
         let entry = self.remove_slot(ticket.slot);
         self.counters.cancelled += 1;
         Some(entry.item)
+    }
+
+    /// Removes every request, queued or expired and not yet drained, in dispatch order
+    /// (expired ones first), each counted as dropped for `reason`: for a picker that shuts
+    /// down and must answer what it holds.
+    pub fn drain(&mut self, reason: DropReason, now: Timestamp) -> Vec<(T, DropReason)> {
+        let mut out: Vec<(T, DropReason)> = self.expire(now);
+        while let Some(entry) = self.pop_next() {
+            self.counters.dropped[reason.index()] += 1;
+            out.push((entry.item, reason));
+        }
+        out
     }
 
     /// Whether the request behind `ticket` is still queued.

@@ -24,14 +24,19 @@ pub enum DropReason {
     /// The request waited its whole time-to-live without being dispatched.
     #[error("ttl_expired: the request waited its whole time-to-live in the queue")]
     TtlExpired,
+    /// The picker is shutting down: requests still queued are answered rather than left
+    /// hanging ([`FlowQueue::drain`](super::FlowQueue::drain)).
+    #[error("shutting_down: the picker is shutting down")]
+    ShuttingDown,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 3] = [
+    pub const ALL: [DropReason; 4] = [
         DropReason::Shed,
         DropReason::QueueFull,
         DropReason::TtlExpired,
+        DropReason::ShuttingDown,
     ];
 
     /// The header value and counter label: `shed`, `queue_full` or `ttl_expired`.
@@ -40,15 +45,16 @@ impl DropReason {
             DropReason::Shed => "shed",
             DropReason::QueueFull => "queue_full",
             DropReason::TtlExpired => "ttl_expired",
+            DropReason::ShuttingDown => "shutting_down",
         }
     }
 
     /// The HTTP status to answer with: 429 for `shed` and `queue_full` (retry later), 503 for
-    /// `ttl_expired`.
+    /// `ttl_expired` and `shutting_down`.
     pub const fn http_status(self) -> u16 {
         match self {
             DropReason::Shed | DropReason::QueueFull => 429,
-            DropReason::TtlExpired => 503,
+            DropReason::TtlExpired | DropReason::ShuttingDown => 503,
         }
     }
 
@@ -58,6 +64,7 @@ impl DropReason {
             DropReason::Shed => 0,
             DropReason::QueueFull => 1,
             DropReason::TtlExpired => 2,
+            DropReason::ShuttingDown => 3,
         }
     }
 }

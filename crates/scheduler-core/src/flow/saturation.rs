@@ -54,9 +54,36 @@ pub trait SaturationDetector: Send + Sync + fmt::Debug {
 
     /// Whether the pool is saturated (level at or above 1; NaN counts as saturated).
     fn is_saturated(&self, snapshot: &PoolSnapshot, now: Timestamp) -> bool {
-        let level = self.saturation(snapshot, now);
-        level.is_nan() || level >= 1.0
+        is_saturated_level(self.saturation(snapshot, now))
     }
+
+    /// The saturation level counting `pending` requests as well: requests the flow controller
+    /// let through that the snapshot cannot show yet (admitted, not yet scheduled). The
+    /// default ignores them; the built-in detectors count them as one more waiting request
+    /// (utilization) or one more request in flight (concurrency), spread over the endpoints.
+    fn saturation_with_pending(
+        &self,
+        snapshot: &PoolSnapshot,
+        now: Timestamp,
+        pending: Pending,
+    ) -> f64 {
+        let _ = pending;
+        self.saturation(snapshot, now)
+    }
+}
+
+/// Whether a saturation level means saturated: at or above 1, or NaN.
+pub fn is_saturated_level(level: f64) -> bool {
+    level.is_nan() || level >= 1.0
+}
+
+/// Requests let through by the flow controller that a pool snapshot does not show yet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pending {
+    /// How many.
+    pub requests: u64,
+    /// Their prompt tokens (estimated).
+    pub prompt_tokens: u64,
 }
 
 /// The `utilization-detector`: waiting queue and KV-cache utilization against thresholds.
@@ -138,6 +165,15 @@ impl Default for UtilizationDetector {
 
 impl SaturationDetector for UtilizationDetector {
     fn saturation(&self, snapshot: &PoolSnapshot, now: Timestamp) -> f64 {
+        self.saturation_with_pending(snapshot, now, Pending::default())
+    }
+
+    fn saturation_with_pending(
+        &self,
+        snapshot: &PoolSnapshot,
+        now: Timestamp,
+        pending: Pending,
+    ) -> f64 {
         let mut total = 0.0;
         let mut count = 0u32;
         for endpoint in snapshot.endpoints().iter().filter(|e| e.accepts_requests()) {
@@ -147,7 +183,8 @@ impl SaturationDetector for UtilizationDetector {
         if count == 0 {
             return 1.0;
         }
-        total / f64::from(count)
+        // Pending requests will wait somewhere: spread over the endpoints' queues.
+        (total + pending.requests as f64 / self.queue_depth_threshold) / f64::from(count)
     }
 }
 
@@ -286,13 +323,23 @@ impl Default for ConcurrencyDetector {
 }
 
 impl SaturationDetector for ConcurrencyDetector {
-    fn saturation(&self, snapshot: &PoolSnapshot, _now: Timestamp) -> f64 {
+    fn saturation(&self, snapshot: &PoolSnapshot, now: Timestamp) -> f64 {
+        self.saturation_with_pending(snapshot, now, Pending::default())
+    }
+
+    fn saturation_with_pending(
+        &self,
+        snapshot: &PoolSnapshot,
+        _now: Timestamp,
+        pending: Pending,
+    ) -> f64 {
         let mut count = 0u64;
-        let mut requests = 0u64;
-        let mut tokens = 0u64;
-        let mut hybrid = 0.0;
+        let mut requests = pending.requests;
+        let mut tokens = pending.prompt_tokens;
         let req_cap = self.max_concurrency as f64;
         let tok_cap = self.max_token_concurrency as f64;
+        let mut hybrid =
+            (pending.requests as f64 / req_cap).max(pending.prompt_tokens as f64 / tok_cap);
         for endpoint in snapshot.endpoints().iter().filter(|e| e.accepts_requests()) {
             let r = endpoint.in_flight_requests();
             let t = endpoint.in_flight_prompt_tokens();
@@ -392,6 +439,18 @@ impl SaturationDetector for Detector {
         match self {
             Detector::Utilization(d) => d.saturation(snapshot, now),
             Detector::Concurrency(d) => d.saturation(snapshot, now),
+        }
+    }
+
+    fn saturation_with_pending(
+        &self,
+        snapshot: &PoolSnapshot,
+        now: Timestamp,
+        pending: Pending,
+    ) -> f64 {
+        match self {
+            Detector::Utilization(d) => d.saturation_with_pending(snapshot, now, pending),
+            Detector::Concurrency(d) => d.saturation_with_pending(snapshot, now, pending),
         }
     }
 }

@@ -1,0 +1,341 @@
+//! The async flow controller: admission on the request path, dispatch and expiry in a loop.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use shepherd_scheduler_core::clock::Timestamp;
+use shepherd_scheduler_core::endpoint::Pool;
+use shepherd_scheduler_core::flow::{
+    Detector, DropReason, FlowQueue, FlowSettings, Pending, SaturationDetector, Ticket,
+    is_saturated_level,
+};
+use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
+use tokio::sync::{Notify, oneshot};
+
+use super::permit::{FlowPermit, PendingLoad};
+use super::request::FlowRequest;
+use super::stats::{FlowStats, WaitHistogram};
+
+/// How often the dispatch loop re-reads the pool's saturation while requests are queued.
+pub const DISPATCH_POLL: Duration = Duration::from_millis(5);
+
+type Answer = Result<FlowPermit, DropReason>;
+
+/// A queued request: where to send the answer.
+struct Waiter {
+    answer: oneshot::Sender<Answer>,
+    enqueued_at: Timestamp,
+    prompt_tokens: u64,
+}
+
+struct State {
+    queue: FlowQueue<Waiter>,
+    waits: WaitHistogram,
+    closed: bool,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    /// Mirrors `queue.len()` so that the fast path can skip the lock.
+    queued: AtomicU64,
+    admitted_immediately: AtomicU64,
+    pool: Arc<Pool>,
+    detector: Detector,
+    pending: Arc<PendingLoad>,
+    wake: Notify,
+}
+
+/// Holds requests while the pool is saturated; see the [module docs](super).
+///
+/// Cheap to clone: clones share one queue.
+#[derive(Clone)]
+pub struct FlowController {
+    inner: Arc<Inner>,
+}
+
+impl FlowController {
+    /// A controller with these settings over `pool` (time is the pool's clock).
+    pub fn new(settings: FlowSettings, pool: Arc<Pool>) -> Self {
+        let detector = settings.detector.clone();
+        FlowController {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    queue: FlowQueue::new(settings),
+                    waits: WaitHistogram::default(),
+                    closed: false,
+                }),
+                queued: AtomicU64::new(0),
+                admitted_immediately: AtomicU64::new(0),
+                pool,
+                detector,
+                pending: Arc::new(PendingLoad::default()),
+                wake: Notify::new(),
+            }),
+        }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> FlowSettings {
+        self.inner.state.lock().queue.settings().clone()
+    }
+
+    /// Lets `request` through now, or once the pool has room, or says why not.
+    ///
+    /// Hold the returned permit until the request is scheduled. Dropping this future while it
+    /// waits (the client went away) removes the request from the queue.
+    ///
+    /// # Errors
+    ///
+    /// The [`DropReason`]: `Shed` or `QueueFull` at once, `TtlExpired` after waiting,
+    /// `ShuttingDown` when the controller stopped.
+    pub async fn admit(&self, request: FlowRequest<'_>) -> Result<FlowPermit, DropReason> {
+        let inner = &self.inner;
+        let now = inner.pool.clock().now();
+        let saturated = inner.is_saturated(now);
+        if !saturated && inner.queued.load(Ordering::Acquire) == 0 {
+            inner.admitted_immediately.fetch_add(1, Ordering::Relaxed);
+            return Ok(FlowPermit::new(&inner.pending, request.prompt_tokens));
+        }
+        let (ticket, answer) = {
+            let mut state = inner.state.lock();
+            state.queue.admit(request.priority, saturated)?;
+            if state.closed {
+                return Err(DropReason::ShuttingDown);
+            }
+            let (tx, rx) = oneshot::channel();
+            let waiter = Waiter {
+                answer: tx,
+                enqueued_at: now,
+                prompt_tokens: request.prompt_tokens,
+            };
+            let ticket = state
+                .queue
+                .enqueue(
+                    waiter,
+                    request.priority,
+                    request.flow_id,
+                    request.bytes,
+                    now,
+                )
+                .map_err(|rejected| rejected.reason)?;
+            if !saturated {
+                // Requests are queued but the pool has room: serve them in order now.
+                inner.pump(&mut state, now);
+            }
+            inner
+                .queued
+                .store(state.queue.len() as u64, Ordering::Release);
+            (ticket, rx)
+        };
+        inner.wake.notify_one();
+        let mut guard = CancelOnDrop {
+            inner,
+            ticket: Some(ticket),
+        };
+        let outcome = answer.await;
+        guard.ticket = None;
+        match outcome {
+            Ok(answer) => answer,
+            // The controller went away with the request in it.
+            Err(_) => Err(DropReason::ShuttingDown),
+        }
+    }
+
+    /// Dispatches and expires queued requests until `stop` completes, then answers every
+    /// request still queued with [`DropReason::ShuttingDown`] and refuses new ones that would
+    /// have to wait.
+    pub async fn run_until(self, stop: impl Future<Output = ()>) {
+        let inner = &self.inner;
+        tokio::pin!(stop);
+        loop {
+            let wait = {
+                let mut state = inner.state.lock();
+                let now = inner.pool.clock().now();
+                inner.pump(&mut state, now);
+                inner
+                    .queued
+                    .store(state.queue.len() as u64, Ordering::Release);
+                if state.queue.is_empty() {
+                    None
+                } else {
+                    let poll = now.saturating_add(DISPATCH_POLL);
+                    let until = state.queue.next_deadline().map_or(poll, |d| d.min(poll));
+                    Some(Duration::from_nanos(
+                        until.as_nanos().saturating_sub(now.as_nanos()),
+                    ))
+                }
+            };
+            let sleep = async {
+                match wait {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = &mut stop => break,
+                () = inner.wake.notified() => {}
+                () = sleep => {}
+            }
+        }
+        inner.close();
+    }
+
+    /// The saturation level now, counting requests admitted but not yet scheduled.
+    pub fn saturation(&self) -> f64 {
+        let now = self.inner.pool.clock().now();
+        self.inner.saturation(now)
+    }
+
+    /// What the controller has counted.
+    pub fn stats(&self) -> FlowStats {
+        let state = self.inner.state.lock();
+        FlowStats {
+            admitted_immediately: self.inner.admitted_immediately.load(Ordering::Relaxed),
+            counters: state.queue.counters(),
+            queued: state.queue.len() as u64,
+            queued_bytes: state.queue.bytes(),
+        }
+    }
+}
+
+impl Inner {
+    fn pending(&self) -> Pending {
+        Pending {
+            requests: self.pending.requests.load(Ordering::Relaxed),
+            prompt_tokens: self.pending.prompt_tokens.load(Ordering::Relaxed),
+        }
+    }
+
+    fn saturation(&self, now: Timestamp) -> f64 {
+        self.detector
+            .saturation_with_pending(&self.pool.load(), now, self.pending())
+    }
+
+    fn is_saturated(&self, now: Timestamp) -> bool {
+        is_saturated_level(self.saturation(now))
+    }
+
+    /// Answers expired requests, then dispatches while the pool has room.
+    fn pump(&self, state: &mut State, now: Timestamp) {
+        for (waiter, reason) in state.queue.expire(now) {
+            let _ = waiter.answer.send(Err(reason));
+        }
+        while !state.queue.is_empty() && !state.closed && !self.is_saturated(now) {
+            let Some(waiter) = state.queue.dispatch_next(now) else {
+                break;
+            };
+            let waited = now.as_nanos().saturating_sub(waiter.enqueued_at.as_nanos());
+            state.waits.observe(waited as f64 / 1e9);
+            let permit = FlowPermit::new(&self.pending, waiter.prompt_tokens);
+            // A client that left just now drops the permit with the channel.
+            let _ = waiter.answer.send(Ok(permit));
+        }
+    }
+
+    /// Stops: answers every queued request, refuses new ones that would wait.
+    fn close(&self) {
+        let mut state = self.state.lock();
+        state.closed = true;
+        let now = self.pool.clock().now();
+        for (waiter, reason) in state.queue.drain(DropReason::ShuttingDown, now) {
+            let _ = waiter.answer.send(Err(reason));
+        }
+        self.queued.store(0, Ordering::Release);
+    }
+}
+
+/// Takes a waiting request out of the queue when its `admit` future is dropped.
+struct CancelOnDrop<'a> {
+    inner: &'a Inner,
+    ticket: Option<Ticket>,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            let mut state = self.inner.state.lock();
+            state.queue.cancel(ticket);
+            self.inner
+                .queued
+                .store(state.queue.len() as u64, Ordering::Release);
+        }
+    }
+}
+
+impl fmt::Debug for FlowController {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlowController")
+            .field("detector", &self.inner.detector)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+const ADMITTED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_flow_admitted_total",
+    "Requests flow control let through, at once or after waiting in the queue.",
+);
+const ENQUEUED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_flow_enqueued_total",
+    "Requests that waited in the flow-control queue.",
+);
+const CANCELLED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_flow_cancelled_total",
+    "Queued requests whose client went away.",
+);
+const DROPPED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_flow_dropped_total",
+    "Requests flow control refused, by reason.",
+);
+const QUEUED: MetricDesc<'static> =
+    MetricDesc::new("shepherd_flow_queued_requests", "Requests queued now.");
+const QUEUED_BYTES: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_flow_queued_bytes",
+    "Bytes of the requests queued now.",
+);
+const SATURATION: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_flow_saturation",
+    "The saturation detector's level (1 and above: saturated).",
+);
+const WAIT: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_flow_queue_wait_seconds",
+    "How long dispatched requests waited in the flow-control queue.",
+);
+
+impl MetricsSource for FlowController {
+    fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
+        let (stats, waits) = {
+            let state = self.inner.state.lock();
+            let stats = FlowStats {
+                admitted_immediately: self.inner.admitted_immediately.load(Ordering::Relaxed),
+                counters: state.queue.counters(),
+                queued: state.queue.len() as u64,
+                queued_bytes: state.queue.bytes(),
+            };
+            (stats, state.waits.snapshot())
+        };
+        v.counter(
+            ADMITTED,
+            &[("path", "immediate")],
+            stats.admitted_immediately,
+        );
+        v.counter(ADMITTED, &[("path", "queued")], stats.counters.dispatched);
+        v.counter(ENQUEUED, &[], stats.counters.enqueued);
+        v.counter(CANCELLED, &[], stats.counters.cancelled);
+        for reason in DropReason::ALL {
+            v.counter(
+                DROPPED,
+                &[("reason", reason.as_str())],
+                stats.dropped(reason),
+            );
+        }
+        v.gauge(QUEUED, &[], stats.queued as f64);
+        v.gauge(QUEUED_BYTES, &[], stats.queued_bytes as f64);
+        v.gauge(SATURATION, &[], self.saturation());
+        v.histogram(WAIT, &[], &waits);
+    }
+}
