@@ -15,6 +15,7 @@
 //! assert_eq!((r.http_status(), r.reason()), (404, "unknown_model"));
 //! ```
 
+use shepherd_scheduler_core::flow::DropReason;
 use shepherd_scheduler_core::request::ParseError;
 use shepherd_scheduler_core::scheduler::ScheduleError;
 use thiserror::Error;
@@ -45,6 +46,10 @@ pub enum Rejection {
     /// Admission control gave up waiting for capacity (503).
     #[error("no capacity: {0}")]
     Unavailable(String),
+    /// Flow control dropped the request: shed or queue full (429), time-to-live expired or
+    /// shutting down (503); the reason header says which.
+    #[error("flow control: {0}")]
+    Dropped(DropReason),
     /// The gateway's subset hint is present but empty (503).
     #[error("the endpoint subset hint is empty")]
     EmptySubset,
@@ -64,6 +69,7 @@ impl Rejection {
             Rejection::BodyTooLarge { .. } => 413,
             Rejection::UnknownModel(_) => 404,
             Rejection::Shed(_) => 429,
+            Rejection::Dropped(reason) => reason.http_status(),
             Rejection::Unavailable(_) | Rejection::EmptySubset => 503,
             Rejection::Schedule(e) => e.http_status(),
             Rejection::Internal(_) => 500,
@@ -77,6 +83,7 @@ impl Rejection {
             Rejection::BodyTooLarge { .. } => "body_too_large",
             Rejection::UnknownModel(_) => "unknown_model",
             Rejection::Shed(_) => "shed",
+            Rejection::Dropped(reason) => reason.as_str(),
             Rejection::Unavailable(_) => "unavailable",
             Rejection::EmptySubset => "empty_subset",
             Rejection::Schedule(e) => e.reason(),

@@ -54,7 +54,7 @@ pub use error::{ProtocolError, Rejection, ServeError};
 pub use exchange::{Exchange, PickJob, Step};
 pub use options::{BodyMode, ExtProcOptions, HeaderNames, MetadataKeys};
 pub use server::{SERVICE_NAME, serve, serve_health};
-pub use service::{Admission, AnswerStream, BoxFuture, ExtProcService};
+pub use service::{Admission, Admitted, AnswerStream, BoxFuture, ExtProcService};
 
 /// The Envoy protocol types this crate speaks, re-exported so embedders and tests use the
 /// same versions.

@@ -22,6 +22,9 @@
 //! `shepherd-epp listening extproc=127.0.0.1:9002 health=127.0.0.1:9003 admin=127.0.0.1:9090`.
 #![forbid(unsafe_code)]
 
+mod flow_admission;
+
+use flow_admission::FlowAdmission;
 use std::error::Error;
 use std::io::IsTerminal;
 use std::net::{IpAddr, SocketAddr};
@@ -189,10 +192,13 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .admin_addr()
         .map_or_else(|| "-".to_string(), |a| a.to_string());
 
-    let service = ExtProcService::new(
+    let mut service = ExtProcService::new(
         Arc::clone(handle.scheduler()),
         ExtProcOptions::default().with_max_body_bytes(args.max_body_bytes),
     );
+    if let Some(flow) = handle.flow() {
+        service = service.with_admission(Arc::new(FlowAdmission(flow.clone())));
+    }
     let signal = handle.shutdown_signal();
     let health_task = tokio::spawn({
         let signal = signal.clone();

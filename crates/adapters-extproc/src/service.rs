@@ -57,11 +57,36 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Decides whether a complete request may be scheduled now: the hook for flow control.
 ///
 /// It may wait (queue the request until capacity returns) or refuse with
-/// [`Rejection::Shed`] (429) or [`Rejection::Unavailable`] (503). While it waits, the
-/// stream's task waits; if Envoy goes away meanwhile, the future is dropped.
+/// [`Rejection::Shed`] (429), [`Rejection::Unavailable`] (503) or [`Rejection::Dropped`]. While
+/// it waits, the stream's task waits; if Envoy goes away meanwhile, the future is dropped.
 pub trait Admission: Send + Sync + fmt::Debug {
     /// Admits `request`, or says why not.
-    fn admit<'a>(&'a self, request: &'a InferenceRequest) -> BoxFuture<'a, Result<(), Rejection>>;
+    fn admit<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<Admitted, Rejection>>;
+}
+
+/// An admission hook's yes, holding whatever the hook needs kept until the request is
+/// scheduled (a flow-control permit), then dropped.
+pub struct Admitted(Option<Box<dyn std::any::Any + Send + Sync>>);
+
+impl Admitted {
+    /// A yes with nothing to hold.
+    pub fn now() -> Self {
+        Admitted(None)
+    }
+
+    /// A yes holding `guard` until the request is scheduled.
+    pub fn holding<T: Send + Sync + 'static>(guard: T) -> Self {
+        Admitted(Some(Box::new(guard)))
+    }
+}
+
+impl fmt::Debug for Admitted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Admitted").field(&self.0.is_some()).finish()
+    }
 }
 
 struct Shared {
@@ -121,14 +146,18 @@ impl ExtProcService {
 
     /// Picks for a complete request: admission, then the scheduler.
     pub async fn pick(&self, job: PickJob) -> Result<Decision, Rejection> {
-        if let Some(admission) = &self.shared.admission {
-            admission.admit(&job.request).await?;
-        }
+        let admitted = match &self.shared.admission {
+            Some(admission) => admission.admit(&job.request).await?,
+            None => Admitted::now(),
+        };
         let options = ScheduleOptions {
             subset: job.subset.as_deref(),
             ..Default::default()
         };
-        Ok(self.shared.scheduler.schedule_with(&job.request, options)?)
+        let decision = self.shared.scheduler.schedule_with(&job.request, options);
+        // Scheduled (or not): the scheduler now counts it; the admission's hold ends.
+        drop(admitted);
+        Ok(decision?)
     }
 
     /// Runs one stream to its end. See the [module docs](self).

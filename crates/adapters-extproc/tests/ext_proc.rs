@@ -13,7 +13,7 @@ use shepherd_adapters_extproc::envoy_types::pb::envoy::config::core::v3::header_
 use shepherd_adapters_extproc::envoy_types::pb::envoy::extensions::filters::http::ext_proc::v3::processing_mode::BodySendMode;
 use shepherd_adapters_extproc::envoy_types::pb::envoy::service::ext_proc::v3::processing_response::Response;
 use shepherd_adapters_extproc::envoy_types::pb::envoy::service::ext_proc::v3::ProcessingRequest;
-use shepherd_adapters_extproc::{Admission, BoxFuture, ExtProcOptions, Rejection};
+use shepherd_adapters_extproc::{Admission, Admitted, BoxFuture, ExtProcOptions, Rejection};
 use shepherd_scheduler_core::completion::{Outcome, Usage};
 use shepherd_scheduler_core::request::InferenceRequest;
 
@@ -393,12 +393,15 @@ async fn no_endpoint_is_503() {
 struct ShedSheddable;
 
 impl Admission for ShedSheddable {
-    fn admit<'a>(&'a self, request: &'a InferenceRequest) -> BoxFuture<'a, Result<(), Rejection>> {
+    fn admit<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<Admitted, Rejection>> {
         Box::pin(async move {
             if request.priority < 0 {
                 Err(Rejection::Shed("the pool is saturated".into()))
             } else {
-                Ok(())
+                Ok(Admitted::now())
             }
         })
     }

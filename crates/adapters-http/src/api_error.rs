@@ -14,8 +14,10 @@
 //! | 405 | wrong method on a known route | `invalid_request_error` | `method_not_allowed` |
 //! | 413 | the body is over `gateway.maxBodyBytes` | `invalid_request_error` | `request_too_large` |
 //! | 429 | `gateway.maxConcurrentRequests` requests are already in flight | `rate_limit_error` | `rate_limit_exceeded` |
+//! | 429 | flow control shed a sheddable request, or its priority band is full (`x-shepherd-dropped-reason`) | `rate_limit_error` | `shed`, `queue_full` |
 //! | 502 | every endpoint tried refused or dropped the connection before answering | `server_error` | `upstream_unreachable` |
 //! | 503 | the scheduler has no endpoint (`Retry-After`) | `server_error` | the scheduler's reason: `no_endpoints`, `no_healthy_endpoint`, `no_candidates`, ... |
+//! | 503 | flow control: the request waited its whole time-to-live, or the gateway is shutting down (`x-shepherd-dropped-reason`) | `server_error` | `ttl_expired`, `shutting_down` |
 //! | 504 | no response byte within `gateway.firstByteTimeoutMs` | `server_error` | `upstream_timeout` |
 //!
 //! Answers from model servers (their own 4xx and 5xx included) are passed through as they
@@ -35,6 +37,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use shepherd_scheduler_core::flow::DropReason;
 use shepherd_scheduler_core::request::ParseError;
 use shepherd_scheduler_core::scheduler::ScheduleError;
 
@@ -52,6 +55,7 @@ pub struct ApiError {
     param: Option<String>,
     code: &'static str,
     retry_after: Option<u64>,
+    dropped_reason: Option<&'static str>,
 }
 
 impl ApiError {
@@ -69,6 +73,7 @@ impl ApiError {
             param: None,
             code,
             retry_after: None,
+            dropped_reason: None,
         }
     }
 
@@ -183,6 +188,37 @@ impl ApiError {
         .with_retry_after(retry_after)
     }
 
+    /// Flow control dropped the request: 429 (`shed`, `queue_full`) or 503 (`ttl_expired`,
+    /// `shutting_down`), with `Retry-After` and `x-shepherd-dropped-reason`.
+    pub fn flow_dropped(reason: DropReason, retry_after: u64) -> Self {
+        let (status, kind, message) = match reason {
+            DropReason::Shed => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "The model servers are saturated and this request is sheddable (negative priority); retry later.",
+            ),
+            DropReason::QueueFull => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "The model servers are saturated and this request's priority band is full; retry later.",
+            ),
+            DropReason::TtlExpired => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                SERVER_ERROR,
+                "The request waited its whole time-to-live for a model server with room; retry later.",
+            ),
+            DropReason::ShuttingDown => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                SERVER_ERROR,
+                "The gateway is shutting down; retry on another replica.",
+            ),
+        };
+        let mut error =
+            ApiError::new(status, kind, reason.as_str(), message).with_retry_after(retry_after);
+        error.dropped_reason = Some(reason.as_str());
+        error
+    }
+
     /// The scheduler found no endpoint: 503 with `Retry-After` (500 for a policy fault).
     pub fn unscheduled(error: &ScheduleError, retry_after: u64) -> Self {
         let status =
@@ -285,6 +321,12 @@ impl IntoResponse for ApiError {
         let headers = response.headers_mut();
         if let Some(seconds) = self.retry_after {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if let Some(reason) = self.dropped_reason {
+            headers.insert(
+                crate::headers::DROPPED_REASON,
+                HeaderValue::from_static(reason),
+            );
         }
         if self.status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -27,6 +27,7 @@ use crate::models::ModelCatalog;
 use crate::stats::Rejection;
 use crate::upstream::{self, HttpClient};
 use crate::{ApiError, GatewaySettings, GatewayStats, explain, proxy};
+use shepherd_runtime::flow::FlowController;
 
 /// The OpenAI routes proxied through the scheduler, with their API.
 pub const INFERENCE_ROUTES: [(&str, ApiKind); 4] = [
@@ -69,6 +70,7 @@ pub(crate) struct Inner {
     pub(crate) client: HttpClient,
     pub(crate) models: Arc<ModelCatalog>,
     pub(crate) limit: ConcurrencyLimit,
+    pub(crate) flow: Option<FlowController>,
     pub(crate) stats: Arc<GatewayStats>,
     pub(crate) parse_limits: ParseLimits,
 }
@@ -93,6 +95,7 @@ impl Gateway {
             inner: Arc::new(Inner {
                 scheduler,
                 limit: ConcurrencyLimit::new(settings.max_concurrent_requests),
+                flow: None,
                 settings,
                 client,
                 models,
@@ -100,6 +103,39 @@ impl Gateway {
                 parse_limits,
             }),
         }
+    }
+
+    /// Asks `flow` before scheduling each request: requests wait while the pool is
+    /// saturated, and are answered 429 or 503 with `x-shepherd-dropped-reason` when dropped.
+    /// Call before the gateway serves (it is the gateway's only copy).
+    pub fn with_flow_control(self, flow: FlowController) -> Self {
+        let Inner {
+            scheduler,
+            settings,
+            client,
+            models,
+            limit,
+            stats,
+            parse_limits,
+            ..
+        } = &*self.inner;
+        Gateway {
+            inner: Arc::new(Inner {
+                scheduler: Arc::clone(scheduler),
+                settings: settings.clone(),
+                client: client.clone(),
+                models: Arc::clone(models),
+                limit: limit.clone(),
+                flow: Some(flow),
+                stats: Arc::clone(stats),
+                parse_limits: parse_limits.clone(),
+            }),
+        }
+    }
+
+    /// The flow controller requests go through, if any.
+    pub fn flow_control(&self) -> Option<&FlowController> {
+        self.inner.flow.as_ref()
     }
 
     /// The settings in force.

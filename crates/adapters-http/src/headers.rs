@@ -39,6 +39,8 @@ pub const FAIRNESS_ID: &str = "x-gateway-inference-fairness-id";
 pub const PRIORITY: &str = "x-shepherd-priority";
 /// The session key for session affinity.
 pub const SESSION: &str = "x-session-id";
+/// Why flow control dropped a request, on its 429 or 503 answer.
+pub const DROPPED_REASON: &str = "x-shepherd-dropped-reason";
 
 /// Whether `name` is hop-by-hop by itself (not counting those a `Connection` header names).
 pub fn is_hop_by_hop(name: &HeaderName) -> bool {

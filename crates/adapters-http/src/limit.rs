@@ -1,11 +1,12 @@
 //! The gateway's concurrency cap (`gateway.maxConcurrentRequests`): requests over it are
 //! answered 429 with `Retry-After` at once, never queued.
 //!
-//! This is not flow control. Shepherd's flow control (DESIGN section 6: per-flow queues,
-//! priorities, shedding sheddable requests when the pool saturates) is not built yet; the cap
-//! is what a gateway can do without it, and it makes 429 reachable so clients' rate-limit
-//! handling can be exercised. Each admitted request holds an [`Admitted`] from the moment its
-//! headers are read until its response ends, fails or is abandoned.
+//! This is a plain cap on the gateway's own concurrency, not flow control: flow control (the
+//! config's `flowControl` section, [`shepherd_runtime::flow`]) holds requests while the *model
+//! servers* are saturated, by priority and fairness, and sheds sheddable ones. The two
+//! compose: the cap is checked first, when the headers arrive. Each admitted request holds an
+//! [`Admitted`] from the moment its headers are read until its response ends, fails or is
+//! abandoned.
 //!
 //! ```
 //! use std::sync::Arc;

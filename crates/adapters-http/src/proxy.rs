@@ -8,13 +8,17 @@
 //!    `x-request-id` or a generated one; `x-shepherd-priority`,
 //!    `x-gateway-inference-fairness-id` and `x-session-id` are read as the ext_proc picker
 //!    reads them.
-//! 3. **Pick**: the scheduler's decision (503 with `Retry-After` when there is no endpoint).
+//! 3. **Flow control** (when the config has a `flowControl` section): the request waits while
+//!    the pool is saturated and leaves by priority and fairness; sheddable requests are shed
+//!    (429), a full band refuses (429), a request that waits its whole TTL gets 503, each with
+//!    `x-shepherd-dropped-reason`. A client that goes away leaves the queue.
+//! 4. **Pick**: the scheduler's decision (503 with `Retry-After` when there is no endpoint).
 //!    From here the gateway keeps only the decision's small
 //!    [`RequestHandle`](shepherd_scheduler_core::completion::RequestHandle) and the body
 //!    bytes; the parsed request (whose prompt can be megabytes) is dropped.
-//! 4. **Forward** ([`upstream`]): to the primary, then the fallbacks while
+//! 5. **Forward** ([`upstream`]): to the primary, then the fallbacks while
 //!    the exchange fails before any response byte (502 when all fail).
-//! 5. **Answer**: the server's status and headers at once, the body frame by frame through a
+//! 6. **Answer**: the server's status and headers at once, the body frame by frame through a
 //!    [`TrackedBody`], which finishes the handle when the body ends, fails, or the client
 //!    goes away.
 
@@ -22,6 +26,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderValue, Response, header};
 use axum::response::IntoResponse;
+use shepherd_runtime::flow::FlowRequest;
 use shepherd_scheduler_core::completion::Completion;
 use shepherd_scheduler_core::request::{ApiKind, parse_openai_request};
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
@@ -84,10 +89,30 @@ async fn forward(
     request.fairness_id = headers::text(client_headers, FAIRNESS_ID).map(str::to_owned);
     request.session_key = headers::text(client_headers, SESSION).map(str::to_owned);
 
+    // Flow control: wait while the pool is saturated (dropped with this future if the client
+    // goes away), or be refused.
+    let permit = match &inner.flow {
+        Some(flow) => Some(
+            flow.admit(FlowRequest::of(&request))
+                .await
+                .map_err(|reason| {
+                    tracing::info!(
+                        request_id = %request.id,
+                        priority = request.priority,
+                        reason = reason.as_str(),
+                        "flow control dropped a request"
+                    );
+                    ApiError::flow_dropped(reason, settings.retry_after_seconds)
+                })?,
+        ),
+        None => None,
+    };
     let decision = inner
         .scheduler
         .schedule_with(&request, ScheduleOptions::default())
-        .map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds))?;
+        .map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds));
+    drop(permit);
+    let decision = decision?;
     drop(request);
     let mut handle = decision.into_handle();
     let request_id = HeaderValue::from_str(handle.id())

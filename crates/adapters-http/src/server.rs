@@ -79,7 +79,10 @@ impl GatewayServer {
             }
         };
         let local_addr = listener.local_addr().unwrap_or(addr);
-        let gateway = Gateway::new(Arc::clone(runtime.scheduler()), settings, stats);
+        let mut gateway = Gateway::new(Arc::clone(runtime.scheduler()), settings, stats);
+        if let Some(flow) = runtime.flow() {
+            gateway = gateway.with_flow_control(flow.clone());
+        }
         let admin = gateway
             .settings()
             .admin_routes
