@@ -354,3 +354,27 @@ fn without_a_flow_control_section_there_is_no_flow_control() {
     let config = RuntimeConfig::from_yaml("endpoints: [127.0.0.1:8000]\n").unwrap();
     assert!(config.flow_control.is_none());
 }
+
+#[test]
+fn the_flow_control_guide_config_loads_as_described() {
+    let guide = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/flow-control.md");
+    let text = std::fs::read_to_string(guide).unwrap();
+    let yaml = text
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a yaml block in docs/flow-control.md");
+    let config = RuntimeConfig::from_yaml(yaml).unwrap();
+    let flow = config.flow_control.clone().expect("flow control on");
+    assert_eq!(flow.ttl, Some(std::time::Duration::from_secs(60)));
+    assert_eq!(flow.max_requests, Some(20_000));
+    assert_eq!(flow.band_limits(1).max_requests, 1000);
+    assert_eq!(flow.band_limits(1).max_bytes, 256 << 20);
+    assert_eq!(flow.band_limits(0).max_requests, 5000);
+    assert_eq!(flow.band_limits(-3).max_requests, 500);
+    assert!(matches!(
+        flow.detector,
+        shepherd_scheduler_core::flow::Detector::Utilization(_)
+    ));
+    assert!(config.warnings().is_empty());
+}
