@@ -69,7 +69,7 @@ impl RequestAssembly {
         Ok(RequestAssembly {
             path: text(":path").unwrap_or_default(),
             request_id: text(&names.request_id),
-            fairness_id: text(&names.fairness_id),
+            fairness_id: text(&names.fairness_id).or_else(|| text(&names.fairness_id_legacy)),
             priority: text(&names.priority).and_then(|v| v.parse().ok()),
             session: text(&names.session),
             client_owned,

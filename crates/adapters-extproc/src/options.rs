@@ -78,8 +78,10 @@ pub struct HeaderNames {
     pub dropped_reason: String,
     /// The caller's request id: `x-request-id`.
     pub request_id: String,
-    /// The fairness id (flow) of a request: `x-gateway-inference-fairness-id`.
+    /// The fairness id (flow) of a request: `x-llm-d-inference-fairness-id`.
     pub fairness_id: String,
+    /// Its older name, read when the first is absent: `x-gateway-inference-fairness-id`.
+    pub fairness_id_legacy: String,
     /// The request's priority, an integer (negative = sheddable): `x-shepherd-priority`.
     pub priority: String,
     /// The session key for session affinity: `x-session-id`.
@@ -96,7 +98,8 @@ impl Default for HeaderNames {
             served: "x-gateway-destination-endpoint-served".into(),
             dropped_reason: "x-shepherd-dropped-reason".into(),
             request_id: "x-request-id".into(),
-            fairness_id: "x-gateway-inference-fairness-id".into(),
+            fairness_id: "x-llm-d-inference-fairness-id".into(),
+            fairness_id_legacy: "x-gateway-inference-fairness-id".into(),
             priority: "x-shepherd-priority".into(),
             session: "x-session-id".into(),
             owned: vec![

@@ -34,7 +34,9 @@ use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 /// The caller's request id.
 pub const REQUEST_ID: &str = "x-request-id";
 /// The fairness id (flow) of a request.
-pub const FAIRNESS_ID: &str = "x-gateway-inference-fairness-id";
+pub const FAIRNESS_ID: &str = "x-llm-d-inference-fairness-id";
+/// The fairness id's older name, read when [`FAIRNESS_ID`] is absent.
+pub const FAIRNESS_ID_LEGACY: &str = "x-gateway-inference-fairness-id";
 /// The request's priority, an integer (negative = sheddable).
 pub const PRIORITY: &str = "x-shepherd-priority";
 /// The session key for session affinity.

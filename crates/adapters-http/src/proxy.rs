@@ -6,7 +6,7 @@
 //!    by the core's `parse_openai_request` (400 in OpenAI's shape), the model checked against
 //!    the pool's list ([`models`](crate::models), 404). The request's id is the client's
 //!    `x-request-id` or a generated one; `x-shepherd-priority`,
-//!    `x-gateway-inference-fairness-id` and `x-session-id` are read as the ext_proc picker
+//!    `x-llm-d-inference-fairness-id` (or `x-gateway-inference-fairness-id`) and `x-session-id` are read as the ext_proc picker
 //!    reads them.
 //! 3. **Flow control** (when the config has a `flowControl` section): the request waits while
 //!    the pool is saturated and leaves by priority and fairness; sheddable requests are shed
@@ -32,7 +32,7 @@ use shepherd_scheduler_core::request::{ApiKind, parse_openai_request};
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
 use crate::body::read_limited;
-use crate::headers::{self, FAIRNESS_ID, PRIORITY, REQUEST_ID, SESSION};
+use crate::headers::{self, FAIRNESS_ID, FAIRNESS_ID_LEGACY, PRIORITY, REQUEST_ID, SESSION};
 use crate::models::ModelCheck;
 use crate::stats::Rejection;
 use crate::tracked::TrackedBody;
@@ -86,7 +86,9 @@ async fn forward(
     if let Some(priority) = headers::text(client_headers, PRIORITY).and_then(|p| p.parse().ok()) {
         request.priority = priority;
     }
-    request.fairness_id = headers::text(client_headers, FAIRNESS_ID).map(str::to_owned);
+    request.fairness_id = headers::text(client_headers, FAIRNESS_ID)
+        .or_else(|| headers::text(client_headers, FAIRNESS_ID_LEGACY))
+        .map(str::to_owned);
     request.session_key = headers::text(client_headers, SESSION).map(str::to_owned);
 
     // Flow control: wait while the pool is saturated (dropped with this future if the client

@@ -369,3 +369,27 @@ async fn many_clients_none_lost_none_twice() {
     assert!(ok + c.cancelled <= stats.admitted_immediately + c.dispatched + aborted);
     f.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_cold_start_waits_under_the_no_endpoint_budget() {
+    let settings = FlowSettings {
+        ttl: Some(Duration::from_millis(200)),
+        no_endpoint_ttl: Some(Some(Duration::from_secs(30))),
+        ..FlowSettings::default()
+    };
+    let f = Fixture::new(None, settings);
+    let waiting = f.spawn(0, "");
+    // Far past the 200 ms default budget: still waiting for an endpoint.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert!(!waiting.is_finished());
+    f.pool.add("127.0.0.1:8000").set_metrics(idle());
+    waiting.await.unwrap().unwrap();
+
+    // Without an endpoint for the whole budget: 503 after exactly 30 s.
+    let f = Fixture::new(None, f.flow.settings());
+    let started = Instant::now();
+    let outcome = f.flow.admit(FlowRequest::default()).await;
+    assert_eq!(outcome.unwrap_err(), DropReason::TtlExpired);
+    assert_eq!(started.elapsed(), Duration::from_secs(30));
+    f.shutdown().await;
+}

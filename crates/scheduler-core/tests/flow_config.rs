@@ -217,3 +217,23 @@ fn policy_references_resolve_through_plugin_instances() {
         "{e}"
     );
 }
+
+#[test]
+fn the_no_endpoint_ttl_follows_the_default_unless_given() {
+    let s = load("flowControl:\n  defaultRequestTTL: 5s\n")
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.no_endpoint_ttl, None);
+    assert_eq!(s.no_endpoint_budget(), Some(Duration::from_secs(5)));
+
+    let s = load("flowControl:\n  defaultRequestTTL: 5s\n  noEndpointRequestTTL: 10m\n")
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.no_endpoint_budget(), Some(Duration::from_secs(600)));
+
+    let s = load("flowControl:\n  noEndpointRequestTTL: 0s\n")
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.ttl, Some(Duration::from_secs(60)));
+    assert_eq!(s.no_endpoint_budget(), None);
+}

@@ -1,5 +1,6 @@
 //! Model-based test: the flow queue against a simple reference (vectors scanned in full).
-//! Same dispatch order, same expiries, same rejections; no request lost or handed out twice.
+//! Same dispatch order, same expiries (in both TTL regimes: pool with and without endpoints),
+//! same rejections; no request lost or handed out twice.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -21,6 +22,7 @@ enum Op {
     Cancel(usize),
     Advance(u64),
     Expire,
+    PoolEmpty(bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -32,13 +34,15 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(Op::Cancel),
         2 => (0u64..20).prop_map(Op::Advance),
         1 => Just(Op::Expire),
+        1 => any::<bool>().prop_map(Op::PoolEmpty),
     ]
 }
 
 struct RefItem {
     id: u64,
     bytes: u64,
-    deadline: Option<Timestamp>,
+    enqueued_at: Timestamp,
+    ttl: Option<Duration>,
     seq: u64,
 }
 
@@ -77,9 +81,42 @@ struct Reference {
     bands: BTreeMap<i32, RefBand>,
     expired: Vec<(u64, DropReason)>,
     seq: u64,
+    pool_empty: bool,
+    regime_since: Timestamp,
 }
 
 impl Reference {
+    /// The definition: the current regime's budget from when the request entered it (its
+    /// arrival or the regime's start), never past the longer budget from its arrival.
+    fn deadline(&self, item: &RefItem) -> Option<Timestamp> {
+        let no_endpoint = self.settings.no_endpoint_budget();
+        let budget = if self.pool_empty {
+            no_endpoint
+        } else {
+            item.ttl
+        }?;
+        let entered = if item.enqueued_at > self.regime_since {
+            item.enqueued_at
+        } else {
+            self.regime_since
+        };
+        let mut deadline = entered.saturating_add(budget);
+        if let (Some(a), Some(b)) = (item.ttl, no_endpoint) {
+            let bound = item.enqueued_at.saturating_add(a.max(b));
+            if bound < deadline {
+                deadline = bound;
+            }
+        }
+        Some(deadline)
+    }
+
+    fn set_pool_empty(&mut self, empty: bool, now: Timestamp) {
+        if empty != self.pool_empty {
+            self.pool_empty = empty;
+            self.regime_since = now;
+        }
+    }
+
     fn len(&self) -> u64 {
         self.bands.values().map(RefBand::len).sum()
     }
@@ -93,7 +130,8 @@ impl Reference {
         priority: i32,
         flow: u8,
         bytes: u64,
-        deadline: Option<Timestamp>,
+        now: Timestamp,
+        ttl: Option<Duration>,
     ) -> bool {
         let limits = self.settings.band_limits(priority);
         let (blen, bbytes) = self
@@ -112,7 +150,8 @@ impl Reference {
         let item = RefItem {
             id,
             bytes,
-            deadline,
+            enqueued_at: now,
+            ttl,
             seq: self.seq,
         };
         self.seq += 1;
@@ -153,7 +192,11 @@ impl Reference {
             .bands
             .values()
             .flat_map(|b| b.ring.iter().flat_map(|(_, q)| q.iter()))
-            .filter_map(|i| i.deadline.filter(|&d| d <= now).map(|d| (d, i.seq, i.id)))
+            .filter_map(|i| {
+                self.deadline(i)
+                    .filter(|&d| d <= now)
+                    .map(|d| (d, i.seq, i.id))
+            })
             .collect();
         due.sort();
         for (_, _, id) in due {
@@ -181,6 +224,7 @@ impl Reference {
 fn model_settings() -> FlowSettings {
     FlowSettings {
         ttl: Some(Duration::from_millis(30)),
+        no_endpoint_ttl: Some(Some(Duration::from_millis(45))),
         max_requests: Some(14),
         max_bytes: Some(900),
         bands: vec![(
@@ -209,7 +253,14 @@ proptest! {
     fn flow_queue_matches_the_reference(ops in prop::collection::vec(op(), 1..300)) {
         let settings = model_settings();
         let mut queue: FlowQueue<u64> = FlowQueue::new(settings.clone());
-        let mut reference = Reference { settings, bands: BTreeMap::new(), expired: Vec::new(), seq: 0 };
+        let mut reference = Reference {
+            settings,
+            bands: BTreeMap::new(),
+            expired: Vec::new(),
+            seq: 0,
+            pool_empty: false,
+            regime_since: Timestamp::ZERO,
+        };
         let mut now = Timestamp::ZERO;
         let mut tickets: Vec<(u64, Ticket)> = Vec::new();
         let mut accepted = HashSet::new();
@@ -222,8 +273,7 @@ proptest! {
                     let id = next_id;
                     next_id += 1;
                     let ttl = ttl_ms.map(Duration::from_millis);
-                    let deadline = ttl.map(|d| now.saturating_add(d));
-                    let ok_ref = reference.enqueue(id, priority, flow, bytes, deadline);
+                    let ok_ref = reference.enqueue(id, priority, flow, bytes, now, ttl);
                     let key = format!("flow-{flow}");
                     match queue.enqueue_with_ttl(id, priority, &key, bytes, now, ttl) {
                         Ok(ticket) => {
@@ -258,6 +308,10 @@ proptest! {
                     }
                 }
                 Op::Advance(ms) => now = now.saturating_add(Duration::from_millis(ms)),
+                Op::PoolEmpty(empty) => {
+                    queue.set_pool_empty(empty, now);
+                    reference.set_pool_empty(empty, now);
+                }
                 Op::Expire => {
                     let got = queue.expire(now);
                     reference.collect_expired(now);

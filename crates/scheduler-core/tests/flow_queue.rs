@@ -363,3 +363,71 @@ fn drain_empties_the_queue_in_dispatch_order_and_counts_the_reason() {
     assert_eq!(queue.counters().dropped(DropReason::ShuttingDown), 2);
     assert_eq!(queue.counters().dropped(DropReason::TtlExpired), 1);
 }
+
+fn regimes(default_ms: u64, no_endpoint: Option<Option<u64>>) -> FlowQueue<&'static str> {
+    FlowQueue::new(FlowSettings {
+        ttl: Some(Duration::from_millis(default_ms)),
+        no_endpoint_ttl: no_endpoint.map(|o| o.map(Duration::from_millis)),
+        ..FlowSettings::default()
+    })
+}
+
+#[test]
+fn without_a_no_endpoint_ttl_the_default_bounds_both_regimes() {
+    let mut q = regimes(100, None);
+    q.enqueue("a", 0, "", 1, Timestamp::ZERO).unwrap();
+    q.set_pool_empty(true, Timestamp::from_millis(50));
+    q.set_pool_empty(false, Timestamp::from_millis(80));
+    assert_eq!(q.next_deadline(), Some(Timestamp::from_millis(100)));
+    assert!(q.expire(Timestamp::from_millis(99)).is_empty());
+    assert_eq!(q.expire(Timestamp::from_millis(100)).len(), 1);
+}
+
+#[test]
+fn an_empty_pool_waits_under_its_own_budget_then_a_fresh_default_one() {
+    // A short budget against a saturated pool, a long one for a cold start.
+    let mut q = regimes(100, Some(Some(1_000)));
+    q.set_pool_empty(true, Timestamp::ZERO);
+    q.enqueue("cold", 0, "", 1, Timestamp::from_millis(10))
+        .unwrap();
+    assert_eq!(q.next_deadline(), Some(Timestamp::from_millis(1_010)));
+    assert!(q.expire(Timestamp::from_millis(500)).is_empty());
+    // An endpoint appears at 600 ms: a fresh 100 ms budget.
+    q.set_pool_empty(false, Timestamp::from_millis(600));
+    assert_eq!(q.next_deadline(), Some(Timestamp::from_millis(700)));
+    // A request arriving now has the default budget.
+    q.enqueue("warm", 0, "", 1, Timestamp::from_millis(650))
+        .unwrap();
+    let expired = q.expire(Timestamp::from_millis(750));
+    assert_eq!(
+        expired,
+        vec![
+            ("cold", DropReason::TtlExpired),
+            ("warm", DropReason::TtlExpired)
+        ]
+    );
+}
+
+#[test]
+fn a_fresh_budget_never_extends_past_the_longer_of_the_two() {
+    let mut q = regimes(100, Some(Some(1_000)));
+    q.enqueue("a", 0, "", 1, Timestamp::ZERO).unwrap();
+    // The pool empties at 90 ms and refills at 950 ms: a fresh 100 ms would end at 1050, but
+    // the whole wait is bounded by 1000 ms.
+    q.set_pool_empty(true, Timestamp::from_millis(90));
+    assert_eq!(q.next_deadline(), Some(Timestamp::from_millis(1_000)));
+    q.set_pool_empty(false, Timestamp::from_millis(950));
+    assert_eq!(q.next_deadline(), Some(Timestamp::from_millis(1_000)));
+}
+
+#[test]
+fn a_zero_no_endpoint_ttl_waits_for_an_endpoint_forever() {
+    let mut q = regimes(100, Some(None));
+    q.set_pool_empty(true, Timestamp::ZERO);
+    q.enqueue("a", 0, "", 1, Timestamp::ZERO).unwrap();
+    assert_eq!(q.next_deadline(), None);
+    assert!(q.expire(Timestamp::from_millis(3_600_000)).is_empty());
+    // Once an endpoint exists the default budget runs from that moment.
+    q.set_pool_empty(false, Timestamp::from_millis(3_600_000));
+    assert_eq!(q.next_deadline(), Some(Timestamp::from_millis(3_600_100)));
+}

@@ -221,6 +221,13 @@ impl Inner {
 
     /// Answers expired requests, then dispatches while the pool has room.
     fn pump(&self, state: &mut State, now: Timestamp) {
+        let empty = !self
+            .pool
+            .load()
+            .endpoints()
+            .iter()
+            .any(|e| e.accepts_requests());
+        state.queue.set_pool_empty(empty, now);
         for (waiter, reason) in state.queue.expire(now) {
             let _ = waiter.answer.send(Err(reason));
         }

@@ -6,7 +6,8 @@
 //! | upstream field | meaning here |
 //! |---|---|
 //! | `maxRequests`, `maxBytes` | limits over all bands (absent or 0: none) |
-//! | `defaultRequestTTL` | how long a request may wait (default `60s`; `0s` disables) |
+//! | `defaultRequestTTL` | how long a request may wait while the pool has endpoints (default `60s`; `0s` disables) |
+//! | `noEndpointRequestTTL` | how long it may wait while the pool has none (default: as `defaultRequestTTL`; `0s` disables); each change of regime grants a fresh budget, the total wait stays within the longer of the two |
 //! | `priorityBands[]` | `priority`, `maxRequests` (default 5000), `maxBytes` (default 1G) |
 //! | `defaultPriorityBand` | template for priorities with no band of their own |
 //! | `defaultNegativePriorityBand` | template for negative (sheddable) priorities |
@@ -226,9 +227,14 @@ pub struct FlowControlConfig {
     /// Most bytes queued over all bands (absent or 0: no global limit).
     #[serde(default)]
     pub max_bytes: Option<Quantity>,
-    /// How long a request may wait (absent: 60 s; `0s`: no limit).
+    /// How long a request may wait while the pool has endpoints (absent: 60 s; `0s`: no
+    /// limit).
     #[serde(default, rename = "defaultRequestTTL")]
     pub default_request_ttl: Option<GoDuration>,
+    /// How long a request may wait while the pool has no endpoint (absent: as
+    /// `defaultRequestTTL`; `0s`: no limit).
+    #[serde(default, rename = "noEndpointRequestTTL")]
+    pub no_endpoint_request_ttl: Option<GoDuration>,
     /// Template for priorities without a band of their own.
     #[serde(default)]
     pub default_priority_band: Option<PriorityBandConfig>,
@@ -279,8 +285,11 @@ impl Default for BandLimits {
 /// driver run with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowSettings {
-    /// How long a request may wait; `None`: no limit.
+    /// How long a request may wait while the pool has endpoints; `None`: no limit.
     pub ttl: Option<Duration>,
+    /// How long a request may wait while the pool has no endpoint: `None` follows
+    /// [`ttl`](Self::ttl), `Some(None)` is no limit.
+    pub no_endpoint_ttl: Option<Option<Duration>>,
     /// Most requests queued over all bands; `None`: no global limit.
     pub max_requests: Option<u64>,
     /// Most bytes queued over all bands; `None`: no global limit.
@@ -299,6 +308,11 @@ impl FlowSettings {
     /// The default time-to-live of a queued request.
     pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
 
+    /// The wait budget while the pool has no endpoint (`None`: no limit).
+    pub fn no_endpoint_budget(&self) -> Option<Duration> {
+        self.no_endpoint_ttl.unwrap_or(self.ttl)
+    }
+
     /// The limits of the band for `priority`.
     pub fn band_limits(&self, priority: i32) -> BandLimits {
         match self.bands.iter().find(|(p, _)| *p == priority) {
@@ -313,6 +327,7 @@ impl Default for FlowSettings {
     fn default() -> Self {
         FlowSettings {
             ttl: Some(Self::DEFAULT_TTL),
+            no_endpoint_ttl: None,
             max_requests: None,
             max_bytes: None,
             bands: Vec::new(),
@@ -358,6 +373,9 @@ impl FlowControlConfig {
             Some(GoDuration(d)) if d.is_zero() => None,
             Some(GoDuration(d)) => Some(d),
         };
+        let no_endpoint_ttl = self
+            .no_endpoint_request_ttl
+            .map(|GoDuration(d)| (!d.is_zero()).then_some(d));
         let global = |q: Option<Quantity>| q.map(|q| q.0).filter(|&n| n > 0);
         let default_band = match &self.default_priority_band {
             Some(b) => band(
@@ -392,6 +410,7 @@ impl FlowControlConfig {
         }
         Ok(FlowSettings {
             ttl,
+            no_endpoint_ttl,
             max_requests: global(self.max_requests),
             max_bytes: global(self.max_bytes),
             bands,

@@ -15,7 +15,10 @@
 //!   [`DropReason::QueueFull`].
 //! - **Time-to-live**: a request enqueued at `t` with TTL `d` expires at `t + d`: at that
 //!   instant and after, it is never dispatched and comes back from [`FlowQueue::expire`] with
-//!   [`DropReason::TtlExpired`].
+//!   [`DropReason::TtlExpired`]. While the pool has no endpoint
+//!   ([`FlowQueue::set_pool_empty`]) the budget is the settings' no-endpoint TTL instead; each
+//!   change of regime grants a fresh budget, and the whole wait stays within the longer of the
+//!   two (upstream's `defaultRequestTTL` / `noEndpointRequestTTL`).
 //! - **Cancel**: [`FlowQueue::cancel`] removes a request whose client went away; it is not
 //!   counted as a drop.
 //!
@@ -97,6 +100,9 @@ struct Entry<T> {
     priority: i32,
     flow: u32,
     seq: u64,
+    enqueued_at: Timestamp,
+    /// Its budget while the pool has endpoints.
+    own_ttl: Option<Duration>,
     deadline: Option<Timestamp>,
     prev: u32,
     next: u32,
@@ -225,6 +231,9 @@ pub struct FlowQueue<T> {
     bytes: u64,
     seq: u64,
     counters: FlowCounters,
+    /// Whether the pool has no endpoint (the no-endpoint budget applies), since when.
+    pool_empty: bool,
+    regime_since: Timestamp,
 }
 
 impl<T> std::fmt::Debug for FlowQueue<T> {
@@ -259,7 +268,61 @@ impl<T> FlowQueue<T> {
             bytes: 0,
             seq: 0,
             counters: FlowCounters::default(),
+            pool_empty: false,
+            regime_since: Timestamp::ZERO,
         }
+    }
+
+    /// Tells the queue whether the pool has any endpoint at all: while it has none, queued
+    /// requests wait under the no-endpoint budget; each change (at `now`) grants every queued
+    /// request a fresh budget of the new regime, within the longer of the two budgets since it
+    /// arrived. O(n log n) on a change, nothing otherwise.
+    pub fn set_pool_empty(&mut self, empty: bool, now: Timestamp) {
+        if empty == self.pool_empty {
+            return;
+        }
+        self.pool_empty = empty;
+        self.regime_since = now;
+        self.deadlines.clear();
+        for index in 0..self.slots.len() {
+            let Some((enqueued_at, own_ttl)) = self.slots[index]
+                .entry
+                .as_ref()
+                .map(|e| (e.enqueued_at, e.own_ttl))
+            else {
+                continue;
+            };
+            let deadline = self.deadline_for(enqueued_at, own_ttl);
+            if let Some(entry) = self.slots[index].entry.as_mut() {
+                entry.deadline = deadline;
+                if let Some(d) = deadline {
+                    self.deadlines.insert((d, entry.seq, index as u32));
+                }
+            }
+        }
+    }
+
+    /// Whether the queue was last told the pool has no endpoint.
+    pub fn pool_is_empty(&self) -> bool {
+        self.pool_empty
+    }
+
+    /// When a request that arrived at `enqueued_at` with budget `own_ttl` expires, in the
+    /// current regime.
+    fn deadline_for(&self, enqueued_at: Timestamp, own_ttl: Option<Duration>) -> Option<Timestamp> {
+        let no_endpoint = self.settings.no_endpoint_budget();
+        let budget = if self.pool_empty {
+            no_endpoint
+        } else {
+            own_ttl
+        };
+        let start = enqueued_at.max(self.regime_since);
+        let regime_deadline = start.saturating_add(budget?);
+        let bound = match (own_ttl, no_endpoint) {
+            (Some(a), Some(b)) => Some(enqueued_at.saturating_add(a.max(b))),
+            _ => None,
+        };
+        Some(bound.map_or(regime_deadline, |b| b.min(regime_deadline)))
     }
 
     /// The settings the queue runs with.
@@ -357,6 +420,7 @@ impl<T> FlowQueue<T> {
             });
         }
 
+        let deadline = self.deadline_for(now, ttl);
         let settings = &self.settings;
         let band = self
             .bands
@@ -365,7 +429,6 @@ impl<T> FlowQueue<T> {
         let flow_index = band.flow_for(flow_id);
         let seq = self.seq;
         self.seq += 1;
-        let deadline = ttl.map(|d| now.saturating_add(d));
         let slot = match self.free_slots.pop() {
             Some(s) => s,
             None => {
@@ -397,6 +460,8 @@ impl<T> FlowQueue<T> {
             priority,
             flow: flow_index,
             seq,
+            enqueued_at: now,
+            own_ttl: ttl,
             deadline,
             prev,
             next: NIL,
