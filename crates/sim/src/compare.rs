@@ -40,7 +40,9 @@ pub struct Comparison {
     pub events: u64,
 }
 
-fn run_all(
+/// Runs `jobs` (scenario index, scenario, policy, zero-staleness) on `opts.threads` threads;
+/// results in job order.
+pub(crate) fn run_all(
     jobs: &[(usize, &Scenario, &Policy, bool)],
     registry: &Registry,
     opts: &CompareOptions,

@@ -36,6 +36,15 @@ pub enum SimError {
         #[source]
         source: shepherd_scheduler_core::config::ConfigError,
     },
+    /// A policy's `flowControl:` section is invalid.
+    #[error("policy `{policy}`: {source}")]
+    FlowControl {
+        /// The policy.
+        policy: String,
+        /// The cause.
+        #[source]
+        source: shepherd_scheduler_core::flow::FlowConfigError,
+    },
     /// A policy's `adaptive:` section is invalid, or its profile cannot take adaptive weights.
     #[error("policy `{policy}`: {source}")]
     Adaptive {

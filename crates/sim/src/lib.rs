@@ -11,6 +11,8 @@
 //! - [`runner`]: the discrete-event loop that runs a scenario under a policy (and ticks the
 //!   adaptive controller, a [`shepherd_adaptive::TickDriver`], on simulated time);
 //! - [`report`], [`svg`], [`timeline`]: the table and JSON, the plots, the adaptive timeline;
+//! - [`overload`]: the flow-control report (per priority class and tenant, with and without
+//!   flow control, against the same workload unloaded);
 //! - `serve` (feature `serve`, on by default): the engines as simulated vLLM servers over HTTP.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -18,6 +20,7 @@
 pub mod compare;
 pub mod engine;
 pub mod error;
+pub mod overload;
 pub mod policy;
 pub mod report;
 pub mod runner;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use shepherd_sim::compare::{CompareOptions, compare};
+use shepherd_sim::overload::{OverloadOptions, overload, table as overload_table};
 use shepherd_sim::policy::{Policy, builtin_policies, builtin_policy, sim_registry};
 use shepherd_sim::report::table;
 use shepherd_sim::workload::{Scenario, builtin_scenario, builtin_scenarios};
@@ -28,6 +29,9 @@ struct Cli {
 enum Command {
     /// Compare routing policies on simulated servers (the default).
     Compare(CompareArgs),
+    /// Flow control under overload: one policy on the `overload` scenario with and without
+    /// flow control, and unloaded, per priority class and tenant.
+    Overload(OverloadArgs),
     /// Serve simulated vLLM servers over HTTP on loopback ports.
     #[cfg(feature = "serve")]
     Serve(shepherd_sim::serve::ServeArgs),
@@ -73,11 +77,44 @@ struct CompareArgs {
     quiet: bool,
 }
 
+#[derive(Debug, Args)]
+struct OverloadArgs {
+    /// Built-in scenario name or scenario YAML file (streams with `priority` and `fairnessId`).
+    #[arg(long, default_value = "overload")]
+    scenario: String,
+    /// Built-in policy name, or a Shepherd config file, run with and without flow control.
+    #[arg(long, default_value = "adaptive")]
+    policy: String,
+    /// Config fragment with the `flowControl` section (and detector plugin) to turn on
+    /// (default: the built-in `policies/flow-control.yaml`).
+    #[arg(long)]
+    flow_control: Option<PathBuf>,
+    /// Rate factor of the unloaded reference run.
+    #[arg(long, default_value_t = 0.25)]
+    unloaded_scale: f64,
+    /// Seed of every run.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Directory for overload.json.
+    #[arg(long, default_value = "out")]
+    out: PathBuf,
+    /// Print the JSON report to stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Worker threads (default: available cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// No progress on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: Result<(), Box<dyn std::error::Error>> = match &cli.command {
         None => real_main(&cli.compare).map_err(Into::into),
         Some(Command::Compare(args)) => real_main(args).map_err(Into::into),
+        Some(Command::Overload(args)) => overload_main(args).map_err(Into::into),
         #[cfg(feature = "serve")]
         Some(Command::Serve(args)) => args.run().map_err(Into::into),
     };
@@ -97,6 +134,72 @@ fn load_scenario(arg: &str) -> Result<Scenario, SimError> {
     } else {
         builtin_scenario(arg)
     }
+}
+
+fn threads(requested: Option<usize>) -> usize {
+    requested.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(std::num::NonZero::get)
+            .unwrap_or(1)
+    })
+}
+
+fn write_file(dir: &Path, name: &str, text: &str) -> Result<(), SimError> {
+    std::fs::create_dir_all(dir).map_err(|source| SimError::Io {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let path = dir.join(name);
+    std::fs::write(&path, text).map_err(|source| SimError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+fn overload_main(cli: &OverloadArgs) -> Result<(), SimError> {
+    if !(cli.unloaded_scale.is_finite() && cli.unloaded_scale > 0.0) {
+        return Err(SimError::Input {
+            file: "--unloaded-scale".into(),
+            line: 0,
+            field: "unloaded-scale".into(),
+            reason: "must be > 0".into(),
+        });
+    }
+    let scenario = load_scenario(&cli.scenario)?;
+    let policy_path = Path::new(&cli.policy);
+    let policy = if policy_path.exists() {
+        Policy::from_file(policy_path)?
+    } else {
+        builtin_policy(&cli.policy)?
+    };
+    let mut opts = OverloadOptions {
+        seed: cli.seed,
+        threads: threads(cli.threads),
+        unloaded_scale: cli.unloaded_scale,
+        progress: !cli.quiet,
+        ..OverloadOptions::default()
+    };
+    if let Some(path) = &cli.flow_control {
+        opts.flow_control = SimError::read(path)?;
+    }
+    let started = std::time::Instant::now();
+    let result = overload(&scenario, &policy, &sim_registry(), &opts)?;
+    let json = serde_json::to_string_pretty(&result.report).unwrap_or_default();
+    write_file(&cli.out, "overload.json", &json)?;
+    if cli.json {
+        println!("{json}");
+    } else {
+        println!("{}", overload_table(&result.report));
+    }
+    if !cli.quiet {
+        eprintln!(
+            "{} runs in {:.1} s wall; report in {}",
+            result.runs.len(),
+            started.elapsed().as_secs_f64(),
+            cli.out.join("overload.json").display()
+        );
+    }
+    Ok(())
 }
 
 fn real_main(cli: &CompareArgs) -> Result<(), SimError> {

@@ -13,6 +13,7 @@
 //! ```
 
 mod dynamo;
+mod overlay;
 mod peer_index;
 mod round_robin;
 mod sglang;
@@ -25,6 +26,7 @@ use shepherd_scheduler_core::config::{EndpointPickerConfig, Registry};
 use shepherd_scheduler_core::plugin::PluginInstance;
 use shepherd_scheduler_core::scheduler::Scheduler;
 
+pub use overlay::{FLOW_CONTROL_OVERLAY, FLOW_CONTROL_UTILIZATION_OVERLAY};
 pub use round_robin::RoundRobinPicker;
 
 use crate::error::SimError;

@@ -25,6 +25,8 @@ pub(super) enum Event {
     Adapt,
     /// A request's timeout expires (by request id).
     Timeout(u64),
+    /// A request may have reached its time-to-live in the flow-control queue.
+    FlowTimer,
 }
 
 /// An [`Issue`] in a form the heap can order.

@@ -1,6 +1,6 @@
 //! What each event does to the simulation: scrapes, load samples, adaptive ticks, arrivals
-//! (pick a server, hand the request to its engine), step ends (progress, first tokens,
-//! completions) and timeouts.
+//! (through flow control if the policy has it, then pick a server and hand the request to its
+//! engine), step ends (progress, first tokens, completions) and timeouts.
 
 use shepherd_scheduler_core::clock::Timestamp;
 use shepherd_scheduler_core::endpoint::EndpointMetrics;
@@ -8,9 +8,10 @@ use shepherd_scheduler_core::plugin::{Completion, Usage};
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 
 use crate::engine::{EngineEvent, EngineRequest};
-use crate::workload::{Issue, block_hashes, materialize};
+use crate::workload::{Issue, RequestSpec, block_hashes, materialize};
 
 use super::events::Event;
+use super::flow::Held;
 use super::results::{Outcome, RequestRecord};
 use super::{Live, NS, Sim};
 
@@ -66,13 +67,7 @@ impl Sim<'_> {
         let id = self.next_id;
         self.next_id += 1;
         let bs = self.scenario.engine.block_size as usize;
-
-        self.tokens.clear();
-        materialize(&spec.segments, &mut self.tokens);
-        let prompt_len = self.tokens.len() as u32;
-        materialize(&[spec.output], &mut self.tokens);
-        let hashes = block_hashes(&self.tokens, bs);
-        self.tokens.truncate(prompt_len as usize);
+        let (prompt_len, hashes) = self.materialize(&spec);
 
         // Infinite-cache ceiling: the longest already-seen prefix, at least one token recomputed.
         let max_hit = (prompt_len.saturating_sub(1) as usize) / bs;
@@ -90,6 +85,7 @@ impl Sim<'_> {
             stream: spec.stream as u32,
             server: u32::MAX,
             arrival: now,
+            dispatched: None,
             first_scheduled: None,
             first_token: None,
             end: None,
@@ -99,18 +95,62 @@ impl Sim<'_> {
             preemptions: 0,
             outcome: Outcome::Pending,
         });
+        let held = Held {
+            id,
+            record,
+            spec,
+            timeout_armed: false,
+        };
+        if self.flow.is_some() {
+            self.offer(now, held);
+        } else {
+            self.route_materialized(now, held, hashes);
+        }
+    }
 
+    /// Fills `self.tokens` with the prompt of `spec`; returns its length and the block hashes
+    /// of the prompt followed by the output.
+    fn materialize(&mut self, spec: &RequestSpec) -> (u32, Vec<u64>) {
+        let bs = self.scenario.engine.block_size as usize;
+        self.tokens.clear();
+        materialize(&spec.segments, &mut self.tokens);
+        let prompt_len = self.tokens.len() as u32;
+        materialize(&[spec.output], &mut self.tokens);
+        let hashes = block_hashes(&self.tokens, bs);
+        self.tokens.truncate(prompt_len as usize);
+        (prompt_len, hashes)
+    }
+
+    /// Asks the scheduler for a server and hands the request to its engine.
+    pub(super) fn route(&mut self, now: u64, held: Held) {
+        let (_, hashes) = self.materialize(&held.spec);
+        self.route_materialized(now, held, hashes);
+    }
+
+    /// [`Sim::route`] once `self.tokens` holds the prompt and `hashes` its block hashes.
+    fn route_materialized(&mut self, now: u64, held: Held, hashes: Vec<u64>) {
+        let Held {
+            id,
+            record,
+            spec,
+            timeout_armed,
+        } = held;
+        let prompt_len = self.tokens.len() as u32;
+        self.records[record].dispatched = Some(now);
         if self.opts.fresh_metrics || self.scenario.scrape_interval_ms == 0 {
             for s in 0..self.engines.len() as u32 {
                 self.scrape(s);
             }
         }
+        let stream = &self.scenario.streams[spec.stream].spec;
         let mut request = InferenceRequest::new(
             id.to_string(),
             "llama-3-8b",
             Prompt::Tokens(self.tokens.clone()),
         );
         request.max_tokens = Some(spec.output.len);
+        request.priority = stream.priority;
+        request.fairness_id = stream.fairness_id.clone();
         let decision = match self.scheduler.schedule(&request) {
             Ok(d) => d,
             Err(_) => {
@@ -155,12 +195,14 @@ impl Sim<'_> {
                 session: spec.session,
             },
         );
-        let timeout = (self.scenario.request_timeout_s * NS) as u64;
-        self.queue.push(now + timeout, Event::Timeout(id));
+        if !timeout_armed {
+            let timeout = (self.scenario.request_timeout_s * NS) as u64;
+            self.queue.push(now + timeout, Event::Timeout(id));
+        }
         self.kick(server, now);
     }
 
-    fn end_request(&mut self, record: usize, now: u64, outcome: Outcome) {
+    pub(super) fn end_request(&mut self, record: usize, now: u64, outcome: Outcome) {
         if let Some(r) = self.records.get_mut(record) {
             r.end = Some(now);
             r.outcome = outcome;
@@ -193,6 +235,7 @@ impl Sim<'_> {
         }
         self.handle_engine_events(server, now);
         self.kick(server, now);
+        self.pump(now);
     }
 
     fn handle_engine_events(&mut self, server: u32, now: u64) {
@@ -236,7 +279,7 @@ impl Sim<'_> {
     fn finish(&mut self, live: Live, now: u64, outcome: Outcome, usage: Option<Usage>) {
         let completion = match outcome {
             Outcome::Completed => Completion::success(usage),
-            Outcome::Dropped => Completion::failed(),
+            Outcome::Dropped | Outcome::Rejected(_) => Completion::failed(),
             Outcome::TimedOut | Outcome::Pending => Completion::cancelled(),
         };
         live.decision.finish(completion);
@@ -248,9 +291,11 @@ impl Sim<'_> {
 
     pub(super) fn on_timeout(&mut self, now: u64, id: u64) {
         let Some(live) = self.live.remove(&id) else {
+            self.cancel_held(now, id);
             return;
         };
         self.engines[live.server as usize].abort(id);
         self.finish(live, now, Outcome::TimedOut, None);
+        self.pump(now);
     }
 }

@@ -9,8 +9,9 @@
 //! 2. **Seed the queue** (`events.rs`): the traffic's first issues, one staggered scrape per
 //!    server, the first load sample, and the first adaptive tick.
 //! 3. **Loop**: take the earliest event, set the scheduler's clock to its time, and run its
-//!    handler (`handlers.rs`). An issue materializes the request's tokens, asks the scheduler
-//!    for a server and hands the request to that server's engine; a step end advances the
+//!    handler (`handlers.rs`). An issue materializes the request's tokens, passes flow control
+//!    when the policy has a `flowControl` section (`flow.rs`: shed, queue, or dispatch), asks
+//!    the scheduler for a server and hands the request to that server's engine; a step end advances the
 //!    engine, marks first tokens on the request's [`Decision`], and on a completion (or a
 //!    timeout) reports it to the scheduler, drops the decision and lets the traffic issue what
 //!    follows; scrapes, load samples and adaptive ticks reschedule themselves on their own
@@ -54,6 +55,7 @@
 //! ```
 
 mod events;
+mod flow;
 mod handlers;
 mod results;
 
@@ -75,6 +77,7 @@ use crate::error::SimError;
 use crate::policy::Policy;
 use crate::workload::{Scenario, Traffic};
 use events::{Event, EventQueue};
+use flow::FlowGate;
 
 /// Nanoseconds per second.
 const NS: f64 = 1e9;
@@ -131,6 +134,7 @@ struct Sim<'a> {
     ceiling_prompt: u64,
     events: u64,
     tokens: Vec<u32>,
+    flow: Option<FlowGate>,
 }
 
 /// Runs `scenario` under `policy`, building the policy's scheduler with `registry`.
@@ -151,7 +155,8 @@ pub fn run(
         by_id.insert(ep.id(), i);
         endpoints.push(ep);
     }
-    let mut config = policy.config.clone();
+    let flow = FlowGate::from_config(&policy.name, &policy.config)?;
+    let mut config = flow::without_detector_plugins(&policy.config);
     config.scheduler.seed ^= opts.seed;
     let scheduler = build_scheduler(&config, registry, Arc::clone(&pool)).map_err(|source| {
         SimError::Config {
@@ -190,6 +195,7 @@ pub fn run(
         ceiling_prompt: 0,
         events: 0,
         tokens: Vec::new(),
+        flow,
     };
     sim.run_loop();
     let mut preemptions = 0;
@@ -242,6 +248,7 @@ impl Sim<'_> {
                 Event::StepEnd(s) => self.on_step_end(now, s),
                 Event::Scrape(s) => {
                     self.scrape(s);
+                    self.pump(now);
                     if !self.idle() {
                         self.queue.push(now + interval, Event::Scrape(s));
                     }
@@ -260,6 +267,7 @@ impl Sim<'_> {
                     }
                 }
                 Event::Timeout(id) => self.on_timeout(now, id),
+                Event::FlowTimer => self.on_flow_timer(now),
             }
             if self.idle() && !self.engines.iter().any(Engine::in_step) {
                 break;
@@ -268,6 +276,8 @@ impl Sim<'_> {
     }
 
     fn idle(&self) -> bool {
-        self.live.is_empty() && self.queue.pending_issues() == 0
+        self.live.is_empty()
+            && self.queue.pending_issues() == 0
+            && self.flow.as_ref().is_none_or(FlowGate::is_empty)
     }
 }

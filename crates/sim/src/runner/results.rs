@@ -2,6 +2,7 @@
 //! run's totals and time series ([`RunResult`]).
 
 use shepherd_adaptive::AdaptiveSample;
+use shepherd_scheduler_core::flow::DropReason;
 
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +15,9 @@ pub enum Outcome {
     TimedOut,
     /// Refused: no endpoint could be picked, or the prompt can never fit a server.
     Dropped,
+    /// Refused by flow control before routing: shed or queue full (429), or expired in the
+    /// queue (503).
+    Rejected(DropReason),
 }
 
 /// Everything measured about one request. Times in nanoseconds of simulated time.
@@ -29,6 +33,8 @@ pub struct RequestRecord {
     pub first_scheduled: Option<u64>,
     /// First output token.
     pub first_token: Option<u64>,
+    /// Handed to a server (after any wait in the flow-control queue).
+    pub dispatched: Option<u64>,
     /// End (completion, timeout or drop).
     pub end: Option<u64>,
     /// Prompt tokens.

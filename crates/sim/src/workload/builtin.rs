@@ -3,7 +3,7 @@
 use super::spec::Scenario;
 use crate::error::SimError;
 
-/// `(name, YAML)` of every built-in scenario, in report order.
+/// `(name, YAML)` of the built-in scenarios of the default comparison, in report order.
 pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
     (
         "shared-prefix",
@@ -19,16 +19,24 @@ pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The built-in scenario called `name`.
+/// The `overload` scenario (`name`, YAML): priority classes and tenants over capacity, for
+/// the flow-control report (`shepherd-sim overload`); not part of the default comparison,
+/// whose table has no per-class columns.
+pub const OVERLOAD_SCENARIO: (&str, &str) =
+    ("overload", include_str!("../../scenarios/overload.yaml"));
+
+/// The built-in scenario called `name` (one of [`BUILTIN_SCENARIOS`] or `overload`).
 pub fn builtin_scenario(name: &str) -> Result<Scenario, SimError> {
     let (_, yaml) = BUILTIN_SCENARIOS
         .iter()
+        .chain(std::iter::once(&OVERLOAD_SCENARIO))
         .find(|(n, _)| *n == name)
         .ok_or_else(|| SimError::Unknown {
             kind: "scenario",
             name: name.to_string(),
             known: BUILTIN_SCENARIOS
                 .iter()
+                .chain(std::iter::once(&OVERLOAD_SCENARIO))
                 .map(|(n, _)| *n)
                 .collect::<Vec<_>>()
                 .join(", "),
@@ -51,5 +59,9 @@ mod tests {
         let all = super::builtin_scenarios().unwrap();
         assert_eq!(all.len(), super::BUILTIN_SCENARIOS.len());
         assert!(super::builtin_scenario("nope").is_err());
+        assert_eq!(
+            super::builtin_scenario("overload").unwrap().streams.len(),
+            6
+        );
     }
 }

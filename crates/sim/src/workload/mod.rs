@@ -7,7 +7,7 @@ mod tokens;
 mod trace;
 mod traffic;
 
-pub use builtin::{BUILTIN_SCENARIOS, builtin_scenario, builtin_scenarios};
+pub use builtin::{BUILTIN_SCENARIOS, OVERLOAD_SCENARIO, builtin_scenario, builtin_scenarios};
 pub use spec::{
     EngineOverrides, Load, LoadSpec, Scenario, ScenarioSpec, Stream, StreamKind, StreamSpec,
 };

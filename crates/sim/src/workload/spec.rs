@@ -127,6 +127,14 @@ pub struct StreamSpec {
     /// Trace timestamps are multiplied by this (0.5 replays twice as fast).
     #[serde(default = "one_f64")]
     pub time_scale: f64,
+    /// Priority of the stream's requests, as a flow controller reads it from the request's
+    /// objective: higher is more important, negative is sheddable (default 0).
+    #[serde(default)]
+    pub priority: i32,
+    /// Fairness id (tenant) of the stream's requests, as a flow controller reads it from the
+    /// request's header (default: none, the one default flow).
+    #[serde(default)]
+    pub fairness_id: Option<String>,
 }
 
 fn one() -> NonZeroU32 {
@@ -389,6 +397,25 @@ impl Scenario {
             request_timeout_s: spec.request_timeout_s,
             streams,
         })
+    }
+}
+
+impl Scenario {
+    /// The same scenario with every open-loop rate multiplied by `factor` (closed loops and
+    /// traces unchanged), named `<name>@<factor>x`: the same workload at another load.
+    pub fn scaled(&self, factor: f64) -> Scenario {
+        let mut s = self.clone();
+        s.name = format!("{}@{factor}x", self.name);
+        for stream in &mut s.streams {
+            if let Some(Load::Rate(r)) = stream.load {
+                stream.load = Some(Load::Rate(r * factor));
+                stream.spec.load = Some(LoadSpec {
+                    closed: None,
+                    rate: Some(r * factor),
+                });
+            }
+        }
+        s
     }
 }
 
