@@ -378,3 +378,26 @@ fn the_flow_control_guide_config_loads_as_described() {
     ));
     assert!(config.warnings().is_empty());
 }
+
+#[test]
+fn the_holdback_example_of_the_guide_loads() {
+    let guide = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/flow-control.md");
+    let text = std::fs::read_to_string(guide).unwrap();
+    let yaml = text
+        .split("```yaml\n")
+        .skip(1)
+        .find(|block| block.contains("type: priority-holdback-policy"))
+        .and_then(|rest| rest.split("```").next())
+        .expect("the holdback example in docs/flow-control.md");
+    let config = RuntimeConfig::from_yaml(yaml).unwrap();
+    let flow = config.flow_control.clone().expect("flow control on");
+    assert_eq!(
+        flow.usage_limit,
+        shepherd_scheduler_core::flow::UsageLimitPolicy::PriorityHoldback {
+            domain: shepherd_scheduler_core::flow::HoldbackDomain::Rank,
+            min_ceiling: 0.6,
+            max_ceiling: 1.0,
+        }
+    );
+    assert!(config.warnings().is_empty());
+}

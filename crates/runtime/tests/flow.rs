@@ -393,3 +393,43 @@ async fn a_cold_start_waits_under_the_no_endpoint_budget() {
     assert_eq!(started.elapsed(), Duration::from_secs(30));
     f.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_priority_holdback_policy_keeps_room_for_the_higher_band() {
+    use shepherd_scheduler_core::flow::UsageLimitPolicy;
+    let settings = FlowSettings {
+        usage_limit: UsageLimitPolicy::from_plugin(
+            "priority-holdback-policy",
+            &serde_json::json!({"minCeiling": 0.5}),
+        )
+        .unwrap(),
+        bands: vec![(0, BandLimits::default()), (-1, BandLimits::default())],
+        ..FlowSettings::default()
+    };
+    // 3 waiting against a threshold of 5: saturation 0.6, above the batch ceiling (0.5).
+    let f = Fixture::new(
+        Some(EndpointMetrics {
+            waiting: 3,
+            ..Default::default()
+        }),
+        settings,
+    );
+    let batch = f.spawn(-1, "");
+    settle().await;
+    assert!(!batch.is_finished(), "held back, not shed");
+    // A standard request goes through at once, past the held-back batch one.
+    let arrived = Instant::now();
+    let standard = f.flow.admit(FlowRequest::default()).await.unwrap();
+    assert_eq!(arrived.elapsed(), Duration::ZERO);
+    drop(standard);
+    assert_eq!(f.flow.stats().counters.dispatched, 1);
+    assert!(!batch.is_finished());
+    // Load drops below the batch ceiling: it goes.
+    f.scrape(EndpointMetrics {
+        waiting: 1,
+        ..Default::default()
+    });
+    batch.await.unwrap().unwrap();
+    assert_eq!(f.flow.stats().dropped(DropReason::Shed), 0);
+    f.shutdown().await;
+}

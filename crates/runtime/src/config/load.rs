@@ -10,7 +10,7 @@ use shepherd_adaptive::preset::adaptive_config;
 use shepherd_scheduler_core::config::{ConfigError, EndpointPickerConfig, PluginSpec};
 use shepherd_scheduler_core::flow::config::{FCFS_ORDERING_POLICY, ROUND_ROBIN_FAIRNESS_POLICY};
 use shepherd_scheduler_core::flow::{
-    ConcurrencyDetector, FlowConfigError, FlowControlConfig, UtilizationDetector,
+    ConcurrencyDetector, FlowConfigError, FlowControlConfig, UsageLimitPolicy, UtilizationDetector,
 };
 
 use super::{EndpointSpec, GatewayConfig, LoadError, RuntimeConfig, ScrapingConfig, ServerConfig};
@@ -33,9 +33,11 @@ const FLOW_CONTROL_SECTION: &str = "flowControl";
 
 /// Plugin types that belong to flow control, not to scheduling: taken out of `plugins` and
 /// resolved by the `flowControl` section.
-const FLOW_CONTROL_PLUGIN_TYPES: [&str; 4] = [
+const FLOW_CONTROL_PLUGIN_TYPES: [&str; 6] = [
     UtilizationDetector::TYPE,
     ConcurrencyDetector::TYPE,
+    UsageLimitPolicy::STATIC_TYPE,
+    UsageLimitPolicy::HOLDBACK_TYPE,
     ROUND_ROBIN_FAIRNESS_POLICY,
     FCFS_ORDERING_POLICY,
 ];

@@ -45,6 +45,8 @@ struct Inner {
     admitted_immediately: AtomicU64,
     pool: Arc<Pool>,
     detector: Detector,
+    /// The ceiling of every priority when the usage-limit policy has one for all.
+    uniform_ceiling: Option<f64>,
     pending: Arc<PendingLoad>,
     wake: Notify,
 }
@@ -61,6 +63,10 @@ impl FlowController {
     /// A controller with these settings over `pool` (time is the pool's clock).
     pub fn new(settings: FlowSettings, pool: Arc<Pool>) -> Self {
         let detector = settings.detector.clone();
+        let uniform_ceiling = settings
+            .usage_limit
+            .is_uniform()
+            .then(|| settings.usage_limit.ceiling(&[], 0));
         FlowController {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
@@ -72,6 +78,7 @@ impl FlowController {
                 admitted_immediately: AtomicU64::new(0),
                 pool,
                 detector,
+                uniform_ceiling,
                 pending: Arc::new(PendingLoad::default()),
                 wake: Notify::new(),
             }),
@@ -95,13 +102,26 @@ impl FlowController {
     pub async fn admit(&self, request: FlowRequest<'_>) -> Result<FlowPermit, DropReason> {
         let inner = &self.inner;
         let now = inner.pool.clock().now();
-        let saturated = inner.is_saturated(now);
-        if !saturated && inner.queued.load(Ordering::Acquire) == 0 {
+        let level = inner.saturation(now);
+        let saturated = is_saturated_level(level);
+        // Straight through when nothing waits and the pool is below this priority's ceiling.
+        if inner.uniform_ceiling.is_some_and(|c| level < c)
+            && inner.queued.load(Ordering::Acquire) == 0
+        {
             inner.admitted_immediately.fetch_add(1, Ordering::Relaxed);
             return Ok(FlowPermit::new(&inner.pending, request.prompt_tokens));
         }
         let (ticket, answer) = {
             let mut state = inner.state.lock();
+            state.queue.note_level(request.priority, now);
+            if inner.uniform_ceiling.is_none()
+                && state.queue.is_empty()
+                && level < state.queue.ceiling(request.priority)
+            {
+                drop(state);
+                inner.admitted_immediately.fetch_add(1, Ordering::Relaxed);
+                return Ok(FlowPermit::new(&inner.pending, request.prompt_tokens));
+            }
             state.queue.admit(request.priority, saturated)?;
             if state.closed {
                 return Err(DropReason::ShuttingDown);
@@ -122,10 +142,8 @@ impl FlowController {
                     now,
                 )
                 .map_err(|rejected| rejected.reason)?;
-            if !saturated {
-                // Requests are queued but the pool has room: serve them in order now.
-                inner.pump(&mut state, now);
-            }
+            // Requests are queued and the pool may have room: serve them in order now.
+            inner.pump(&mut state, now);
             inner
                 .queued
                 .store(state.queue.len() as u64, Ordering::Release);
@@ -215,10 +233,6 @@ impl Inner {
             .saturation_with_pending(&self.pool.load(), now, self.pending())
     }
 
-    fn is_saturated(&self, now: Timestamp) -> bool {
-        is_saturated_level(self.saturation(now))
-    }
-
     /// Answers expired requests, then dispatches while the pool has room.
     fn pump(&self, state: &mut State, now: Timestamp) {
         let empty = !self
@@ -231,8 +245,9 @@ impl Inner {
         for (waiter, reason) in state.queue.expire(now) {
             let _ = waiter.answer.send(Err(reason));
         }
-        while !state.queue.is_empty() && !state.closed && !self.is_saturated(now) {
-            let Some(waiter) = state.queue.dispatch_next(now) else {
+        while !state.queue.is_empty() && !state.closed {
+            let level = self.saturation(now);
+            let Some(waiter) = state.queue.dispatch_next_under(now, level) else {
                 break;
             };
             let waited = now.as_nanos().saturating_sub(waiter.enqueued_at.as_nanos());

@@ -11,6 +11,7 @@
 //! | `priorityBands[]` | `priority`, `maxRequests` (default 5000), `maxBytes` (default 1G) |
 //! | `defaultPriorityBand` | template for priorities with no band of their own |
 //! | `defaultNegativePriorityBand` | template for negative (sheddable) priorities |
+//! | `usageLimitPolicyPluginRef` | a `static-usage-limit-policy` (default: threshold 1) or `priority-holdback-policy` plugin |
 //! | `saturationDetector.pluginRef` | a `utilization-detector` (default) or `concurrency-detector` plugin |
 //! | `fairnessPolicyRef` | `round-robin-fairness-policy` (the only one Shepherd has) |
 //! | `orderingPolicyRef` | `fcfs-ordering-policy` (the only one Shepherd has) |
@@ -19,7 +20,9 @@
 //! durations accept Go duration strings (`"60s"`, `"1m30s"`, `"200ms"`). Upstream defaults the
 //! fairness policy to `global-strict-fairness-policy`; Shepherd's default is round-robin
 //! (DESIGN.md section 6), and naming global-strict is an error rather than a silent change.
-//! `usageLimitPolicyPluginRef` and `enableEviction` are rejected when set: not supported yet.
+//! `usageLimitPolicyPluginRef` names a `static-usage-limit-policy` or `priority-holdback-policy`
+//! plugin ([`UsageLimitPolicy`](super::UsageLimitPolicy)); `enableEviction` is rejected when
+//! set: not supported yet.
 //!
 //! ```
 //! use std::time::Duration;
@@ -41,6 +44,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::saturation::{Detector, UtilizationDetector};
+use super::usage_limit::UsageLimitPolicy;
 use crate::config::{EndpointPickerConfig, PluginSpec};
 
 /// A `flowControl` section that does not validate: each names the offending field.
@@ -245,7 +249,7 @@ pub struct FlowControlConfig {
     /// Bands configured explicitly.
     #[serde(default)]
     pub priority_bands: Vec<PriorityBandConfig>,
-    /// Not supported yet: rejected when set.
+    /// The usage-limit policy plugin (absent: the static policy, threshold 1).
     #[serde(default)]
     pub usage_limit_policy_plugin_ref: Option<String>,
     /// Which saturation detector to use (absent: `utilization-detector` with defaults).
@@ -302,6 +306,8 @@ pub struct FlowSettings {
     pub default_negative_band: BandLimits,
     /// The saturation detector.
     pub detector: Detector,
+    /// How full the pool may get before each priority is held back.
+    pub usage_limit: UsageLimitPolicy,
 }
 
 impl FlowSettings {
@@ -334,6 +340,7 @@ impl Default for FlowSettings {
             default_band: BandLimits::default(),
             default_negative_band: BandLimits::default(),
             detector: Detector::default(),
+            usage_limit: UsageLimitPolicy::default(),
         }
     }
 }
@@ -356,12 +363,6 @@ impl FlowControlConfig {
     /// Validates the section; `plugins` are the config's plugin instances, against which
     /// `saturationDetector.pluginRef` is resolved (a bare detector type name also works).
     pub fn validate(&self, plugins: &[PluginSpec]) -> Result<FlowSettings, FlowConfigError> {
-        if self.usage_limit_policy_plugin_ref.is_some() {
-            return Err(invalid(
-                "flowControl.usageLimitPolicyPluginRef",
-                "not supported by Shepherd yet",
-            ));
-        }
         if self.enable_eviction {
             return Err(invalid(
                 "flowControl.enableEviction",
@@ -417,7 +418,18 @@ impl FlowControlConfig {
             default_band,
             default_negative_band,
             detector: self.detector(plugins)?,
+            usage_limit: self.usage_limit(plugins)?,
         })
+    }
+
+    fn usage_limit(&self, plugins: &[PluginSpec]) -> Result<UsageLimitPolicy, FlowConfigError> {
+        let Some(reference) = self.usage_limit_policy_plugin_ref.as_deref() else {
+            return Ok(UsageLimitPolicy::default());
+        };
+        match plugins.iter().find(|p| p.name() == reference) {
+            Some(p) => UsageLimitPolicy::from_plugin(&p.plugin_type, &p.parameters),
+            None => UsageLimitPolicy::from_plugin(reference, &serde_json::Value::Null),
+        }
     }
 
     fn detector(&self, plugins: &[PluginSpec]) -> Result<Detector, FlowConfigError> {

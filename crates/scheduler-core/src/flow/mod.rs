@@ -6,6 +6,8 @@
 //! - [`saturation`]: is the pool saturated? ([`SaturationDetector`]: the upstream
 //!   `utilization-detector` and `concurrency-detector`);
 //! - [`queue`]: the [`FlowQueue`] state machine (bands, fair flows, limits, TTL, cancel);
+//! - [`usage_limit`]: how full the pool may get before each priority is held back
+//!   ([`UsageLimitPolicy`]: upstream's `static-usage-limit-policy` and `priority-holdback-policy`);
 //! - [`reason`]: why a request was dropped ([`DropReason`]: header value and HTTP status);
 //! - [`config`]: the upstream `flowControl` section ([`FlowControlConfig`]) validated into
 //!   [`FlowSettings`].
@@ -41,6 +43,7 @@ pub mod config;
 pub mod queue;
 pub mod reason;
 pub mod saturation;
+pub mod usage_limit;
 
 pub use config::{
     BandLimits, FlowConfigError, FlowControlConfig, FlowSettings, PriorityBandConfig,
@@ -52,3 +55,4 @@ pub use saturation::{
     ConcurrencyDetector, ConcurrencyMode, Detector, Pending, SaturationDetector,
     UtilizationDetector, is_saturated_level,
 };
+pub use usage_limit::{HoldbackDomain, UsageLimitPolicy};

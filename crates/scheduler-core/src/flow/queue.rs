@@ -234,6 +234,9 @@ pub struct FlowQueue<T> {
     /// Whether the pool has no endpoint (the no-endpoint budget applies), since when.
     pool_empty: bool,
     regime_since: Timestamp,
+    /// Priority levels seen lately that have no configured band, with when: active levels
+    /// for the usage-limit policy until idle for [`FlowQueue::LEVEL_IDLE_TIMEOUT`].
+    seen_levels: BTreeMap<i32, Timestamp>,
 }
 
 impl<T> std::fmt::Debug for FlowQueue<T> {
@@ -251,6 +254,11 @@ impl<T> FlowQueue<T> {
     /// The cap on queued requests when the settings have no global `maxRequests`: the queue's
     /// memory stays bounded even if requests come with many distinct priorities.
     pub const DEFAULT_GLOBAL_MAX_REQUESTS: u64 = 100_000;
+    /// How long a priority level without a configured band stays active after its last
+    /// request (upstream's default band garbage-collection timeout, 10 minutes).
+    pub const LEVEL_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+    /// Most priority levels without a configured band kept active at once.
+    pub const MAX_SEEN_LEVELS: usize = 1024;
 
     /// An empty queue with these settings.
     pub fn new(settings: FlowSettings) -> Self {
@@ -270,6 +278,36 @@ impl<T> FlowQueue<T> {
             counters: FlowCounters::default(),
             pool_empty: false,
             regime_since: Timestamp::ZERO,
+            seen_levels: BTreeMap::new(),
+        }
+    }
+
+    /// Notes that a request of `priority` arrived at `now`: a level without a configured band
+    /// stays active for the usage-limit policy until idle for
+    /// [`FlowQueue::LEVEL_IDLE_TIMEOUT`] (upstream's band garbage collection). At most
+    /// [`FlowQueue::MAX_SEEN_LEVELS`] are kept, the longest idle dropped first. Only the
+    /// non-uniform policies need it; with the default policy it does nothing.
+    pub fn note_level(&mut self, priority: i32, now: Timestamp) {
+        if self.settings.usage_limit.is_uniform()
+            || self.settings.bands.iter().any(|(p, _)| *p == priority)
+        {
+            return;
+        }
+        if self.seen_levels.insert(priority, now).is_none() {
+            let timeout = duration_nanos(Self::LEVEL_IDLE_TIMEOUT);
+            self.seen_levels
+                .retain(|_, at| now.as_nanos().saturating_sub(at.as_nanos()) < timeout);
+            while self.seen_levels.len() > Self::MAX_SEEN_LEVELS {
+                let oldest = self
+                    .seen_levels
+                    .iter()
+                    .min_by_key(|(_, at)| **at)
+                    .map(|(p, _)| *p);
+                match oldest {
+                    Some(p) => self.seen_levels.remove(&p),
+                    None => break,
+                };
+            }
         }
     }
 
@@ -421,6 +459,7 @@ impl<T> FlowQueue<T> {
         }
 
         let deadline = self.deadline_for(now, ttl);
+        self.note_level(priority, now);
         let settings = &self.settings;
         let band = self
             .bands
@@ -486,6 +525,49 @@ impl<T> FlowQueue<T> {
         let entry = self.pop_next()?;
         self.counters.dispatched += 1;
         Some(entry.item)
+    }
+
+    /// The next request to send if the pool's saturation `level` allows it: the usage-limit
+    /// policy gives the highest non-empty band a ceiling, and while `level` is at or above it
+    /// nothing is dispatched (lower bands never overtake a held-back higher one). With the
+    /// default policy the ceiling is 1: dispatch while the pool is not saturated.
+    pub fn dispatch_next_under(&mut self, now: Timestamp, level: f64) -> Option<T> {
+        self.collect_expired(now);
+        let top = self.bands.keys().next()?.0;
+        if level.is_nan() || level >= self.ceiling(top) {
+            return None;
+        }
+        let entry = self.pop_next()?;
+        self.counters.dispatched += 1;
+        Some(entry.item)
+    }
+
+    /// The saturation level at which `priority`'s traffic is held back: the usage-limit
+    /// policy's ceiling among the active levels (the configured bands, the non-empty ones and
+    /// `priority` itself).
+    pub fn ceiling(&self, priority: i32) -> f64 {
+        let policy = &self.settings.usage_limit;
+        if policy.is_uniform() {
+            return policy.ceiling(&[], priority);
+        }
+        policy.ceiling(&self.active_levels(Some(priority)), priority)
+    }
+
+    /// The active priority levels, highest first: the configured bands, the non-empty bands,
+    /// the levels seen lately ([`FlowQueue::note_level`]) and `extra`.
+    pub fn active_levels(&self, extra: Option<i32>) -> Vec<i32> {
+        let mut levels: Vec<i32> = self
+            .settings
+            .bands
+            .iter()
+            .map(|(p, _)| *p)
+            .chain(self.bands.keys().map(|k| k.0))
+            .chain(self.seen_levels.keys().copied())
+            .chain(extra)
+            .collect();
+        levels.sort_unstable_by(|a, b| b.cmp(a));
+        levels.dedup();
+        levels
     }
 
     /// Removes the request whose turn it is: highest band, the flow at the cursor, its head.
@@ -599,6 +681,10 @@ impl<T> FlowQueue<T> {
         self.bytes -= entry.bytes;
         entry
     }
+}
+
+fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

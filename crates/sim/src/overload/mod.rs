@@ -1,14 +1,16 @@
 //! The `overload` report: one policy on the `overload` scenario with and without flow control,
 //! against the same workload unloaded, by priority class and by tenant (issue 11).
 //!
-//! Four runs, in parallel, each deterministic:
+//! Five runs, in parallel, each deterministic:
 //!
 //! 1. `unloaded`: the scenario's streams at [`OverloadOptions::unloaded_scale`] of their rates
 //!    (well below capacity), the policy as is — the reference latencies;
 //! 2. `no flow control`: the overloaded scenario, the policy as is;
 //! 3. `flow control`: the same, the policy plus [`FLOW_CONTROL_OVERLAY`] (the
-//!    `concurrency-detector`);
-//! 4. `flow control (utilization-detector)`: the same with upstream's default detector
+//!    `concurrency-detector` and the `priority-holdback-policy` usage limit);
+//! 4. `flow control (no holdback)`: the same without the usage limit
+//!    ([`FLOW_CONTROL_NO_HOLDBACK_OVERLAY`]), to show what holding sheddable traffic back buys;
+//! 5. `flow control (utilization-detector)`: with upstream's default detector
 //!    ([`FLOW_CONTROL_UTILIZATION_OVERLAY`]), to show why the report's settings use the other.
 //!
 //! [`Targets`] then checks the issue's goals on run 3: priority-0 TTFT p99 within 2x its
@@ -45,7 +47,10 @@ pub use targets::Targets;
 
 use crate::compare::{CompareOptions, run_all};
 use crate::error::SimError;
-use crate::policy::{FLOW_CONTROL_OVERLAY, FLOW_CONTROL_UTILIZATION_OVERLAY, Policy};
+use crate::policy::{
+    FLOW_CONTROL_NO_HOLDBACK_OVERLAY, FLOW_CONTROL_OVERLAY, FLOW_CONTROL_UTILIZATION_OVERLAY,
+    Policy,
+};
 use crate::runner::RunResult;
 use crate::workload::Scenario;
 
@@ -107,10 +112,11 @@ pub struct Overload {
 }
 
 /// Labels of the runs, in order.
-pub const RUN_LABELS: [&str; 4] = [
+pub const RUN_LABELS: [&str; 5] = [
     "unloaded",
     "no flow control",
     "flow control",
+    "flow control (no holdback)",
     "flow control (utilization-detector)",
 ];
 
@@ -127,6 +133,11 @@ pub fn overload(
         &opts.flow_control,
         "<flow-control overlay>",
     )?;
+    let without_holdback = policy.with_overlay(
+        &format!("{}+flow-control-no-holdback", policy.name),
+        FLOW_CONTROL_NO_HOLDBACK_OVERLAY,
+        "<flow-control-no-holdback overlay>",
+    )?;
     let with_utilization = policy.with_overlay(
         &format!("{}+flow-control-utilization", policy.name),
         FLOW_CONTROL_UTILIZATION_OVERLAY,
@@ -136,7 +147,8 @@ pub fn overload(
         (0, &unloaded, policy, false),
         (1, scenario, policy, false),
         (2, scenario, &with_flow, false),
-        (3, scenario, &with_utilization, false),
+        (3, scenario, &without_holdback, false),
+        (4, scenario, &with_utilization, false),
     ];
     let runs = run_all(
         &jobs,

@@ -63,7 +63,7 @@ pub fn table(report: &OverloadReport) -> String {
     let t = &report.targets;
     let verdict = |met: bool| if met { "met" } else { "NOT met" };
     out.push_str(&format!(
-        "\nTargets (flow control run): priority-0 TTFT p99 {:.0} ms = {:.2}x unloaded ({:.0} ms; goal <= 2x) with {} sheddable requests shed: {} \
+        "\nTargets (flow control run): priority-0 TTFT p99 {:.0} ms = {:.2}x unloaded ({:.0} ms; goal <= 2x) with {} sheddable requests shed or expired: {} \
          (steady state: {:.2}x). Light tenant ({}) TTFT p99 / heavy ({}): {:.2}x all classes, {:.2}x priority 0 (goal <= 1.5x): {}.\n",
         t.priority0_ttft_p99_ms,
         t.priority0_ratio,

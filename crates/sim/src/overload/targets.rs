@@ -16,7 +16,8 @@ pub struct Targets {
     /// The same ratio for requests that arrived in steady state (after the overload's onset;
     /// informative, not the goal).
     pub priority0_steady_ratio: f64,
-    /// Sheddable requests refused with 429 under overload (goal: some).
+    /// Sheddable requests refused under overload: shed at once (429) or after waiting their
+    /// TTL while held back (503) (goal: some).
     pub sheddable_shed: u64,
     /// Whether both priority-0 goals hold: ratio at most 2 and sheddable traffic shed.
     pub priority0_met: bool,
@@ -50,7 +51,7 @@ impl Targets {
             .classes
             .iter()
             .filter(|c| c.priority < 0)
-            .map(|c| c.shed)
+            .map(|c| c.shed + c.expired)
             .sum();
         let priority0_ratio = ratio(p0(flow), p0(unloaded));
         let light = flow.tenants.iter().min_by_key(|t| t.arrived);

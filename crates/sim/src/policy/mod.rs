@@ -26,7 +26,9 @@ use shepherd_scheduler_core::config::{EndpointPickerConfig, Registry};
 use shepherd_scheduler_core::plugin::PluginInstance;
 use shepherd_scheduler_core::scheduler::Scheduler;
 
-pub use overlay::{FLOW_CONTROL_OVERLAY, FLOW_CONTROL_UTILIZATION_OVERLAY};
+pub use overlay::{
+    FLOW_CONTROL_NO_HOLDBACK_OVERLAY, FLOW_CONTROL_OVERLAY, FLOW_CONTROL_UTILIZATION_OVERLAY,
+};
 pub use round_robin::RoundRobinPicker;
 
 use crate::error::SimError;

@@ -16,8 +16,14 @@ use super::Policy;
 use crate::error::SimError;
 
 /// The flow-control settings of the `overload` report (`policies/flow-control.yaml`):
-/// a `concurrency-detector` plugin and a `flowControl` section.
+/// a `concurrency-detector` plugin, a `priority-holdback-policy` plugin and a `flowControl`
+/// section.
 pub const FLOW_CONTROL_OVERLAY: &str = include_str!("../../policies/flow-control.yaml");
+
+/// The same flow control without the priority-holdback usage limit
+/// (`policies/flow-control-no-holdback.yaml`).
+pub const FLOW_CONTROL_NO_HOLDBACK_OVERLAY: &str =
+    include_str!("../../policies/flow-control-no-holdback.yaml");
 
 /// The same flow control with the `utilization-detector` at its defaults
 /// (`policies/flow-control-utilization.yaml`).

@@ -32,7 +32,7 @@ use shepherd_scheduler_core::clock::Timestamp;
 use shepherd_scheduler_core::config::EndpointPickerConfig;
 use shepherd_scheduler_core::flow::{
     ConcurrencyDetector, Detector, DropReason, FlowControlConfig, FlowQueue, SaturationDetector,
-    Ticket, UtilizationDetector,
+    Ticket, UsageLimitPolicy, UtilizationDetector, is_saturated_level,
 };
 
 use crate::error::SimError;
@@ -92,21 +92,27 @@ impl FlowGate {
     }
 }
 
-/// `config` without its saturation-detector plugin instances: flow control reads them, the
-/// scheduler has no such plugin type.
+/// `config` without its flow-control plugin instances (saturation detectors, usage-limit
+/// policies): flow control reads them, the scheduler has no such plugin type.
 pub(super) fn without_detector_plugins(config: &EndpointPickerConfig) -> EndpointPickerConfig {
     let mut config = config.clone();
     config.plugins.retain(|p| {
-        p.plugin_type != UtilizationDetector::TYPE && p.plugin_type != ConcurrencyDetector::TYPE
+        ![
+            UtilizationDetector::TYPE,
+            ConcurrencyDetector::TYPE,
+            UsageLimitPolicy::STATIC_TYPE,
+            UsageLimitPolicy::HOLDBACK_TYPE,
+        ]
+        .contains(&p.plugin_type.as_str())
     });
     config
 }
 
 impl Sim<'_> {
-    /// Whether the flow controller's detector finds the pool saturated at `now`.
-    fn saturated(&self, now: u64) -> bool {
+    /// The flow controller's saturation level at `now` (0 without flow control).
+    fn saturation(&self, now: u64) -> f64 {
         let Some(gate) = self.flow.as_ref() else {
-            return false;
+            return 0.0;
         };
         if self.opts.fresh_metrics || self.scenario.scrape_interval_ms == 0 {
             for s in 0..self.engines.len() as u32 {
@@ -114,13 +120,13 @@ impl Sim<'_> {
             }
         }
         gate.detector
-            .is_saturated(&self.pool.snapshot(), Timestamp::from_nanos(now))
+            .saturation(&self.pool.snapshot(), Timestamp::from_nanos(now))
     }
 
     /// An arriving request meets flow control: shed, refused, or queued (then maybe routed at
     /// once by the pump).
     pub(super) fn offer(&mut self, now: u64, held: Held) {
-        let saturated = self.saturated(now);
+        let saturated = is_saturated_level(self.saturation(now));
         let Some(gate) = self.flow.as_mut() else {
             return self.route(now, held);
         };
@@ -154,11 +160,14 @@ impl Sim<'_> {
     /// arms the timer for the next deadline.
     pub(super) fn pump(&mut self, now: u64) {
         let at = Timestamp::from_nanos(now);
-        while self.flow.as_ref().is_some_and(|g| !g.is_empty()) && !self.saturated(now) {
+        while self.flow.as_ref().is_some_and(|g| !g.is_empty()) {
+            let level = self.saturation(now);
             let Some(gate) = self.flow.as_mut() else {
                 break;
             };
-            let Some(held) = gate.queue.dispatch_next(at) else {
+            // Below the ceiling of the highest waiting band (the usage-limit policy's; 1 by
+            // default: not saturated).
+            let Some(held) = gate.queue.dispatch_next_under(at, level) else {
                 break;
             };
             gate.tickets.remove(&held.id);
