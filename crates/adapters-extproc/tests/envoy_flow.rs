@@ -200,12 +200,17 @@ async fn with_no_endpoint_a_request_waits_and_completes_once_one_appears() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_queued_past_its_ttl_gets_503_and_a_sheddable_one_429() {
+async fn with_no_endpoint_sheddable_gets_429_a_client_that_leaves_is_dequeued_the_rest_503_at_the_ttl()
+ {
     let Some(stack) = Stack::start(Options {
         servers: 1,
         listed: Some(Vec::new()),
         subset: vec![0],
         extra_config: "flowControl:\n  defaultRequestTTL: 500ms\n".into(),
+        // Shorter than the TTL: in the example's FULL_DUPLEX_STREAMED mode Envoy does not apply
+        // the ext_proc message timeout to a request the picker holds, so the answer below is the
+        // picker's 503, not Envoy's 504 (docs/ext-proc.md, "Flow control").
+        envoy_edits: vec![("message_timeout: 10s", "message_timeout: 0.1s")],
         ..Options::default()
     })
     .await
@@ -219,6 +224,22 @@ async fn a_request_queued_past_its_ttl_gets_503_and_a_sheddable_one_429() {
         .await;
     assert_eq!((shed.status, shed.reason.as_deref()), (429, Some("shed")));
     assert!(sent.elapsed() < Duration::from_millis(400));
+
+    // ... a client that gives up while its request waits takes it out of the queue ...
+    let gave_up = stack
+        .http
+        .post(format!("{}/v1/completions", stack.url(MAIN)))
+        .header("content-type", "application/json")
+        .timeout(Duration::from_millis(200))
+        .body(Stack::completion("impatient", 2))
+        .send()
+        .await;
+    assert!(gave_up.is_err_and(|e| e.is_timeout()));
+    wait_for_sample(&stack, "shepherd_flow_cancelled_total", 1.0).await;
+    assert_eq!(
+        sample(&stack.metrics().await, "shepherd_flow_queued_requests"),
+        0.0
+    );
 
     // ... and a standard one waits its 500 ms, then gets 503.
     let sent = Instant::now();
@@ -241,16 +262,10 @@ async fn a_request_queued_past_its_ttl_gets_503_and_a_sheddable_one_429() {
         "{waited:?}"
     );
     let metrics = stack.metrics().await;
-    assert_eq!(
-        sample(
-            &metrics,
-            "shepherd_flow_dropped_total{reason=\"ttl_expired\"}"
-        ),
-        1.0,
-        "{metrics}"
-    );
-    assert_eq!(
-        sample(&metrics, "shepherd_flow_dropped_total{reason=\"shed\"}"),
-        1.0
-    );
+    for (reason, count) in [("ttl_expired", 1.0), ("shed", 1.0), ("queue_full", 0.0)] {
+        let series = format!("shepherd_flow_dropped_total{{reason=\"{reason}\"}}");
+        assert_eq!(sample(&metrics, &series), count, "{series}\n{metrics}");
+    }
+    assert_eq!(sample(&metrics, "shepherd_flow_enqueued_total"), 2.0);
+    assert_eq!(sample(&metrics, "shepherd_flow_cancelled_total"), 1.0);
 }

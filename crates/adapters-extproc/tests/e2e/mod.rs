@@ -92,6 +92,9 @@ pub struct Options {
     pub extra_config: String,
     /// The Envoy example run: `envoy.yaml` or `envoy-fallbacks.yaml`.
     pub example: &'static str,
+    /// Edits of the Envoy config, `(from, to)`: every `from` (in both listeners, say) becomes
+    /// `to`; each must occur.
+    pub envoy_edits: Vec<(&'static str, &'static str)>,
     /// Extra `shepherd-epp` arguments; `{server N}` stands for server N's address.
     pub epp_args: Vec<String>,
 }
@@ -106,6 +109,7 @@ impl Default for Options {
             subset: vec![1],
             extra_config: String::new(),
             example: "envoy.yaml",
+            envoy_edits: Vec::new(),
             epp_args: Vec::new(),
         }
     }
@@ -456,12 +460,13 @@ impl Stack {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let epp = Epp::start(&config_path, &args, !listed.is_empty()).await;
         let subset: Vec<SocketAddr> = options.subset.iter().map(|&i| sims.addrs()[i]).collect();
-        let envoy = Envoy::start(
-            &envoy_binary,
-            dir.path(),
-            &envoy_config(options.example, epp.extproc.port(), &subset, sims.addrs()),
-        )
-        .await;
+        let mut envoy_yaml =
+            envoy_config(options.example, epp.extproc.port(), &subset, sims.addrs());
+        for (from, to) in &options.envoy_edits {
+            assert!(envoy_yaml.contains(from), "`{from}` in the Envoy config");
+            envoy_yaml = envoy_yaml.replace(from, to);
+        }
+        let envoy = Envoy::start(&envoy_binary, dir.path(), &envoy_yaml).await;
         Some(Stack {
             sims,
             epp,
