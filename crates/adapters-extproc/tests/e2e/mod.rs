@@ -79,6 +79,9 @@ pub fn workspace() -> PathBuf {
 pub struct Options {
     /// Simulated servers.
     pub servers: usize,
+    /// Servers (by index) in the picker's config; `None`: all of them. With none listed the
+    /// picker starts with an empty pool (and is not waited on to be ready).
+    pub listed: Option<Vec<usize>>,
     /// Simulation speed.
     pub speed: f64,
     /// Endpoints per decision (the example's ORIGINAL_DST cluster reads one).
@@ -89,6 +92,9 @@ pub struct Options {
     pub extra_config: String,
     /// The Envoy example run: `envoy.yaml` or `envoy-fallbacks.yaml`.
     pub example: &'static str,
+    /// Edits of the Envoy config, `(from, to)`: every `from` (in both listeners, say) becomes
+    /// `to`; each must occur.
+    pub envoy_edits: Vec<(&'static str, &'static str)>,
     /// Extra `shepherd-epp` arguments; `{server N}` stands for server N's address.
     pub epp_args: Vec<String>,
 }
@@ -97,11 +103,13 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             servers: 3,
+            listed: None,
             speed: 50.0,
             max_endpoints: 1,
             subset: vec![1],
             extra_config: String::new(),
             example: "envoy.yaml",
+            envoy_edits: Vec::new(),
             epp_args: Vec::new(),
         }
     }
@@ -110,15 +118,18 @@ impl Default for Options {
 /// The Shepherd config the picker is started with (and tests edit).
 pub fn shepherd_config(endpoints: &[SocketAddr], options: &Options) -> String {
     let list: Vec<String> = endpoints.iter().map(|a| format!("  - {a}\n")).collect();
+    let list = if list.is_empty() {
+        " []\n".to_string()
+    } else {
+        format!("\n{}", list.concat())
+    };
     format!(
         "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\n\
          scheduler:\n  maxEndpoints: {}\n\
-         endpoints:\n{}\
+         endpoints:{}\
          scraping:\n  intervalMs: 50\n\
          server:\n  bindAddress: 127.0.0.1\n  extprocPort: 0\n  healthPort: 0\n  metricsPort: 0\n{}",
-        options.max_endpoints,
-        list.concat(),
-        options.extra_config
+        options.max_endpoints, list, options.extra_config
     )
 }
 
@@ -138,9 +149,9 @@ fn field(line: &str, key: &str) -> Option<SocketAddr> {
 }
 
 impl Epp {
-    /// Starts `shepherd-epp --config <path>` and waits until it listens and is ready (an
-    /// endpoint has fresh metrics).
-    pub async fn start(config: &Path, extra_args: &[&str]) -> Epp {
+    /// Starts `shepherd-epp --config <path>` and waits until it listens and, when `ready`, is
+    /// ready (an endpoint has fresh metrics).
+    pub async fn start(config: &Path, extra_args: &[&str], ready: bool) -> Epp {
         let mut child = Command::new(env!("CARGO_BIN_EXE_shepherd-epp"))
             .arg("--config")
             .arg(config)
@@ -185,7 +196,9 @@ impl Epp {
             admin: field(&line, "admin=").unwrap(),
             log,
         };
-        epp.wait_ready().await;
+        if ready {
+            epp.wait_ready().await;
+        }
         epp
     }
 
@@ -430,7 +443,11 @@ impl Stack {
         let sims = serve::spawn(sim).await.expect("simulated servers");
         let dir = tempfile::tempdir().unwrap();
         let config_path = dir.path().join("shepherd.yaml");
-        std::fs::write(&config_path, shepherd_config(sims.addrs(), &options)).unwrap();
+        let listed: Vec<SocketAddr> = match &options.listed {
+            Some(listed) => listed.iter().map(|&i| sims.addrs()[i]).collect(),
+            None => sims.addrs().to_vec(),
+        };
+        std::fs::write(&config_path, shepherd_config(&listed, &options)).unwrap();
         let args: Vec<String> = options
             .epp_args
             .iter()
@@ -441,14 +458,15 @@ impl Stack {
             })
             .collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let epp = Epp::start(&config_path, &args).await;
+        let epp = Epp::start(&config_path, &args, !listed.is_empty()).await;
         let subset: Vec<SocketAddr> = options.subset.iter().map(|&i| sims.addrs()[i]).collect();
-        let envoy = Envoy::start(
-            &envoy_binary,
-            dir.path(),
-            &envoy_config(options.example, epp.extproc.port(), &subset, sims.addrs()),
-        )
-        .await;
+        let mut envoy_yaml =
+            envoy_config(options.example, epp.extproc.port(), &subset, sims.addrs());
+        for (from, to) in &options.envoy_edits {
+            assert!(envoy_yaml.contains(from), "`{from}` in the Envoy config");
+            envoy_yaml = envoy_yaml.replace(from, to);
+        }
+        let envoy = Envoy::start(&envoy_binary, dir.path(), &envoy_yaml).await;
         Some(Stack {
             sims,
             epp,
