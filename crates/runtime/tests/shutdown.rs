@@ -90,3 +90,35 @@ async fn shutdown_also_waits_for_requests_on_an_endpoint_that_left_the_pool() {
     assert!(report.drained);
     assert!(report.waited < Duration::from_secs(2));
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_flow_control_an_empty_pool_is_ready_and_shutdown_answers_queued_requests() {
+    use shepherd_runtime::flow::FlowRequest;
+    use shepherd_scheduler_core::flow::DropReason;
+
+    // Without flow control an empty pool is not ready: nothing could serve a request.
+    let plain = common::start("endpoints: []\n", common::quiet_options()).await;
+    assert!(!plain.is_ready());
+    assert!(plain.flow().is_none());
+    plain.shutdown(Duration::from_secs(1)).await;
+
+    // With it, requests are held until an endpoint appears: ready.
+    let handle = common::start("endpoints: []\nflowControl: {}\n", common::quiet_options()).await;
+    assert!(handle.is_ready());
+    let (status, _) = common::get(handle.admin_router(), "/readyz").await;
+    assert_eq!(status, 200);
+    let flow = handle.flow().expect("flow control on").clone();
+    let waiting = tokio::spawn({
+        let flow = flow.clone();
+        async move { flow.admit(FlowRequest::default()).await.map(drop) }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!waiting.is_finished());
+    let metrics = handle.render_metrics();
+    assert!(
+        metrics.contains("shepherd_flow_queued_requests 1"),
+        "{metrics}"
+    );
+    handle.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(waiting.await.unwrap(), Err(DropReason::ShuttingDown));
+}

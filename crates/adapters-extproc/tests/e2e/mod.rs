@@ -80,7 +80,8 @@ pub struct Options {
     /// Simulated servers.
     pub servers: usize,
     /// Servers (by index) in the picker's config; `None`: all of them. With none listed the
-    /// picker starts with an empty pool (and is not waited on to be ready).
+    /// picker starts with an empty pool (and is waited on to be ready only with flow control,
+    /// which makes an empty pool ready).
     pub listed: Option<Vec<usize>>,
     /// Simulation speed.
     pub speed: f64,
@@ -458,7 +459,9 @@ impl Stack {
             })
             .collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let epp = Epp::start(&config_path, &args, !listed.is_empty()).await;
+        // An empty pool is ready only when flow control holds requests for it.
+        let holds = options.extra_config.contains("flowControl");
+        let epp = Epp::start(&config_path, &args, holds || !listed.is_empty()).await;
         let subset: Vec<SocketAddr> = options.subset.iter().map(|&i| sims.addrs()[i]).collect();
         let mut envoy_yaml =
             envoy_config(options.example, epp.extproc.port(), &subset, sims.addrs());

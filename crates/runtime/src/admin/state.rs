@@ -25,6 +25,8 @@ pub struct AdminState {
     pub(crate) shutdown: ShutdownSignal,
     /// The adapter's own metrics sources.
     pub(crate) extra: Arc<[Arc<dyn MetricsSource>]>,
+    /// Whether flow control is on: requests can then be held while no endpoint can serve.
+    pub(crate) holds_requests: bool,
 }
 
 impl fmt::Debug for AdminState {
@@ -52,11 +54,16 @@ impl AdminState {
         render_prometheus(&sources)
     }
 
-    /// Whether the runtime can route: not shutting down, and at least one endpoint that
-    /// accepts requests has metrics younger than the scheduler's staleness bound.
+    /// Whether the runtime can take requests: not shutting down, and either flow control is
+    /// on (it holds requests until an endpoint can serve them: a pool scaled to zero must not
+    /// make the picker unready) or at least one endpoint that accepts requests has metrics
+    /// younger than the scheduler's staleness bound.
     pub fn is_ready(&self) -> bool {
         if self.shutdown.is_shutting_down() {
             return false;
+        }
+        if self.holds_requests {
+            return true;
         }
         let scheduler = self.scheduler.load();
         let pool = scheduler.pool();

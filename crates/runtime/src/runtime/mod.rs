@@ -214,6 +214,7 @@ impl Runtime {
             config: config_rx,
             shutdown: signal.clone(),
             extra: extra.into(),
+            holds_requests: flow.is_some(),
         };
         let mut admin_addr = None;
         if let Some(listener) = admin_listener {
