@@ -82,6 +82,15 @@ async fn a_sheddable_request_under_saturation_is_shed_with_429_and_the_reason() 
         metrics.contains("shepherd_flow_dropped_total{reason=\"shed\"} 1"),
         "{metrics}"
     );
+    // The gateway counts it as its own answer, under flow control, not as its concurrency cap.
+    assert!(
+        metrics.contains("shepherd_gateway_rejections_total{reason=\"flow_control\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("shepherd_gateway_rejections_total{reason=\"rate_limited\"} 0"),
+        "{metrics}"
+    );
 
     // With the pool free again, the same request goes through.
     drop(long);
@@ -214,4 +223,72 @@ fn the_documented_flow_control_config_loads() {
     assert_eq!(settings.ttl, Some(Duration::from_secs(30)));
     assert_eq!(settings.band_limits(0).max_requests, 1000);
     assert!(matches!(settings.detector, Detector::Concurrency(_)));
+}
+
+#[tokio::test]
+async fn a_full_band_answers_429_queue_full() {
+    let pool = sims(1, 1.0).await;
+    let yaml = format!("{FLOW_CONTROL}  priorityBands: [{{priority: 0, maxRequests: 1}}]\n");
+    let gateway = Setup::new(pool.addrs().iter().copied())
+        .yaml(&yaml)
+        .start()
+        .await;
+    let long = fill_the_pool(&gateway).await;
+    let http = gateway.http.clone();
+    let url = gateway.url("/v1/completions");
+    let waiting = tokio::spawn(async move {
+        http.post(url)
+            .json(&completion("Waiting", 4, false))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    wait_until(&gateway, "the request was never queued", |f| {
+        f.stats().queued == 1
+    })
+    .await;
+
+    let response = gateway
+        .post("/v1/completions", &completion("One too many", 4, false))
+        .await;
+    assert_eq!(
+        response.headers()["x-shepherd-dropped-reason"],
+        "queue_full"
+    );
+    assert_eq!(response.headers()["retry-after"], "1");
+    let body = expect_error(response, 429, "queue_full").await;
+    assert_eq!(body["error"]["type"], "rate_limit_error", "{body}");
+    assert_eq!(flow(&gateway).stats().dropped(DropReason::QueueFull), 1);
+
+    drop(long);
+    assert_eq!(waiting.await.unwrap(), 200);
+    gateway.wait_idle().await;
+}
+
+#[tokio::test]
+async fn with_no_endpoint_a_request_waits_its_ttl_then_gets_503() {
+    let yaml = FLOW_CONTROL.replace("defaultRequestTTL: 30s", "defaultRequestTTL: 200ms");
+    let gateway = Setup::new([]).yaml(&yaml).start().await;
+    let started = tokio::time::Instant::now();
+    let response = gateway
+        .post("/v1/completions", &completion("Anyone?", 4, false))
+        .await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    assert_eq!(
+        response.headers()["x-shepherd-dropped-reason"],
+        "ttl_expired"
+    );
+    assert_eq!(response.headers()["retry-after"], "1");
+    let body = expect_error(response, 503, "ttl_expired").await;
+    assert_eq!(body["error"]["type"], "server_error", "{body}");
+    let stats = flow(&gateway).stats();
+    assert_eq!(
+        (stats.dropped(DropReason::TtlExpired), stats.queued),
+        (1, 0)
+    );
 }
