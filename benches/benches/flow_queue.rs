@@ -3,6 +3,8 @@
 //!
 //! - `one-flow`: a single band, a single flow (the default: no priorities, no fairness ids);
 //! - `bands-flows`: 4 priority bands and 100 fairness ids, requests spread over both;
+//! - `bands-flows-holdback`: as `bands-flows`, dispatched under a `priority-holdback-policy`
+//!   (the ceiling of the highest band computed over the active levels at every dispatch);
 //! - `with-cancel`: as `bands-flows`, plus a cancel of an older request and its replacement
 //!   per iteration (the client-gone path).
 //!
@@ -14,13 +16,18 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion};
 use shepherd_scheduler_core::clock::Timestamp;
-use shepherd_scheduler_core::flow::{BandLimits, FlowQueue, FlowSettings, Ticket};
+use shepherd_scheduler_core::flow::{
+    BandLimits, FlowQueue, FlowSettings, HoldbackDomain, Ticket, UsageLimitPolicy,
+};
 
 const QUEUED: usize = 10_000;
 
 struct Shape {
     bands: i32,
     flows: usize,
+    /// Dispatch under a `priority-holdback-policy` (ceilings over the active levels, pool
+    /// saturation 0.3: below every ceiling) instead of plain `dispatch_next`.
+    holdback: bool,
 }
 
 fn filled(shape: &Shape, flow_ids: &[String]) -> (FlowQueue<u64>, Vec<Ticket>) {
@@ -29,9 +36,19 @@ fn filled(shape: &Shape, flow_ids: &[String]) -> (FlowQueue<u64>, Vec<Ticket>) {
         max_requests: 2 * QUEUED as u64,
         max_bytes: u64::MAX,
     };
+    let usage_limit = if shape.holdback {
+        UsageLimitPolicy::PriorityHoldback {
+            domain: HoldbackDomain::Rank,
+            min_ceiling: 0.4,
+            max_ceiling: 1.0,
+        }
+    } else {
+        UsageLimitPolicy::default()
+    };
     let settings = FlowSettings {
         default_band: band,
         default_negative_band: band,
+        usage_limit,
         ..FlowSettings::default()
     };
     let mut queue = FlowQueue::new(settings);
@@ -51,12 +68,28 @@ fn bench(c: &mut Criterion) {
     let flow_ids: Vec<String> = (0..100).map(|i| format!("tenant-{i:03}")).collect();
     let mut group = c.benchmark_group("flow_queue/enqueue+dispatch@10k");
     for (name, shape) in [
-        ("one-flow", Shape { bands: 1, flows: 1 }),
+        (
+            "one-flow",
+            Shape {
+                bands: 1,
+                flows: 1,
+                holdback: false,
+            },
+        ),
         (
             "bands-flows",
             Shape {
                 bands: 4,
                 flows: 100,
+                holdback: false,
+            },
+        ),
+        (
+            "bands-flows-holdback",
+            Shape {
+                bands: 4,
+                flows: 100,
+                holdback: true,
             },
         ),
     ] {
@@ -70,7 +103,11 @@ fn bench(c: &mut Criterion) {
                 let flow = &flow_ids[i as usize % shape.flows];
                 let ticket = queue.enqueue(i, priority, flow, 2_000, now);
                 black_box(&ticket);
-                black_box(queue.dispatch_next(now))
+                if shape.holdback {
+                    black_box(queue.dispatch_next_under(now, 0.3))
+                } else {
+                    black_box(queue.dispatch_next(now))
+                }
             })
         });
         assert!(queue.len() >= QUEUED - 1, "the queue stayed full");
@@ -79,6 +116,7 @@ fn bench(c: &mut Criterion) {
     let shape = Shape {
         bands: 4,
         flows: 100,
+        holdback: false,
     };
     let (mut queue, mut tickets) = filled(&shape, &flow_ids);
     let mut i = QUEUED as u64;

@@ -275,6 +275,11 @@ impl ApiError {
         self.status
     }
 
+    /// Why flow control dropped the request (`x-shepherd-dropped-reason`), if it did.
+    pub fn dropped_reason(&self) -> Option<&'static str> {
+        self.dropped_reason
+    }
+
     /// The `error.code`.
     pub fn code(&self) -> &'static str {
         self.code

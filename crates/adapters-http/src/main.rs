@@ -36,6 +36,9 @@ struct Args {
     /// port unless `gateway.adminRoutes` is off).
     #[arg(long)]
     no_admin_port: bool,
+    /// How often the config file is checked for edits, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    config_poll_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let options = RuntimeOptions {
         serve_admin: !args.no_admin_port,
+        config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),
         ..RuntimeOptions::default()
     };
     let server = GatewayServer::start(args.config.as_path(), options).await?;

@@ -51,7 +51,9 @@ pub(crate) async fn proxy(
     match forward(gateway, path, request).await {
         Ok(response) => response,
         Err(error) => {
-            if error.status() != axum::http::StatusCode::UNAUTHORIZED {
+            if error.dropped_reason().is_some() {
+                inner.stats.rejected(Rejection::FlowControl);
+            } else if error.status() != axum::http::StatusCode::UNAUTHORIZED {
                 inner
                     .stats
                     .rejected(Rejection::for_status(error.status().as_u16()));

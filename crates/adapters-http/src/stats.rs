@@ -3,7 +3,7 @@
 //! | metric | labels | what |
 //! |---|---|---|
 //! | `shepherd_gateway_requests_total` | `api` | requests received on the inference routes |
-//! | `shepherd_gateway_rejections_total` | `reason` | requests the gateway answered itself (`unauthorized`, `rate_limited`, `body_too_large`, `bad_request`, `unknown_model`, `no_endpoint`, `upstream_unreachable`, `upstream_timeout`, `internal`) |
+//! | `shepherd_gateway_rejections_total` | `reason` | requests the gateway answered itself (`unauthorized`, `rate_limited`, `body_too_large`, `bad_request`, `unknown_model`, `no_endpoint`, `upstream_unreachable`, `upstream_timeout`, `internal`, `flow_control`: dropped by flow control, whose `shepherd_flow_dropped_total` has the reason) |
 //! | `shepherd_gateway_responses_total` | `class` | responses proxied from model servers, by status class (`2xx` … `5xx`) |
 //! | `shepherd_gateway_upstream_errors_total` | `stage` | connections to model servers that failed `before_response` (the request moved to a fallback, or failed) or `mid_stream` |
 //! | `shepherd_gateway_client_disconnects_total` | | responses abandoned by their client before the end |
@@ -87,10 +87,12 @@ pub enum Rejection {
     UpstreamTimeout,
     /// 500.
     Internal,
+    /// 429 or 503 from flow control (`x-shepherd-dropped-reason`).
+    FlowControl,
 }
 
 impl Rejection {
-    const ALL: [Rejection; 9] = [
+    const ALL: [Rejection; 10] = [
         Rejection::Unauthorized,
         Rejection::RateLimited,
         Rejection::BodyTooLarge,
@@ -100,6 +102,7 @@ impl Rejection {
         Rejection::UpstreamUnreachable,
         Rejection::UpstreamTimeout,
         Rejection::Internal,
+        Rejection::FlowControl,
     ];
 
     /// The `reason` label.
@@ -114,6 +117,7 @@ impl Rejection {
             Rejection::UpstreamUnreachable => "upstream_unreachable",
             Rejection::UpstreamTimeout => "upstream_timeout",
             Rejection::Internal => "internal",
+            Rejection::FlowControl => "flow_control",
         }
     }
 
@@ -141,7 +145,7 @@ impl Rejection {
 #[derive(Debug, Default)]
 pub struct GatewayStats {
     requests: [AtomicU64; 4],
-    rejections: [AtomicU64; 9],
+    rejections: [AtomicU64; 10],
     responses: [AtomicU64; 5],
     errors_before_response: AtomicU64,
     errors_mid_stream: AtomicU64,

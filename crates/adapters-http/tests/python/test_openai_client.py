@@ -8,9 +8,17 @@ gateways and passes them here through the environment:
 - SHEPHERD_GATEWAY_KEY        the client key it accepts
 - SHEPHERD_GATEWAY_LIMIT      its gateway.maxConcurrentRequests
 - SHEPHERD_EMPTY_GATEWAY_URL  a gateway with no endpoints (every request: 503)
+- SHEPHERD_FLOW_GATEWAY_URL   a gateway with flow control in front of one server that one
+                              request in flight saturates
+- SHEPHERD_FLOW_LONG_TOKENS   output tokens that keep that server busy for about a second
+- SHEPHERD_SCALE_GATEWAY_URL  a gateway with flow control and no endpoint until asked
+- SHEPHERD_TTL_GATEWAY_URL    a gateway with flow control, no endpoint and a short TTL
+- SHEPHERD_TTL                that TTL (a Go duration in ms, e.g. `500ms`)
 - SHEPHERD_MODEL              the model the servers serve
 - SHEPHERD_E2E_CONTROL        a directory: writing `stop-N` there makes the driver stop
-                              simulated server N, and it answers with `stopped-N`
+                              simulated server N, and it answers with `stopped-N`; writing
+                              `add-endpoint` makes it add a server to the scale gateway's
+                              config file, and it answers with `endpoint-added`
 
 Every client is built with `max_retries=0`, so what a test sees is what the gateway did, not
 what the client's own retries hid. The test that stops a server runs last.
@@ -28,9 +36,16 @@ URL = os.environ["SHEPHERD_GATEWAY_URL"]
 KEY = os.environ["SHEPHERD_GATEWAY_KEY"]
 LIMIT = int(os.environ["SHEPHERD_GATEWAY_LIMIT"])
 EMPTY_URL = os.environ["SHEPHERD_EMPTY_GATEWAY_URL"]
+FLOW_URL = os.environ["SHEPHERD_FLOW_GATEWAY_URL"]
+LONG_TOKENS = int(os.environ["SHEPHERD_FLOW_LONG_TOKENS"])
+SCALE_URL = os.environ["SHEPHERD_SCALE_GATEWAY_URL"]
+TTL_URL = os.environ["SHEPHERD_TTL_GATEWAY_URL"]
+TTL = int(os.environ["SHEPHERD_TTL"].removesuffix("ms")) / 1000
 MODEL = os.environ["SHEPHERD_MODEL"]
 CONTROL = pathlib.Path(os.environ["SHEPHERD_E2E_CONTROL"])
 SERVER_HEADER = "x-shepherd-sim-server"
+DROPPED_HEADER = "x-shepherd-dropped-reason"
+SHEDDABLE = {"x-shepherd-priority": "-1"}
 
 
 def client(base_url=URL, api_key=KEY):
@@ -147,6 +162,95 @@ def test_no_endpoint_is_a_503():
     assert raised.value.response.headers["retry-after"] == "1"
 
 
+def ask_driver(request, answer, timeout=10):
+    (CONTROL / request).write_text("")
+    deadline = time.monotonic() + timeout
+    while not (CONTROL / answer).exists():
+        assert time.monotonic() < deadline, f"the driver did not answer {request}"
+        time.sleep(0.01)
+
+
+def timed_completion(base_url, prompt, max_tokens=4, **options):
+    """A completion; returns it with the time.monotonic() at which it ended."""
+    answer = client(base_url=base_url).completions.create(
+        model=MODEL, prompt=prompt, max_tokens=max_tokens, **options
+    )
+    return answer, time.monotonic()
+
+
+def test_flow_control_holds_standard_requests_and_sheds_sheddable_ones():
+    flow = client(base_url=FLOW_URL)
+    started = time.monotonic()
+    long = flow.completions.create(
+        model=MODEL, prompt="Fill the pool", max_tokens=LONG_TOKENS, stream=True
+    )
+    chunks = iter(long)
+    text = next(chunks).choices[0].text  # in flight: the only server is saturated
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        waiting = [
+            pool.submit(timed_completion, FLOW_URL, f"Standard {n}") for n in range(2)
+        ]
+
+        # A sheddable request is refused at once.
+        shed_at = time.monotonic()
+        with pytest.raises(openai.RateLimitError) as raised:
+            flow.completions.create(
+                model=MODEL, prompt="Sheddable", max_tokens=4, extra_headers=SHEDDABLE
+            )
+        assert time.monotonic() - shed_at < 0.5
+        assert raised.value.status_code == 429
+        assert raised.value.code == "shed"
+        assert raised.value.type == "rate_limit_error"
+        assert raised.value.response.headers[DROPPED_HEADER] == "shed"
+        assert raised.value.response.headers["retry-after"] == "1"
+
+        # The standard ones wait for the long request ...
+        time.sleep(0.2)
+        assert not any(f.done() for f in waiting), "standard requests did not wait"
+        text += "".join(chunk.choices[0].text for chunk in chunks if chunk.choices)
+        long_took = time.monotonic() - started
+        assert text == " tok" * LONG_TOKENS
+        # ... and then complete, one after the other.
+        answers = [f.result(timeout=10) for f in waiting]
+    assert long_took > 0.5, f"the long request took only {long_took:.2f} s"
+    for answer, ended in answers:
+        assert answer.choices[0].text == " tok" * 4
+        assert ended - started >= 0.9 * long_took, (ended - started, long_took)
+
+    # With the pool free, a sheddable request goes through.
+    answer = flow.completions.create(
+        model=MODEL, prompt="Sheddable, idle", max_tokens=2, extra_headers=SHEDDABLE
+    )
+    assert answer.choices[0].text == " tok" * 2
+
+
+def test_a_request_waits_for_the_first_endpoint_and_then_completes():
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        started = time.monotonic()
+        pending = pool.submit(timed_completion, SCALE_URL, "Anyone there?", 3)
+        time.sleep(1.0)
+        assert not pending.done(), f"answered with no endpoint: {pending.exception()}"
+        ask_driver("add-endpoint", "endpoint-added")
+        added = time.monotonic()
+        answer, ended = pending.result(timeout=10)
+    assert answer.choices[0].text == " tok" * 3
+    assert ended - started >= 1.0
+    # The config file is read every 50 ms: the request left the queue soon after.
+    assert ended - added < 2.0, f"{ended - added:.2f} s after the endpoint was added"
+
+
+def test_a_request_that_waits_its_whole_ttl_is_a_503():
+    started = time.monotonic()
+    with pytest.raises(openai.InternalServerError) as raised:
+        client(base_url=TTL_URL).completions.create(model=MODEL, prompt="Hi", max_tokens=1)
+    waited = time.monotonic() - started
+    assert TTL <= waited < TTL + 2, waited
+    assert raised.value.status_code == 503
+    assert raised.value.code == "ttl_expired"
+    assert raised.value.response.headers[DROPPED_HEADER] == "ttl_expired"
+    assert raised.value.response.headers["retry-after"] == "1"
+
+
 def converse(number, turns=4):
     """One multi-turn chat; returns the server of every turn."""
     system = f"You are assistant {number}. " + f"Conversation {number} has long instructions. " * 40
@@ -173,12 +277,7 @@ def test_a_conversation_stays_on_one_server_while_several_run():
 
 
 def stop_server(index):
-    (CONTROL / f"stop-{index}").write_text("")
-    stopped = CONTROL / f"stopped-{index}"
-    deadline = time.monotonic() + 10
-    while not stopped.exists():
-        assert time.monotonic() < deadline, "the driver did not stop the server"
-        time.sleep(0.01)
+    ask_driver(f"stop-{index}", f"stopped-{index}")
 
 
 def long_completion(number):
