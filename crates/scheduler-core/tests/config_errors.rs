@@ -366,3 +366,16 @@ fn many_profiles_build_in_linear_time() {
         Err(ConfigError::DuplicateProfileName(n)) if n == "p7"
     ));
 }
+
+#[test]
+fn a_flow_control_section_is_named_as_the_flow_controllers() {
+    let config =
+        EndpointPickerConfig::from_yaml("flowControl: {}\nschedulingProfiles:\n- name: default\n")
+            .unwrap();
+    let warnings = config.warnings();
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0].message.contains("flow controller"),
+        "{warnings:?}"
+    );
+}

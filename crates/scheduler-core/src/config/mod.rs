@@ -32,6 +32,6 @@ pub use build::{MAX_WEIGHT, build_scheduler, build_scheduler_in};
 pub use error::{ConfigError, PluginError};
 pub use registry::{PluginArgs, PluginFactory, Registry};
 pub use schema::{
-    API_VERSIONS, ConfigWarning, EndpointPickerConfig, KIND, PluginSpec, ProfilePluginRef,
-    ProfileSpec, RECOGNISED_UNSUPPORTED_SECTIONS, SchedulerSettings,
+    API_VERSIONS, ConfigWarning, EndpointPickerConfig, FLOW_CONTROL_SECTION, KIND, PluginSpec,
+    ProfilePluginRef, ProfileSpec, RECOGNISED_UNSUPPORTED_SECTIONS, SchedulerSettings,
 };

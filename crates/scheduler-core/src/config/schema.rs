@@ -16,13 +16,17 @@ pub const KIND: &str = "EndpointPickerConfig";
 
 /// Upstream top-level sections Shepherd recognises but does not act on yet: a config that has
 /// them loads, with a warning naming them (an error in strict mode).
-pub const RECOGNISED_UNSUPPORTED_SECTIONS: [&str; 5] = [
+pub const RECOGNISED_UNSUPPORTED_SECTIONS: [&str; 4] = [
     "featureGates",
     "dataLayer",
     "requestHandler",
-    "flowControl",
     "saturationDetector",
 ];
+
+/// The upstream flow-control section: not the scheduler's to act on, but the flow
+/// controller's ([`FlowControlConfig`](crate::flow::FlowControlConfig); `shepherd-runtime`
+/// runs it). A config that has it gets a warning saying so when only a scheduler is built.
+pub const FLOW_CONTROL_SECTION: &str = "flowControl";
 
 /// A whole picker configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -144,7 +148,11 @@ impl EndpointPickerConfig {
             .keys()
             .map(|section| ConfigWarning {
                 section: section.clone(),
-                message: if RECOGNISED_UNSUPPORTED_SECTIONS.contains(&section.as_str()) {
+                message: if section == FLOW_CONTROL_SECTION {
+                    "read by the flow controller (FlowControlConfig::from_picker_config; \
+                     shepherd-runtime runs it), not by the scheduler"
+                        .into()
+                } else if RECOGNISED_UNSUPPORTED_SECTIONS.contains(&section.as_str()) {
                     "an upstream section Shepherd does not support yet; ignored".into()
                 } else {
                     "unknown section; ignored".into()
