@@ -7,7 +7,8 @@
 //! let base = builtin_policy("adaptive").unwrap();
 //! let with = base.with_overlay("adaptive+fc", FLOW_CONTROL_OVERLAY, "<flow-control>").unwrap();
 //! assert!(with.config.other.contains_key("flowControl"));
-//! assert_eq!(with.config.plugins.len(), base.config.plugins.len() + 1);
+//! // The detector and the usage-limit policy plugins.
+//! assert_eq!(with.config.plugins.len(), base.config.plugins.len() + 2);
 //! ```
 
 use shepherd_scheduler_core::config::EndpointPickerConfig;
