@@ -57,10 +57,20 @@ struct CompareArgs {
     /// Multiply trace timestamps by this (0.5 replays twice as fast).
     #[arg(long, default_value_t = 1.0)]
     time_scale: f64,
+    /// Skip the zero-staleness bound runs.
+    #[arg(long)]
+    no_bound: bool,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// What every report takes: seed, output, threads, verbosity.
+#[derive(Debug, Args)]
+struct RunArgs {
     /// Seed of every run.
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Directory for report.json and the SVG plots.
+    /// Directory for the JSON report (and, for `compare`, the SVG plots).
     #[arg(long, default_value = "out")]
     out: PathBuf,
     /// Print the JSON report to stdout instead of the table.
@@ -69,9 +79,6 @@ struct CompareArgs {
     /// Worker threads (default: available cores).
     #[arg(long)]
     threads: Option<usize>,
-    /// Skip the zero-staleness bound runs.
-    #[arg(long)]
-    no_bound: bool,
     /// No progress on stderr.
     #[arg(long)]
     quiet: bool,
@@ -92,21 +99,8 @@ struct OverloadArgs {
     /// Rate factor of the unloaded reference run.
     #[arg(long, default_value_t = 0.25)]
     unloaded_scale: f64,
-    /// Seed of every run.
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
-    /// Directory for overload.json.
-    #[arg(long, default_value = "out")]
-    out: PathBuf,
-    /// Print the JSON report to stdout instead of the table.
-    #[arg(long)]
-    json: bool,
-    /// Worker threads (default: available cores).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// No progress on stderr.
-    #[arg(long)]
-    quiet: bool,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 fn main() -> ExitCode {
@@ -173,10 +167,10 @@ fn overload_main(cli: &OverloadArgs) -> Result<(), SimError> {
         builtin_policy(&cli.policy)?
     };
     let mut opts = OverloadOptions {
-        seed: cli.seed,
-        threads: threads(cli.threads),
+        seed: cli.run.seed,
+        threads: threads(cli.run.threads),
         unloaded_scale: cli.unloaded_scale,
-        progress: !cli.quiet,
+        progress: !cli.run.quiet,
         ..OverloadOptions::default()
     };
     if let Some(path) = &cli.flow_control {
@@ -185,18 +179,18 @@ fn overload_main(cli: &OverloadArgs) -> Result<(), SimError> {
     let started = std::time::Instant::now();
     let result = overload(&scenario, &policy, &sim_registry(), &opts)?;
     let json = serde_json::to_string_pretty(&result.report).unwrap_or_default();
-    write_file(&cli.out, "overload.json", &json)?;
-    if cli.json {
+    write_file(&cli.run.out, "overload.json", &json)?;
+    if cli.run.json {
         println!("{json}");
     } else {
         println!("{}", overload_table(&result.report));
     }
-    if !cli.quiet {
+    if !cli.run.quiet {
         eprintln!(
             "{} runs in {:.1} s wall; report in {}",
             result.runs.len(),
             started.elapsed().as_secs_f64(),
-            cli.out.join("overload.json").display()
+            cli.run.out.join("overload.json").display()
         );
     }
     Ok(())
@@ -233,29 +227,25 @@ fn real_main(cli: &CompareArgs) -> Result<(), SimError> {
         policies.push(Policy::from_file(c)?);
     }
     let registry = sim_registry();
-    let threads = cli.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(std::num::NonZero::get)
-            .unwrap_or(1)
-    });
+    let threads = threads(cli.run.threads);
     let comparison = compare(
         &scenarios,
         &policies,
         &registry,
         &CompareOptions {
-            seed: cli.seed,
+            seed: cli.run.seed,
             threads,
             fresh_bound: !cli.no_bound,
-            progress: !cli.quiet,
+            progress: !cli.run.quiet,
         },
     )?;
     let json = serde_json::to_string_pretty(&comparison.report).unwrap_or_default();
-    std::fs::create_dir_all(&cli.out).map_err(|source| SimError::Io {
-        path: cli.out.display().to_string(),
+    std::fs::create_dir_all(&cli.run.out).map_err(|source| SimError::Io {
+        path: cli.run.out.display().to_string(),
         source,
     })?;
     let write = |name: &str, text: &str| {
-        let path = cli.out.join(name);
+        let path = cli.run.out.join(name);
         std::fs::write(&path, text).map_err(|source| SimError::Io {
             path: path.display().to_string(),
             source,
@@ -275,19 +265,19 @@ fn real_main(cli: &CompareArgs) -> Result<(), SimError> {
             }
         }
     }
-    if cli.json {
+    if cli.run.json {
         println!("{json}");
     } else {
         println!("{}", table(&comparison.report));
     }
-    if !cli.quiet {
+    if !cli.run.quiet {
         eprintln!(
             "{} runs, {} simulated events in {:.1} s wall ({:.0}k events/s); report and plots in {}",
             comparison.runs.iter().map(Vec::len).sum::<usize>(),
             comparison.events,
             comparison.wall_seconds,
             comparison.events as f64 / comparison.wall_seconds.max(1e-9) / 1e3,
-            cli.out.display()
+            cli.run.out.display()
         );
     }
     Ok(())
