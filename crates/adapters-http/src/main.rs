@@ -2,6 +2,8 @@
 //!
 //! ```sh
 //! shepherd-gateway --config shepherd.yaml
+//! # an upstream EndpointPickerConfig as it is, the model servers and ports given here:
+//! shepherd-gateway --config default-plugins.yaml --endpoints 10.0.0.1:8000,10.0.0.2:8000 --port 8080
 //! ```
 //!
 //! Reads the runtime config file (`endpoints`, `scraping`, `server`, `gateway`, and the
@@ -13,13 +15,17 @@
 #![forbid(unsafe_code)]
 
 use std::io::{IsTerminal, Write};
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use shepherd_adapters_http::GatewayServer;
 use shepherd_runtime::RuntimeOptions;
+use shepherd_runtime::config::{EndpointSpec, RuntimeConfig};
+use shepherd_runtime::discovery::{EndpointSet, StaticDiscovery};
 use tracing_subscriber::filter::LevelFilter;
 
 /// Shepherd's OpenAI-compatible HTTP gateway.
@@ -39,6 +45,19 @@ struct Args {
     /// How often the config file is checked for edits, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     config_poll_ms: u64,
+    /// Model servers, `ip:port`, comma-separated. Replaces the config file's `endpoints`
+    /// (so an upstream config without Shepherd's sections can be used as it is).
+    #[arg(long, value_delimiter = ',')]
+    endpoints: Vec<SocketAddr>,
+    /// Address the gateway and admin ports bind to (overrides `server.bindAddress`).
+    #[arg(long)]
+    address: Option<IpAddr>,
+    /// The gateway's HTTP port (overrides `server.httpPort`).
+    #[arg(long)]
+    port: Option<u16>,
+    /// Admin port: metrics, health, readiness, debug views (overrides `server.metricsPort`).
+    #[arg(long)]
+    metrics_port: Option<u16>,
 }
 
 fn main() -> ExitCode {
@@ -72,12 +91,32 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let options = RuntimeOptions {
+    let mut options = RuntimeOptions {
         serve_admin: !args.no_admin_port,
         config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),
         ..RuntimeOptions::default()
     };
-    let server = GatewayServer::start(args.config.as_path(), options).await?;
+    if !args.endpoints.is_empty() {
+        let set = EndpointSet::new(args.endpoints.iter().copied().map(EndpointSpec::new));
+        options.discovery = Some(Arc::new(StaticDiscovery::new(set)));
+    }
+    let mut http_addr = None;
+    if args.address.is_some() || args.port.is_some() || args.metrics_port.is_some() {
+        // Read once here for the listen addresses; the runtime reads it again and watches it.
+        let mut server = RuntimeConfig::load(&args.config).await?.server;
+        if let Some(address) = args.address {
+            server.bind_address = address;
+        }
+        if let Some(port) = args.port {
+            server.http_port = port;
+        }
+        if let Some(port) = args.metrics_port {
+            server.metrics_port = port;
+        }
+        http_addr = Some(server.http_addr());
+        options.admin_addr = Some(server.admin_addr());
+    }
+    let server = GatewayServer::start_on(args.config.as_path(), options, http_addr).await?;
     {
         let mut stdout = std::io::stdout().lock();
         writeln!(

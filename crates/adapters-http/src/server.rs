@@ -57,7 +57,21 @@ impl GatewayServer {
     /// cannot be bound (the runtime is stopped again then).
     pub async fn start(
         source: impl Into<ConfigSource>,
+        options: RuntimeOptions,
+    ) -> Result<Self, GatewayError> {
+        Self::start_on(source, options, None).await
+    }
+
+    /// As [`GatewayServer::start`], serving on `addr` instead of the config's
+    /// `server.bindAddress`:`server.httpPort` when given (a command-line override).
+    ///
+    /// # Errors
+    ///
+    /// As [`GatewayServer::start`].
+    pub async fn start_on(
+        source: impl Into<ConfigSource>,
         mut options: RuntimeOptions,
+        addr: Option<SocketAddr>,
     ) -> Result<Self, GatewayError> {
         let stats = Arc::new(GatewayStats::default());
         options.metrics_sources.push(stats.clone());
@@ -70,7 +84,7 @@ impl GatewayServer {
                 return Err(error);
             }
         };
-        let addr = config.server.http_addr();
+        let addr = addr.unwrap_or_else(|| config.server.http_addr());
         let listener = match TcpListener::bind(addr).await {
             Ok(listener) => listener,
             Err(source) => {

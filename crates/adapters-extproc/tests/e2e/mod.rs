@@ -98,6 +98,9 @@ pub struct Options {
     pub envoy_edits: Vec<(&'static str, &'static str)>,
     /// Extra `shepherd-epp` arguments; `{server N}` stands for server N's address.
     pub epp_args: Vec<String>,
+    /// The picker's config file as it is, instead of the generated one (`listed` and
+    /// `extra_config` then do not apply: give endpoints and ports in `epp_args`).
+    pub config_text: Option<String>,
 }
 
 impl Default for Options {
@@ -112,6 +115,7 @@ impl Default for Options {
             example: "envoy.yaml",
             envoy_edits: Vec::new(),
             epp_args: Vec::new(),
+            config_text: None,
         }
     }
 }
@@ -448,7 +452,11 @@ impl Stack {
             Some(listed) => listed.iter().map(|&i| sims.addrs()[i]).collect(),
             None => sims.addrs().to_vec(),
         };
-        std::fs::write(&config_path, shepherd_config(&listed, &options)).unwrap();
+        let config_text = match &options.config_text {
+            Some(text) => text.clone(),
+            None => shepherd_config(&listed, &options),
+        };
+        std::fs::write(&config_path, config_text).unwrap();
         let args: Vec<String> = options
             .epp_args
             .iter()
