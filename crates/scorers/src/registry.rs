@@ -5,9 +5,10 @@ use shepherd_scheduler_core::config::Registry;
 use crate::filters::lora_affinity as lora_filter;
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
+use crate::producers::{approx_prefix, token};
 use crate::scorers::{
-    active_request, kv_cache, lora_affinity, prefill_load, queue, running_requests,
-    session_affinity,
+    active_request, kv_cache, load_aware, lora_affinity, no_hit_lru, prefill_load, queue,
+    running_requests, session_affinity,
 };
 
 /// A [`Registry`] holding every built-in plugin type under the Gateway API Inference
@@ -36,11 +37,16 @@ pub fn builtin_registry() -> Registry {
     let mut registry = Registry::new();
     registry
         .register(prefix_cache::TYPE_NAME, prefix_cache::factory)
+        .register(approx_prefix::TYPE_NAME, approx_prefix::factory)
+        .register(token::TYPE_NAME, token::factory)
+        .register(token::LEGACY_TYPE_NAME, token::factory)
         .register(kv_cache::TYPE_NAME, kv_cache::factory)
         .register(kv_cache::LEGACY_TYPE_NAME, kv_cache::factory)
         .register(queue::TYPE_NAME, queue::factory)
         .register(running_requests::TYPE_NAME, running_requests::factory)
         .register(active_request::TYPE_NAME, active_request::factory)
+        .register(load_aware::TYPE_NAME, load_aware::factory)
+        .register(no_hit_lru::TYPE_NAME, no_hit_lru::factory)
         .register(prefill_load::TYPE_NAME, prefill_load::factory)
         .register(lora_affinity::TYPE_NAME, lora_affinity::factory)
         .register(session_affinity::TYPE_NAME, session_affinity::factory)
