@@ -3,6 +3,7 @@
 use shepherd_scheduler_core::config::Registry;
 
 use crate::filters::lora_affinity as lora_filter;
+use crate::filters::{by_label, label_selector, prefix_affinity};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
 use crate::producers::{approx_prefix, token};
@@ -51,6 +52,16 @@ pub fn builtin_registry() -> Registry {
         .register(lora_affinity::TYPE_NAME, lora_affinity::factory)
         .register(session_affinity::TYPE_NAME, session_affinity::factory)
         .register(lora_filter::TYPE_NAME, lora_filter::factory)
+        .register(label_selector::TYPE_NAME, label_selector::factory)
+        .register(
+            label_selector::DEPRECATED_TYPE_NAME,
+            label_selector::factory,
+        )
+        .register(by_label::TYPE_NAME, by_label::factory)
+        .register(by_label::DECODE_TYPE_NAME, by_label::decode_factory)
+        .register(by_label::PREFILL_TYPE_NAME, by_label::prefill_factory)
+        .register(by_label::ENCODE_TYPE_NAME, by_label::encode_factory)
+        .register(prefix_affinity::TYPE_NAME, prefix_affinity::factory)
         .register(max_score::TYPE_NAME, max_score::factory)
         .register(random::TYPE_NAME, random::factory)
         .register(weighted_random::TYPE_NAME, weighted_random::factory);
