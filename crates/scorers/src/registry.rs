@@ -12,15 +12,21 @@ use crate::scorers::{
     running_requests, session_affinity,
 };
 
-/// A [`Registry`] holding every built-in plugin type under the Gateway API Inference
-/// Extension's type names:
+/// A [`Registry`] holding every built-in plugin type under the llm-d router's (formerly the
+/// Gateway API Inference Extension's) type names:
 ///
-/// - scorers: `prefix-cache-scorer`, `kv-cache-utilization-scorer` (also under its older name
-///   `kv-cache-scorer`), `queue-scorer`, `running-requests-size-scorer`,
-///   `active-request-scorer`, `prefill-load-scorer`, `lora-affinity-scorer`,
-///   `session-affinity-scorer`;
-/// - filters: `lora-affinity-filter`;
+/// - producers: `approx-prefix-cache-producer`, `token-producer` (also `tokenizer`);
+/// - scorers: `prefix-cache-scorer`, `kv-cache-utilization-scorer`, `queue-scorer`,
+///   `running-requests-size-scorer`, `active-request-scorer`, `load-aware-scorer`,
+///   `no-hit-lru-scorer`, `lora-affinity-scorer`, `session-affinity-scorer`, and Shepherd's
+///   `prefill-load-scorer`;
+/// - filters: `lora-affinity-filter`, `label-selector-filter` (also `by-label-selector`),
+///   `by-label`, `decode-filter`, `prefill-filter`, `encode-filter`,
+///   `prefix-cache-affinity-filter`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
+///
+/// Earlier names of renamed types load too: `kv-cache-scorer`, and the short names of the
+/// first config-file releases (`prefix-cache`, `kv-cache`, `queue`, `max-score`, `random`).
 ///
 /// A plugin author adds a type with one more call:
 ///
@@ -65,5 +71,69 @@ pub fn builtin_registry() -> Registry {
         .register(max_score::TYPE_NAME, max_score::factory)
         .register(random::TYPE_NAME, random::factory)
         .register(weighted_random::TYPE_NAME, weighted_random::factory);
+    for (old, factory) in OLD_SHORT_NAMES {
+        registry.register(*old, *factory);
+    }
     registry
+}
+
+type Factory = fn(
+    &shepherd_scheduler_core::config::PluginArgs<'_>,
+) -> Result<
+    shepherd_scheduler_core::plugin::PluginInstance,
+    shepherd_scheduler_core::config::PluginError,
+>;
+
+/// Short type names used by the first releases that loaded plugins from a config file, before
+/// the `-scorer` / `-picker` suffixes.
+const OLD_SHORT_NAMES: &[(&str, Factory)] = &[
+    ("prefix-cache", prefix_cache::factory),
+    ("kv-cache", kv_cache::factory),
+    ("queue", queue::factory),
+    ("max-score", max_score::factory),
+    ("random", random::factory),
+];
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn every_upstream_name_and_alias_is_registered() {
+        let registry = builtin_registry();
+        for name in [
+            "approx-prefix-cache-producer",
+            "token-producer",
+            "tokenizer",
+            "prefix-cache-scorer",
+            "kv-cache-utilization-scorer",
+            "kv-cache-scorer",
+            "queue-scorer",
+            "running-requests-size-scorer",
+            "active-request-scorer",
+            "load-aware-scorer",
+            "no-hit-lru-scorer",
+            "lora-affinity-scorer",
+            "session-affinity-scorer",
+            "lora-affinity-filter",
+            "label-selector-filter",
+            "by-label-selector",
+            "by-label",
+            "decode-filter",
+            "prefill-filter",
+            "encode-filter",
+            "prefix-cache-affinity-filter",
+            "max-score-picker",
+            "random-picker",
+            "weighted-random-picker",
+            "prefix-cache",
+            "kv-cache",
+            "queue",
+            "max-score",
+            "random",
+        ] {
+            assert!(registry.contains(name), "{name}");
+        }
+    }
 }

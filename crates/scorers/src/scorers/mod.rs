@@ -27,6 +27,7 @@ pub mod prefill_load;
 pub mod queue;
 pub mod running_requests;
 pub mod session_affinity;
+pub mod session_source;
 mod session_store;
 
 pub use active_request::{ActiveRequestParameters, ActiveRequestScorer};
