@@ -36,7 +36,7 @@
 //! use shepherd_scorers::{builtin_registry, scorers::ActiveRequestScorer};
 //!
 //! let mut registry = builtin_registry();
-//! registry.register("my-scorer", |_args| Ok(PluginInstance::scorer(Arc::new(ActiveRequestScorer))));
+//! registry.register("my-scorer", |_args| Ok(PluginInstance::scorer(Arc::new(ActiveRequestScorer::default()))));
 //! let config = EndpointPickerConfig::from_yaml("
 //! plugins:
 //! - type: my-scorer
@@ -69,6 +69,7 @@ mod lora;
 pub mod params;
 pub mod pickers;
 pub mod prefix_cache;
+pub mod producers;
 mod registry;
 pub mod scorers;
 

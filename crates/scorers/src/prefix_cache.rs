@@ -1,16 +1,44 @@
 //! `prefix-cache-scorer`: scores endpoints by how much of the request's prompt prefix they are
 //! believed to hold in their KV cache.
 //!
-//! Each candidate scores `matched blocks / total blocks` from the shared
-//! [`PrefixIndex`]. The lookup hashes the prompt only as far as some endpoint still matches; the
-//! partial chain is kept in the cycle, and once an endpoint is picked the plugin's pick hook
-//! finishes hashing and records the whole prompt for that endpoint. Endpoints that leave the pool
-//! are forgotten. Chains are seeded by the model and the LoRA adapter, so different models never
+//! The score mixes the matched *ratio* and the matched *length*, as upstream:
+//!
+//! ```text
+//! score = matchLengthWeight × min(1, matchedTokens / matchLengthScaleTokens)²
+//!       + (1 − matchLengthWeight) × matchedBlocks / totalBlocks
+//! ```
+//!
+//! with `matchedTokens = matchedBlocks × blockSizeTokens`; a prompt shorter than one block
+//! scores 0 everywhere. The square favours long matches, whose reuse saves the most prefill
+//! (attention grows with the square of the prompt). With the default weight 0 the score is the
+//! ratio alone.
+//!
+//! The match comes from a prefix producer ([`crate::producers`]): the scorer hashes nothing
+//! itself. Three forms load:
+//!
+//! - **with a producer** (upstream's form): `prefixMatchInfoProducerName` names an
+//!   `approx-prefix-cache-producer`; without the parameter, the producer named
+//!   `approx-prefix-cache-producer` is used when the config declares one;
+//! - **all in one** (the Gateway API Inference Extension's older form, and Shepherd's until
+//!   now): the index parameters below are given to the scorer itself, which then keeps its own
+//!   index under its own name in the shared resources;
+//! - **bare** (`- type: prefix-cache-scorer` and no producer declared): its own index with the
+//!   defaults below, exactly the all-in-one form.
+//!
+//! The picked endpoint's blocks are recorded by the scorer's pick hook (once per request, even
+//! when other consumers of the same producer record too). Endpoints that leave the pool are
+//! forgotten. Chains are seeded by the model and the LoRA adapter, so different models never
 //! share blocks.
 //!
 //! ## Parameters
 //!
-//! Names follow the Gateway API Inference Extension's prefix plugin, so its configs load:
+//! | parameter | default | meaning in Shepherd |
+//! |---|---|---|
+//! | `prefixMatchInfoProducerName` | `approx-prefix-cache-producer` | the producer whose match is read |
+//! | `matchLengthWeight` | 0.0 | weight of the match length in the score, in [0, 1] |
+//! | `matchLengthScaleTokens` | 8192 | matched tokens giving the full length score (must be above 0 when the weight is) |
+//!
+//! All-in-one parameters (not with `prefixMatchInfoProducerName`):
 //!
 //! | parameter | default | meaning in Shepherd |
 //! |---|---|---|
@@ -19,7 +47,8 @@
 //! | `lruCapacityPerServer` | 31250 | blocks remembered per endpoint when its metrics do not give `num_gpu_blocks` and `block_size` |
 //! | `autoTune` | true | size each endpoint's memory from its metrics (`num_gpu_blocks × block_size / blockSize`) when known; `false` always uses `lruCapacityPerServer` |
 //!
-//! Unknown parameter names are errors.
+//! Unknown parameter names are errors. Upstream's scorer no longer accepts the all-in-one
+//! parameters; Shepherd keeps them so older configs load.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -40,88 +69,203 @@
 //! let index = shared.resources.get::<PrefixIndex>("prefix").unwrap();
 //! assert_eq!(index.config().layout.block_tokens(), 16);
 //! ```
+//!
+//! Upstream's form, with two producers of different block sizes and a length-aware scorer:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use shepherd_scheduler_core::prelude::*;
+//! use shepherd_scorers::builtin_registry;
+//!
+//! let config = EndpointPickerConfig::from_yaml("
+//! plugins:
+//! - name: gpuPrefixProducer
+//!   type: approx-prefix-cache-producer
+//!   parameters:
+//!     blockSizeTokens: 64
+//! - name: cpuPrefixProducer
+//!   type: approx-prefix-cache-producer
+//!   parameters:
+//!     blockSizeTokens: 256
+//! - name: gpuPrefixScorer
+//!   type: prefix-cache-scorer
+//!   parameters:
+//!     prefixMatchInfoProducerName: gpuPrefixProducer
+//!     matchLengthWeight: 0.5
+//!     matchLengthScaleTokens: 16384
+//! - name: cpuPrefixScorer
+//!   type: prefix-cache-scorer
+//!   parameters:
+//!     prefixMatchInfoProducerName: cpuPrefixProducer
+//! schedulingProfiles:
+//! - name: default
+//!   plugins:
+//!   - pluginRef: gpuPrefixScorer
+//!     weight: 2
+//!   - pluginRef: cpuPrefixScorer
+//! ").unwrap();
+//! let pool = Arc::new(Pool::new());
+//! pool.set_members(["10.0.0.1:8000"]);
+//! let scheduler = build_scheduler(&config, &builtin_registry(), pool).unwrap();
+//! assert_eq!(scheduler.profiles()[0].scorers().len(), 2);
+//! ```
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::ParameterError;
+use crate::producers::link::ProducerLink;
+use crate::producers::{PrefixMatchInfo, PrefixProducer, approx_prefix};
 use serde::Deserialize;
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
-use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::plugin::{
-    CachedPrefix, Category, CycleState, PickHook, PluginInstance, Score, Scorer,
+    Category, CycleState, PickHook, PluginInstance, Score, Scorer,
 };
-use shepherd_scheduler_core::prefix::{
-    BlockChain, BlockLayout, PrefixIndex, PrefixIndexConfig, PrefixMatch, chain_seed,
-};
+use shepherd_scheduler_core::prefix::{BlockLayout, PrefixIndex, PrefixIndexConfig};
 
 /// Registry type name.
 pub const TYPE_NAME: &str = "prefix-cache-scorer";
 
+/// Default `matchLengthScaleTokens`.
+pub const DEFAULT_MATCH_LENGTH_SCALE_TOKENS: i64 = 8192;
+
 /// The `prefix-cache-scorer` parameters (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct PrefixCacheParameters {
-    /// Tokens per hashed block.
+    /// The producer whose match is read.
+    pub prefix_match_info_producer_name: Option<String>,
+    /// Weight of the match length in the score, in [0, 1].
+    pub match_length_weight: f64,
+    /// Matched tokens that give the full length score.
+    pub match_length_scale_tokens: i64,
+    /// All in one: tokens per hashed block.
     #[serde(alias = "blockSizeTokens", alias = "hashBlockSize")]
-    pub block_size: usize,
-    /// Most blocks hashed and indexed per request.
-    pub max_prefix_blocks_to_match: usize,
-    /// Blocks remembered per endpoint when its metrics do not say.
-    pub lru_capacity_per_server: usize,
-    /// Size each endpoint's memory from its KV-cache metrics when known.
-    pub auto_tune: bool,
+    pub block_size: Option<usize>,
+    /// All in one: most blocks hashed and indexed per request.
+    pub max_prefix_blocks_to_match: Option<usize>,
+    /// All in one: blocks remembered per endpoint when its metrics do not say.
+    pub lru_capacity_per_server: Option<usize>,
+    /// All in one: size each endpoint's memory from its KV-cache metrics when known.
+    pub auto_tune: Option<bool>,
 }
 
 impl Default for PrefixCacheParameters {
     fn default() -> Self {
-        let config = PrefixIndexConfig::default();
         PrefixCacheParameters {
-            block_size: config.layout.block_tokens(),
-            max_prefix_blocks_to_match: config.layout.max_blocks(),
-            lru_capacity_per_server: config.default_capacity,
-            auto_tune: true,
+            prefix_match_info_producer_name: None,
+            match_length_weight: 0.0,
+            match_length_scale_tokens: DEFAULT_MATCH_LENGTH_SCALE_TOKENS,
+            block_size: None,
+            max_prefix_blocks_to_match: None,
+            lru_capacity_per_server: None,
+            auto_tune: None,
         }
     }
 }
 
 impl PrefixCacheParameters {
-    /// The index configuration these parameters ask for, or why they are invalid.
+    /// Whether any all-in-one (index) parameter is set.
+    pub fn is_all_in_one(&self) -> bool {
+        self.block_size.is_some()
+            || self.max_prefix_blocks_to_match.is_some()
+            || self.lru_capacity_per_server.is_some()
+            || self.auto_tune.is_some()
+    }
+
+    /// The configuration of the scorer's own index (all-in-one and bare forms), or why the
+    /// parameters are invalid.
     pub fn index_config(&self) -> Result<PrefixIndexConfig, ParameterError> {
-        ParameterError::require_positive("blockSize", self.block_size)?;
-        ParameterError::require_positive(
-            "maxPrefixBlocksToMatch",
-            self.max_prefix_blocks_to_match,
-        )?;
-        ParameterError::require_positive("lruCapacityPerServer", self.lru_capacity_per_server)?;
+        let defaults = PrefixIndexConfig::default();
+        let block = self.block_size.unwrap_or(defaults.layout.block_tokens());
+        let max_blocks = self
+            .max_prefix_blocks_to_match
+            .unwrap_or(defaults.layout.max_blocks());
+        let capacity = self
+            .lru_capacity_per_server
+            .unwrap_or(defaults.default_capacity);
+        ParameterError::require_positive("blockSize", block)?;
+        ParameterError::require_positive("maxPrefixBlocksToMatch", max_blocks)?;
+        ParameterError::require_positive("lruCapacityPerServer", capacity)?;
         Ok(PrefixIndexConfig {
-            layout: BlockLayout::new(self.block_size, self.max_prefix_blocks_to_match),
-            default_capacity: self.lru_capacity_per_server,
+            layout: BlockLayout::new(block, max_blocks),
+            default_capacity: capacity,
+        })
+    }
+
+    /// The score shape these parameters ask for, or why they are invalid.
+    pub fn formula(&self) -> Result<MatchFormula, ParameterError> {
+        let weight =
+            ParameterError::require_range("matchLengthWeight", self.match_length_weight, 0.0, 1.0)?;
+        if weight > 0.0 && self.match_length_scale_tokens <= 0 {
+            return Err(ParameterError::OutOfRange {
+                field: "matchLengthScaleTokens",
+                value: self.match_length_scale_tokens as f64,
+                min: 1.0,
+                max: f64::MAX,
+            });
+        }
+        Ok(MatchFormula {
+            match_length_weight: weight,
+            match_length_scale_tokens: self.match_length_scale_tokens.max(1) as f64,
         })
     }
 }
 
-/// Distinguishes plugin instances, so two prefix scorers in one profile keep their own chains.
-static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(0);
-
-/// The request's partly hashed chain, left in the cycle by the scorer for its pick hook.
-struct PendingChain {
-    instance: u64,
-    chain: BlockChain,
+/// The ratio-and-length score of a match (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MatchFormula {
+    /// Weight of the length term, in [0, 1].
+    pub match_length_weight: f64,
+    /// Matched tokens giving the full length term.
+    pub match_length_scale_tokens: f64,
 }
 
-/// The scorer and pick hook over one shared index.
+impl Default for MatchFormula {
+    /// The ratio alone.
+    fn default() -> Self {
+        MatchFormula {
+            match_length_weight: 0.0,
+            match_length_scale_tokens: DEFAULT_MATCH_LENGTH_SCALE_TOKENS as f64,
+        }
+    }
+}
+
+impl MatchFormula {
+    /// The score of `matched` of `total` blocks of `block_tokens` tokens each.
+    pub fn score(&self, matched: usize, total: usize, block_tokens: usize) -> f64 {
+        if total == 0 {
+            return 0.0;
+        }
+        let ratio = matched as f64 / total as f64;
+        let w = self.match_length_weight;
+        if w <= 0.0 || block_tokens == 0 {
+            return ratio;
+        }
+        let tokens = matched as f64 * block_tokens as f64;
+        let length = (tokens / self.match_length_scale_tokens).min(1.0);
+        w * length * length + (1.0 - w) * ratio
+    }
+}
+
+/// Where the scorer's producer comes from.
+#[derive(Debug)]
+enum Source {
+    /// Its own index (all-in-one form).
+    Own(Arc<PrefixProducer>),
+    /// A producer found by name on the first cycle.
+    Linked(ProducerLink),
+}
+
+/// The scorer and pick hook over a prefix producer.
 #[derive(Debug)]
 pub struct PrefixCacheScorer {
-    index: Arc<PrefixIndex>,
-    auto_tune: bool,
-    instance: u64,
-    name: Arc<str>,
+    source: Source,
+    formula: MatchFormula,
 }
 
 impl PrefixCacheScorer {
-    /// A scorer over a fresh index configured by `parameters`.
+    /// An all-in-one scorer over a fresh index configured by `parameters`.
     pub fn new(parameters: &PrefixCacheParameters) -> Result<Self, ParameterError> {
         let config = parameters.index_config()?;
         Ok(Self::over(
@@ -131,25 +275,36 @@ impl PrefixCacheScorer {
         ))
     }
 
-    /// A scorer over an existing `index` (shared with other plugins or a KV-event feed).
+    /// An all-in-one scorer over an existing `index` (shared with other plugins or a KV-event
+    /// feed). A `parameters` formula that is invalid gives the ratio alone.
     pub fn over(index: Arc<PrefixIndex>, parameters: &PrefixCacheParameters, name: &str) -> Self {
+        let producer = PrefixProducer::new(index, parameters.auto_tune.unwrap_or(true), name);
         PrefixCacheScorer {
-            index,
-            auto_tune: parameters.auto_tune,
-            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
-            name: Arc::from(name),
+            source: Source::Own(Arc::new(producer)),
+            formula: parameters.formula().unwrap_or_default(),
+        }
+    }
+
+    /// The producer this scorer reads (for a linked scorer, resolved now if not yet).
+    pub fn producer(&self) -> &Arc<PrefixProducer> {
+        match &self.source {
+            Source::Own(producer) => producer,
+            Source::Linked(link) => link.get(),
         }
     }
 
     /// The index this scorer reads and its pick hook writes.
     pub fn index(&self) -> &Arc<PrefixIndex> {
-        &self.index
+        self.producer().index()
     }
 
-    fn fresh_chain(&self, cycle: &CycleState<'_>) -> BlockChain {
-        let request = cycle.request;
-        let seed = chain_seed(&request.model, request.lora.as_deref(), "");
-        self.index.chain(seed, &request.prompt)
+    /// The score of one candidate given the producer's match.
+    fn score_one(&self, info: &PrefixMatchInfo, endpoint: &Endpoint) -> f64 {
+        self.formula.score(
+            info.match_blocks(endpoint),
+            info.total_blocks(),
+            info.block_size_tokens(),
+        )
     }
 }
 
@@ -159,110 +314,83 @@ impl Scorer for PrefixCacheScorer {
     }
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
-        let mut chain = self.fresh_chain(cycle);
-        let mut found = PrefixMatch::new();
-        self.index
-            .match_into(&mut chain, &cycle.request.prompt, &mut found);
+        let producer = self.producer();
+        let Some(info) = producer.produce(cycle) else {
+            out.fill(Score::new(0.0));
+            return;
+        };
         for (slot, endpoint) in out.iter_mut().zip(candidates) {
-            *slot = Score::new(found.score(endpoint.id()));
+            *slot = Score::new(self.score_one(info, endpoint));
         }
-        // Publish each candidate's estimated cached prompt tokens (see `CachedPrefix`).
-        let block_tokens = self.index.config().layout.block_tokens() as u64;
-        // Only endpoints with a match: everyone else is believed to cache nothing anyway.
-        let cached = found
-            .matches()
-            .iter()
-            .map(|&(id, blocks)| (id, blocks as u64 * block_tokens));
-        CachedPrefix::publish(&mut cycle.extensions, cached);
-        cycle.extensions.insert(PendingChain {
-            instance: self.instance,
-            chain,
-        });
     }
 }
 
 impl PickHook for PrefixCacheScorer {
     fn on_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
-        let mut chain = match cycle.extensions.remove::<PendingChain>() {
-            Some(pending) if pending.instance == self.instance => pending.chain,
-            Some(other) => {
-                // Another prefix scorer's chain: give it back and hash our own.
-                cycle.extensions.insert(other);
-                self.fresh_chain(cycle)
-            }
-            None => self.fresh_chain(cycle),
-        };
-        let capacity = if self.auto_tune {
-            self.index.config().capacity_for(&picked.metrics())
-        } else {
-            self.index.config().default_capacity
-        };
-        self.index.insert_chain(
-            picked.id(),
-            &mut chain,
-            &cycle.request.prompt,
-            Some(capacity),
-        );
-    }
-}
-
-const ENTRIES: MetricDesc<'static> = MetricDesc::new(
-    "shepherd_prefix_index_entries",
-    "(block, endpoint) entries held by the prefix-cache index.",
-);
-const ENDPOINTS: MetricDesc<'static> = MetricDesc::new(
-    "shepherd_prefix_index_endpoints",
-    "Endpoints the prefix-cache index remembers blocks for.",
-);
-const INSERTED: MetricDesc<'static> = MetricDesc::new(
-    "shepherd_prefix_index_inserted_blocks_total",
-    "(block, endpoint) entries added to the prefix-cache index.",
-);
-const EVICTIONS: MetricDesc<'static> = MetricDesc::new(
-    "shepherd_prefix_index_evictions_total",
-    "Entries evicted to keep endpoints within their capacity.",
-);
-
-impl MetricsSource for PrefixCacheScorer {
-    fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
-        let labels = [("plugin", &*self.name)];
-        let stats = self.index.stats();
-        v.gauge(ENTRIES, &labels, stats.entries as f64);
-        v.gauge(ENDPOINTS, &labels, stats.endpoints as f64);
-        v.counter(INSERTED, &labels, stats.inserted_blocks);
-        v.counter(EVICTIONS, &labels, stats.evictions);
+        self.producer().record(cycle, picked);
     }
 }
 
 /// Builds a `prefix-cache-scorer` from its config arguments.
 ///
-/// The index is kept in the shared [`Resources`](shepherd_scheduler_core::resources::Resources)
-/// under the plugin's name: an embedder (a KV-event feed, a debug view, metrics) reaches it with
+/// In the all-in-one and bare forms the index is kept in the shared
+/// [`Resources`](shepherd_scheduler_core::resources::Resources) under the plugin's name: an
+/// embedder (a KV-event feed, a debug view, metrics) reaches it with
 /// `resources.get::<PrefixIndex>(name)`, and a reload that keeps the plugin with the same index
 /// settings keeps what the index learned. An index put there before the build is used as is
-/// when its settings match.
+/// when its settings match. With `prefixMatchInfoProducerName` the producer owns the index.
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters: PrefixCacheParameters = args.parse()?;
+    let formula = parameters.formula()?;
+    if let Some(producer_name) = &parameters.prefix_match_info_producer_name {
+        if parameters.is_all_in_one() {
+            return Err(PluginError::invalid(
+                "prefixMatchInfoProducerName",
+                "the index parameters (blockSize, maxPrefixBlocksToMatch, lruCapacityPerServer, \
+                 autoTune) belong to the producer when a producer is named",
+            ));
+        }
+        let link = ProducerLink::new(args.resources, args.pool, vec![producer_name.clone()], None);
+        let scorer = Arc::new(PrefixCacheScorer {
+            source: Source::Linked(link),
+            formula,
+        });
+        return Ok(PluginInstance::scorer(scorer.clone()).with_pick_hook(scorer));
+    }
     let config = parameters.index_config()?;
     let index = args.resources.get_or_replace_with(
         args.name,
         |existing: &PrefixIndex| *existing.config() == config,
         || PrefixIndex::new(config),
     );
-    let scorer = Arc::new(PrefixCacheScorer::over(
+    let own = Arc::new(PrefixProducer::new(
         Arc::clone(&index),
-        &parameters,
+        parameters.auto_tune.unwrap_or(true),
         args.name,
     ));
+    let source = if parameters.is_all_in_one() {
+        Source::Own(Arc::clone(&own))
+    } else {
+        // Bare: upstream's default producer when the config declares one, else our own index.
+        Source::Linked(ProducerLink::new(
+            args.resources,
+            args.pool,
+            vec![approx_prefix::TYPE_NAME.to_string()],
+            Some(Arc::clone(&own)),
+        ))
+    };
+    let scorer = Arc::new(PrefixCacheScorer { source, formula });
     Ok(PluginInstance::scorer(scorer.clone())
-        .with_pick_hook(scorer.clone())
-        .with_metrics_source(scorer)
+        .with_pick_hook(scorer)
+        .with_metrics_source(own)
         .with_membership_listener(index))
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::producers::PrefixProducer;
     use shepherd_scheduler_core::clock::Timestamp;
     use shepherd_scheduler_core::endpoint::{EndpointMetrics, Pool};
     use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
@@ -274,7 +402,7 @@ mod tests {
 
     fn scorer(block_size: usize) -> PrefixCacheScorer {
         PrefixCacheScorer::new(&PrefixCacheParameters {
-            block_size,
+            block_size: Some(block_size),
             ..Default::default()
         })
         .unwrap()
@@ -411,21 +539,22 @@ mod tests {
             "blockSize": 16, "maxPrefixBlocksToMatch": 10, "lruCapacityPerServer": 5, "autoTune": false
         }))
         .unwrap();
-        assert_eq!(p.block_size, 16);
-        assert_eq!(p.max_prefix_blocks_to_match, 10);
-        assert_eq!(p.lru_capacity_per_server, 5);
-        assert!(!p.auto_tune);
+        assert_eq!(p.block_size, Some(16));
+        assert_eq!(p.max_prefix_blocks_to_match, Some(10));
+        assert_eq!(p.lru_capacity_per_server, Some(5));
+        assert_eq!(p.auto_tune, Some(false));
+        assert!(p.is_all_in_one());
         assert_eq!(
             parse(serde_json::json!({"hashBlockSize": 8}))
                 .unwrap()
                 .block_size,
-            8
+            Some(8)
         );
         assert_eq!(
             parse(serde_json::json!({"blockSizeTokens": 32}))
                 .unwrap()
                 .block_size,
-            32
+            Some(32)
         );
         assert_eq!(
             parse(serde_json::json!({})).unwrap(),
@@ -441,5 +570,127 @@ mod tests {
         assert!(PrefixCacheScorer::new(&zero).is_err());
         let zero = parse(serde_json::json!({"lruCapacityPerServer": 0})).unwrap();
         assert!(PrefixCacheScorer::new(&zero).is_err());
+    }
+
+    #[test]
+    fn the_formula_mixes_ratio_and_squared_length_as_upstream() {
+        let ratio_only = MatchFormula::default();
+        assert_eq!(ratio_only.score(3, 4, 64), 0.75);
+        assert_eq!(ratio_only.score(0, 0, 64), 0.0);
+        let mixed = MatchFormula {
+            match_length_weight: 0.5,
+            match_length_scale_tokens: 16384.0,
+        };
+        // 64 blocks × 64 tokens = 4096 of 16384 tokens: length term (1/4)² = 1/16.
+        let expected = 0.5 * (1.0 / 16.0) + 0.5 * (64.0 / 128.0);
+        assert!((mixed.score(64, 128, 64) - expected).abs() < 1e-12);
+        // Longer than the scale: the length term saturates at 1.
+        assert!((mixed.score(512, 512, 64) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_formula_parameters_are_checked() {
+        let p = parse(serde_json::json!({"matchLengthWeight": 1.5})).unwrap();
+        assert!(p.formula().is_err());
+        let p = parse(serde_json::json!({"matchLengthWeight": 0.5, "matchLengthScaleTokens": 0}))
+            .unwrap();
+        assert!(p.formula().is_err());
+        let p = parse(serde_json::json!({"matchLengthScaleTokens": 0})).unwrap();
+        assert!(
+            p.formula().is_ok(),
+            "unused when the weight is 0, as upstream"
+        );
+        let p = parse(serde_json::json!({"prefixMatchInfoProducerName": "p", "blockSize": 16}))
+            .unwrap();
+        let shared = shepherd_scheduler_core::shared::SharedState::new(Arc::new(Pool::new()));
+        let json = serde_json::to_value(serde_json::json!({"prefixMatchInfoProducerName": p.prefix_match_info_producer_name, "blockSize": 16})).unwrap();
+        assert!(factory(&PluginArgs::new("s", TYPE_NAME, &json, &shared, 0)).is_err());
+    }
+
+    fn build(
+        yaml: &str,
+    ) -> (
+        shepherd_scheduler_core::shared::SharedState,
+        shepherd_scheduler_core::scheduler::Scheduler,
+    ) {
+        use shepherd_scheduler_core::config::{EndpointPickerConfig, build_scheduler_in};
+        let shared = shepherd_scheduler_core::shared::SharedState::new(Arc::new(pool(3)));
+        let config = EndpointPickerConfig::from_yaml(yaml).unwrap();
+        let scheduler = build_scheduler_in(&config, &crate::builtin_registry(), &shared).unwrap();
+        (shared, scheduler)
+    }
+
+    #[test]
+    fn a_scorer_listed_before_its_producer_reads_the_producer() {
+        let (shared, scheduler) = build(
+            "
+plugins:
+- type: prefix-cache-scorer
+  parameters:
+    prefixMatchInfoProducerName: big
+- name: big
+  type: approx-prefix-cache-producer
+  parameters:
+    blockSizeTokens: 128
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: prefix-cache-scorer
+",
+        );
+        let prompt = Prompt::Text("z".repeat(4 * 128 * 4)); // 4 blocks of 128 tokens
+        let first = scheduler
+            .schedule(&InferenceRequest::new("a", "m", prompt.clone()))
+            .unwrap();
+        let producer = shared.resources.get::<PrefixProducer>("big").unwrap();
+        assert_eq!(producer.index().config().layout.block_tokens(), 128);
+        assert_eq!(producer.index().entries(), 4, "recorded once");
+        let again = scheduler
+            .schedule(&InferenceRequest::new("b", "m", prompt))
+            .unwrap();
+        assert_eq!(again.primary().address(), first.primary().address());
+        assert!(
+            shared
+                .resources
+                .get::<PrefixIndex>("prefix-cache-scorer")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_bare_scorer_uses_a_declared_default_producer_else_its_own_index() {
+        let with_producer = "
+plugins:
+- type: approx-prefix-cache-producer
+- type: prefix-cache-scorer
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: prefix-cache-scorer
+";
+        let (shared, scheduler) = build(with_producer);
+        let prompt = Prompt::Text("q".repeat(64 * 4 * 3));
+        drop(
+            scheduler
+                .schedule(&InferenceRequest::new("a", "m", prompt.clone()))
+                .unwrap(),
+        );
+        let producer = shared
+            .resources
+            .get::<PrefixProducer>(approx_prefix::TYPE_NAME)
+            .unwrap();
+        assert_eq!(producer.index().entries(), 3);
+        let own = shared.resources.get::<PrefixIndex>(TYPE_NAME).unwrap();
+        assert_eq!(own.entries(), 0);
+
+        let (shared, scheduler) =
+            build(&with_producer.replace("- type: approx-prefix-cache-producer\n", ""));
+        drop(
+            scheduler
+                .schedule(&InferenceRequest::new("a", "m", prompt))
+                .unwrap(),
+        );
+        let own = shared.resources.get::<PrefixIndex>(TYPE_NAME).unwrap();
+        assert_eq!(own.entries(), 3);
     }
 }

@@ -3,22 +3,30 @@
 use shepherd_scheduler_core::config::Registry;
 
 use crate::filters::lora_affinity as lora_filter;
+use crate::filters::{by_label, label_selector, prefix_affinity};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
+use crate::producers::{approx_prefix, token};
 use crate::scorers::{
-    active_request, kv_cache, lora_affinity, prefill_load, queue, running_requests,
-    session_affinity,
+    active_request, kv_cache, load_aware, lora_affinity, no_hit_lru, prefill_load, queue,
+    running_requests, session_affinity,
 };
 
-/// A [`Registry`] holding every built-in plugin type under the Gateway API Inference
-/// Extension's type names:
+/// A [`Registry`] holding every built-in plugin type under the llm-d router's (formerly the
+/// Gateway API Inference Extension's) type names:
 ///
-/// - scorers: `prefix-cache-scorer`, `kv-cache-utilization-scorer` (also under its older name
-///   `kv-cache-scorer`), `queue-scorer`, `running-requests-size-scorer`,
-///   `active-request-scorer`, `prefill-load-scorer`, `lora-affinity-scorer`,
-///   `session-affinity-scorer`;
-/// - filters: `lora-affinity-filter`;
+/// - producers: `approx-prefix-cache-producer`, `token-producer` (also `tokenizer`);
+/// - scorers: `prefix-cache-scorer`, `kv-cache-utilization-scorer`, `queue-scorer`,
+///   `running-requests-size-scorer`, `active-request-scorer`, `load-aware-scorer`,
+///   `no-hit-lru-scorer`, `lora-affinity-scorer`, `session-affinity-scorer`, and Shepherd's
+///   `prefill-load-scorer`;
+/// - filters: `lora-affinity-filter`, `label-selector-filter` (also `by-label-selector`),
+///   `by-label`, `decode-filter`, `prefill-filter`, `encode-filter`,
+///   `prefix-cache-affinity-filter`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
+///
+/// Earlier names of renamed types load too: `kv-cache-scorer`, and the short names of the
+/// first config-file releases (`prefix-cache`, `kv-cache`, `queue`, `max-score`, `random`).
 ///
 /// A plugin author adds a type with one more call:
 ///
@@ -36,17 +44,96 @@ pub fn builtin_registry() -> Registry {
     let mut registry = Registry::new();
     registry
         .register(prefix_cache::TYPE_NAME, prefix_cache::factory)
+        .register(approx_prefix::TYPE_NAME, approx_prefix::factory)
+        .register(token::TYPE_NAME, token::factory)
+        .register(token::LEGACY_TYPE_NAME, token::factory)
         .register(kv_cache::TYPE_NAME, kv_cache::factory)
         .register(kv_cache::LEGACY_TYPE_NAME, kv_cache::factory)
         .register(queue::TYPE_NAME, queue::factory)
         .register(running_requests::TYPE_NAME, running_requests::factory)
         .register(active_request::TYPE_NAME, active_request::factory)
+        .register(load_aware::TYPE_NAME, load_aware::factory)
+        .register(no_hit_lru::TYPE_NAME, no_hit_lru::factory)
         .register(prefill_load::TYPE_NAME, prefill_load::factory)
         .register(lora_affinity::TYPE_NAME, lora_affinity::factory)
         .register(session_affinity::TYPE_NAME, session_affinity::factory)
         .register(lora_filter::TYPE_NAME, lora_filter::factory)
+        .register(label_selector::TYPE_NAME, label_selector::factory)
+        .register(
+            label_selector::DEPRECATED_TYPE_NAME,
+            label_selector::factory,
+        )
+        .register(by_label::TYPE_NAME, by_label::factory)
+        .register(by_label::DECODE_TYPE_NAME, by_label::decode_factory)
+        .register(by_label::PREFILL_TYPE_NAME, by_label::prefill_factory)
+        .register(by_label::ENCODE_TYPE_NAME, by_label::encode_factory)
+        .register(prefix_affinity::TYPE_NAME, prefix_affinity::factory)
         .register(max_score::TYPE_NAME, max_score::factory)
         .register(random::TYPE_NAME, random::factory)
         .register(weighted_random::TYPE_NAME, weighted_random::factory);
+    for (old, factory) in OLD_SHORT_NAMES {
+        registry.register(*old, *factory);
+    }
     registry
+}
+
+type Factory = fn(
+    &shepherd_scheduler_core::config::PluginArgs<'_>,
+) -> Result<
+    shepherd_scheduler_core::plugin::PluginInstance,
+    shepherd_scheduler_core::config::PluginError,
+>;
+
+/// Short type names used by the first releases that loaded plugins from a config file, before
+/// the `-scorer` / `-picker` suffixes.
+const OLD_SHORT_NAMES: &[(&str, Factory)] = &[
+    ("prefix-cache", prefix_cache::factory),
+    ("kv-cache", kv_cache::factory),
+    ("queue", queue::factory),
+    ("max-score", max_score::factory),
+    ("random", random::factory),
+];
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn every_upstream_name_and_alias_is_registered() {
+        let registry = builtin_registry();
+        for name in [
+            "approx-prefix-cache-producer",
+            "token-producer",
+            "tokenizer",
+            "prefix-cache-scorer",
+            "kv-cache-utilization-scorer",
+            "kv-cache-scorer",
+            "queue-scorer",
+            "running-requests-size-scorer",
+            "active-request-scorer",
+            "load-aware-scorer",
+            "no-hit-lru-scorer",
+            "lora-affinity-scorer",
+            "session-affinity-scorer",
+            "lora-affinity-filter",
+            "label-selector-filter",
+            "by-label-selector",
+            "by-label",
+            "decode-filter",
+            "prefill-filter",
+            "encode-filter",
+            "prefix-cache-affinity-filter",
+            "max-score-picker",
+            "random-picker",
+            "weighted-random-picker",
+            "prefix-cache",
+            "kv-cache",
+            "queue",
+            "max-score",
+            "random",
+        ] {
+            assert!(registry.contains(name), "{name}");
+        }
+    }
 }

@@ -83,7 +83,7 @@ fn all_scorers() -> Vec<(&'static str, Box<dyn Scorer>)> {
         ("kv", Box::new(KvCacheUtilizationScorer)),
         ("queue", Box::new(QueueScorer)),
         ("running", Box::new(RunningRequestsScorer)),
-        ("active", Box::new(ActiveRequestScorer)),
+        ("active", Box::new(ActiveRequestScorer::default())),
         ("lora", Box::new(LoraAffinityScorer)),
         (
             "session",
@@ -224,7 +224,7 @@ fn active_request_scorer_reads_live_in_flight_counts() {
         .collect();
     let _g0 = [endpoints[0].start_request(1), endpoints[0].start_request(1)];
     let _g2 = endpoints[2].start_request(1);
-    let scores = score(&ActiveRequestScorer, &request("r"), &endpoints);
+    let scores = score(&ActiveRequestScorer::default(), &request("r"), &endpoints);
     assert_eq!(
         scores,
         vec![Score::new(0.0), Score::new(1.0), Score::new(0.5)]

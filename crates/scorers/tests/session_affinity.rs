@@ -115,6 +115,7 @@ fn sessions_are_bounded_by_capacity() {
             SessionAffinityParameters {
                 capacity: 8,
                 ttl_seconds: 60,
+                ..Default::default()
             },
             1,
         )
@@ -138,6 +139,7 @@ fn sessions_expire_after_their_ttl() {
         SessionAffinityParameters {
             capacity: 8,
             ttl_seconds: 60,
+            ..Default::default()
         },
         1,
     )
@@ -204,4 +206,40 @@ schedulingProfiles:
         .schedule(&session_request("r9", Some("s")))
         .unwrap();
     assert_ne!(d.primary().address(), address);
+}
+
+#[test]
+fn upstream_parameters_load_and_the_stateless_strategy_is_refused() {
+    use shepherd_scheduler_core::prelude::*;
+    let build = |parameters: &str| {
+        let yaml = format!(
+            "plugins:\n- type: session-affinity-scorer\n  parameters: {parameters}\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: session-affinity-scorer\n"
+        );
+        let config = EndpointPickerConfig::from_yaml(&yaml).unwrap();
+        build_scheduler(
+            &config,
+            &shepherd_scorers::builtin_registry(),
+            Arc::new(Pool::new()),
+        )
+    };
+    assert!(build("{strategy: session_id, sessionIdConfig: {evictionTtlSeconds: 30}}").is_ok());
+    assert!(
+        build("{profileName: prefill, sessionIdConfig: {sources: [{header: x-user}]}}").is_ok()
+    );
+    let err = build("{strategy: encoded_endpoint_header}").unwrap_err();
+    assert!(err.to_string().contains("encoded_endpoint_header"), "{err}");
+    assert!(build("{encodedEndpointHeaderConfig: {header: x-session-token}}").is_err());
+    assert!(build("{strategy: sticky}").is_err());
+}
+
+#[test]
+fn eviction_ttl_seconds_overrides_ttl_seconds() {
+    let p: SessionAffinityParameters =
+        serde_json::from_value(serde_json::json!({"sessionIdConfig": {"evictionTtlSeconds": 1.5}}))
+            .unwrap();
+    assert_eq!(p.ttl(), std::time::Duration::from_millis(1500));
+    assert_eq!(
+        SessionAffinityParameters::default().ttl(),
+        std::time::Duration::from_secs(600)
+    );
 }

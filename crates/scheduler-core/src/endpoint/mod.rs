@@ -40,5 +40,5 @@ mod pool;
 
 pub use counters::InFlightGuard;
 pub use metrics::{EndpointHealth, EndpointMetrics, LoadMetrics, LoraState};
-pub use node::{Endpoint, EndpointId};
+pub use node::{Endpoint, EndpointId, EndpointLabels};
 pub use pool::{MembershipListener, Pool, PoolSnapshot};

@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
@@ -63,9 +64,14 @@ pub struct Endpoint {
     metrics: ArcSwap<EndpointMetrics>,
     load: LoadCells,
     health: AtomicU8,
+    labels: ArcSwap<EndpointLabels>,
     clock: Arc<dyn Clock>,
     pub(super) counters: Counters,
 }
+
+/// An endpoint's labels (the Kubernetes pod labels, or what discovery or an embedder sets),
+/// read by label filters. Empty until set.
+pub type EndpointLabels = BTreeMap<String, String>;
 
 impl Endpoint {
     /// A standalone endpoint whose metrics are stamped by `clock` (pools create theirs with
@@ -77,6 +83,7 @@ impl Endpoint {
             metrics: ArcSwap::from_pointee(EndpointMetrics::default()),
             load: LoadCells::default(),
             health: AtomicU8::new(EndpointHealth::Enabled as u8),
+            labels: ArcSwap::from_pointee(EndpointLabels::new()),
             clock,
             counters: Counters::default(),
         }
@@ -85,6 +92,16 @@ impl Endpoint {
     /// The endpoint's identity.
     pub fn id(&self) -> EndpointId {
         self.id
+    }
+
+    /// The endpoint's labels (lock-free).
+    pub fn labels(&self) -> arc_swap::Guard<Arc<EndpointLabels>> {
+        self.labels.load()
+    }
+
+    /// Replaces the endpoint's labels.
+    pub fn set_labels(&self, labels: EndpointLabels) {
+        self.labels.store(Arc::new(labels));
     }
 
     /// The endpoint's address, `ip:port`.

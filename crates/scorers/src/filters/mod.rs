@@ -1,5 +1,19 @@
 //! The built-in filters.
+//!
+//! | type name | keeps |
+//! |---|---|
+//! | `lora-affinity-filter` | endpoints running the request's adapter, else with room for it |
+//! | `label-selector-filter` (`by-label-selector`) | endpoints whose labels match a Kubernetes label selector |
+//! | `by-label` | endpoints whose label has an accepted value |
+//! | `decode-filter`, `prefill-filter`, `encode-filter` | endpoints of that `llm-d.ai/role` |
+//! | `prefix-cache-affinity-filter` | endpoints holding enough of the prompt's prefix, unless that would overload them |
 
+pub mod by_label;
+pub mod label_selector;
 pub mod lora_affinity;
+pub mod prefix_affinity;
 
+pub use by_label::ByLabelFilter;
+pub use label_selector::{LabelSelector, LabelSelectorFilter};
 pub use lora_affinity::{LoraAffinityFilter, LoraAffinityFilterParameters};
+pub use prefix_affinity::PrefixAffinityFilter;

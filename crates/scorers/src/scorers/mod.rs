@@ -5,7 +5,9 @@
 //! | `kv-cache-utilization-scorer` | distribution | 1 − KV-cache utilization |
 //! | `queue-scorer` | distribution | fewest waiting requests (min-max) |
 //! | `running-requests-size-scorer` | distribution | fewest running requests (min-max) |
-//! | `active-request-scorer` | distribution | fewest requests in flight from this scheduler (min-max) |
+//! | `active-request-scorer` | distribution | fewest requests in flight from this scheduler: idle 1, busy `(max − n) / max × maxBusyScore` |
+//! | `load-aware-scorer` | distribution | 0.5 × (1 − waiting / threshold), empty queue 0.5 |
+//! | `no-hit-lru-scorer` | distribution | cold requests: endpoints least recently given a cold request first; warm requests 0.5 |
 //! | `prefill-load-scorer` | distribution | shortest expected prefill wait: pending prefill + this request's uncached tokens (relative to the worst) |
 //! | `lora-affinity-scorer` | affinity | adapter running 1, room to load 0.8, waiting 0.6, else 0 |
 //! | `session-affinity-scorer` | affinity | 1 for the endpoint that served the session before |
@@ -17,17 +19,22 @@
 
 pub mod active_request;
 pub mod kv_cache;
+pub mod load_aware;
 pub mod lora_affinity;
+pub mod no_hit_lru;
 mod normalize;
 pub mod prefill_load;
 pub mod queue;
 pub mod running_requests;
 pub mod session_affinity;
+pub mod session_source;
 mod session_store;
 
-pub use active_request::ActiveRequestScorer;
+pub use active_request::{ActiveRequestParameters, ActiveRequestScorer};
 pub use kv_cache::KvCacheUtilizationScorer;
+pub use load_aware::LoadAwareScorer;
 pub use lora_affinity::LoraAffinityScorer;
+pub use no_hit_lru::NoHitLruScorer;
 pub use prefill_load::PrefillLoadScorer;
 pub use queue::QueueScorer;
 pub use running_requests::RunningRequestsScorer;

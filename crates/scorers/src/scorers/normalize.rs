@@ -52,21 +52,6 @@ pub(crate) fn fewer_is_better(out: &mut [Score], mut load: impl FnMut(usize) -> 
     }
 }
 
-/// Scores candidates by a load where fewer is better, *relative to the busiest*: `1 − x / max`
-/// (all idle → all 1). Unlike [`fewer_is_better`], a small absolute difference between busy
-/// endpoints (30 vs 32 in flight) stays a small score difference, while a real hot spot (120 vs
-/// 4) still spans nearly the whole range.
-pub(crate) fn fewer_relative_to_busiest(out: &mut [Score], load: impl Fn(usize) -> u64) {
-    let max = (0..out.len()).map(&load).max().unwrap_or(0);
-    for (i, slot) in out.iter_mut().enumerate() {
-        *slot = if max == 0 {
-            Score::new(1.0)
-        } else {
-            Score::new(1.0 - load(i) as f64 / max as f64)
-        };
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,19 +68,6 @@ mod tests {
         assert_eq!(s[0], Score::new(0.0));
         assert_eq!(s[1], Score::new(1.0));
         assert_eq!(s[2], Score::new(0.5));
-    }
-
-    #[test]
-    fn relative_normalization_keeps_small_differences_small() {
-        let loads = [30u64, 32, 0];
-        let mut out = vec![Score::NEUTRAL; 3];
-        fewer_relative_to_busiest(&mut out, |i| loads[i]);
-        assert!((out[0].value - (1.0 - 30.0 / 32.0)).abs() < 1e-12);
-        assert_eq!(out[1], Score::new(0.0));
-        assert_eq!(out[2], Score::new(1.0));
-        let mut idle = vec![Score::NEUTRAL; 2];
-        fewer_relative_to_busiest(&mut idle, |_| 0);
-        assert!(idle.iter().all(|s| *s == Score::new(1.0)));
     }
 
     #[test]

@@ -11,12 +11,49 @@
 //! pool are forgotten at once. Sessions are stored by a 64-bit hash of their key, so a long key
 //! costs no more than a short one.
 //!
-//! ```yaml
+//! ## Parameters
+//!
+//! | parameter | default | meaning in Shepherd |
+//! |---|---|---|
+//! | `strategy` | `session_id` | upstream's `session_id` strategy: a client session id bound to the endpoint that served it. Upstream's default, `encoded_endpoint_header` (the picked endpoint encoded in a response header the client echoes), needs plugins to write response headers, which Shepherd cannot yet: asking for it by name (or giving `encodedEndpointHeaderConfig`) is an error; a bare scorer uses `session_id` |
+//! | `sessionIdConfig.sources` | the `x-session-id` header | `[{header: NAME}]` or `[{attribute: KEY}]` in priority order; `x-session-id` is the session key the adapters read, other headers are read from the headers the adapter hands to plugins; attributes are never found (no plugin publishes them in Shepherd) |
+//! | `sessionIdConfig.evictionTtlSeconds` | 300 upstream, 600 as `ttlSeconds` | seconds a session is remembered after its last pick |
+//! | `sessionIdConfig.evictionSweepSeconds` | 10 | accepted, not used: expired sessions are dropped when met and by capacity |
+//! | `profileName` | — | accepted: the pick recorded is always the one of the profile the scorer runs in, which is what upstream's `profileName: prefill` selects when the instance sits in the prefill profile |
+//! | `capacity` | 100000 | Shepherd extension: most sessions remembered |
+//! | `ttlSeconds` | 600 | Shepherd extension: the TTL when `evictionTtlSeconds` is not given |
+//!
+//! ```
+//! use std::sync::Arc;
+//! use shepherd_scheduler_core::prelude::*;
+//! use shepherd_scorers::builtin_registry;
+//!
+//! let config = EndpointPickerConfig::from_yaml("
 //! plugins:
 //! - type: session-affinity-scorer
 //!   parameters:
-//!     capacity: 100000
-//!     ttlSeconds: 600
+//!     strategy: session_id
+//!     sessionIdConfig:
+//!       sources:
+//!       - header: x-session-id
+//!       - attribute: agent-identity
+//!       evictionTtlSeconds: 300
+//!       evictionSweepSeconds: 10
+//! schedulingProfiles:
+//! - name: default
+//!   plugins:
+//!   - pluginRef: session-affinity-scorer
+//! ").unwrap();
+//! let pool = Arc::new(Pool::new());
+//! pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000"]);
+//! let scheduler = build_scheduler(&config, &builtin_registry(), pool).unwrap();
+//! let mut request = InferenceRequest::new("r1", "m", Prompt::Text("hi".into()));
+//! request.session_key = Some("chat-42".into());
+//! let first = scheduler.schedule(&request).unwrap().primary().address().to_string();
+//! for i in 0..10 {
+//!     request.id = format!("r{i}");
+//!     assert_eq!(scheduler.schedule(&request).unwrap().primary().address(), first);
+//! }
 //! ```
 
 use std::sync::Arc;
@@ -31,6 +68,7 @@ use shepherd_scheduler_core::plugin::{
     Category, CycleState, PickHook, PluginInstance, Score, Scorer,
 };
 
+use super::session_source::{SessionIdConfig, Strategy};
 use super::session_store::SessionStore;
 use crate::error::ParameterError;
 
@@ -38,13 +76,46 @@ use crate::error::ParameterError;
 pub const TYPE_NAME: &str = "session-affinity-scorer";
 
 /// Parameters of `session-affinity-scorer`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct SessionAffinityParameters {
     /// Most sessions remembered (default 100,000).
     pub capacity: usize,
     /// Seconds after its last pick that a session is forgotten (default 600).
     pub ttl_seconds: u64,
+    /// Upstream's strategy (only `session_id` is supported).
+    pub strategy: Option<Strategy>,
+    /// Upstream's `session_id` settings.
+    pub session_id_config: SessionIdConfig,
+    /// Upstream's `encoded_endpoint_header` settings (not supported).
+    pub encoded_endpoint_header_config: Option<serde_json::Value>,
+    /// Upstream's profile selector (accepted; see the module docs).
+    pub profile_name: Option<String>,
+}
+
+impl SessionAffinityParameters {
+    /// The TTL: `sessionIdConfig.evictionTtlSeconds` when given, else `ttlSeconds`.
+    pub fn ttl(&self) -> Duration {
+        match self.session_id_config.eviction_ttl_seconds {
+            Some(seconds) if seconds.is_finite() && seconds > 0.0 => {
+                Duration::from_secs_f64(seconds.min(1e12))
+            }
+            _ => Duration::from_secs(self.ttl_seconds),
+        }
+    }
+
+    fn check(&self) -> Result<(), PluginError> {
+        if self.strategy == Some(Strategy::EncodedEndpointHeader)
+            || self.encoded_endpoint_header_config.is_some()
+        {
+            return Err(PluginError::invalid(
+                "strategy",
+                "`encoded_endpoint_header` needs response headers written by plugins, which \
+                 Shepherd does not support yet; use `strategy: session_id`",
+            ));
+        }
+        self.session_id_config.check()
+    }
 }
 
 impl Default for SessionAffinityParameters {
@@ -52,6 +123,10 @@ impl Default for SessionAffinityParameters {
         SessionAffinityParameters {
             capacity: 100_000,
             ttl_seconds: 600,
+            strategy: None,
+            session_id_config: SessionIdConfig::default(),
+            encoded_endpoint_header_config: None,
+            profile_name: None,
         }
     }
 }
@@ -71,9 +146,9 @@ impl SessionAffinityScorer {
     /// A scorer with `parameters`; `seed` keys the session-key hash.
     pub fn new(parameters: SessionAffinityParameters, seed: u64) -> Result<Self, ParameterError> {
         let capacity = ParameterError::require_positive("capacity", parameters.capacity)?;
-        let ttl = ParameterError::require_positive("ttlSeconds", parameters.ttl_seconds)?;
+        ParameterError::require_positive("ttlSeconds", parameters.ttl_seconds)?;
         Ok(SessionAffinityScorer {
-            store: SessionStore::new(capacity, Duration::from_secs(ttl)),
+            store: SessionStore::new(capacity, parameters.ttl()),
             hasher: ahash::RandomState::with_seeds(seed, 0x5E55_1011, 0xAFF1_17E5, 0x5EED),
             parameters,
             seed,
@@ -97,10 +172,10 @@ impl Scorer for SessionAffinityScorer {
     }
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
-        let remembered = cycle
-            .request
-            .session_key
-            .as_deref()
+        let remembered = self
+            .parameters
+            .session_id_config
+            .session_of(cycle.request)
             .and_then(|key| self.endpoint_for(key, cycle.now));
         for (slot, ep) in out.iter_mut().zip(candidates) {
             let sticky = remembered == Some(ep.id());
@@ -111,7 +186,7 @@ impl Scorer for SessionAffinityScorer {
 
 impl PickHook for SessionAffinityScorer {
     fn on_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
-        if let Some(key) = cycle.request.session_key.as_deref() {
+        if let Some(key) = self.parameters.session_id_config.session_of(cycle.request) {
             self.store
                 .record(self.hasher.hash_one(key), picked.id(), cycle.now);
         }
@@ -144,7 +219,8 @@ impl MetricsSource for SessionAffinityScorer {
 /// keeps the remembered sessions.
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters = args.parse::<SessionAffinityParameters>()?;
-    let fresh = SessionAffinityScorer::new(parameters, args.seed)?;
+    parameters.check()?;
+    let fresh = SessionAffinityScorer::new(parameters.clone(), args.seed)?;
     let scorer = args.resources.get_or_replace_with(
         args.name,
         |old: &SessionAffinityScorer| old.parameters == parameters && old.seed == args.seed,

@@ -1,0 +1,18 @@
+//! Data producers: plugins that compute, once per request, what other plugins read.
+//!
+//! | type name | produces | read by |
+//! |---|---|---|
+//! | `approx-prefix-cache-producer` | each candidate's prefix match ([`PrefixMatchInfo`]) over its [`PrefixProducer`]'s index | `prefix-cache-scorer`, `prefix-cache-affinity-filter`, `no-hit-lru-scorer` |
+//! | `token-producer` | the request's token count ([`TokenCount`]) | token-aware plugins |
+//!
+//! Producers are declared in `plugins`; as upstream, they need not be listed in a scheduling
+//! profile. Their consumers find them by name in the shared resources.
+
+pub mod approx_prefix;
+pub(crate) mod link;
+mod prefix_producer;
+pub mod token;
+
+pub use approx_prefix::ApproxPrefixParameters;
+pub use prefix_producer::{PrefixMatchInfo, PrefixProducer};
+pub use token::TokenCount;

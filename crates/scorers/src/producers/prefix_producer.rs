@@ -1,0 +1,231 @@
+//! [`PrefixProducer`]: one prefix index, and the per-request match every consumer of it reads.
+//!
+//! A producer hashes the request's prompt once per scheduling cycle, looks it up in its
+//! [`PrefixIndex`], and leaves the result in the cycle as a [`PrefixMatchInfo`]: matched blocks
+//! per endpoint, total blocks, tokens per block. Every consumer (the `prefix-cache-scorer`, the
+//! `prefix-cache-affinity-filter`, the `no-hit-lru-scorer`) asks the producer for it; the first
+//! asks compute it, the others reuse it. After the pick, the first consumer's pick hook records
+//! the prompt's blocks for the picked endpoint; later hooks of the same cycle see it done.
+//!
+//! Two producers over the same index share one entry (entries are keyed by the index), so a
+//! consumer that wraps an index it found in the shared resources agrees with its owner.
+
+use std::sync::Arc;
+
+use shepherd_scheduler_core::endpoint::Endpoint;
+use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
+use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, Extensions};
+use shepherd_scheduler_core::prefix::{BlockChain, PrefixIndex, PrefixMatch, chain_seed};
+
+/// The prefix match of the current request against one producer's index (a cycle
+/// extension, read through [`PrefixProducer::produce`] or [`PrefixMatchInfo::find`]).
+#[derive(Debug)]
+pub struct PrefixMatchInfo {
+    key: usize,
+    chain: BlockChain,
+    found: PrefixMatch,
+    block_tokens: usize,
+    recorded: bool,
+}
+
+impl PrefixMatchInfo {
+    /// Leading blocks of the request that `endpoint` is believed to hold.
+    pub fn match_blocks(&self, endpoint: &Endpoint) -> usize {
+        self.found.matched_blocks(endpoint.id())
+    }
+
+    /// Blocks in the request (0 when the prompt is shorter than one block).
+    pub fn total_blocks(&self) -> usize {
+        self.found.total_blocks()
+    }
+
+    /// Tokens per block.
+    pub fn block_size_tokens(&self) -> usize {
+        self.block_tokens
+    }
+
+    /// `matched / total` for `endpoint` (0 when the request has no full block).
+    pub fn ratio(&self, endpoint: &Endpoint) -> f64 {
+        self.found.score(endpoint.id())
+    }
+
+    /// Whether any endpoint holds at least the first block (a "warm" request).
+    pub fn any_hit(&self) -> bool {
+        !self.found.matches().is_empty()
+    }
+
+    /// The match a producer over `index` left in `extensions` this cycle, if any.
+    pub fn find<'e>(extensions: &'e Extensions, index: &Arc<PrefixIndex>) -> Option<&'e Self> {
+        let key = index_key(index);
+        extensions
+            .get::<Produced>()
+            .and_then(|p| p.0.iter().find(|m| m.key == key))
+    }
+}
+
+/// Every producer's match for the current request.
+#[derive(Debug, Default)]
+struct Produced(Vec<PrefixMatchInfo>);
+
+fn index_key(index: &Arc<PrefixIndex>) -> usize {
+    Arc::as_ptr(index) as usize
+}
+
+/// Hashes, matches and records prompts over one [`PrefixIndex`]. See the [module docs](self).
+#[derive(Debug)]
+pub struct PrefixProducer {
+    index: Arc<PrefixIndex>,
+    auto_tune: bool,
+    name: Arc<str>,
+}
+
+impl PrefixProducer {
+    /// A producer over `index`; `auto_tune` sizes each endpoint's memory from its KV-cache
+    /// metrics; `name` labels its metrics.
+    pub fn new(index: Arc<PrefixIndex>, auto_tune: bool, name: &str) -> Self {
+        PrefixProducer {
+            index,
+            auto_tune,
+            name: Arc::from(name),
+        }
+    }
+
+    /// The index this producer reads and records into.
+    pub fn index(&self) -> &Arc<PrefixIndex> {
+        &self.index
+    }
+
+    /// Whether endpoint memory is sized from metrics.
+    pub fn auto_tune(&self) -> bool {
+        self.auto_tune
+    }
+
+    fn fresh_chain(&self, cycle: &CycleState<'_>) -> BlockChain {
+        let request = cycle.request;
+        let seed = chain_seed(&request.model, request.lora.as_deref(), "");
+        self.index.chain(seed, &request.prompt)
+    }
+
+    fn position(&self, extensions: &Extensions) -> Option<usize> {
+        let key = index_key(&self.index);
+        extensions
+            .get::<Produced>()
+            .and_then(|p| p.0.iter().position(|m| m.key == key))
+    }
+
+    /// The request's match against this producer's index: computed on the first call of the
+    /// cycle (which also publishes every endpoint's cached tokens as [`CachedPrefix`]), reused
+    /// afterwards. Always `Some`; the option only spares a panic path.
+    pub fn produce<'c>(&self, cycle: &'c mut CycleState<'_>) -> Option<&'c PrefixMatchInfo> {
+        let at = match self.position(&cycle.extensions) {
+            Some(at) => at,
+            None => {
+                let mut chain = self.fresh_chain(cycle);
+                let mut found = PrefixMatch::new();
+                self.index
+                    .match_into(&mut chain, &cycle.request.prompt, &mut found);
+                let block_tokens = self.index.config().layout.block_tokens();
+                let per_block = block_tokens as u64;
+                CachedPrefix::publish(
+                    &mut cycle.extensions,
+                    found
+                        .matches()
+                        .iter()
+                        .map(|&(id, blocks)| (id, blocks as u64 * per_block)),
+                );
+                let info = PrefixMatchInfo {
+                    key: index_key(&self.index),
+                    chain,
+                    found,
+                    block_tokens,
+                    recorded: false,
+                };
+                Self::push(&mut cycle.extensions, info)
+            }
+        };
+        cycle
+            .extensions
+            .get::<Produced>()
+            .and_then(|produced| produced.0.get(at))
+    }
+
+    fn push(extensions: &mut Extensions, info: PrefixMatchInfo) -> usize {
+        match extensions.get_mut::<Produced>() {
+            Some(produced) => {
+                produced.0.push(info);
+                produced.0.len() - 1
+            }
+            None => {
+                extensions.insert(Produced(vec![info]));
+                0
+            }
+        }
+    }
+
+    /// Records the request's blocks for `picked`, once per cycle however many consumers call
+    /// it (the prompt is hashed here when no consumer produced a match this cycle).
+    pub fn record(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
+        let capacity = if self.auto_tune {
+            self.index.config().capacity_for(&picked.metrics())
+        } else {
+            self.index.config().default_capacity
+        };
+        let prompt = &cycle.request.prompt;
+        match self.position(&cycle.extensions) {
+            Some(at) => {
+                let Some(produced) = cycle.extensions.get_mut::<Produced>() else {
+                    return;
+                };
+                let Some(info) = produced.0.get_mut(at) else {
+                    return;
+                };
+                if !info.recorded {
+                    info.recorded = true;
+                    self.index
+                        .insert_chain(picked.id(), &mut info.chain, prompt, Some(capacity));
+                }
+            }
+            None => {
+                let mut chain = self.fresh_chain(cycle);
+                self.index
+                    .insert_chain(picked.id(), &mut chain, prompt, Some(capacity));
+                let info = PrefixMatchInfo {
+                    key: index_key(&self.index),
+                    chain,
+                    found: PrefixMatch::new(),
+                    block_tokens: self.index.config().layout.block_tokens(),
+                    recorded: true,
+                };
+                Self::push(&mut cycle.extensions, info);
+            }
+        }
+    }
+}
+
+const ENTRIES: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_prefix_index_entries",
+    "(block, endpoint) entries held by the prefix-cache index.",
+);
+const ENDPOINTS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_prefix_index_endpoints",
+    "Endpoints the prefix-cache index remembers blocks for.",
+);
+const INSERTED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_prefix_index_inserted_blocks_total",
+    "(block, endpoint) entries added to the prefix-cache index.",
+);
+const EVICTIONS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_prefix_index_evictions_total",
+    "Entries evicted to keep endpoints within their capacity.",
+);
+
+impl MetricsSource for PrefixProducer {
+    fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
+        let labels = [("plugin", &*self.name)];
+        let stats = self.index.stats();
+        v.gauge(ENTRIES, &labels, stats.entries as f64);
+        v.gauge(ENDPOINTS, &labels, stats.endpoints as f64);
+        v.counter(INSERTED, &labels, stats.inserted_blocks);
+        v.counter(EVICTIONS, &labels, stats.evictions);
+    }
+}
