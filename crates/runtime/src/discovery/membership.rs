@@ -26,17 +26,34 @@ impl Membership {
         }
     }
 
-    /// Makes the pool's members exactly `set`'s addresses. Endpoints that stay keep their
-    /// live counters and metrics; the ones that leave are forgotten by the pool's listeners
-    /// (the prefix index), and requests in flight there finish normally.
+    /// Makes the pool's members exactly `set`'s addresses, each with its labels (what label
+    /// and role filters read). Endpoints that stay keep their live counters and metrics; the
+    /// ones that leave are forgotten by the pool's listeners (the prefix index), and requests
+    /// in flight there finish normally.
     pub(crate) fn apply(&self, set: &EndpointSet) {
         let current = self.pool.snapshot();
         let before: Vec<&str> = current.endpoints().iter().map(|e| e.address()).collect();
         let after = set.addresses();
-        if before == after {
-            return;
+        if before != after {
+            self.pool.set_members(&after);
+            self.log_change(&current, &before, &after);
         }
-        self.pool.set_members(&after);
+        let members = self.pool.snapshot();
+        for spec in set.endpoints() {
+            if let Some(endpoint) = members.get_by_address(&spec.address())
+                && **endpoint.labels() != spec.labels
+            {
+                endpoint.set_labels(spec.labels.clone());
+            }
+        }
+    }
+
+    fn log_change(
+        &self,
+        current: &shepherd_scheduler_core::endpoint::PoolSnapshot,
+        before: &[&str],
+        after: &[String],
+    ) {
         let added: Vec<&String> = after
             .iter()
             .filter(|a| !before.contains(&a.as_str()))
