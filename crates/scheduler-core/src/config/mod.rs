@@ -25,11 +25,13 @@
 mod build;
 mod error;
 pub mod limits;
+mod locate;
 mod registry;
 mod schema;
 
 pub use build::{MAX_WEIGHT, build_scheduler, build_scheduler_in};
 pub use error::{ConfigError, PluginError};
+pub use locate::{ConfigPath, Segment, locate};
 pub use registry::{PluginArgs, PluginFactory, Registry};
 pub use schema::{
     API_VERSIONS, ConfigWarning, EndpointPickerConfig, FLOW_CONTROL_SECTION, KIND, PluginSpec,
