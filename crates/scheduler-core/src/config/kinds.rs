@@ -34,6 +34,8 @@ pub enum PluginKind {
     Picker,
     /// Decides which profiles run for a request (and how their results combine).
     ProfileHandler,
+    /// Decides, for a disaggregating profile handler, whether a request is split.
+    Decider,
     /// Computes per-request data other plugins read (prefix matches, tokens, predictions).
     Producer,
     /// Parses requests of one API.
@@ -69,6 +71,7 @@ impl fmt::Display for PluginKind {
             PluginKind::Scorer => "scorer",
             PluginKind::Picker => "picker",
             PluginKind::ProfileHandler => "profile handler",
+            PluginKind::Decider => "disaggregation decider",
             PluginKind::Producer => "data producer",
             PluginKind::Parser => "parser",
             PluginKind::DataSource => "data-layer source",

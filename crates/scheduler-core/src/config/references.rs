@@ -18,7 +18,7 @@
 //! ```
 
 use super::{ConfigError, ConfigPath, EndpointPickerConfig, PluginKind, upstream_kind};
-use crate::config::kinds::SINGLE_PROFILE_HANDLER;
+use crate::config::kinds::{OPENAI_PARSER, SINGLE_PROFILE_HANDLER};
 use crate::config::upstream::Area;
 
 /// Runs every check on `config`, parsed from `text`.
@@ -98,6 +98,23 @@ pub(super) fn check(config: &EndpointPickerConfig, text: &str) -> Result<(), Con
                 let path = at.clone().key("extractors").index(j).key("pluginRef");
                 reference(path, &extractor.plugin_ref, PluginKind::DataExtractor)?;
             }
+        }
+    }
+
+    for (i, plugin) in config.plugins.iter().enumerate() {
+        let takes_none =
+            [SINGLE_PROFILE_HANDLER, OPENAI_PARSER].contains(&plugin.plugin_type.as_str());
+        let empty = match &plugin.parameters {
+            serde_json::Value::Null => true,
+            serde_json::Value::Object(map) => map.is_empty(),
+            _ => false,
+        };
+        if takes_none && !empty {
+            return Err(ConfigError::invalid_at(
+                text,
+                &root().key("plugins").index(i).key("parameters"),
+                format!("`{}` takes no parameters", plugin.plugin_type),
+            ));
         }
     }
 

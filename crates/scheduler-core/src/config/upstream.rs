@@ -125,8 +125,8 @@ const fn noted(
 
 use Area::*;
 use PluginKind::{
-    DataExtractor, DataSource, Discovery, Filter, FlowControl as Flow, Parser, Picker, Producer,
-    ProfileHandler, RequestControl as Control, Scorer, Test,
+    DataExtractor, DataSource, Decider, Discovery, Filter, FlowControl as Flow, Parser, Picker,
+    Producer, ProfileHandler, RequestControl as Control, Scorer, Test,
 };
 use Status::{Framework, NotYet, Registry};
 
@@ -163,9 +163,9 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     noted("prefill-header-handler", ProfileHandler, NotYet(Disaggregation), "deprecated upstream name of `disagg-profile-handler`"),
     noted("pd-profile-handler", ProfileHandler, NotYet(Disaggregation), "deprecated upstream name of `disagg-profile-handler`"),
     entry("disagg-profile-handler", ProfileHandler, NotYet(Disaggregation)),
-    entry("always-disagg-pd-decider", ProfileHandler, NotYet(Disaggregation)),
-    entry("prefix-based-pd-decider", ProfileHandler, NotYet(Disaggregation)),
-    entry("always-disagg-multimodal-decider", ProfileHandler, NotYet(Disaggregation)),
+    entry("always-disagg-pd-decider", Decider, NotYet(Disaggregation)),
+    entry("prefix-based-pd-decider", Decider, NotYet(Disaggregation)),
+    entry("always-disagg-multimodal-decider", Decider, NotYet(Disaggregation)),
     entry("kv-cache-utilization-scorer", Scorer, Registry),
     entry("queue-scorer", Scorer, Registry),
     entry("running-requests-size-scorer", Scorer, Registry),
@@ -245,4 +245,16 @@ pub const SHEPHERD_EXTENSIONS: &[&str] = &["prefill-load-scorer"];
 /// The upstream entry for `name`.
 pub fn upstream_type(name: &str) -> Option<&'static UpstreamType> {
     UPSTREAM_TYPES.iter().find(|t| t.name == name)
+}
+
+impl UpstreamType {
+    /// The one-word verdict `docs/compatibility.md` gives: `implemented`, `accepted with a
+    /// difference` (an implemented type with a [`note`](Self::note)), or `not yet`.
+    pub fn verdict(&self) -> &'static str {
+        match (self.status, self.note.is_empty()) {
+            (Status::NotYet(_), _) => "not yet",
+            (_, true) => "implemented",
+            (_, false) => "accepted with a difference",
+        }
+    }
 }
