@@ -149,13 +149,19 @@ fn bad_yaml_names_the_file_and_the_line() {
 }
 
 #[test]
-fn unknown_sections_warn_and_shepherd_sections_do_not() {
-    let config = RuntimeConfig::from_yaml(
-        "endpoints: [127.0.0.1:8000]\nscraping: {}\nserver: {}\nfeatureGates: [x]\nscrapping: {intervalMs: 5}\n",
-    )
-    .unwrap();
-    let sections: Vec<String> = config.warnings().into_iter().map(|w| w.section).collect();
-    assert_eq!(sections, ["featureGates", "scrapping"]);
+fn unknown_sections_are_errors_at_their_line_and_shepherd_sections_are_not() {
+    let text = "endpoints: [127.0.0.1:8000]\nscraping: {}\nserver: {}\nfeatureGates: [flowControl]\nscrapping: {intervalMs: 5}\n";
+    let error = RuntimeConfig::from_yaml_at(text, std::path::Path::new("epp.yaml")).unwrap_err();
+    assert_eq!(error.line(), Some(5), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("epp.yaml"), "{message}");
+    assert!(message.contains("`scrapping`"), "{message}");
+    let config =
+        RuntimeConfig::from_yaml(&text.replace("scrapping: {intervalMs: 5}\n", "")).unwrap();
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    // An unknown feature gate is refused at its line, as upstream refuses it.
+    let error = RuntimeConfig::from_yaml("featureGates:\n- flowControl\n- nope\n").unwrap_err();
+    assert_eq!(error.line(), Some(3), "{error}");
 }
 
 #[test]
@@ -183,9 +189,10 @@ fn without_profiles_the_adaptive_preset_runs() {
         0.5
     );
 
-    // Plugins without a profile are not guessed at.
-    let error = RuntimeConfig::from_yaml("plugins:\n- type: queue-scorer\n").unwrap_err();
-    assert!(error.to_string().contains("schedulingProfiles"), "{error}");
+    // Plugins without a profile: upstream's default profile is made of them, not the preset.
+    let config = RuntimeConfig::from_yaml("plugins:\n- type: queue-scorer\n").unwrap();
+    assert!(!config.policy_is_preset);
+    assert!(config.policy.scheduling_profiles.is_empty());
 }
 
 #[test]

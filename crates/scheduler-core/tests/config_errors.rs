@@ -253,11 +253,10 @@ fn scheduler_settings_are_checked() {
         matches!(&err, ConfigError::InvalidSetting { field, .. } if field == "scheduler.maxEndpoints"),
         "{err:?}"
     );
-    let err = build("plugins: []\n", &registry()).unwrap_err();
-    assert!(
-        matches!(&err, ConfigError::InvalidSetting { field, .. } if field == "schedulingProfiles"),
-        "{err:?}"
-    );
+    // Without profiles, upstream's default profile is made (here: no plugins at all).
+    let config = EndpointPickerConfig::from_yaml("plugins: []\n").unwrap();
+    let scheduler = build_scheduler(&config, &registry(), Arc::new(Pool::new())).unwrap();
+    assert_eq!(scheduler.profiles()[0].name(), "default");
 }
 
 #[test]
@@ -297,23 +296,25 @@ fn hostile_yaml_is_an_error_not_a_hang_or_a_crash() {
 }
 
 #[test]
-fn unknown_sections_warn_and_fail_in_strict_mode() {
-    let yaml = "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nfeatureGates: [x]\nmystery: 1\nschedulingProfiles:\n- name: default\n";
-    let config = EndpointPickerConfig::from_yaml(yaml).unwrap();
-    let warnings = config.warnings();
-    let sections: Vec<&str> = warnings.iter().map(|w| w.section.as_str()).collect();
-    assert_eq!(sections, ["featureGates", "mystery"]);
-    assert!(warnings[0].message.contains("does not support yet"));
-    assert!(warnings[1].message.contains("unknown section"));
-    let err = EndpointPickerConfig::from_yaml_strict(yaml).unwrap_err();
+fn unknown_sections_are_errors_at_their_line_and_upstream_sections_are_read() {
+    let yaml = "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nfeatureGates: [flowControl]\nmystery: 1\nschedulingProfiles:\n- name: default\n";
+    let err = EndpointPickerConfig::from_yaml(yaml).unwrap_err();
     assert!(
-        matches!(&err, ConfigError::Strict { warnings } if warnings.len() == 2),
-        "{err}"
+        matches!(&err, ConfigError::Syntax { line: Some(4), column: Some(1), message } if message.contains("`mystery`")),
+        "{err:?}"
     );
+    // Declared by the embedder, the same section is kept for it (and warned about when
+    // only a scheduler is built).
+    let config = EndpointPickerConfig::from_yaml_with(yaml, &["mystery"]).unwrap();
+    assert_eq!(config.feature_gates.get("flowControl"), Some(true));
+    let warnings = config.warnings();
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings[0].section, "mystery");
+    assert!(EndpointPickerConfig::from_yaml_strict(&yaml.replace("mystery: 1\n", "")).is_ok());
+    let err = EndpointPickerConfig::from_yaml_with(yaml, &["mystery"])
+        .and_then(|_| EndpointPickerConfig::from_yaml_strict(yaml))
+        .unwrap_err();
     assert!(err.to_string().contains("mystery"), "{err}");
-    // A config with nothing to ignore loads strictly.
-    let clean = "apiVersion: llm-d.ai/v1alpha1\nschedulingProfiles:\n- name: default\n";
-    assert!(EndpointPickerConfig::from_yaml_strict(clean).is_ok());
 }
 
 #[test]

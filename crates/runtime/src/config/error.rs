@@ -85,10 +85,7 @@ impl LoadError {
     pub fn line(&self) -> Option<usize> {
         match self {
             LoadError::Syntax { line, .. } => *line,
-            LoadError::Policy {
-                source: ConfigError::Syntax { line, .. },
-                ..
-            } => *line,
+            LoadError::Policy { source, .. } => source.line(),
             _ => None,
         }
     }

@@ -7,8 +7,12 @@ use std::path::Path;
 use serde::Deserialize;
 use shepherd_adaptive::AdaptiveConfig;
 use shepherd_adaptive::preset::adaptive_config;
-use shepherd_scheduler_core::config::{ConfigError, EndpointPickerConfig, PluginSpec};
-use shepherd_scheduler_core::flow::config::{FCFS_ORDERING_POLICY, ROUND_ROBIN_FAIRNESS_POLICY};
+use shepherd_scheduler_core::config::{
+    ConfigError, EndpointPickerConfig, FeatureGates, PluginSpec,
+};
+use shepherd_scheduler_core::flow::config::{
+    FCFS_ORDERING_POLICY, ROUND_ROBIN_FAIRNESS_POLICY, SaturationDetectorConfig,
+};
 use shepherd_scheduler_core::flow::{
     ConcurrencyDetector, FlowConfigError, FlowControlConfig, UsageLimitPolicy, UtilizationDetector,
 };
@@ -19,7 +23,8 @@ use crate::mapping::{
     MetricsDataSourceParams,
 };
 
-/// Top-level sections that belong to Shepherd's runtime rather than to the picker schema.
+/// Top-level sections that belong to Shepherd's runtime rather than to the picker schema
+/// (declared to the core's strict loader, which refuses any other unknown key).
 pub(crate) const RUNTIME_SECTIONS: [&str; 5] = [
     "endpoints",
     "scraping",
@@ -42,9 +47,6 @@ const FLOW_CONTROL_PLUGIN_TYPES: [&str; 6] = [
     FCFS_ORDERING_POLICY,
 ];
 
-/// The upstream section that wires data sources to extractors.
-const DATA_LAYER_SECTION: &str = "dataLayer";
-
 /// Shepherd's sections, read straight from the YAML text so that their errors carry a line.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -63,22 +65,23 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
     // An empty file is an empty config: the preset, no endpoints.
     let text = if text.trim().is_empty() { "{}" } else { text };
 
-    let mut picker = EndpointPickerConfig::from_yaml(text).map_err(|e| match e {
-        ConfigError::Syntax {
-            message,
-            line,
-            column,
-        } => LoadError::Syntax {
-            path: owned_path(),
-            message,
-            line,
-            column,
-        },
-        source => LoadError::Policy {
-            path: owned_path(),
-            source,
-        },
-    })?;
+    let mut picker =
+        EndpointPickerConfig::from_yaml_with(text, &RUNTIME_SECTIONS).map_err(|e| match e {
+            ConfigError::Syntax {
+                message,
+                line,
+                column,
+            } => LoadError::Syntax {
+                path: owned_path(),
+                message,
+                line,
+                column,
+            },
+            source => LoadError::Policy {
+                path: owned_path(),
+                source,
+            },
+        })?;
     let sections: Sections = serde_norway::from_str(text).map_err(|e| {
         let location = e.location();
         let mut message = e.to_string();
@@ -100,14 +103,25 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
     }
 
     let mut scraping = sections.scraping.unwrap_or_default();
-    if take_data_layer_plugins(&mut picker, &mut scraping, path)? {
-        // Upstream wires those plugins together in `dataLayer`; Shepherd reads them directly,
-        // so that section is honoured, not ignored.
-        picker.other.remove(DATA_LAYER_SECTION);
-    }
+    // Upstream wires those plugins together in `dataLayer` (whose references the core has
+    // checked); Shepherd reads them directly.
+    take_data_layer_plugins(&mut picker, &mut scraping, path)?;
 
     let flow_plugins = take_flow_control_plugins(&mut picker);
-    let flow_control = match &sections.flow_control {
+    let mut flow_section = sections.flow_control;
+    if let (Some(section), Some(detector)) = (&mut flow_section, &picker.saturation_detector)
+        && section.saturation_detector.is_none()
+    {
+        // The deprecated top-level `saturationDetector`, read as upstream reads it.
+        section.saturation_detector = Some(SaturationDetectorConfig {
+            plugin_ref: Some(detector.plugin_ref.clone()),
+        });
+    }
+    // An explicit `flowControl=false` gate turns the section off, as upstream.
+    if picker.feature_gates.get(FeatureGates::FLOW_CONTROL) == Some(false) {
+        flow_section = None;
+    }
+    let flow_control = match &flow_section {
         Some(section) => Some(
             section
                 .validate(&flow_plugins)
@@ -116,16 +130,10 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         None => None,
     };
 
-    let policy_is_preset = picker.scheduling_profiles.is_empty();
+    // No profiles and no scheduling plugins: the adaptive preset. Plugins without profiles:
+    // the scheduler makes upstream's default profile of them when it is built.
+    let policy_is_preset = picker.scheduling_profiles.is_empty() && picker.plugins.is_empty();
     let policy = if policy_is_preset {
-        if !picker.plugins.is_empty() {
-            return Err(LoadError::invalid(
-                path,
-                "schedulingProfiles",
-                "plugins are configured but no scheduling profile uses them: add a profile, \
-                 or remove `plugins` to use the adaptive preset",
-            ));
-        }
         with_preset(picker).map_err(|source| LoadError::Policy {
             path: owned_path(),
             source,
@@ -157,9 +165,8 @@ fn with_preset(file: EndpointPickerConfig) -> Result<EndpointPickerConfig, Confi
         kind: file.kind.or(preset.kind),
         plugins: preset.plugins,
         scheduling_profiles: preset.scheduling_profiles,
-        scheduler: file.scheduler,
         adaptive: file.adaptive.or(preset.adaptive),
-        other: file.other,
+        ..file
     })
 }
 

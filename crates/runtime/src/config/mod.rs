@@ -10,20 +10,23 @@
 //! | `flowControl` | upstream's flow-control section: priority bands, limits, TTL, the saturation detector (its `utilization-detector` / `concurrency-detector` plugins are taken out of `plugins`) | [`FlowSettings`] |
 //! | everything else | the core's schema | [`EndpointPickerConfig`] |
 //!
-//! The file is read twice from the same text: once by the core's loader (whose unknown
-//! top-level sections are kept in [`EndpointPickerConfig::other`] and reported as warnings)
-//! and once for Shepherd's sections, so a mistake in either names its line. Shepherd's
-//! sections are then removed from `other`: they are not warned about, while a misspelled
-//! section still is. Upstream-style `metrics-data-source` and `core-metrics-extractor`
-//! plugins in `plugins` are moved into [`ScrapingConfig`] (and the upstream `dataLayer`
-//! section that wires them is then taken as honoured, not warned about).
+//! The file is read twice from the same text: once by the core's loader, which decodes
+//! strictly as upstream does (an unknown key anywhere is an error naming its line; Shepherd's
+//! sections above are declared to it), and once for Shepherd's sections, so a mistake in
+//! either names its line. Upstream-style `metrics-data-source` and `core-metrics-extractor`
+//! plugins in `plugins` are moved into [`ScrapingConfig`] (the `dataLayer` section that wires
+//! them is checked by the core). The deprecated top-level `saturationDetector` is read as
+//! `flowControl.saturationDetector` when that is unset, and a `flowControl=false` feature gate
+//! turns flow control off, as upstream.
 //!
-//! **Without `schedulingProfiles`, the runtime runs the adaptive preset**
-//! ([`shepherd_adaptive::preset`]): the library's recommended default, prefix 3 : queue 2 :
-//! KV 2 : in-flight 1 : pending prefill 2, with weights retuned every tick from the pool's
-//! load imbalance. The file's `scheduler` settings and its own `adaptive` section, when
-//! given, apply to the preset. A file with `plugins` but no profile is refused rather than
-//! guessed at.
+//! **Without `schedulingProfiles` and without scheduling plugins, the runtime runs the
+//! adaptive preset** ([`shepherd_adaptive::preset`]): the library's recommended default,
+//! prefix 3 : queue 2 : KV 2 : in-flight 1 : pending prefill 2, with weights retuned every
+//! tick from the pool's load imbalance. The file's `scheduler` settings and its own
+//! `adaptive` section, when given, apply to the preset. **A file with `plugins` but no
+//! profile gets upstream's default profile** when the scheduler is built: one named
+//! `default` with every filter, scorer and picker declared, in declaration order, at
+//! weight 1 (and a `max-score-picker` when none is declared).
 //!
 //! ```
 //! use shepherd_runtime::config::RuntimeConfig;

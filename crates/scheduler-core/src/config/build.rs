@@ -3,7 +3,10 @@ use std::sync::Arc;
 
 use ahash::AHashSet;
 
-use super::{ConfigError, EndpointPickerConfig, PluginArgs, Registry};
+use super::{
+    ConfigError, EndpointPickerConfig, PluginArgs, ProfilePluginRef, ProfileSpec, Registry, Status,
+    framework_plugin, upstream_type,
+};
 use crate::endpoint::Pool;
 use crate::plugin::PluginInstance;
 use crate::profile::Profile;
@@ -26,6 +29,16 @@ pub fn build_scheduler(
 
 /// Builds a [`Scheduler`] over `shared` from `config`, with plugins from `registry`.
 ///
+/// A plugin whose type the registry lacks is, in this order: skipped when Shepherd honours it
+/// outside the scheduler ([`framework_plugin`]: the profile handler, the OpenAI parser,
+/// data-layer and flow-control plugins); refused with [`ConfigError::NotImplemented`],
+/// naming the area, when it is an upstream type Shepherd does not implement yet; refused
+/// with [`ConfigError::UnknownPluginType`] otherwise.
+///
+/// A config without `schedulingProfiles` gets the profile upstream's loader makes: one named
+/// `default` with every filter, scorer and picker declared, in declaration order, scorers at
+/// weight 1.
+///
 /// Every plugin is built once even when several profiles use it, so they share its state (a
 /// prefix index, say); plugins that keep state in `shared.resources` find it again when the
 /// same config is built twice (a reload). Membership listeners are registered with the pool
@@ -41,11 +54,7 @@ pub fn build_scheduler_in(
     let build_plugin = |name: &str, plugin_type: &str, parameters: &serde_json::Value| {
         let factory = registry
             .get(plugin_type)
-            .ok_or_else(|| ConfigError::UnknownPluginType {
-                name: name.to_string(),
-                plugin_type: plugin_type.to_string(),
-                known: registry.types().collect::<Vec<_>>().join(", "),
-            })?;
+            .ok_or_else(|| missing_type(registry, name, plugin_type))?;
         let args = PluginArgs::new(name, plugin_type, parameters, shared, seed);
         factory(&args).map_err(|reason| ConfigError::BadParameters {
             name: name.to_string(),
@@ -55,25 +64,30 @@ pub fn build_scheduler_in(
     };
 
     let mut instances: BTreeMap<String, PluginInstance> = BTreeMap::new();
+    let mut names = AHashSet::with_capacity(config.plugins.len());
     for spec in &config.plugins {
         let name = spec.name().to_string();
-        if instances.contains_key(&name) {
+        if !names.insert(name.clone()) {
             return Err(ConfigError::DuplicatePluginName(name));
+        }
+        if !registry.contains(&spec.plugin_type) && framework_plugin(&spec.plugin_type).is_some() {
+            continue; // honoured outside the scheduler
         }
         let instance = build_plugin(&name, &spec.plugin_type, &spec.parameters)?;
         instances.insert(name, instance);
     }
 
-    if config.scheduling_profiles.is_empty() {
-        return Err(ConfigError::InvalidSetting {
-            field: "schedulingProfiles".into(),
-            reason: "at least one profile is required".into(),
-        });
-    }
+    let default_profiles;
+    let profiles: &[ProfileSpec] = if config.scheduling_profiles.is_empty() {
+        default_profiles = [default_profile(config, &instances)];
+        &default_profiles
+    } else {
+        &config.scheduling_profiles
+    };
 
     let mut builder = Scheduler::builder_in(shared).settings(&config.scheduler);
-    let mut profile_names = AHashSet::with_capacity(config.scheduling_profiles.len());
-    for spec in &config.scheduling_profiles {
+    let mut profile_names = AHashSet::with_capacity(profiles.len());
+    for spec in profiles {
         if !profile_names.insert(spec.name.as_str()) {
             return Err(ConfigError::DuplicateProfileName(spec.name.clone()));
         }
@@ -155,4 +169,49 @@ pub fn build_scheduler_in(
         field: "schedulingProfiles".into(),
         reason: e.to_string(),
     })
+}
+
+/// The profile upstream makes for a config without one: `default`, with every filter, scorer
+/// and picker declared, in declaration order, at the default weight.
+fn default_profile(
+    config: &EndpointPickerConfig,
+    instances: &BTreeMap<String, PluginInstance>,
+) -> ProfileSpec {
+    let plugins = config
+        .plugins
+        .iter()
+        .filter(|spec| {
+            instances.get(spec.name()).is_some_and(|i| {
+                i.as_filter().is_some() || i.as_scorer().is_some() || i.as_picker().is_some()
+            })
+        })
+        .map(|spec| ProfilePluginRef {
+            plugin_ref: spec.name().to_string(),
+            weight: None,
+        })
+        .collect();
+    ProfileSpec {
+        name: DEFAULT_PROFILE.into(),
+        plugins,
+    }
+}
+
+/// The name of the profile made for a config without `schedulingProfiles` (upstream's).
+pub const DEFAULT_PROFILE: &str = "default";
+
+/// Why `plugin_type` cannot be built: an upstream type not implemented yet, or unknown.
+fn missing_type(registry: &Registry, name: &str, plugin_type: &str) -> ConfigError {
+    match upstream_type(plugin_type).map(|t| (t.status, t.note)) {
+        Some((Status::NotYet(area), note)) => ConfigError::NotImplemented {
+            name: name.to_string(),
+            plugin_type: plugin_type.to_string(),
+            area,
+            note: note.to_string(),
+        },
+        _ => ConfigError::UnknownPluginType {
+            name: name.to_string(),
+            plugin_type: plugin_type.to_string(),
+            known: registry.types().collect::<Vec<_>>().join(", "),
+        },
+    }
 }

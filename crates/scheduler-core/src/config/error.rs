@@ -116,6 +116,34 @@ pub enum ConfigError {
         /// The alias's name (without `*`).
         alias: String,
     },
+    /// A well-formed value that is not acceptable, found after parsing, at the node it names
+    /// (`requestHandler.parsers[0]`, `featureGates[1]`).
+    #[error("`{path}`{}: {reason}", location(*line, *column))]
+    Invalid {
+        /// The node, as a path from the top.
+        path: String,
+        /// 1-based line of the node, when known.
+        line: Option<usize>,
+        /// 1-based column of the node, when known.
+        column: Option<usize>,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A plugin names an upstream type Shepherd does not implement yet.
+    #[error(
+        "plugin `{name}`: type `{plugin_type}` is an upstream plugin type Shepherd does not implement yet (area: {area}){}",
+        if note.is_empty() { String::new() } else { format!("; {note}") }
+    )]
+    NotImplemented {
+        /// Plugin name.
+        name: String,
+        /// The upstream type.
+        plugin_type: String,
+        /// The area of work it belongs to.
+        area: super::Area,
+        /// What else is worth knowing (an older name's replacement, say), or empty.
+        note: String,
+    },
     /// A value outside the schema's own settings is invalid.
     #[error("`{field}`: {reason}")]
     InvalidSetting {
@@ -124,6 +152,31 @@ pub enum ConfigError {
         /// What is wrong.
         reason: String,
     },
+}
+
+impl ConfigError {
+    /// The 1-based line the error is at, when known.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            ConfigError::Syntax { line, .. } | ConfigError::Invalid { line, .. } => *line,
+            _ => None,
+        }
+    }
+
+    /// A [`ConfigError::Invalid`] at `path` in `text`.
+    pub(crate) fn invalid_at(
+        text: &str,
+        path: &super::ConfigPath,
+        reason: impl Into<String>,
+    ) -> Self {
+        let at = super::locate(text, path);
+        ConfigError::Invalid {
+            path: path.to_string(),
+            line: at.map(|(l, _)| l),
+            column: at.map(|(_, c)| c),
+            reason: reason.into(),
+        }
+    }
 }
 
 fn location(line: Option<usize>, column: Option<usize>) -> String {

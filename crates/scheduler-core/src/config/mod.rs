@@ -24,14 +24,31 @@
 
 mod build;
 mod error;
+mod kinds;
 pub mod limits;
+mod locate;
+mod references;
 mod registry;
 mod schema;
+mod sections;
+mod upstream;
 
-pub use build::{MAX_WEIGHT, build_scheduler, build_scheduler_in};
+pub use build::{DEFAULT_PROFILE, MAX_WEIGHT, build_scheduler, build_scheduler_in};
 pub use error::{ConfigError, PluginError};
+pub use kinds::{
+    FrameworkPlugin, OPENAI_PARSER, PluginKind, SINGLE_PROFILE_HANDLER, framework_plugin,
+    framework_plugins, upstream_kind,
+};
+pub use locate::{ConfigPath, Segment, locate};
 pub use registry::{PluginArgs, PluginFactory, Registry};
 pub use schema::{
     API_VERSIONS, ConfigWarning, EndpointPickerConfig, FLOW_CONTROL_SECTION, KIND, PluginSpec,
-    ProfilePluginRef, ProfileSpec, RECOGNISED_UNSUPPORTED_SECTIONS, SchedulerSettings,
+    ProfilePluginRef, ProfileSpec, SchedulerSettings, TOP_LEVEL_KEYS,
+};
+pub use sections::{
+    DataLayerConfig, DataLayerSource, FeatureGates, PluginRef, RequestHandlerConfig,
+};
+pub use upstream::{
+    Area, OLDER_UPSTREAM_NAMES, SHEPHERD_EXTENSIONS, Status, UPSTREAM_TYPES, UpstreamType,
+    upstream_type,
 };

@@ -2,7 +2,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use super::sections::{DataLayerConfig, FeatureGates, PluginRef, RequestHandlerConfig};
+use super::{ConfigError, ConfigPath, locate};
 
 /// The `apiVersion`s this loader reads: the llm-d router's current group first, then the
 /// Gateway API Inference Extension's older one. A config without `apiVersion` is read too.
@@ -14,13 +15,22 @@ pub const API_VERSIONS: [&str; 2] = [
 /// The only `kind` this loader reads.
 pub const KIND: &str = "EndpointPickerConfig";
 
-/// Upstream top-level sections Shepherd recognises but does not act on yet: a config that has
-/// them loads, with a warning naming them (an error in strict mode).
-pub const RECOGNISED_UNSUPPORTED_SECTIONS: [&str; 4] = [
+/// Every top-level key the core schema reads itself: upstream's sections, then Shepherd's
+/// `scheduler` and `adaptive`. [`FLOW_CONTROL_SECTION`] is upstream's too but kept for the
+/// flow controller in [`EndpointPickerConfig::other`]; any other key is an error unless the
+/// caller declares it (see [`EndpointPickerConfig::from_yaml_with`]).
+pub const TOP_LEVEL_KEYS: [&str; 11] = [
+    "apiVersion",
+    "kind",
     "featureGates",
+    "plugins",
+    "schedulingProfiles",
     "dataLayer",
     "requestHandler",
     "saturationDetector",
+    "parser",
+    "scheduler",
+    "adaptive",
 ];
 
 /// The upstream flow-control section: not the scheduler's to act on, but the flow
@@ -38,19 +48,40 @@ pub struct EndpointPickerConfig {
     /// [`KIND`], or absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// Upstream's feature gates (see [`FeatureGates`]).
+    #[serde(default, skip_serializing_if = "FeatureGates::is_empty")]
+    pub feature_gates: FeatureGates,
     /// Plugin instances.
     #[serde(default)]
     pub plugins: Vec<PluginSpec>,
-    /// Scheduling profiles; the first is the default.
+    /// Scheduling profiles; the first is the default. Empty: one profile named `default`
+    /// is made of every filter, scorer and picker declared, as upstream does (see
+    /// [`build_scheduler_in`](super::build_scheduler_in)).
     #[serde(default)]
     pub scheduling_profiles: Vec<ProfileSpec>,
+    /// Upstream's data-layer wiring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_layer: Option<DataLayerConfig>,
+    /// Upstream's request handling (its parsers). The deprecated top-level `parser` is read
+    /// into it when it has no parsers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_handler: Option<RequestHandlerConfig>,
+    /// The deprecated top-level `parser`, as written (already copied into
+    /// [`request_handler`](Self::request_handler) when that had no parsers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parser: Option<PluginRef>,
+    /// The deprecated top-level `saturationDetector`: the flow controller uses it when
+    /// `flowControl.saturationDetector` is unset, as upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturation_detector: Option<PluginRef>,
     /// Scheduler settings (Shepherd's own section).
     #[serde(default)]
     pub scheduler: SchedulerSettings,
     /// Adaptive weights section, read by `shepherd-adaptive`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<serde_json::Value>,
-    /// Sections this schema does not know (kept so callers can warn about them).
+    /// Sections read by someone else: upstream's `flowControl` (the flow controller's) and the
+    /// sections the caller declared (see [`from_yaml_with`](Self::from_yaml_with)).
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
 }
@@ -71,16 +102,17 @@ impl std::fmt::Display for ConfigWarning {
 }
 
 impl EndpointPickerConfig {
-    /// Parses YAML text. Sections this schema does not know are kept and reported by
-    /// [`warnings`](Self::warnings); use [`from_yaml_strict`](Self::from_yaml_strict) to make
-    /// them errors. A syntax error names its line and column.
+    /// Parses YAML text strictly, as upstream does: an unknown key anywhere in the schema is
+    /// an error naming its line and column. Only upstream's `flowControl` is kept aside, in
+    /// [`other`](Self::other), for the flow controller. A syntax error names its line and
+    /// column too; references between sections (`requestHandler.parsers`, `dataLayer`,
+    /// `saturationDetector`) must name declared plugins, and `featureGates` must be known.
     ///
     /// ```
     /// use shepherd_scheduler_core::config::{ConfigError, EndpointPickerConfig};
     ///
-    /// let c = EndpointPickerConfig::from_yaml("apiVersion: llm-d.ai/v1alpha1\nfeatureGates: [x]\n").unwrap();
-    /// assert_eq!(c.warnings()[0].section, "featureGates");
-    /// assert!(EndpointPickerConfig::from_yaml_strict("featureGates: [x]\n").is_err());
+    /// let c = EndpointPickerConfig::from_yaml("apiVersion: llm-d.ai/v1alpha1\nfeatureGates: [flowControl]\n").unwrap();
+    /// assert_eq!(c.feature_gates.0, ["flowControl"]);
     /// assert!(matches!(
     ///     EndpointPickerConfig::from_yaml("apiVersion: v2\n"),
     ///     Err(ConfigError::UnsupportedApiVersion { .. })
@@ -88,10 +120,28 @@ impl EndpointPickerConfig {
     /// let Err(ConfigError::Syntax { line, column, .. }) =
     ///     EndpointPickerConfig::from_yaml("plugins:\n- type: [1]\n") else { panic!() };
     /// assert_eq!((line, column), (Some(2), Some(9)));
+    /// let Err(error) = EndpointPickerConfig::from_yaml("plugins: []\nmystery: 1\n") else { panic!() };
+    /// assert_eq!(error.line(), Some(2));
+    /// assert!(error.to_string().contains("`mystery`"));
     /// ```
     pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
+        Self::from_yaml_with(text, &[])
+    }
+
+    /// As [`from_yaml`](Self::from_yaml), also accepting the top-level `sections` an embedder
+    /// reads itself (Shepherd's runtime declares `endpoints`, `scraping`, `server`,
+    /// `gateway`): they are kept in [`other`](Self::other) for it.
+    ///
+    /// ```
+    /// use shepherd_scheduler_core::config::EndpointPickerConfig;
+    ///
+    /// let c = EndpointPickerConfig::from_yaml_with("endpoints: [a]\n", &["endpoints"]).unwrap();
+    /// assert!(c.other.contains_key("endpoints"));
+    /// assert!(EndpointPickerConfig::from_yaml("endpoints: [a]\n").is_err());
+    /// ```
+    pub fn from_yaml_with(text: &str, sections: &[&str]) -> Result<Self, ConfigError> {
         super::limits::check(text)?;
-        let config: EndpointPickerConfig = serde_norway::from_str(text).map_err(|e| {
+        let mut config: EndpointPickerConfig = serde_norway::from_str(text).map_err(|e| {
             let location = e.location();
             let mut message = e.to_string();
             // The location is reported in its own fields; keep it out of the message.
@@ -107,9 +157,62 @@ impl EndpointPickerConfig {
                 column: location.as_ref().map(|l| l.column()),
             }
         })?;
+        config.reject_unknown_sections(text, sections)?;
         config.validate_header()?;
         config.scheduler.validate()?;
+        super::references::check(&config, text)?;
+        config.apply_deprecated();
         Ok(config)
+    }
+
+    /// The first top-level key that is neither the schema's, `flowControl`, nor one of
+    /// `sections`, as a syntax error at its line.
+    fn reject_unknown_sections(&self, text: &str, sections: &[&str]) -> Result<(), ConfigError> {
+        let Some(unknown) = self
+            .other
+            .keys()
+            .find(|k| k.as_str() != FLOW_CONTROL_SECTION && !sections.contains(&k.as_str()))
+        else {
+            return Ok(());
+        };
+        let at = locate(text, &ConfigPath::root().key(unknown.as_str()));
+        let mut expected: Vec<&str> = TOP_LEVEL_KEYS.to_vec();
+        expected.push(FLOW_CONTROL_SECTION);
+        expected.extend_from_slice(sections);
+        Err(ConfigError::Syntax {
+            message: format!(
+                "unknown field `{unknown}`, expected one of {}",
+                expected
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            line: at.map(|(l, _)| l),
+            column: at.map(|(_, c)| c),
+        })
+    }
+
+    /// Reads the deprecated top-level `parser` into `requestHandler.parsers` when that is
+    /// empty, as upstream does.
+    fn apply_deprecated(&mut self) {
+        if let Some(parser) = &self.parser {
+            let handler = self.request_handler.get_or_insert_with(Default::default);
+            if handler.parsers.is_empty() {
+                handler.parsers.push(parser.clone());
+            }
+        }
+    }
+
+    /// The parser plugins requests go through, by name (`requestHandler.parsers`, or the
+    /// deprecated `parser`); empty when none is configured, which means Shepherd's built-in
+    /// OpenAI parsing.
+    pub fn parser_refs(&self) -> Vec<&str> {
+        self.request_handler
+            .iter()
+            .flat_map(|h| h.parsers.iter())
+            .map(|p| p.plugin_ref.as_str())
+            .collect()
     }
 
     /// Parses YAML text, failing on anything [`warnings`](Self::warnings) would report.
@@ -142,9 +245,13 @@ impl EndpointPickerConfig {
         Ok(())
     }
 
-    /// What will be ignored: one warning per top-level section this schema does not act on.
+    /// What loads but has no effect here, one warning each: sections kept for someone else
+    /// (the flow controller's `flowControl` when only a scheduler is built, an embedder's
+    /// own sections it did not take), and upstream settings Shepherd accepts without acting on
+    /// them.
     pub fn warnings(&self) -> Vec<ConfigWarning> {
-        self.other
+        let mut warnings: Vec<ConfigWarning> = self
+            .other
             .keys()
             .map(|section| ConfigWarning {
                 section: section.clone(),
@@ -152,13 +259,42 @@ impl EndpointPickerConfig {
                     "read by the flow controller (FlowControlConfig::from_picker_config; \
                      shepherd-runtime runs it), not by the scheduler"
                         .into()
-                } else if RECOGNISED_UNSUPPORTED_SECTIONS.contains(&section.as_str()) {
-                    "an upstream section Shepherd does not support yet; ignored".into()
                 } else {
-                    "unknown section; ignored".into()
+                    "a section for the embedder; the scheduler does not read it".into()
                 },
             })
-            .collect()
+            .collect();
+        if self
+            .feature_gates
+            .get(FeatureGates::HA_POPULATE_NON_LEADER_DATASTORE)
+            == Some(false)
+        {
+            warnings.push(ConfigWarning {
+                section: "featureGates".into(),
+                message: "haPopulateNonLeaderDatastore has no effect: Shepherd has no leader \
+                          election, every replica keeps its own endpoint data"
+                    .into(),
+            });
+        }
+        if let Some(layer) = &self.data_layer
+            && layer.inject_defaults == Some(false)
+        {
+            warnings.push(ConfigWarning {
+                section: "dataLayer".into(),
+                message: "injectDefaults: false has no effect: Shepherd always scrapes the \
+                          core metrics"
+                    .into(),
+            });
+        }
+        if self.saturation_detector.is_some() && !self.other.contains_key(FLOW_CONTROL_SECTION) {
+            warnings.push(ConfigWarning {
+                section: "saturationDetector".into(),
+                message: "deprecated; without a flowControl section Shepherd has no \
+                          saturation-based admission, so the detector is not used"
+                    .into(),
+            });
+        }
+        warnings
     }
 
     /// Names of top-level sections that were ignored.
@@ -183,9 +319,12 @@ pub struct PluginSpec {
 }
 
 impl PluginSpec {
-    /// The instance name.
+    /// The instance name: `name`, or the type when `name` is absent or empty (as upstream).
     pub fn name(&self) -> &str {
-        self.name.as_deref().unwrap_or(&self.plugin_type)
+        match self.name.as_deref() {
+            Some(name) if !name.is_empty() => name,
+            _ => &self.plugin_type,
+        }
     }
 }
 

@@ -355,8 +355,16 @@ impl FlowControlConfig {
         let Some(section) = config.other.get("flowControl") else {
             return Ok(None);
         };
-        let parsed = FlowControlConfig::deserialize(section)
+        let mut parsed = FlowControlConfig::deserialize(section)
             .map_err(|e| FlowConfigError::Syntax(e.to_string()))?;
+        if parsed.saturation_detector.is_none()
+            && let Some(detector) = &config.saturation_detector
+        {
+            // The deprecated top-level `saturationDetector`, read as upstream reads it.
+            parsed.saturation_detector = Some(SaturationDetectorConfig {
+                plugin_ref: Some(detector.plugin_ref.clone()),
+            });
+        }
         parsed.validate(&config.plugins).map(Some)
     }
 

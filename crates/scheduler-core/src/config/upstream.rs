@@ -1,0 +1,260 @@
+//! Every plugin type the upstream endpoint picker (the llm-d router's
+//! `registerInTreePlugins`) registers, with its status in Shepherd.
+//!
+//! A type is either built by Shepherd's scheduler [`Registry`](super::Registry) under the same
+//! name ([`Status::Registry`]), honoured outside it by a fixed part of Shepherd
+//! ([`Status::Framework`], see [`framework_plugin`](super::framework_plugin)), or not
+//! implemented yet ([`Status::NotYet`], with the [`Area`] of work it belongs to). A config
+//! naming a not-yet type fails with [`ConfigError::NotImplemented`](super::ConfigError),
+//! which names the area — never with "unknown type". `docs/compatibility.md` is this table
+//! written out, and a test keeps the two and the built-in registry in step.
+//!
+//! ```
+//! use shepherd_scheduler_core::config::{Area, Status, upstream_type};
+//!
+//! assert_eq!(upstream_type("queue-scorer").unwrap().status, Status::Registry);
+//! assert_eq!(
+//!     upstream_type("pd-profile-handler").unwrap().status,
+//!     Status::NotYet(Area::Disaggregation)
+//! );
+//! assert!(upstream_type("my-own-scorer").is_none());
+//! ```
+
+use std::fmt;
+
+use super::PluginKind;
+
+/// The area of work a not-yet-implemented upstream type belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Area {
+    /// Scheduling filters, scorers and producers of the upstream-compatibility work that are
+    /// still to come (label selectors, load-aware and LRU scorers, prefix-cache producers,
+    /// tokenization).
+    SchedulingPlugins,
+    /// Prefill/decode (and encode) disaggregation, data-parallel ranks.
+    Disaggregation,
+    /// Precise prefix-cache scoring from model-server KV-cache events.
+    PrecisePrefixCache,
+    /// Latency prediction and SLO-aware scheduling and admission.
+    PredictedLatency,
+    /// Routing across several clusters.
+    MultiCluster,
+    /// Multimodal embeddings caches.
+    Multimodal,
+    /// Request parsers for APIs other than OpenAI's.
+    Parsers,
+    /// Data-layer sources and extractors beyond the core metrics, and endpoint discovery.
+    DataLayer,
+    /// Topology-aware scheduling.
+    Topology,
+    /// Flow-control policies beyond round-robin fairness and FCFS ordering, and eviction.
+    FlowControl,
+    /// Request-control hooks: admitters, screeners, reporters, header processors.
+    RequestControl,
+    /// Plugins upstream registers for its conformance tests only.
+    ConformanceTests,
+}
+
+impl fmt::Display for Area {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Area::SchedulingPlugins => "upstream scheduling plugins (filters, scorers, producers)",
+            Area::Disaggregation => "disaggregation (prefill/decode, encode, data parallel)",
+            Area::PrecisePrefixCache => "precise prefix cache (KV-cache events)",
+            Area::PredictedLatency => "predicted latency and SLO-aware scheduling",
+            Area::MultiCluster => "multi-cluster routing",
+            Area::Multimodal => "multimodal caches",
+            Area::Parsers => "request parsers other than OpenAI's",
+            Area::DataLayer => "data layer (sources, extractors, discovery)",
+            Area::Topology => "topology-aware scheduling",
+            Area::FlowControl => "flow-control policies",
+            Area::RequestControl => "request control (admission, screening, reporting)",
+            Area::ConformanceTests => "upstream conformance-test plugins",
+        })
+    }
+}
+
+/// What Shepherd does with an upstream type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Built by Shepherd's registry under the same name.
+    Registry,
+    /// Honoured outside the registry by a fixed part of Shepherd.
+    Framework,
+    /// Not implemented yet.
+    NotYet(Area),
+}
+
+/// One upstream plugin type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamType {
+    /// The type name, as upstream registers it.
+    pub name: &'static str,
+    /// Its kind.
+    pub kind: PluginKind,
+    /// Its status in Shepherd.
+    pub status: Status,
+    /// How Shepherd's version differs, or what the name is an older spelling of; empty when
+    /// there is nothing to say.
+    pub note: &'static str,
+}
+
+const fn entry(name: &'static str, kind: PluginKind, status: Status) -> UpstreamType {
+    UpstreamType {
+        name,
+        kind,
+        status,
+        note: "",
+    }
+}
+
+const fn noted(
+    name: &'static str,
+    kind: PluginKind,
+    status: Status,
+    note: &'static str,
+) -> UpstreamType {
+    UpstreamType {
+        name,
+        kind,
+        status,
+        note,
+    }
+}
+
+use Area::*;
+use PluginKind::{
+    DataExtractor, DataSource, Decider, Discovery, Filter, FlowControl as Flow, Parser, Picker,
+    Producer, ProfileHandler, RequestControl as Control, Scorer, Test,
+};
+use Status::{Framework, NotYet, Registry};
+
+/// Every type `registerInTreePlugins` registers, in its order (llm-d router at `ebab68792`).
+#[rustfmt::skip]
+pub const UPSTREAM_TYPES: &[UpstreamType] = &[
+    entry("disaggregatedset-rollout-screener", Control, NotYet(Disaggregation)),
+    entry("label-selector-filter", Filter, NotYet(SchedulingPlugins)),
+    noted("by-label-selector", Filter, NotYet(SchedulingPlugins), "deprecated upstream name of `label-selector-filter`"),
+    noted("by-label", Filter, NotYet(SchedulingPlugins), "deprecated upstream name of `label-selector-filter`"),
+    entry("encode-filter", Filter, NotYet(Disaggregation)),
+    entry("decode-filter", Filter, NotYet(Disaggregation)),
+    entry("prefill-filter", Filter, NotYet(Disaggregation)),
+    entry("session-affinity-filter", Filter, NotYet(SchedulingPlugins)),
+    entry("endpoint-attribute-filter", Filter, NotYet(SchedulingPlugins)),
+    entry("topology-affinity-filter", Filter, NotYet(Topology)),
+    entry("utilization-filter", Filter, NotYet(SchedulingPlugins)),
+    entry("data-parallel-profile-handler", ProfileHandler, NotYet(Disaggregation)),
+    entry("load-aware-scorer", Scorer, NotYet(SchedulingPlugins)),
+    entry("context-length-aware", Scorer, NotYet(SchedulingPlugins)),
+    noted("session-affinity-scorer", Scorer, Registry, "Shepherd's session key; upstream's parameters are being aligned"),
+    entry("header-label-affinity-scorer", Scorer, NotYet(SchedulingPlugins)),
+    entry("models-data-source", DataSource, NotYet(DataLayer)),
+    entry("models-data-extractor", DataExtractor, NotYet(DataLayer)),
+    entry("topology-extractor", DataExtractor, NotYet(Topology)),
+    entry("dcgm-data-source", DataSource, NotYet(DataLayer)),
+    entry("dcgm-extractor", DataExtractor, NotYet(DataLayer)),
+    noted("prefix-cache-scorer", Scorer, Registry, "keeps its own approximate prefix index (block hashing and LRU are its parameters); upstream's producer-based parameters are being added"),
+    entry("max-score-picker", Picker, Registry),
+    entry("random-picker", Picker, Registry),
+    entry("weighted-random-picker", Picker, Registry),
+    noted("single-profile-handler", ProfileHandler, Framework, "Shepherd's scheduler always runs one profile per request; several profiles without a handler load too (the first is used)"),
+    noted("disagg-headers-handler", ProfileHandler, NotYet(Disaggregation), "deprecated upstream name of `disagg-profile-handler`"),
+    noted("prefill-header-handler", ProfileHandler, NotYet(Disaggregation), "deprecated upstream name of `disagg-profile-handler`"),
+    noted("pd-profile-handler", ProfileHandler, NotYet(Disaggregation), "deprecated upstream name of `disagg-profile-handler`"),
+    entry("disagg-profile-handler", ProfileHandler, NotYet(Disaggregation)),
+    entry("always-disagg-pd-decider", Decider, NotYet(Disaggregation)),
+    entry("prefix-based-pd-decider", Decider, NotYet(Disaggregation)),
+    entry("always-disagg-multimodal-decider", Decider, NotYet(Disaggregation)),
+    entry("kv-cache-utilization-scorer", Scorer, Registry),
+    entry("queue-scorer", Scorer, Registry),
+    entry("running-requests-size-scorer", Scorer, Registry),
+    entry("lora-affinity-scorer", Scorer, Registry),
+    entry("token-load-scorer", Scorer, NotYet(SchedulingPlugins)),
+    entry("no-hit-lru-scorer", Scorer, NotYet(SchedulingPlugins)),
+    noted("active-request-scorer", Scorer, Registry, "upstream's requestTimeout, idleThreshold and maxBusyScore parameters are being added"),
+    entry("precise-prefix-cache-scorer", Scorer, NotYet(PrecisePrefixCache)),
+    entry("mm-embeddings-cache-scorer", Scorer, NotYet(Multimodal)),
+    entry("precise-prefix-cache-producer", Producer, NotYet(PrecisePrefixCache)),
+    entry("header-profile-handler", ProfileHandler, NotYet(SchedulingPlugins)),
+    entry("endpoint-attribute-scorer", Scorer, NotYet(SchedulingPlugins)),
+    entry("topology-affinity-scorer", Scorer, NotYet(Topology)),
+    entry("burst-prefix-cache-producer", Producer, NotYet(PrecisePrefixCache)),
+    entry("p2p-source-producer", Producer, NotYet(PrecisePrefixCache)),
+    entry("multicluster-session-affinity-filter", Filter, NotYet(MultiCluster)),
+    entry("multicluster-queue-scorer", Scorer, NotYet(MultiCluster)),
+    entry("multicluster-kv-cache-utilization-scorer", Scorer, NotYet(MultiCluster)),
+    entry("multicluster-prefix-cache-scorer", Scorer, NotYet(MultiCluster)),
+    entry("multicluster-approx-prefix-cache-producer", Producer, NotYet(MultiCluster)),
+    noted("global-strict-fairness-policy", Flow, NotYet(FlowControl), "upstream's default fairness policy; Shepherd's default is round-robin"),
+    noted("round-robin-fairness-policy", Flow, Framework, "Shepherd's default fairness policy"),
+    entry("program-aware-fairness", Flow, NotYet(FlowControl)),
+    entry("fcfs-ordering-policy", Flow, Framework),
+    entry("edf-ordering-policy", Flow, NotYet(FlowControl)),
+    entry("slo-deadline-ordering-policy", Flow, NotYet(PredictedLatency)),
+    entry("static-usage-limit-policy", Flow, Framework),
+    entry("sheddable-eviction-filter", Flow, NotYet(FlowControl)),
+    entry("priority-then-time-eviction-order-policy", Flow, NotYet(FlowControl)),
+    entry("priority-holdback-policy", Flow, Framework),
+    entry("soft-reflective-ceiling-policy", Flow, NotYet(FlowControl)),
+    entry("approx-prefix-cache-producer", Producer, NotYet(SchedulingPlugins)),
+    entry("inflight-load-producer", Producer, NotYet(SchedulingPlugins)),
+    entry("predicted-latency-producer", Producer, NotYet(PredictedLatency)),
+    noted("tokenizer", Producer, NotYet(SchedulingPlugins), "deprecated upstream name of `token-producer`"),
+    entry("mm-embeddings-cache-producer", Producer, NotYet(Multimodal)),
+    entry("token-producer", Producer, NotYet(SchedulingPlugins)),
+    entry("session-id-producer", Producer, NotYet(SchedulingPlugins)),
+    entry("latency-slo-admitter", Control, NotYet(PredictedLatency)),
+    entry("probabilistic-admitter", Control, NotYet(RequestControl)),
+    entry("prefix-cache-affinity-filter", Filter, NotYet(SchedulingPlugins)),
+    entry("slo-headroom-tier-filter", Filter, NotYet(PredictedLatency)),
+    entry("latency-scorer", Scorer, NotYet(PredictedLatency)),
+    entry("header-based-testing-filter", Test, NotYet(ConformanceTests)),
+    entry("destination-endpoint-served-verifier", Test, NotYet(ConformanceTests)),
+    noted("metrics-data-source", DataSource, Framework, "https scraping is not built in; the runtime scrapes every endpoint itself"),
+    entry("core-metrics-extractor", DataExtractor, Framework),
+    entry("multicluster-metrics-data-source", DataSource, NotYet(MultiCluster)),
+    entry("multicluster-metrics-extractor", DataExtractor, NotYet(MultiCluster)),
+    entry("k8s-notification-source", DataSource, NotYet(DataLayer)),
+    entry("endpoint-notification-source", DataSource, NotYet(DataLayer)),
+    entry("request-attribute-reporter", Control, NotYet(RequestControl)),
+    noted("openai-parser", Parser, Framework, "the adapters parse /v1/completions, /v1/chat/completions, /v1/responses and /v1/embeddings"),
+    entry("vllmgrpc-parser", Parser, NotYet(Parsers)),
+    noted("passthrough-parser", Parser, NotYet(Parsers), "Shepherd's adapters refuse a path they cannot parse rather than forward it unscheduled"),
+    entry("anthropic-parser", Parser, NotYet(Parsers)),
+    noted("vllmhttp-parser", Parser, NotYet(Parsers), "vLLM's /inference/v1/generate (pre-tokenized prompts)"),
+    entry("sglanghttp-parser", Parser, NotYet(Parsers)),
+    entry("vertexai-parser", Parser, NotYet(Parsers)),
+    entry("concurrency-detector", Flow, Framework),
+    entry("utilization-detector", Flow, Framework),
+    noted("file-discovery", Discovery, NotYet(DataLayer), "Shepherd's `endpoints` section lists static endpoints"),
+    entry("multicluster-file-discovery", Discovery, NotYet(MultiCluster)),
+    entry("agent-identity", Control, NotYet(RequestControl)),
+];
+
+/// Type names Shepherd registers that upstream used to register (the Gateway API Inference
+/// Extension's, before the llm-d router), with the current upstream name when there is one.
+pub const OLDER_UPSTREAM_NAMES: &[(&str, Option<&str>)] = &[
+    ("kv-cache-scorer", Some("kv-cache-utilization-scorer")),
+    ("lora-affinity-filter", None),
+];
+
+/// Type names that are Shepherd's own additions, not upstream's.
+pub const SHEPHERD_EXTENSIONS: &[&str] = &["prefill-load-scorer"];
+
+/// The upstream entry for `name`.
+pub fn upstream_type(name: &str) -> Option<&'static UpstreamType> {
+    UPSTREAM_TYPES.iter().find(|t| t.name == name)
+}
+
+impl UpstreamType {
+    /// The one-word verdict `docs/compatibility.md` gives: `implemented`, `accepted with a
+    /// difference` (an implemented type with a [`note`](Self::note)), or `not yet`.
+    pub fn verdict(&self) -> &'static str {
+        match (self.status, self.note.is_empty()) {
+            (Status::NotYet(_), _) => "not yet",
+            (_, true) => "implemented",
+            (_, false) => "accepted with a difference",
+        }
+    }
+}
