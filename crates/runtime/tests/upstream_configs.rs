@@ -194,22 +194,64 @@ fn the_deprecated_parser_and_saturation_detector_are_read_as_upstream_reads_them
     );
 }
 
+#[test]
+fn the_optimized_baseline_guide_config_loads_with_its_producer_and_lru_scorer() {
+    let config = load("optimized-baseline.yaml").unwrap();
+    let scheduler = build(&config).unwrap();
+    assert_eq!(
+        profile(&scheduler, 0),
+        (
+            "default".into(),
+            scorers(&[
+                ("queue-scorer", 2.0),
+                ("kv-cache-utilization-scorer", 2.0),
+                ("prefix-cache-scorer", 3.0),
+                ("no-hit-lru-scorer", 2.0)
+            ]),
+            vec![],
+            "max-score-picker".into()
+        )
+    );
+}
+
+#[test]
+fn the_estimate_prefix_cache_config_loads_with_the_load_aware_scorer() {
+    let config = load("estimate-prefix-cache.yaml").unwrap();
+    let scheduler = build(&config).unwrap();
+    assert_eq!(
+        profile(&scheduler, 0),
+        (
+            "default".into(),
+            scorers(&[("prefix-cache-scorer", 1.0), ("load-aware-scorer", 1.0)]),
+            vec![],
+            "max-score-picker".into()
+        )
+    );
+}
+
+#[test]
+fn the_sample_epp_config_loads_with_its_decode_filter() {
+    let config = load("epp-config.yaml").unwrap();
+    let scheduler = build(&config).unwrap();
+    assert_eq!(
+        profile(&scheduler, 0),
+        (
+            "default".into(),
+            scorers(&[("prefix-cache-scorer", 2.0)]),
+            vec!["decode-filter".into()],
+            "max-score-picker".into()
+        )
+    );
+}
+
 /// Fixtures that fail today, with the error they give: the area of a type Shepherd does not
-/// implement. Those in [`Area::SchedulingPlugins`] are expected to load once the upstream
-/// scheduling plugins land (branch `compat-plugins`); move them to loading cases then.
+/// implement.
 const PENDING: &[(&str, &str, Area)] = &[
     (
-        "optimized-baseline.yaml",
-        "approx-prefix-cache-producer",
-        Area::SchedulingPlugins,
+        "pd-epp-config.yaml",
+        "disagg-profile-handler",
+        Area::Disaggregation,
     ),
-    (
-        "estimate-prefix-cache.yaml",
-        "load-aware-scorer",
-        Area::SchedulingPlugins,
-    ),
-    ("epp-config.yaml", "decode-filter", Area::Disaggregation),
-    ("pd-epp-config.yaml", "prefill-filter", Area::Disaggregation),
     (
         "helm-payload-agnostic.yaml",
         "passthrough-parser",
