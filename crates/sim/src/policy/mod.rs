@@ -1,9 +1,11 @@
 //! Routing policies: each one a Shepherd config (YAML) run through the same core scheduler.
 //!
 //! The built-in policies use the built-in plugins, plus sim-local ones registered into the same
-//! registry: a `round-robin-picker`, and two peers reimplemented from their published
-//! algorithms (`sglang-cache-aware-scorer`, `dynamo-kv-cost-scorer`). A config with an
-//! `adaptive` section runs with the adaptive weights controller ticking on the pool.
+//! registry: a `round-robin-picker`, and two peers reimplemented from their upstream sources at
+//! named versions with their launch defaults (`sglang-cache-aware-scorer`,
+//! `dynamo-kv-cost-scorer`; `docs/peers.md` says what is modelled from where). The peers hear
+//! from the simulated engines through an [`EngineFeed`] (first tokens, cached blocks). A config
+//! with an `adaptive` section runs with the adaptive weights controller ticking on the pool.
 //!
 //! ```
 //! use shepherd_sim::policy::{Policy, builtin_policies};
@@ -13,6 +15,7 @@
 //! ```
 
 mod dynamo;
+mod feed;
 mod overlay;
 mod peer_index;
 mod round_robin;
@@ -26,6 +29,7 @@ use shepherd_scheduler_core::config::{EndpointPickerConfig, Registry};
 use shepherd_scheduler_core::plugin::PluginInstance;
 use shepherd_scheduler_core::scheduler::Scheduler;
 
+pub use feed::{EngineFeed, FEED_NAME, FirstTokenListener};
 pub use overlay::{
     FLOW_CONTROL_NO_HOLDBACK_OVERLAY, FLOW_CONTROL_OVERLAY, FLOW_CONTROL_UTILIZATION_OVERLAY,
 };
@@ -55,6 +59,10 @@ pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
     ),
     ("adaptive", shepherd_adaptive::preset::ADAPTIVE_CONFIG_YAML),
     ("sglang", include_str!("../../policies/sglang.yaml")),
+    (
+        "sglang-library-defaults",
+        include_str!("../../policies/sglang-library-defaults.yaml"),
+    ),
     ("dynamo", include_str!("../../policies/dynamo.yaml")),
 ];
 

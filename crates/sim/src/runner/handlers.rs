@@ -136,6 +136,7 @@ impl Sim<'_> {
             timeout_armed,
         } = held;
         let prompt_len = self.tokens.len() as u32;
+        let bs = self.scenario.engine.block_size as usize;
         self.records[record].dispatched = Some(now);
         if self.opts.fresh_metrics || self.scenario.scrape_interval_ms == 0 {
             for s in 0..self.engines.len() as u32 {
@@ -151,6 +152,20 @@ impl Sim<'_> {
         request.max_tokens = Some(spec.output.len);
         request.priority = stream.priority;
         request.fairness_id = stream.fairness_id.clone();
+        if self.feed.wants_cached_blocks() {
+            // What each server's KV events would have told the router: the request's leading
+            // full prompt blocks in its prefix cache.
+            let prompt_blocks = &hashes[..(prompt_len as usize / bs).min(hashes.len())];
+            let cached = self.engines.iter().zip(&self.endpoints).map(|(e, ep)| {
+                let pool = e.block_pool();
+                let n = prompt_blocks
+                    .iter()
+                    .take_while(|h| pool.lookup(**h).is_some())
+                    .count();
+                (ep.id(), n as u32)
+            });
+            self.feed.publish_cached_blocks(&request.id, cached);
+        }
         let decision = match self.scheduler.schedule(&request) {
             Ok(d) => d,
             Err(_) => {
@@ -252,6 +267,9 @@ impl Sim<'_> {
                         // The prefill is done; the guard keeps the request in flight until
                         // it finishes.
                         live.decision.handle_mut().first_token();
+                        if self.feed.wants_first_tokens() {
+                            self.feed.first_token(&id.to_string());
+                        }
                     }
                 }
                 EngineEvent::Finished {

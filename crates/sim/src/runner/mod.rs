@@ -21,7 +21,10 @@
 //!    adaptive series, and the cache totals with their infinite-cache ceiling.
 //!
 //! What the router sees of a server is its last scrape ([`Endpoint::set_metrics`]), while its
-//! own in-flight counts are exact (each request holds its [`Decision`] until it ends). Equal-time
+//! own in-flight counts are exact (each request holds its [`Decision`] until it ends). Peer
+//! plugins that model routers fed by the engines themselves (Dynamo's KV events) read the
+//! run's [`EngineFeed`]: before each pick, each server's cached leading prompt blocks; at each
+//! first token, a report. Equal-time
 //! events run in the order they were scheduled, so a run is a pure function of its inputs and
 //! seed.
 //!
@@ -64,17 +67,18 @@ use std::time::Instant;
 
 use ahash::{AHashMap, AHashSet};
 use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
-use shepherd_scheduler_core::config::{Registry, build_scheduler};
+use shepherd_scheduler_core::config::{Registry, build_scheduler_in};
 use shepherd_scheduler_core::decision::Decision;
 use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId, Pool};
 use shepherd_scheduler_core::scheduler::Scheduler;
+use shepherd_scheduler_core::shared::SharedState;
 
 pub use results::{Outcome, RequestRecord, RunResult};
 pub use shepherd_adaptive::driver::{AdaptiveSample, TickDriver};
 
 use crate::engine::Engine;
 use crate::error::SimError;
-use crate::policy::Policy;
+use crate::policy::{EngineFeed, FEED_NAME, Policy};
 use crate::workload::{Scenario, Traffic};
 use events::{Event, EventQueue};
 use flow::FlowGate;
@@ -135,6 +139,7 @@ struct Sim<'a> {
     events: u64,
     tokens: Vec<u32>,
     flow: Option<FlowGate>,
+    feed: Arc<EngineFeed>,
 }
 
 /// Runs `scenario` under `policy`, building the policy's scheduler with `registry`.
@@ -158,12 +163,15 @@ pub fn run(
     let flow = FlowGate::from_config(&policy.name, &policy.config)?;
     let mut config = flow::without_detector_plugins(&policy.config);
     config.scheduler.seed ^= opts.seed;
-    let scheduler = build_scheduler(&config, registry, Arc::clone(&pool)).map_err(|source| {
-        SimError::Config {
+    // The engines' side channel to the peer plugins, in place before they are built.
+    let shared = SharedState::new(Arc::clone(&pool));
+    let feed = Arc::new(EngineFeed::default());
+    shared.resources.insert(FEED_NAME, Arc::clone(&feed));
+    let scheduler =
+        build_scheduler_in(&config, registry, &shared).map_err(|source| SimError::Config {
             policy: policy.name.clone(),
             source,
-        }
-    })?;
+        })?;
     let driver = policy.tick_driver(&scheduler)?;
     let scorer_names = scheduler
         .profiles()
@@ -196,6 +204,7 @@ pub fn run(
         events: 0,
         tokens: Vec::new(),
         flow,
+        feed,
     };
     sim.run_loop();
     let mut preemptions = 0;
