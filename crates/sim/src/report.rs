@@ -372,6 +372,15 @@ pub fn table(report: &Report) -> String {
                     unit,
                 )
             };
+            // Drops and timeouts: the ± only when some seed lost a request.
+            let lost = |name: &str| {
+                let i = figure(r, name).unwrap_or(Interval::point(0.0));
+                if i.half_width > 0.0 {
+                    cell(i, 1.0, 1, "")
+                } else {
+                    format!("{:.0}", i.mean)
+                }
+            };
             out.push_str(&format!(
                 "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} |\n",
                 r.policy,
@@ -387,8 +396,8 @@ pub fn table(report: &Report) -> String {
                 f("cache_hit_rate", 100.0, 1, "%"),
                 f("load_imbalance_cv", 1.0, 2, ""),
                 f("preemptions", 1.0, 0, ""),
-                f("dropped", 1.0, 0, ""),
-                f("timed_out", 1.0, 0, ""),
+                lost("dropped"),
+                lost("timed_out"),
             ));
         }
         if !s.judgements.is_empty() {
