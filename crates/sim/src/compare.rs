@@ -1,24 +1,31 @@
-//! Running every (scenario, policy) pair, in parallel, and assembling the report.
+//! Running every (scenario, policy, seed) triple, in parallel, and assembling the report.
 //!
 //! Each run is independent and deterministic, so the report does not depend on how the runs
-//! were spread over threads.
+//! were spread over threads. With several seeds ([`crate::seeds::derive`]) every row is the
+//! mean over the seeds with its 95 % intervals ([`crate::aggregate`]); plots and timelines are
+//! drawn from the first seed's runs.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use shepherd_scheduler_core::config::Registry;
 
+use crate::aggregate::aggregate;
+use crate::best::judgements;
 use crate::error::SimError;
 use crate::policy::Policy;
-use crate::report::{Report, ScenarioReport, ceiling, summarize};
+use crate::report::{PolicySummary, Report, ScenarioReport, ceiling, summarize};
 use crate::runner::{RunOptions, RunResult, run};
+use crate::seeds::derive;
 use crate::workload::Scenario;
 
 /// What to compare.
 #[derive(Debug, Clone)]
 pub struct CompareOptions {
-    /// Seed of every run.
+    /// Base seed: the first run's seed, from which the others are derived.
     pub seed: u64,
+    /// Seeds per (scenario, policy) pair (at least 1).
+    pub seeds: u32,
     /// Worker threads.
     pub threads: usize,
     /// Also re-run the best policy of each scenario with zero metric staleness.
@@ -27,62 +34,95 @@ pub struct CompareOptions {
     pub progress: bool,
 }
 
+impl Default for CompareOptions {
+    /// Seed 42, one seed, one thread, with the bound, quiet.
+    fn default() -> Self {
+        CompareOptions {
+            seed: 42,
+            seeds: 1,
+            threads: 1,
+            fresh_bound: true,
+            progress: false,
+        }
+    }
+}
+
 /// A finished comparison: the report and the raw runs (for plots).
 #[derive(Debug)]
 pub struct Comparison {
     /// The report.
     pub report: Report,
-    /// Raw runs, per scenario, in the report's row order.
+    /// Raw runs of the first seed, per scenario, in the report's row order.
     pub runs: Vec<Vec<RunResult>>,
-    /// Wall-clock seconds and simulated events of all runs.
+    /// Wall-clock seconds of the whole comparison.
     pub wall_seconds: f64,
-    /// Simulated events of all runs.
+    /// Simulated events of all runs (every seed).
     pub events: u64,
+    /// Runs made (every seed).
+    pub run_count: usize,
 }
 
-/// Runs `jobs` (scenario index, scenario, policy, zero-staleness) on `opts.threads` threads;
-/// results in job order.
+/// One simulation to run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Job<'a> {
+    /// Index of the group the result belongs to (scenario, or run label).
+    pub(crate) group: usize,
+    pub(crate) scenario: &'a Scenario,
+    pub(crate) policy: &'a Policy,
+    /// Zero metric staleness (the bound).
+    pub(crate) fresh: bool,
+    pub(crate) seed: u64,
+}
+
+/// Runs `jobs` on `threads` threads; results in job order.
 pub(crate) fn run_all(
-    jobs: &[(usize, &Scenario, &Policy, bool)],
+    jobs: &[Job<'_>],
     registry: &Registry,
-    opts: &CompareOptions,
+    threads: usize,
+    progress: bool,
 ) -> Result<Vec<RunResult>, SimError> {
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<RunResult, SimError>>>> =
         Mutex::new((0..jobs.len()).map(|_| None).collect());
     let done = AtomicUsize::new(0);
     std::thread::scope(|scope| {
-        for _ in 0..opts.threads.max(1).min(jobs.len().max(1)) {
+        for _ in 0..threads.max(1).min(jobs.len().max(1)) {
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(_, scenario, policy, fresh)) = jobs.get(i) else {
+                    let Some(job) = jobs.get(i) else {
                         break;
                     };
                     let run_opts = RunOptions {
-                        seed: opts.seed,
-                        fresh_metrics: fresh,
+                        seed: job.seed,
+                        fresh_metrics: job.fresh,
                         check_invariants: false,
                     };
-                    let mut result = run(scenario, policy, registry, run_opts);
+                    let mut result = run(job.scenario, job.policy, registry, run_opts);
                     if let Ok(r) = &mut result
-                        && fresh
+                        && job.fresh
                     {
                         r.policy = format!("{}@fresh", r.policy);
                     }
-                    if opts.progress {
+                    if progress {
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                         match &result {
                             Ok(r) => eprintln!(
-                                "[{n:>3}/{}] {:<14} {:<22} {:>6.1} s wall, {:>9} events ({:.0}k events/s)",
+                                "[{n:>3}/{}] {:<14} {:<22} seed {:<20} {:>6.1} s wall, {:>9} events ({:.0}k events/s)",
                                 jobs.len(),
-                                scenario.name,
+                                job.scenario.name,
                                 r.policy,
+                                job.seed,
                                 r.wall_seconds,
                                 r.events,
                                 r.events as f64 / r.wall_seconds.max(1e-9) / 1e3
                             ),
-                            Err(e) => eprintln!("[{n:>3}/{}] {} {}: {e}", jobs.len(), scenario.name, policy.name),
+                            Err(e) => eprintln!(
+                                "[{n:>3}/{}] {} {}: {e}",
+                                jobs.len(),
+                                job.scenario.name,
+                                job.policy.name
+                            ),
                         }
                     }
                     results.lock()[i] = Some(result);
@@ -105,7 +145,82 @@ pub(crate) fn run_all(
         .collect()
 }
 
-/// Runs every scenario under every policy (plus the zero-staleness bound) and builds the report.
+/// Per (scenario, policy) pair: the first seed's run and the summary over all seeds.
+struct Rows {
+    first_runs: Vec<Vec<RunResult>>,
+    summaries: Vec<Vec<PolicySummary>>,
+    events: u64,
+    runs: usize,
+}
+
+/// Runs `policies` (with `fresh` metrics or not) on `scenarios[si]` for each `(si, policy)` of
+/// `pairs`, on every seed, and folds the seeds into one row per pair.
+fn run_rows(
+    scenarios: &[Scenario],
+    pairs: &[(usize, &Policy)],
+    fresh: bool,
+    seeds: &[u64],
+    registry: &Registry,
+    opts: &CompareOptions,
+) -> Result<Rows, SimError> {
+    let jobs: Vec<Job<'_>> = pairs
+        .iter()
+        .enumerate()
+        .flat_map(|(pi, &(si, policy))| {
+            seeds.iter().map(move |&seed| Job {
+                group: pi,
+                scenario: &scenarios[si],
+                policy,
+                fresh,
+                seed,
+            })
+        })
+        .collect();
+    let results = run_all(&jobs, registry, opts.threads, opts.progress)?;
+    let mut rows = Rows {
+        first_runs: scenarios.iter().map(|_| Vec::new()).collect(),
+        summaries: scenarios.iter().map(|_| Vec::new()).collect(),
+        events: results.iter().map(|r| r.events).sum(),
+        runs: results.len(),
+    };
+    let mut per_pair: Vec<Vec<RunResult>> = pairs.iter().map(|_| Vec::new()).collect();
+    for (job, r) in jobs.iter().zip(results) {
+        per_pair[job.group].push(r);
+    }
+    for (&(si, _), runs) in pairs.iter().zip(per_pair) {
+        let per_seed: Vec<PolicySummary> = runs
+            .iter()
+            .map(|r| summarize(&scenarios[si], r, fresh))
+            .collect();
+        rows.summaries[si].push(aggregate(&per_seed));
+        if let Some(first) = runs.into_iter().next() {
+            rows.first_runs[si].push(first);
+        }
+    }
+    Ok(rows)
+}
+
+/// The best policy of a scenario for the bound: fewest mean drops and timeouts, then lowest
+/// mean TTFT p90.
+fn best_for_bound(rows: &[PolicySummary]) -> Option<usize> {
+    let lost = |x: &PolicySummary| {
+        x.intervals
+            .as_ref()
+            .map_or((x.dropped + x.timed_out) as f64, |m| {
+                m.get("dropped").map_or(0.0, |i| i.mean)
+                    + m.get("timed_out").map_or(0.0, |i| i.mean)
+            })
+    };
+    let fewest = rows.iter().map(lost).fold(f64::INFINITY, f64::min);
+    rows.iter()
+        .enumerate()
+        .filter(|(_, x)| lost(x) <= fewest)
+        .min_by(|a, b| a.1.ttft_p90_ms.total_cmp(&b.1.ttft_p90_ms))
+        .map(|(i, _)| i)
+}
+
+/// Runs every scenario under every policy on every seed (plus the zero-staleness bound) and
+/// builds the report.
 pub fn compare(
     scenarios: &[Scenario],
     policies: &[Policy],
@@ -113,69 +228,55 @@ pub fn compare(
     opts: &CompareOptions,
 ) -> Result<Comparison, SimError> {
     let started = std::time::Instant::now();
-    let jobs: Vec<_> = scenarios
-        .iter()
-        .enumerate()
-        .flat_map(|(si, s)| policies.iter().map(move |p| (si, s, p, false)))
+    let seeds = derive(opts.seed, opts.seeds);
+    let pairs: Vec<(usize, &Policy)> = (0..scenarios.len())
+        .flat_map(|si| policies.iter().map(move |p| (si, p)))
         .collect();
-    let mut runs_flat = run_all(&jobs, registry, opts)?;
-    let mut runs: Vec<Vec<RunResult>> = scenarios.iter().map(|_| Vec::new()).collect();
-    for (job, r) in jobs.iter().zip(runs_flat.drain(..)) {
-        runs[job.0].push(r);
-    }
+    let mut rows = run_rows(scenarios, &pairs, false, &seeds, registry, opts)?;
     if opts.fresh_bound {
-        // The best policy per scenario: lowest TTFT p90 among those that dropped nothing more
-        // than the fewest.
-        let mut bound_jobs = Vec::new();
-        for (si, s) in scenarios.iter().enumerate() {
-            let summaries: Vec<_> = runs[si].iter().map(|r| summarize(s, r, false)).collect();
-            let fewest = summaries
-                .iter()
-                .map(|x| x.dropped + x.timed_out)
-                .min()
-                .unwrap_or(0);
-            if let Some(best) = summaries
-                .iter()
-                .enumerate()
-                .filter(|(_, x)| x.dropped + x.timed_out == fewest)
-                .min_by(|a, b| a.1.ttft_p90_ms.total_cmp(&b.1.ttft_p90_ms))
-                .map(|(i, _)| i)
-            {
-                bound_jobs.push((si, s, &policies[best], true));
-            }
+        let bound_pairs: Vec<(usize, &Policy)> = rows
+            .summaries
+            .iter()
+            .enumerate()
+            .filter_map(|(si, s)| best_for_bound(s).map(|b| (si, &policies[b])))
+            .collect();
+        let bounds = run_rows(scenarios, &bound_pairs, true, &seeds, registry, opts)?;
+        for (si, (runs, summaries)) in bounds
+            .first_runs
+            .into_iter()
+            .zip(bounds.summaries)
+            .enumerate()
+        {
+            rows.first_runs[si].extend(runs);
+            rows.summaries[si].extend(summaries);
         }
-        let bound_runs = run_all(&bound_jobs, registry, opts)?;
-        for (job, r) in bound_jobs.iter().zip(bound_runs) {
-            runs[job.0].push(r);
-        }
+        rows.events += bounds.events;
+        rows.runs += bounds.runs;
     }
-    let mut events = 0;
     let scenario_reports = scenarios
         .iter()
-        .zip(&runs)
-        .map(|(s, rs)| {
-            events += rs.iter().map(|r| r.events).sum::<u64>();
-            ScenarioReport {
-                scenario: s.name.clone(),
-                description: s.description.clone(),
-                servers: s.servers,
-                hardware: s.hardware.clone(),
-                cache_hit_ceiling: rs.first().map_or(0.0, ceiling),
-                results: rs
-                    .iter()
-                    .map(|r| summarize(s, r, r.policy.ends_with("@fresh")))
-                    .collect(),
-            }
+        .zip(&rows.first_runs)
+        .zip(rows.summaries)
+        .map(|((s, runs), results)| ScenarioReport {
+            scenario: s.name.clone(),
+            description: s.description.clone(),
+            servers: s.servers,
+            hardware: s.hardware.clone(),
+            cache_hit_ceiling: runs.first().map_or(0.0, ceiling),
+            judgements: judgements(&results),
+            results,
         })
         .collect();
     Ok(Comparison {
         report: Report {
             schema: "shepherd-sim/report/v1",
             seed: opts.seed,
+            seeds,
             scenarios: scenario_reports,
         },
-        runs,
+        runs: rows.first_runs,
         wall_seconds: started.elapsed().as_secs_f64(),
-        events,
+        events: rows.events,
+        run_count: rows.runs,
     })
 }

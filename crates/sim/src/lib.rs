@@ -11,21 +11,29 @@
 //! - [`runner`]: the discrete-event loop that runs a scenario under a policy (and ticks the
 //!   adaptive controller, a [`shepherd_adaptive::TickDriver`], on simulated time);
 //! - [`report`], [`svg`], [`timeline`]: the table and JSON, the plots, the adaptive timeline;
+//! - [`seeds`], [`stats`], [`aggregate`], [`judge`], [`best`]: several seeds per comparison,
+//!   each figure as a mean with its 95 % interval, and "best" / "within 5 %" judged on those
+//!   intervals;
 //! - [`overload`]: the flow-control report (per priority class and tenant, with and without
 //!   flow control, against the same workload unloaded);
 //! - `serve` (feature `serve`, on by default): the engines as simulated vLLM servers over HTTP.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod aggregate;
+pub mod best;
 pub mod compare;
 pub mod engine;
 pub mod error;
+pub mod judge;
 pub mod overload;
 pub mod policy;
 pub mod report;
 pub mod runner;
+pub mod seeds;
 #[cfg(feature = "serve")]
 pub mod serve;
+pub mod stats;
 pub mod svg;
 pub mod timeline;
 pub mod workload;

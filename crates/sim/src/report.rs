@@ -4,14 +4,24 @@
 //! `_ms` suffix, rates as fractions in [0, 1], throughput in output tokens per simulated second.
 //! Wall-clock timings are printed, never written to the JSON, so the same seed gives
 //! byte-identical JSON.
+//!
+//! Over several seeds (`--seeds N`, [`crate::aggregate`]) each row's figures are means over the
+//! seeds and the row gains `intervals`: per figure, `mean`, `half_width` of the 95 % Student's
+//! t interval, and `n`; each scenario's `judgements` ([`crate::best`]) say which policies are
+//! best, or within 5 % of the best, on TTFT p90 and output tokens/s by those intervals.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::aggregate::figure;
+use crate::best::Judgement;
 use crate::runner::{Outcome, RunResult};
+use crate::stats::Interval;
 use crate::workload::Scenario;
 
 /// The report's figures for one policy on one scenario.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PolicySummary {
     /// Policy name (`<name>@fresh` for the zero-staleness bound).
     pub policy: String,
@@ -53,9 +63,14 @@ pub struct PolicySummary {
     pub events: u64,
     /// Per-stream time to first token.
     pub streams: Vec<StreamSummary>,
-    /// What the adaptive controller did (only for policies with an `adaptive:` section).
+    /// What the adaptive controller did (only for policies with an `adaptive:` section; over
+    /// several seeds, the first seed's run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<AdaptiveSummary>,
+    /// Over several seeds: each figure's mean and 95 % interval, by JSON field name (the fields
+    /// above then hold the means, counts rounded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<BTreeMap<String, Interval>>,
 }
 
 /// What the adaptive controller did during a run.
@@ -116,7 +131,7 @@ pub fn adaptive_summary(run: &RunResult) -> Option<AdaptiveSummary> {
 }
 
 /// Per-stream latency, for scenarios with phases (such as the hot-prefix spike).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StreamSummary {
     /// Stream name.
     pub stream: String,
@@ -128,6 +143,9 @@ pub struct StreamSummary {
     pub ttft_p90_ms: f64,
     /// Time to first token, ms.
     pub ttft_p99_ms: f64,
+    /// Over several seeds: each figure's mean and 95 % interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<BTreeMap<String, Interval>>,
 }
 
 /// One scenario's results.
@@ -145,6 +163,8 @@ pub struct ScenarioReport {
     pub cache_hit_ceiling: f64,
     /// One row per policy, then the bounds.
     pub results: Vec<PolicySummary>,
+    /// Best and within-5 % policies on TTFT p90 and output tokens/s, by the interval rule.
+    pub judgements: Vec<Judgement>,
 }
 
 /// The whole report.
@@ -152,8 +172,10 @@ pub struct ScenarioReport {
 pub struct Report {
     /// Schema id.
     pub schema: &'static str,
-    /// Seed of every run.
+    /// The base seed (`--seed`).
     pub seed: u64,
+    /// Every seed run, derived from `seed` (the first is `seed` itself).
+    pub seeds: Vec<u64>,
     /// Scenarios in order.
     pub scenarios: Vec<ScenarioReport>,
 }
@@ -252,6 +274,7 @@ pub fn summarize(scenario: &Scenario, run: &RunResult, bound: bool) -> PolicySum
                 ttft_p50_ms: round3(percentile(&t, 50.0)),
                 ttft_p90_ms: round3(percentile(&t, 90.0)),
                 ttft_p99_ms: round3(percentile(&t, 99.0)),
+                intervals: None,
             }
         })
         .collect();
@@ -285,6 +308,7 @@ pub fn summarize(scenario: &Scenario, run: &RunResult, bound: bool) -> PolicySum
         events: run.events,
         streams,
         adaptive: adaptive_summary(run),
+        intervals: None,
     }
 }
 
@@ -297,9 +321,37 @@ pub fn ceiling(run: &RunResult) -> f64 {
     }
 }
 
-/// The report as a text table.
+/// `value` with `decimals` decimals after multiplying by `scale`, as `mean ± half-width` when
+/// the interval comes from several seeds.
+fn cell(i: Interval, scale: f64, decimals: usize, unit: &str) -> String {
+    if i.n > 1 {
+        format!(
+            "{:.decimals$} ± {:.decimals$}{unit}",
+            i.mean * scale,
+            i.half_width * scale
+        )
+    } else {
+        format!("{:.decimals$}{unit}", i.mean * scale)
+    }
+}
+
+/// The report as a text table (and, per scenario, which policies are best by the interval
+/// rule).
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
+    if report.seeds.len() > 1 {
+        out.push_str(&format!(
+            "\n{} seeds derived from --seed {} ({}); figures are mean ± half-width of the 95 % Student's t interval.\n",
+            report.seeds.len(),
+            report.seed,
+            report
+                .seeds
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     for s in &report.scenarios {
         out.push_str(&format!(
             "\n## {} — {} ({} × {}; infinite-cache hit ceiling {:.1}%)\n\n",
@@ -312,23 +364,57 @@ pub fn table(report: &Report) -> String {
         out.push_str("| policy | TTFT p50 | p90 | p99 (ms) | TPOT p50 | p99 (ms) | E2E p50 | p99 (s) | out tok/s | cache hit | imbalance CV | preempt | dropped/timed out |\n");
         out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for r in &s.results {
+            let f = |name: &str, scale: f64, decimals: usize, unit: &str| {
+                cell(
+                    figure(r, name).unwrap_or(Interval::point(0.0)),
+                    scale,
+                    decimals,
+                    unit,
+                )
+            };
+            // Drops and timeouts: the ± only when some seed lost a request.
+            let lost = |name: &str| {
+                let i = figure(r, name).unwrap_or(Interval::point(0.0));
+                if i.half_width > 0.0 {
+                    cell(i, 1.0, 1, "")
+                } else {
+                    format!("{:.0}", i.mean)
+                }
+            };
             out.push_str(&format!(
-                "| {}{} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1}% | {:.2} | {} | {}/{} |\n",
+                "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} |\n",
                 r.policy,
                 if r.bound { " (bound)" } else { "" },
-                r.ttft_p50_ms,
-                r.ttft_p90_ms,
-                r.ttft_p99_ms,
-                r.tpot_p50_ms,
-                r.tpot_p99_ms,
-                r.e2e_p50_ms / 1000.0,
-                r.e2e_p99_ms / 1000.0,
-                r.output_tokens_per_s,
-                r.cache_hit_rate * 100.0,
-                r.load_imbalance_cv,
-                r.preemptions,
-                r.dropped,
-                r.timed_out,
+                f("ttft_p50_ms", 1.0, 0, ""),
+                f("ttft_p90_ms", 1.0, 0, ""),
+                f("ttft_p99_ms", 1.0, 0, ""),
+                f("tpot_p50_ms", 1.0, 1, ""),
+                f("tpot_p99_ms", 1.0, 1, ""),
+                f("e2e_p50_ms", 1e-3, 1, ""),
+                f("e2e_p99_ms", 1e-3, 1, ""),
+                f("output_tokens_per_s", 1.0, 0, ""),
+                f("cache_hit_rate", 100.0, 1, "%"),
+                f("load_imbalance_cv", 1.0, 2, ""),
+                f("preemptions", 1.0, 0, ""),
+                lost("dropped"),
+                lost("timed_out"),
+            ));
+        }
+        if !s.judgements.is_empty() {
+            out.push('\n');
+        }
+        for j in &s.judgements {
+            let within = if j.within_5pct.is_empty() {
+                String::new()
+            } else {
+                format!("; within 5 %: {}", j.within_5pct.join(", "))
+            };
+            out.push_str(&format!(
+                "{}: best mean {} ({}); judged best: {}{within}\n",
+                j.figure,
+                j.best_mean_policy,
+                cell(j.best_mean, 1.0, 0, ""),
+                j.best.join(", "),
             ));
         }
     }

@@ -86,8 +86,7 @@ fn same_seed_gives_byte_identical_json() {
             &CompareOptions {
                 seed: 7,
                 threads,
-                fresh_bound: true,
-                progress: false,
+                ..CompareOptions::default()
             },
         )
         .unwrap();
@@ -218,4 +217,49 @@ fn malformed_policy_config_names_file_and_line() {
     .unwrap_err()
     .to_string();
     assert!(e.starts_with("mine.yaml:"), "{e}");
+}
+
+#[test]
+fn several_seeds_give_deterministic_means_with_intervals() {
+    let s = vec![scenario(SMALL)];
+    let policies: Vec<_> = ["random", "static-default"]
+        .iter()
+        .map(|n| builtin_policy(n).unwrap())
+        .collect();
+    let registry = sim_registry();
+    let report = |seeds, threads| {
+        compare(
+            &s,
+            &policies,
+            &registry,
+            &CompareOptions {
+                seed: 7,
+                seeds,
+                threads,
+                fresh_bound: false,
+                ..CompareOptions::default()
+            },
+        )
+        .unwrap()
+        .report
+    };
+    let three = report(3, 2);
+    assert_eq!(three, report(3, 1));
+    assert_eq!(three.seeds.len(), 3);
+    assert_eq!(three.seeds[0], 7);
+    let row = &three.scenarios[0].results[0];
+    let p90 = row.intervals.as_ref().unwrap()["ttft_p90_ms"];
+    assert_eq!(p90.n, 3);
+    assert!(p90.half_width > 0.0, "random routing varies with the seed");
+    assert_eq!(row.ttft_p90_ms, p90.mean);
+    assert_eq!(three.scenarios[0].judgements.len(), 2);
+    // One seed: the plain single-run rows, no intervals.
+    let one = report(1, 1);
+    assert!(
+        one.scenarios[0]
+            .results
+            .iter()
+            .all(|r| r.intervals.is_none())
+    );
+    assert_eq!(one.seeds, vec![7]);
 }

@@ -45,7 +45,7 @@ pub use summary::{
 pub use table::table;
 pub use targets::Targets;
 
-use crate::compare::{CompareOptions, run_all};
+use crate::compare::{Job, run_all};
 use crate::error::SimError;
 use crate::policy::{
     FLOW_CONTROL_NO_HOLDBACK_OVERLAY, FLOW_CONTROL_OVERLAY, FLOW_CONTROL_UTILIZATION_OVERLAY,
@@ -120,6 +120,16 @@ pub const RUN_LABELS: [&str; 5] = [
     "flow control (utilization-detector)",
 ];
 
+fn job<'a>(group: usize, scenario: &'a Scenario, policy: &'a Policy, seed: u64) -> Job<'a> {
+    Job {
+        group,
+        scenario,
+        policy,
+        fresh: false,
+        seed,
+    }
+}
+
 /// Runs the report for `policy` on `scenario`.
 pub fn overload(
     scenario: &Scenario,
@@ -143,27 +153,19 @@ pub fn overload(
         FLOW_CONTROL_UTILIZATION_OVERLAY,
         "<flow-control-utilization overlay>",
     )?;
+    let seed = opts.seed;
     let jobs = [
-        (0, &unloaded, policy, false),
-        (1, scenario, policy, false),
-        (2, scenario, &with_flow, false),
-        (3, scenario, &without_holdback, false),
-        (4, scenario, &with_utilization, false),
+        job(0, &unloaded, policy, seed),
+        job(1, scenario, policy, seed),
+        job(2, scenario, &with_flow, seed),
+        job(3, scenario, &without_holdback, seed),
+        job(4, scenario, &with_utilization, seed),
     ];
-    let runs = run_all(
-        &jobs,
-        registry,
-        &CompareOptions {
-            seed: opts.seed,
-            threads: opts.threads,
-            fresh_bound: false,
-            progress: opts.progress,
-        },
-    )?;
+    let runs = run_all(&jobs, registry, opts.threads, opts.progress)?;
     let summaries: Vec<_> = jobs
         .iter()
         .zip(&runs)
-        .map(|(&(i, s, _, _), r)| summarize_overload(RUN_LABELS[i], s, r))
+        .map(|(j, r)| summarize_overload(RUN_LABELS[j.group], j.scenario, r))
         .collect();
     let targets = Targets::check(&summaries[0], &summaries[2]);
     Ok(Overload {

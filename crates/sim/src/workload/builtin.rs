@@ -1,4 +1,5 @@
-//! The scenarios that ship with the simulator (YAML files embedded at build time).
+//! The scenarios that ship with the simulator (YAML files embedded at build time), and the
+//! traces they replay (embedded compressed, decompressed when the scenario is loaded).
 
 use super::spec::Scenario;
 use crate::error::SimError;
@@ -17,7 +18,17 @@ pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
         "multi-turn",
         include_str!("../../scenarios/multi-turn.yaml"),
     ),
+    ("mooncake", include_str!("../../scenarios/mooncake.yaml")),
 ];
+
+/// `(path as the built-in scenarios write it, gzip bytes)` of the traces embedded in the
+/// binary. The Mooncake conversation trace is the FAST '25 release's
+/// `conversation_trace.jsonl` (Apache-2.0), unchanged; `crates/sim/traces/NOTICE` has the
+/// attribution.
+pub const BUILTIN_TRACES: &[(&str, &[u8])] = &[(
+    "../traces/mooncake_conversation.jsonl.gz",
+    include_bytes!("../../traces/mooncake_conversation.jsonl.gz"),
+)];
 
 /// The `overload` scenario (`name`, YAML): priority classes and tenants over capacity, for
 /// the flow-control report (`shepherd-sim overload`); not part of the default comparison,
@@ -41,7 +52,7 @@ pub fn builtin_scenario(name: &str) -> Result<Scenario, SimError> {
                 .collect::<Vec<_>>()
                 .join(", "),
         })?;
-    Scenario::from_yaml(yaml, &format!("<built-in {name}>"))
+    Scenario::from_yaml_with(yaml, &format!("<built-in {name}>"), BUILTIN_TRACES)
 }
 
 /// Every built-in scenario.
@@ -63,5 +74,9 @@ mod tests {
             super::builtin_scenario("overload").unwrap().streams.len(),
             6
         );
+        let mooncake = super::builtin_scenario("mooncake").unwrap();
+        let trace = &mooncake.streams[0].trace;
+        assert_eq!(trace.len(), 12_031);
+        assert!(trace.iter().all(|r| r.hash_ids.first() == Some(&0)));
     }
 }

@@ -2,12 +2,16 @@
 //! contents shared by the scheduler and the engines.
 
 mod builtin;
+mod gzip;
 mod spec;
 mod tokens;
 mod trace;
 mod traffic;
 
-pub use builtin::{BUILTIN_SCENARIOS, OVERLOAD_SCENARIO, builtin_scenario, builtin_scenarios};
+pub use builtin::{
+    BUILTIN_SCENARIOS, BUILTIN_TRACES, OVERLOAD_SCENARIO, builtin_scenario, builtin_scenarios,
+};
+pub use gzip::trace_text;
 pub use spec::{
     EngineOverrides, Load, LoadSpec, Scenario, ScenarioSpec, Stream, StreamKind, StreamSpec,
 };

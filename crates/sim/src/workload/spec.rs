@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::gzip::trace_text;
 use super::trace::{TraceRecord, parse_trace};
 use crate::engine::EngineConfig;
 use crate::error::SimError;
@@ -235,8 +236,18 @@ impl Scenario {
     /// Parses and validates YAML; `file` names the source in errors (trace paths are resolved
     /// against its directory).
     pub fn from_yaml(text: &str, file: &str) -> Result<Scenario, SimError> {
+        Self::from_yaml_with(text, file, &[])
+    }
+
+    /// [`Scenario::from_yaml`], where a trace `path` written exactly as one of `embedded`'s
+    /// names reads that name's bytes instead of a file (the built-in scenarios' traces).
+    pub(crate) fn from_yaml_with(
+        text: &str,
+        file: &str,
+        embedded: &[(&str, &[u8])],
+    ) -> Result<Scenario, SimError> {
         let spec: ScenarioSpec = serde_norway::from_str(text).map_err(|e| yaml_error(&e, file))?;
-        Self::from_spec(spec, text, file)
+        Self::from_spec(spec, text, file, embedded)
     }
 
     /// Loads a scenario file.
@@ -258,7 +269,12 @@ impl Scenario {
         Self::from_yaml(&yaml, "--trace")
     }
 
-    fn from_spec(spec: ScenarioSpec, text: &str, file: &str) -> Result<Scenario, SimError> {
+    fn from_spec(
+        spec: ScenarioSpec,
+        text: &str,
+        file: &str,
+        embedded: &[(&str, &[u8])],
+    ) -> Result<Scenario, SimError> {
         let bad = |field: String, key: &str, reason: String| SimError::Input {
             file: file.to_string(),
             line: locate(text, key),
@@ -335,12 +351,24 @@ impl Scenario {
                 if !(s.time_scale.is_finite() && s.time_scale > 0.0) {
                     return Err(bad(field("timeScale"), "timeScale", "must be > 0".into()));
                 }
-                let resolved = match (&base, path.is_relative()) {
-                    (Some(dir), true) if !dir.as_os_str().is_empty() => dir.join(path),
-                    _ => path.clone(),
+                trace = if let Some((name, bytes)) = embedded
+                    .iter()
+                    .find(|(n, _)| Path::new(n) == path.as_path())
+                {
+                    let name = format!("<built-in {name}>");
+                    parse_trace(&trace_text(bytes, &name)?, &name)?
+                } else {
+                    let resolved = match (&base, path.is_relative()) {
+                        (Some(dir), true) if !dir.as_os_str().is_empty() => dir.join(path),
+                        _ => path.clone(),
+                    };
+                    let name = resolved.display().to_string();
+                    let bytes = std::fs::read(&resolved).map_err(|source| SimError::Io {
+                        path: name.clone(),
+                        source,
+                    })?;
+                    parse_trace(&trace_text(&bytes, &name)?, &name)?
                 };
-                let text = SimError::read(&resolved)?;
-                trace = parse_trace(&text, &resolved.display().to_string())?;
                 s.end_s.unwrap_or(f64::INFINITY)
             } else {
                 load = Some(match s.load.unwrap_or_default() {
