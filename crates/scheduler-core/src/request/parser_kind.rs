@@ -108,7 +108,33 @@ impl ParserKind {
         self.claims().is_empty()
     }
 
-    /// Parses `body` sent to `path` (one this parser was resolved for).
+    /// The API this parser reads at `path`, or `None` when it cannot read that path (SGLang's
+    /// parser reads `/generate` only, though it claims every path ending in `generate`).
+    pub fn api(self, path: &str) -> Option<ApiKind> {
+        let path = normalize_path(path);
+        match self {
+            ParserKind::OpenAi => OPENAI_PATHS
+                .iter()
+                .find(|(suffix, _)| matches_suffix(path, suffix))
+                .map(|(_, api)| *api),
+            ParserKind::Anthropic if matches_suffix(path, COUNT_TOKENS) => Some(ApiKind::Unparsed),
+            ParserKind::Anthropic if matches_suffix(path, ANTHROPIC_CLAIMS[0]) => {
+                Some(ApiKind::Messages)
+            }
+            ParserKind::VllmHttp if matches_suffix(path, VLLM_CLAIMS[0]) => {
+                Some(ApiKind::VllmGenerate)
+            }
+            // SGLang's native server serves `/generate` at its root only.
+            ParserKind::SglangHttp if path.trim_start_matches('/') == SGLANG_CLAIMS[0] => {
+                Some(ApiKind::SglangGenerate)
+            }
+            ParserKind::Passthrough => Some(ApiKind::Unparsed),
+            _ => None,
+        }
+    }
+
+    /// Parses `body` sent to `path` (one this parser was resolved for); a path it cannot read
+    /// is [`ParseError::UnsupportedPath`].
     pub fn parse(
         self,
         path: &str,
@@ -116,30 +142,13 @@ impl ParserKind {
         limits: &ParseLimits,
     ) -> Result<InferenceRequest, ParseError> {
         check_size(body, limits)?;
-        let unsupported = || ParseError::UnsupportedPath(path.into());
-        let normalized = normalize_path(path);
-        match self {
-            ParserKind::OpenAi => {
-                let api = OPENAI_PATHS
-                    .iter()
-                    .find(|(suffix, _)| matches_suffix(normalized, suffix))
-                    .map(|(_, api)| *api)
-                    .ok_or_else(unsupported)?;
-                parse_json_body(api, body, limits)
+        match self.api(path) {
+            None => Err(ParseError::UnsupportedPath(path.into())),
+            Some(ApiKind::Unparsed) => Ok(unparsed(body)),
+            Some(api @ (ApiKind::VllmGenerate | ApiKind::SglangGenerate)) => {
+                parse_generate(api, body, limits)
             }
-            ParserKind::Anthropic if matches_suffix(normalized, COUNT_TOKENS) => Ok(unparsed(body)),
-            ParserKind::Anthropic if matches_suffix(normalized, ANTHROPIC_CLAIMS[0]) => {
-                parse_json_body(ApiKind::Messages, body, limits)
-            }
-            ParserKind::VllmHttp if matches_suffix(normalized, VLLM_CLAIMS[0]) => {
-                parse_generate(ApiKind::VllmGenerate, body, limits)
-            }
-            // SGLang's native server serves `/generate` at its root only.
-            ParserKind::SglangHttp if normalized.trim_start_matches('/') == SGLANG_CLAIMS[0] => {
-                parse_generate(ApiKind::SglangGenerate, body, limits)
-            }
-            ParserKind::Passthrough => Ok(unparsed(body)),
-            _ => Err(unsupported()),
+            Some(api) => parse_json_body(api, body, limits),
         }
     }
 }

@@ -33,7 +33,7 @@ pub(crate) mod path;
 
 use std::fmt;
 
-use super::{InferenceRequest, ParseError, ParseLimits, ParserKind};
+use super::{ApiKind, InferenceRequest, ParseError, ParseLimits, ParserKind};
 use path::{matches_suffix, normalize_path};
 
 /// One registered parser: its name in the config and its kind.
@@ -180,6 +180,12 @@ impl ParserSet {
             }
         }
         best.map(|(parser, _)| parser).or(self.fallback.as_ref())
+    }
+
+    /// The API the request at `path` would be read as ([`ApiKind::Unparsed`] by a
+    /// fallback); `None` when it would be refused.
+    pub fn api(&self, path: &str) -> Option<ApiKind> {
+        self.resolve(path).and_then(|parser| parser.kind.api(path))
     }
 
     /// Parses `body` sent to `path` with the parser [`resolve`](Self::resolve) gives.
