@@ -12,9 +12,9 @@
 //! Which paths the parsers take is decided per request, by the parsers of the config in
 //! force, so a reload that changes `requestHandler.parsers` changes the routes too.
 //!
-//! The `/v1/*` and `/debug/explain` routes check client keys when `gateway.apiKeys` has any;
-//! the admin routes never do (probes and Prometheus read them; keep the port private or
-//! turn `gateway.adminRoutes` off and use the admin port).
+//! The `/v1/*` routes, every proxied path and `/debug/explain` check client keys when
+//! `gateway.apiKeys` has any; the admin routes never do (probes and Prometheus read them; keep
+//! the port private or turn `gateway.adminRoutes` off and use the admin port).
 
 use std::sync::Arc;
 
