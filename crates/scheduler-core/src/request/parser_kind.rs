@@ -40,8 +40,7 @@ pub enum ParserKind {
     Passthrough,
 }
 
-/// OpenAI's suffixes with the API each means; longer suffixes first, so the first match is
-/// the longest.
+/// OpenAI's suffixes with the API each means.
 const OPENAI_PATHS: [(&str, ApiKind); 6] = [
     ("chat/completions/render", ApiKind::ChatCompletions),
     ("chat/completions", ApiKind::ChatCompletions),
@@ -59,9 +58,15 @@ const OPENAI_CLAIMS: [&str; 6] = [
     OPENAI_PATHS[5].0,
 ];
 const COUNT_TOKENS: &str = "messages/count_tokens";
-const ANTHROPIC_CLAIMS: [&str; 2] = ["messages", COUNT_TOKENS];
-const VLLM_CLAIMS: [&str; 1] = ["inference/v1/generate"];
-const SGLANG_CLAIMS: [&str; 1] = ["generate"];
+const ANTHROPIC_PATHS: [(&str, ApiKind); 2] = [
+    ("messages", ApiKind::Messages),
+    (COUNT_TOKENS, ApiKind::Unparsed),
+];
+const ANTHROPIC_CLAIMS: [&str; 2] = [ANTHROPIC_PATHS[0].0, ANTHROPIC_PATHS[1].0];
+const VLLM_PATHS: [(&str, ApiKind); 1] = [("inference/v1/generate", ApiKind::VllmGenerate)];
+const VLLM_CLAIMS: [&str; 1] = [VLLM_PATHS[0].0];
+const SGLANG_PATHS: [(&str, ApiKind); 1] = [("generate", ApiKind::SglangGenerate)];
+const SGLANG_CLAIMS: [&str; 1] = [SGLANG_PATHS[0].0];
 
 impl ParserKind {
     /// Every kind, in upstream's default order (then SGLang).
@@ -108,29 +113,40 @@ impl ParserKind {
         self.claims().is_empty()
     }
 
-    /// The API this parser reads at `path`, or `None` when it cannot read that path (SGLang's
-    /// parser reads `/generate` only, though it claims every path ending in `generate`).
-    pub fn api(self, path: &str) -> Option<ApiKind> {
-        let path = normalize_path(path);
+    /// The claimed suffixes, each with the API a path ending in it is read as.
+    pub(crate) fn routes(self) -> &'static [(&'static str, ApiKind)] {
         match self {
-            ParserKind::OpenAi => OPENAI_PATHS
-                .iter()
-                .find(|(suffix, _)| matches_suffix(path, suffix))
-                .map(|(_, api)| *api),
-            ParserKind::Anthropic if matches_suffix(path, COUNT_TOKENS) => Some(ApiKind::Unparsed),
-            ParserKind::Anthropic if matches_suffix(path, ANTHROPIC_CLAIMS[0]) => {
-                Some(ApiKind::Messages)
-            }
-            ParserKind::VllmHttp if matches_suffix(path, VLLM_CLAIMS[0]) => {
-                Some(ApiKind::VllmGenerate)
-            }
-            // SGLang's native server serves `/generate` at its root only.
-            ParserKind::SglangHttp if path.trim_start_matches('/') == SGLANG_CLAIMS[0] => {
-                Some(ApiKind::SglangGenerate)
-            }
-            ParserKind::Passthrough => Some(ApiKind::Unparsed),
-            _ => None,
+            ParserKind::OpenAi => &OPENAI_PATHS,
+            ParserKind::Anthropic => &ANTHROPIC_PATHS,
+            ParserKind::VllmHttp => &VLLM_PATHS,
+            ParserKind::SglangHttp => &SGLANG_PATHS,
+            ParserKind::Passthrough => &[],
         }
+    }
+
+    /// Whether the parser reads the (normalized) `path` it claims: SGLang's native server
+    /// serves `/generate` at its root only, though the parser claims every path ending in
+    /// `generate`.
+    pub(crate) fn reads_at(self, path: &str) -> bool {
+        match self {
+            ParserKind::SglangHttp => path.trim_start_matches('/') == SGLANG_CLAIMS[0],
+            _ => true,
+        }
+    }
+
+    /// The API this parser reads at `path`, or `None` when it cannot read that path.
+    pub fn api(self, path: &str) -> Option<ApiKind> {
+        if self.is_fallback() {
+            return Some(ApiKind::Unparsed);
+        }
+        let path = normalize_path(path);
+        let mut best: Option<(usize, ApiKind)> = None;
+        for (suffix, api) in self.routes() {
+            if matches_suffix(path, suffix) && best.is_none_or(|(len, _)| suffix.len() > len) {
+                best = Some((suffix.len(), *api));
+            }
+        }
+        best.filter(|_| self.reads_at(path)).map(|(_, api)| api)
     }
 
     /// Parses `body` sent to `path` (one this parser was resolved for); a path it cannot read
@@ -142,14 +158,23 @@ impl ParserKind {
         limits: &ParseLimits,
     ) -> Result<InferenceRequest, ParseError> {
         check_size(body, limits)?;
-        match self.api(path) {
-            None => Err(ParseError::UnsupportedPath(path.into())),
-            Some(ApiKind::Unparsed) => Ok(unparsed(body)),
-            Some(api @ (ApiKind::VllmGenerate | ApiKind::SglangGenerate)) => {
-                parse_generate(api, body, limits)
-            }
-            Some(api) => parse_json_body(api, body, limits),
-        }
+        let api = self
+            .api(path)
+            .ok_or_else(|| ParseError::UnsupportedPath(path.into()))?;
+        read_as(api, body, limits)
+    }
+}
+
+/// Reads `body` (already size-checked) as a request of `api`.
+pub(crate) fn read_as(
+    api: ApiKind,
+    body: &[u8],
+    limits: &ParseLimits,
+) -> Result<InferenceRequest, ParseError> {
+    match api {
+        ApiKind::Unparsed => Ok(unparsed(body)),
+        ApiKind::VllmGenerate | ApiKind::SglangGenerate => parse_generate(api, body, limits),
+        _ => parse_json_body(api, body, limits),
     }
 }
 

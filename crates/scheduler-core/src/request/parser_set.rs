@@ -33,6 +33,7 @@ pub(crate) mod path;
 
 use std::fmt;
 
+use super::parser_kind::read_as;
 use super::{ApiKind, InferenceRequest, ParseError, ParseLimits, ParserKind};
 use path::{matches_suffix, normalize_path};
 
@@ -79,6 +80,14 @@ impl fmt::Display for SkippedParser {
     }
 }
 
+/// One claimed suffix: which registered parser claims it, and the API it is read as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Route {
+    suffix: &'static str,
+    parser: usize,
+    api: ApiKind,
+}
+
 /// The parsers in force. See the [module docs](self).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParserSet {
@@ -86,6 +95,9 @@ pub struct ParserSet {
     claiming: Vec<ParserEntry>,
     fallback: Option<ParserEntry>,
     skipped: Vec<SkippedParser>,
+    /// Every claimed suffix, longest first (registration order among equal lengths): the
+    /// first that matches a path is the longest.
+    routes: Vec<Route>,
 }
 
 impl Default for ParserSet {
@@ -104,6 +116,7 @@ impl ParserSet {
             claiming: Vec::new(),
             fallback: None,
             skipped: Vec::new(),
+            routes: Vec::new(),
         };
         for (name, kind) in parsers {
             let parser = ParserEntry {
@@ -119,10 +132,29 @@ impl ParserSet {
             } else if kind.is_fallback() {
                 set.fallback = Some(parser);
             } else {
+                let index = set.claiming.len();
+                set.routes
+                    .extend(kind.routes().iter().map(|&(suffix, api)| Route {
+                        suffix,
+                        parser: index,
+                        api,
+                    }));
                 set.claiming.push(parser);
             }
         }
+        // Stable: among equal lengths the first registered stays first.
+        set.routes
+            .sort_by_key(|route| std::cmp::Reverse(route.suffix.len()));
         set
+    }
+
+    /// The longest claimed suffix the normalized `path` ends with: its parser and API.
+    fn claim(&self, path: &str) -> Option<(&ParserEntry, ApiKind)> {
+        let route = self
+            .routes
+            .iter()
+            .find(|route| matches_suffix(path, route.suffix))?;
+        Some((&self.claiming[route.parser], route.api))
     }
 
     /// Upstream's parsers for a config that lists none: `openai-parser`,
@@ -170,22 +202,20 @@ impl ParserSet {
     /// The parser that reads `path`: the longest claimed suffix (the first registered on a
     /// tie), else the fallback; `None` when neither.
     pub fn resolve(&self, path: &str) -> Option<&ParserEntry> {
-        let path = normalize_path(path);
-        let mut best: Option<(&ParserEntry, usize)> = None;
-        for parser in &self.claiming {
-            for suffix in parser.kind.claims() {
-                if matches_suffix(path, suffix) && best.is_none_or(|(_, len)| suffix.len() > len) {
-                    best = Some((parser, suffix.len()));
-                }
-            }
+        match self.claim(normalize_path(path)) {
+            Some((parser, _)) => Some(parser),
+            None => self.fallback.as_ref(),
         }
-        best.map(|(parser, _)| parser).or(self.fallback.as_ref())
     }
 
     /// The API the request at `path` would be read as ([`ApiKind::Unparsed`] by a
     /// fallback); `None` when it would be refused.
     pub fn api(&self, path: &str) -> Option<ApiKind> {
-        self.resolve(path).and_then(|parser| parser.kind.api(path))
+        let path = normalize_path(path);
+        match self.claim(path) {
+            Some((parser, api)) => parser.kind.reads_at(path).then_some(api),
+            None => self.fallback.as_ref().map(|_| ApiKind::Unparsed),
+        }
     }
 
     /// Parses `body` sent to `path` with the parser [`resolve`](Self::resolve) gives.
@@ -205,9 +235,9 @@ impl ParserSet {
                 limit: limits.max_body_bytes,
             });
         }
-        let parser = self
-            .resolve(path)
+        let api = self
+            .api(path)
             .ok_or_else(|| ParseError::UnsupportedPath(path.into()))?;
-        parser.kind.parse(path, body, limits)
+        read_as(api, body, limits)
     }
 }
