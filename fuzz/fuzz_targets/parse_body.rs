@@ -1,4 +1,5 @@
-//! Fuzzes the OpenAI request-body parser: first byte picks the path, the rest is the body.
+//! Fuzzes the request-body parsers (OpenAI, and every parser of a parser set): first byte picks
+//! the paths, the rest is the body.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| shepherd_fuzz::parse_body(data));

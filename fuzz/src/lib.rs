@@ -2,7 +2,8 @@
 //! replay test (`tests/replay.rs`), so both check the same properties on the same inputs.
 //!
 //! - [`parse_body`]: the first input byte picks the API path (and whether a tiny body limit
-//!   and a LoRA map apply); the rest is the request body.
+//!   and a LoRA map apply); the rest is the request body, read by the OpenAI parser and, at a
+//!   path of [`NATIVE_PATHS`], by a parser set with every parser.
 //! - [`parse_config`]: the input, if UTF-8, is a YAML picker configuration; when it loads, it
 //!   is built into a scheduler with a small registry of test plugins. The text's limits
 //!   measure (`config::limits`) is also checked against what the YAML parser builds from it.
@@ -23,7 +24,10 @@ use shepherd_scheduler_core::plugin::{
     Category, CycleState, Picker, PluginInstance, Score, Scorer,
 };
 use shepherd_scheduler_core::prelude::{ManualClock, Timestamp};
-use shepherd_scheduler_core::request::{ParseError, ParseLimits, Prompt, parse_openai_request};
+use shepherd_scheduler_core::request::{
+    ApiKind, InferenceRequest, ParseError, ParseLimits, ParserKind, ParserSet, Prompt,
+    parse_openai_request,
+};
 use shepherd_scheduler_core::rng::PickRng;
 
 /// The paths [`parse_body`] chooses from (the last is not an inference API).
@@ -35,7 +39,18 @@ pub const PATHS: [&str; 5] = [
     "/v1/models",
 ];
 
-/// Runs one body through the parser and checks what comes out. Panics only on a broken
+/// The paths the parser set of [`parse_body`] reads at (one per parser, and an unclaimed
+/// path for the fallback).
+pub const NATIVE_PATHS: [&str; 6] = [
+    "/v1/messages",
+    "/inference/v1/generate",
+    "/generate",
+    "/v1/messages/count_tokens",
+    "/openai/v1/chat/completions",
+    "/v1/audio/speech",
+];
+
+/// Runs one body through the parsers and checks what comes out. Panics only on a broken
 /// invariant (which is what the fuzzer reports).
 pub fn parse_body(data: &[u8]) {
     let Some((&selector, body)) = data.split_first() else {
@@ -65,14 +80,49 @@ pub fn parse_body(data: &[u8]) {
                 assert_eq!(request.model, "base");
             }
         }
-        Err(error) => {
-            assert!(!error.to_string().is_empty());
-            let status = error.http_status();
-            assert!(matches!(status, 400 | 404 | 413));
-            if let ParseError::BodyTooLarge { size, limit } = error {
-                assert!(size > limit);
-            }
+        Err(error) => check_error(&error),
+    }
+
+    let every = ParserSet::new(
+        [
+            ParserKind::OpenAi,
+            ParserKind::Anthropic,
+            ParserKind::VllmHttp,
+            ParserKind::SglangHttp,
+            ParserKind::Passthrough,
+        ]
+        .map(|kind| (kind.type_name(), kind)),
+    );
+    let path = NATIVE_PATHS[usize::from(selector) % NATIVE_PATHS.len()];
+    match every.parse(path, body, &limits) {
+        Ok(request) => check_native(&request, body, &limits),
+        Err(error) => check_error(&error),
+    }
+}
+
+fn check_native(request: &InferenceRequest, body: &[u8], limits: &ParseLimits) {
+    assert!(body.len() <= limits.max_body_bytes);
+    assert_eq!(request.body_size, body.len());
+    match request.api {
+        ApiKind::Unparsed => {
+            assert!(request.model.is_empty() && request.prompt.is_empty());
         }
+        ApiKind::VllmGenerate | ApiKind::SglangGenerate => {
+            assert!(matches!(&request.prompt, Prompt::Tokens(ids) if !ids.is_empty()));
+        }
+        _ => {
+            assert!(!request.model.is_empty());
+            assert!(matches!(&request.prompt, Prompt::Text(text) if !text.is_empty()));
+        }
+    }
+}
+
+fn check_error(error: &ParseError) {
+    assert!(!error.to_string().is_empty());
+    let status = error.http_status();
+    assert!(matches!(status, 400 | 404 | 413));
+    if let ParseError::BodyTooLarge { size, limit } = error {
+        assert!(size > limit);
     }
 }
 

@@ -1,5 +1,8 @@
 //! Putting one request together from the messages Envoy sends: the headers first (path, request
-//! id, fairness id, priority, session), then the body, buffered up to a limit, then the parse.
+//! id, fairness id, priority, session), then the body, buffered up to a limit, then the parse
+//! by the parser the config's [`ParserSet`] gives for the path (a path none takes is refused
+//! with 404 and `x-shepherd-dropped-reason: unsupported_path`; with a fallback parser such as
+//! `passthrough-parser` it is routed without payload signals).
 //!
 //! The limit is enforced as early as possible: a `content-length` over it is refused at the
 //! headers, a body that grows over it is refused at the chunk that crosses it — the picker
@@ -9,18 +12,19 @@
 //! use envoy_types::pb::envoy::config::core::v3::{HeaderMap, HeaderValue};
 //! use shepherd_adapters_extproc::assembly::RequestAssembly;
 //! use shepherd_adapters_extproc::ExtProcOptions;
+//! use shepherd_scheduler_core::request::ParserSet;
 //!
 //! let header = |k: &str, v: &str| HeaderValue { key: k.into(), raw_value: v.as_bytes().to_vec(), ..Default::default() };
 //! let headers = HeaderMap { headers: vec![header(":path", "/v1/completions"), header("x-request-id", "r-7")] };
 //! let options = ExtProcOptions::default();
 //! let mut assembly = RequestAssembly::from_headers(Some(&headers), &options).unwrap();
 //! assembly.push_body(br#"{"model":"llama","prompt":"Hi"}"#, &options).unwrap();
-//! let (request, body) = assembly.finish(&options).unwrap();
+//! let (request, body) = assembly.finish(&options, &ParserSet::upstream_default()).unwrap();
 //! assert_eq!((request.id.as_str(), request.model.as_str(), body.len()), ("r-7", "llama", 31));
 //! ```
 
 use envoy_types::pb::envoy::config::core::v3::HeaderMap;
-use shepherd_scheduler_core::request::{InferenceRequest, parse_openai_request};
+use shepherd_scheduler_core::request::{InferenceRequest, ParserSet};
 
 use crate::error::Rejection;
 use crate::headers::{has_header, header_value};
@@ -106,16 +110,20 @@ impl RequestAssembly {
         Ok(())
     }
 
-    /// Parses the body into an [`InferenceRequest`] (id, fairness id, priority and session
-    /// from the headers) and hands back the body bytes, to be sent on unchanged.
+    /// Parses the body with `parsers` into an [`InferenceRequest`] (id, fairness id, priority
+    /// and session from the headers) and hands back the body bytes, to be sent on unchanged.
+    /// A request without a model (a parser that reads none) skips the known-models check.
     pub fn finish(
         self,
         options: &ExtProcOptions,
+        parsers: &ParserSet,
     ) -> Result<(InferenceRequest, Vec<u8>), Rejection> {
         let limits = options.effective_parse_limits();
-        let mut request =
-            parse_openai_request(&self.path, &self.body, &limits).map_err(Rejection::BadBody)?;
+        let mut request = parsers
+            .parse(&self.path, &self.body, &limits)
+            .map_err(Rejection::BadBody)?;
         if let Some(models) = &options.known_models
+            && !request.model.is_empty()
             && !models.contains(&request.model)
             && !request.lora.as_ref().is_some_and(|l| models.contains(l))
         {

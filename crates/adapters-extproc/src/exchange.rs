@@ -31,7 +31,7 @@
 //!   in-flight count is released.
 //!
 //! ```
-//! use std::sync::Arc;
+//! use std::sync::{Arc, LazyLock};
 //! use envoy_types::pb::envoy::config::core::v3::{HeaderMap, HeaderValue};
 //! use envoy_types::pb::envoy::service::ext_proc::v3::{processing_request::Request, HttpBody, HttpHeaders, ProcessingRequest};
 //! use shepherd_adapters_extproc::exchange::{Exchange, Step};
@@ -50,14 +50,14 @@
 //! assert_eq!(job.request.model, "m");
 //! ```
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use envoy_types::pb::envoy::config::core::v3::Metadata;
 use envoy_types::pb::envoy::service::ext_proc::v3::processing_request::Request;
 use envoy_types::pb::envoy::service::ext_proc::v3::{HttpBody, HttpHeaders, ProcessingRequest};
 use shepherd_scheduler_core::completion::{Completion, RequestHandle};
 use shepherd_scheduler_core::decision::Decision;
-use shepherd_scheduler_core::request::InferenceRequest;
+use shepherd_scheduler_core::request::{InferenceRequest, ParserSet};
 
 use crate::answer::{self, BodyChunks, Replies, Route};
 use crate::assembly::RequestAssembly;
@@ -140,6 +140,7 @@ impl Phase {
 #[derive(Debug)]
 pub struct Exchange {
     options: Arc<ExtProcOptions>,
+    parsers: Arc<ParserSet>,
     request_mode: BodyMode,
     response_mode: BodyMode,
     subset: Option<Vec<String>>,
@@ -147,15 +148,26 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    /// A new stream, before its first message.
+    /// A new stream, before its first message, reading requests with upstream's default
+    /// parsers (see [`Exchange::with_parsers`]).
     pub fn new(options: Arc<ExtProcOptions>) -> Self {
+        static DEFAULT_PARSERS: LazyLock<Arc<ParserSet>> =
+            LazyLock::new(|| Arc::new(ParserSet::upstream_default()));
         Exchange {
             request_mode: options.default_request_body_mode,
             response_mode: options.default_response_body_mode,
             options,
+            parsers: Arc::clone(&DEFAULT_PARSERS),
             subset: None,
             phase: Phase::Start,
         }
+    }
+
+    /// Reads the request with `parsers` (the service passes those of the scheduler in force
+    /// when the stream opens).
+    pub fn with_parsers(mut self, parsers: Arc<ParserSet>) -> Self {
+        self.parsers = parsers;
+        self
     }
 
     /// The request body mode in force (from Envoy's `protocol_config`, else the default).
@@ -330,7 +342,7 @@ impl Exchange {
         } else {
             assembly.client_owned_headers().to_vec()
         };
-        let (request, body) = match assembly.finish(&self.options) {
+        let (request, body) = match assembly.finish(&self.options, &self.parsers) {
             Ok(parsed) => parsed,
             Err(rejection) => return self.reject(&rejection),
         };

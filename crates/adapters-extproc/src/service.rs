@@ -167,7 +167,9 @@ impl ExtProcService {
         tx: mpsc::Sender<Result<ProcessingResponse, Status>>,
         clean_end: Arc<AtomicBool>,
     ) {
-        let mut exchange = Exchange::new(Arc::clone(&self.shared.options));
+        // The parsers of the config in force when the stream opens read its request.
+        let parsers = Arc::clone(self.shared.scheduler.load().parsers());
+        let mut exchange = Exchange::new(Arc::clone(&self.shared.options)).with_parsers(parsers);
         'stream: loop {
             let message = match inbound.message().await {
                 Ok(Some(message)) => message,

@@ -315,7 +315,14 @@ async fn malformed_json_is_400_with_reason_header_and_json_body() {
 
 #[tokio::test]
 async fn unknown_model_and_unknown_path_are_404() {
-    let picker = Picker::start(2, ExtProcOptions::default().with_known_models(["llama"])).await;
+    // An explicit parser list gains no fallback: a path it does not claim is refused.
+    let picker = Picker::start_configured(
+        2,
+        ExtProcOptions::default().with_known_models(["llama"]),
+        |config| with_parsers(config, &["openai-parser"]),
+        |s| s,
+    )
+    .await;
     let mut stream = picker.open().await;
     stream
         .request_headers(&post(CHAT, &[]), false, None, duplex())

@@ -22,7 +22,6 @@
 use axum::extract::{Path, Request, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use shepherd_scheduler_core::request::parse_openai_request;
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
 use crate::body::read_limited;
@@ -51,8 +50,12 @@ async fn run(
     gateway.authorize(&parts.headers)?;
     let body = read_limited(body, &parts.headers, inner.settings.max_body_bytes).await?;
     let path = format!("/{}", api_path.trim_start_matches('/'));
-    let mut request = parse_openai_request(&path, &body, &inner.parse_limits)
-        .map_err(|e| ApiError::bad_body(&e))?;
+    let parsed = inner
+        .scheduler
+        .load()
+        .parsers()
+        .parse(&path, &body, &inner.parse_limits);
+    let mut request = parsed.map_err(|e| ApiError::bad_body(&e))?;
     request.assign_id(headers::text(&parts.headers, REQUEST_ID));
     request.session_key = headers::text(&parts.headers, SESSION).map(str::to_owned);
     let options = ScheduleOptions {

@@ -2,15 +2,19 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `POST /v1/completions`, `/v1/chat/completions`, `/v1/responses`, `/v1/embeddings` | proxied to the endpoint Shepherd picks ([`proxy`]) |
+//! | `POST /v1/completions`, `/v1/chat/completions`, `/v1/responses`, `/v1/embeddings` | proxied to the endpoint Shepherd picks ([`proxy`]) when the configured parsers take the path (the default list does) |
+//! | `POST` to any other path (outside `/debug/`) a configured parser takes: `/v1/messages` (`anthropic-parser`), `/inference/v1/generate` (`vllmhttp-parser`), `/generate` (`sglanghttp-parser`), a path ending in a claimed suffix (`/openai/v1/chat/completions`), or any path at all with a fallback parser (`passthrough-parser`, in the default list) | proxied the same way |
 //! | `GET /v1/models`, `GET /v1/models/{id}` | the pool's models ([`models`](crate::models)) |
 //! | `POST /debug/explain/v1/...` | when `gateway.explain` is on: the pick for a body, with its score breakdown ([`explain`]) |
 //! | `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config` | the runtime's admin routes, when mounted ([`Gateway::router_with`]) |
 //! | anything else | 404 in OpenAI's shape |
 //!
-//! The `/v1/*` and `/debug/explain` routes check client keys when `gateway.apiKeys` has any;
-//! the admin routes never do (probes and Prometheus read them; keep the port private or
-//! turn `gateway.adminRoutes` off and use the admin port).
+//! Which paths the parsers take is decided per request, by the parsers of the config in
+//! force, so a reload that changes `requestHandler.parsers` changes the routes too.
+//!
+//! The `/v1/*` routes, every proxied path and `/debug/explain` check client keys when
+//! `gateway.apiKeys` has any; the admin routes never do (probes and Prometheus read them; keep
+//! the port private or turn `gateway.adminRoutes` off and use the admin port).
 
 use std::sync::Arc;
 
@@ -179,7 +183,7 @@ impl Gateway {
                 openai_method(post(explain::explain)),
             );
         }
-        let mut router = router.fallback(not_found).with_state(self.clone());
+        let mut router = router.fallback(other_path).with_state(self.clone());
         if let Some(admin) = admin {
             router = router.merge(admin);
         }
@@ -253,8 +257,22 @@ async fn get_model(
     }
 }
 
-async fn not_found(request: Request) -> ApiError {
-    ApiError::not_found(request.uri().path())
+/// The gateway's own path space: never proxied.
+const GATEWAY_PATHS: &str = "/debug/";
+
+/// A path without a route of its own: proxied when it is a POST the configured parsers take
+/// (outside the gateway's own `/debug/`), else 404.
+async fn other_path(State(gateway): State<Gateway>, request: Request) -> Response {
+    let path = request.uri().path().to_owned();
+    let api = if request.method() == axum::http::Method::POST && !path.starts_with(GATEWAY_PATHS) {
+        gateway.inner.scheduler.load().parsers().api(&path)
+    } else {
+        None
+    };
+    match api {
+        Some(api) => proxy::proxy(&gateway, api, &path, request).await,
+        None => ApiError::not_found(&path).into_response(),
+    }
 }
 
 #[cfg(test)]

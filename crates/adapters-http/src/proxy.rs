@@ -3,8 +3,10 @@
 //! 1. **Admission**: the client's key ([`ClientKeys`](crate::settings::ClientKeys), 401),
 //!    then a place under `gateway.maxConcurrentRequests` ([`limit`](crate::limit), 429).
 //! 2. **Body**: read whole within `gateway.maxBodyBytes` ([`body`](crate::body), 413), parsed
-//!    by the core's `parse_openai_request` (400 in OpenAI's shape), the model checked against
-//!    the pool's list ([`models`](crate::models), 404). The request's id is the client's
+//!    by the parser the config's `ParserSet` gives for the path (400 in OpenAI's shape; 404
+//!    when no parser takes the path), the model checked against the pool's list
+//!    ([`models`](crate::models), 404) when the parser read one (`passthrough-parser` and
+//!    SGLang's `/generate` read none). The request's id is the client's
 //!    `x-request-id` or a generated one; `x-shepherd-priority`,
 //!    `x-llm-d-inference-fairness-id` (or `x-gateway-inference-fairness-id`) and `x-session-id` are read as the ext_proc picker
 //!    reads them.
@@ -28,7 +30,7 @@ use axum::http::{HeaderValue, Response, header};
 use axum::response::IntoResponse;
 use shepherd_runtime::flow::FlowRequest;
 use shepherd_scheduler_core::completion::Completion;
-use shepherd_scheduler_core::request::{ApiKind, parse_openai_request};
+use shepherd_scheduler_core::request::ApiKind;
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
 use crate::body::read_limited;
@@ -39,11 +41,11 @@ use crate::tracked::TrackedBody;
 use crate::upstream::{self, Outgoing};
 use crate::{ApiError, Gateway};
 
-/// Proxies one request to `path` (of API `api`). See the [module docs](self).
+/// Proxies one request to `path` (of API `api`, for the counters). See the [module docs](self).
 pub(crate) async fn proxy(
     gateway: &Gateway,
     api: ApiKind,
-    path: &'static str,
+    path: &str,
     request: Request,
 ) -> Response<Body> {
     let inner = &gateway.inner;
@@ -65,7 +67,7 @@ pub(crate) async fn proxy(
 
 async fn forward(
     gateway: &Gateway,
-    path: &'static str,
+    path: &str,
     request: Request,
 ) -> Result<Response<Body>, ApiError> {
     let inner = &gateway.inner;
@@ -78,9 +80,15 @@ async fn forward(
         .ok_or_else(|| ApiError::rate_limited(inner.limit.max(), settings.retry_after_seconds))?;
 
     let body = read_limited(body, &parts.headers, settings.max_body_bytes).await?;
-    let mut request = parse_openai_request(path, &body, &inner.parse_limits)
-        .map_err(|e| ApiError::bad_body(&e))?;
-    if inner.models.check(request.target_model()).await == ModelCheck::Unknown {
+    let parsed = inner
+        .scheduler
+        .load()
+        .parsers()
+        .parse(path, &body, &inner.parse_limits);
+    let mut request = parsed.map_err(|e| ApiError::bad_body(&e))?;
+    if !request.model.is_empty()
+        && inner.models.check(request.target_model()).await == ModelCheck::Unknown
+    {
         return Err(ApiError::unknown_model(request.target_model()));
     }
     let client_headers = &parts.headers;
@@ -135,7 +143,7 @@ async fn forward(
             .uri
             .path_and_query()
             .cloned()
-            .unwrap_or_else(|| axum::http::uri::PathAndQuery::from_static(path)),
+            .unwrap_or_else(|| axum::http::uri::PathAndQuery::from_static("/")),
         headers: headers::upstream_request_headers(&parts.headers),
         client_authorization,
         request_id: request_id.clone(),

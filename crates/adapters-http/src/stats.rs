@@ -2,7 +2,7 @@
 //!
 //! | metric | labels | what |
 //! |---|---|---|
-//! | `shepherd_gateway_requests_total` | `api` | requests received on the inference routes |
+//! | `shepherd_gateway_requests_total` | `api` | requests received on the inference routes (`completions`, `chat_completions`, `responses`, `embeddings`, `messages`, `vllm_generate`, `sglang_generate`, `unparsed`) |
 //! | `shepherd_gateway_rejections_total` | `reason` | requests the gateway answered itself (`unauthorized`, `rate_limited`, `body_too_large`, `bad_request`, `unknown_model`, `no_endpoint`, `upstream_unreachable`, `upstream_timeout`, `internal`, `flow_control`: dropped by flow control, whose `shepherd_flow_dropped_total` has the reason) |
 //! | `shepherd_gateway_responses_total` | `class` | responses proxied from model servers, by status class (`2xx` … `5xx`) |
 //! | `shepherd_gateway_upstream_errors_total` | `stage` | connections to model servers that failed `before_response` (the request moved to a fallback, or failed) or `mid_stream` |
@@ -58,11 +58,15 @@ const IN_FLIGHT: MetricDesc<'static> = MetricDesc::new(
     "Requests admitted by the gateway and not yet ended.",
 );
 
-const APIS: [(ApiKind, &str); 4] = [
-    (ApiKind::Completions, "completions"),
-    (ApiKind::ChatCompletions, "chat_completions"),
-    (ApiKind::Responses, "responses"),
-    (ApiKind::Embeddings, "embeddings"),
+const APIS: [ApiKind; 8] = [
+    ApiKind::Completions,
+    ApiKind::ChatCompletions,
+    ApiKind::Responses,
+    ApiKind::Embeddings,
+    ApiKind::Messages,
+    ApiKind::VllmGenerate,
+    ApiKind::SglangGenerate,
+    ApiKind::Unparsed,
 ];
 
 /// Why the gateway answered a request itself.
@@ -144,7 +148,7 @@ impl Rejection {
 /// The gateway's counters. See the [module docs](self).
 #[derive(Debug, Default)]
 pub struct GatewayStats {
-    requests: [AtomicU64; 4],
+    requests: [AtomicU64; APIS.len()],
     rejections: [AtomicU64; 10],
     responses: [AtomicU64; 5],
     errors_before_response: AtomicU64,
@@ -167,7 +171,7 @@ fn get(counter: &AtomicU64) -> u64 {
 impl GatewayStats {
     /// A request arrived for `api`.
     pub fn request(&self, api: ApiKind) {
-        if let Some(i) = APIS.iter().position(|(a, _)| *a == api) {
+        if let Some(i) = APIS.iter().position(|a| *a == api) {
             add(&self.requests[i], 1);
         }
     }
@@ -243,8 +247,8 @@ impl GatewayStats {
 
 impl MetricsSource for GatewayStats {
     fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
-        for (i, (_, label)) in APIS.iter().enumerate() {
-            v.counter(REQUESTS, &[("api", label)], get(&self.requests[i]));
+        for (i, api) in APIS.iter().enumerate() {
+            v.counter(REQUESTS, &[("api", api.as_str())], get(&self.requests[i]));
         }
         for why in Rejection::ALL {
             v.counter(

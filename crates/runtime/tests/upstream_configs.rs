@@ -244,20 +244,44 @@ fn the_sample_epp_config_loads_with_its_decode_filter() {
     );
 }
 
+#[test]
+fn the_helm_charts_payload_agnostic_config_loads_with_passthrough_only() {
+    let config = load("helm-payload-agnostic.yaml").unwrap();
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    let scheduler = build(&config).unwrap();
+    assert_eq!(
+        profile(&scheduler, 0),
+        (
+            "default".into(),
+            scorers(&[
+                ("active-request-scorer", 1.0),
+                ("session-affinity-scorer", 1.0)
+            ]),
+            vec![],
+            "max-score-picker".into()
+        )
+    );
+    // Every path goes through the passthrough parser: no payload is read.
+    let parsers = scheduler.parsers();
+    assert_eq!(parsers.parsers().count(), 1);
+    assert_eq!(parsers.fallback().unwrap().name, "passthrough-parser");
+    let request = parsers
+        .parse(
+            "/v1/chat/completions",
+            br#"{"model":"m","messages":[]}"#,
+            &Default::default(),
+        )
+        .unwrap();
+    assert!(request.prompt.is_empty() && request.model.is_empty());
+}
+
 /// Fixtures that fail today, with the error they give: the area of a type Shepherd does not
 /// implement.
-const PENDING: &[(&str, &str, Area)] = &[
-    (
-        "pd-epp-config.yaml",
-        "disagg-profile-handler",
-        Area::Disaggregation,
-    ),
-    (
-        "helm-payload-agnostic.yaml",
-        "passthrough-parser",
-        Area::Parsers,
-    ),
-];
+const PENDING: &[(&str, &str, Area)] = &[(
+    "pd-epp-config.yaml",
+    "disagg-profile-handler",
+    Area::Disaggregation,
+)];
 
 #[test]
 fn fixtures_with_types_not_implemented_yet_fail_naming_the_area() {

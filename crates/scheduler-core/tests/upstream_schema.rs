@@ -65,7 +65,7 @@ fn not_yet_types_name_their_area_and_unknown_types_say_unknown() {
         "{err}"
     );
     assert!(err.to_string().contains("precise prefix cache"), "{err}");
-    let err = build("plugins:\n- type: passthrough-parser\n").unwrap_err();
+    let err = build("plugins:\n- type: vllmgrpc-parser\n").unwrap_err();
     assert!(
         matches!(
             &err,

@@ -55,6 +55,27 @@ impl Drop for Picker {
     }
 }
 
+/// Makes `config` read requests with parsers of `types` only, in order (each named after its
+/// type).
+pub fn with_parsers(
+    config: &mut shepherd_scheduler_core::config::EndpointPickerConfig,
+    types: &[&str],
+) {
+    use shepherd_scheduler_core::config::{PluginRef, RequestHandlerConfig};
+    let mut parsers = Vec::new();
+    for plugin_type in types {
+        config.plugins.push(PluginSpec {
+            plugin_type: plugin_type.to_string(),
+            name: None,
+            parameters: serde_json::Value::Null,
+        });
+        parsers.push(PluginRef {
+            plugin_ref: plugin_type.to_string(),
+        });
+    }
+    config.request_handler = Some(RequestHandlerConfig { parsers });
+}
+
 /// Loopback endpoint addresses `127.0.0.1:8000 ..`.
 pub fn loopback(n: u16) -> Vec<String> {
     (0..n).map(|i| format!("127.0.0.1:{}", 8000 + i)).collect()
@@ -72,6 +93,16 @@ impl Picker {
         options: ExtProcOptions,
         wrap: impl FnOnce(ExtProcService) -> ExtProcService,
     ) -> Self {
+        Self::start_configured(n, options, |_| {}, wrap).await
+    }
+
+    /// A picker whose default policy `edit` changes first.
+    pub async fn start_configured(
+        n: u16,
+        options: ExtProcOptions,
+        edit: impl FnOnce(&mut shepherd_scheduler_core::config::EndpointPickerConfig),
+        wrap: impl FnOnce(ExtProcService) -> ExtProcService,
+    ) -> Self {
         let recorder = Arc::new(Recorder::default());
         let mut registry = builtin_registry();
         let hook = Arc::clone(&recorder);
@@ -84,6 +115,7 @@ impl Picker {
             name: None,
             parameters: serde_json::Value::Null,
         });
+        edit(&mut config);
         let shared = SharedState::new(Arc::new(Pool::new()));
         shared.pool.set_members(loopback(n));
         let scheduler = Arc::new(ReloadableScheduler::build(&config, &registry, shared).unwrap());

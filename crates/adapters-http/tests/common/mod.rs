@@ -263,7 +263,10 @@ pub async fn echo_upstream() -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
         )
     });
     let app = Router::new()
-        .route("/v1/completions", completions)
+        .route("/v1/completions", completions.clone())
+        .route("/inference/v1/generate", completions.clone())
+        .route("/v1/messages", completions.clone())
+        .route("/custom/endpoint", completions)
         .route("/v1/models", models);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -85,7 +85,9 @@ pub fn build_scheduler_in(
         &config.scheduling_profiles
     };
 
-    let mut builder = Scheduler::builder_in(shared).settings(&config.scheduler);
+    let mut builder = Scheduler::builder_in(shared)
+        .settings(&config.scheduler)
+        .parsers(config.parser_set()?);
     let mut profile_names = AHashSet::with_capacity(profiles.len());
     for spec in profiles {
         if !profile_names.insert(spec.name.as_str()) {

@@ -5,8 +5,8 @@
 //! scheduling profile is made of, built through the registry), but also the profile handler,
 //! request parsers, data-layer sources and extractors, and flow-control policies. Shepherd
 //! has a fixed place for each of those: the scheduler always runs one profile per request
-//! (what `single-profile-handler` does), the adapters parse the OpenAI API (what
-//! `openai-parser` does), the runtime scrapes metrics (`metrics-data-source`,
+//! (what `single-profile-handler` does), the adapters parse requests with the config's
+//! [`ParserSet`](crate::request::ParserSet) (the `*-parser` types), the runtime scrapes metrics (`metrics-data-source`,
 //! `core-metrics-extractor`) and runs the flow controller (detectors and policies). Such a
 //! plugin is therefore *accepted* — its parameters are checked by the part that honours it —
 //! and not built by the scheduler. [`framework_plugin`] is that table.
@@ -101,7 +101,10 @@ pub const SINGLE_PROFILE_HANDLER: &str = "single-profile-handler";
 /// The parser of the OpenAI API, which both adapters implement.
 pub const OPENAI_PARSER: &str = "openai-parser";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 10] = [
+/// What honours every request parser type.
+const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
+
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 14] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -110,7 +113,27 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 10] = [
     FrameworkPlugin {
         plugin_type: OPENAI_PARSER,
         kind: PluginKind::Parser,
-        honoured_by: "the adapters' OpenAI request parsing (completions, chat completions, responses, embeddings)",
+        honoured_by: PARSERS,
+    },
+    FrameworkPlugin {
+        plugin_type: "anthropic-parser",
+        kind: PluginKind::Parser,
+        honoured_by: PARSERS,
+    },
+    FrameworkPlugin {
+        plugin_type: "vllmhttp-parser",
+        kind: PluginKind::Parser,
+        honoured_by: PARSERS,
+    },
+    FrameworkPlugin {
+        plugin_type: "sglanghttp-parser",
+        kind: PluginKind::Parser,
+        honoured_by: PARSERS,
+    },
+    FrameworkPlugin {
+        plugin_type: "passthrough-parser",
+        kind: PluginKind::Parser,
+        honoured_by: PARSERS,
     },
     FrameworkPlugin {
         plugin_type: "metrics-data-source",

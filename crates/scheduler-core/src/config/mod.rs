@@ -27,6 +27,7 @@ mod error;
 mod kinds;
 pub mod limits;
 mod locate;
+mod parsers;
 mod references;
 mod registry;
 mod schema;

@@ -18,8 +18,9 @@
 //! ```
 
 use super::{ConfigError, ConfigPath, EndpointPickerConfig, PluginKind, upstream_kind};
-use crate::config::kinds::{OPENAI_PARSER, SINGLE_PROFILE_HANDLER};
+use crate::config::kinds::SINGLE_PROFILE_HANDLER;
 use crate::config::upstream::Area;
+use crate::request::ParserKind;
 
 /// Runs every check on `config`, parsed from `text`.
 pub(super) fn check(config: &EndpointPickerConfig, text: &str) -> Result<(), ConfigError> {
@@ -102,8 +103,8 @@ pub(super) fn check(config: &EndpointPickerConfig, text: &str) -> Result<(), Con
     }
 
     for (i, plugin) in config.plugins.iter().enumerate() {
-        let takes_none =
-            [SINGLE_PROFILE_HANDLER, OPENAI_PARSER].contains(&plugin.plugin_type.as_str());
+        let takes_none = plugin.plugin_type == SINGLE_PROFILE_HANDLER
+            || ParserKind::from_type(&plugin.plugin_type).is_some();
         let empty = match &plugin.parameters {
             serde_json::Value::Null => true,
             serde_json::Value::Object(map) => map.is_empty(),

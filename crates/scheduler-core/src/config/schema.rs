@@ -205,8 +205,8 @@ impl EndpointPickerConfig {
     }
 
     /// The parser plugins requests go through, by name (`requestHandler.parsers`, or the
-    /// deprecated `parser`); empty when none is configured, which means Shepherd's built-in
-    /// OpenAI parsing.
+    /// deprecated `parser`); empty when none is configured, which means upstream's default
+    /// parsers (see [`parser_set`](Self::parser_set)).
     pub fn parser_refs(&self) -> Vec<&str> {
         self.request_handler
             .iter()
@@ -285,6 +285,12 @@ impl EndpointPickerConfig {
                           core metrics"
                     .into(),
             });
+        }
+        if let Ok(parsers) = self.parser_set() {
+            warnings.extend(parsers.skipped().iter().map(|skipped| ConfigWarning {
+                section: "requestHandler".into(),
+                message: skipped.to_string(),
+            }));
         }
         if self.saturation_detector.is_some() && !self.other.contains_key(FLOW_CONTROL_SECTION) {
             warnings.push(ConfigWarning {

@@ -42,7 +42,7 @@ pub enum Area {
     MultiCluster,
     /// Multimodal embeddings caches.
     Multimodal,
-    /// Request parsers for APIs other than OpenAI's.
+    /// Request parsers not implemented yet (gRPC: vLLM's and Vertex AI's).
     Parsers,
     /// Data-layer sources and extractors beyond the core metrics, and endpoint discovery.
     DataLayer,
@@ -65,7 +65,7 @@ impl fmt::Display for Area {
             Area::PredictedLatency => "predicted latency and SLO-aware scheduling",
             Area::MultiCluster => "multi-cluster routing",
             Area::Multimodal => "multimodal caches",
-            Area::Parsers => "request parsers other than OpenAI's",
+            Area::Parsers => "request parsers for gRPC APIs",
             Area::DataLayer => "data layer (sources, extractors, discovery)",
             Area::Topology => "topology-aware scheduling",
             Area::FlowControl => "flow-control policies",
@@ -218,12 +218,12 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("k8s-notification-source", DataSource, NotYet(DataLayer)),
     entry("endpoint-notification-source", DataSource, NotYet(DataLayer)),
     entry("request-attribute-reporter", Control, NotYet(RequestControl)),
-    noted("openai-parser", Parser, Framework, "the adapters parse /v1/completions, /v1/chat/completions, /v1/responses and /v1/embeddings"),
+    noted("openai-parser", Parser, Framework, "claims chat/completions, completions, embeddings, responses (and the two `/render` sub-paths); `conversations` and `images/generations` are not claimed (the fallback, if any, forwards them); paths match at a `/` boundary"),
     entry("vllmgrpc-parser", Parser, NotYet(Parsers)),
-    noted("passthrough-parser", Parser, NotYet(Parsers), "Shepherd's adapters refuse a path they cannot parse rather than forward it unscheduled"),
-    entry("anthropic-parser", Parser, NotYet(Parsers)),
-    noted("vllmhttp-parser", Parser, NotYet(Parsers), "vLLM's /inference/v1/generate (pre-tokenized prompts)"),
-    entry("sglanghttp-parser", Parser, NotYet(Parsers)),
+    noted("passthrough-parser", Parser, Framework, "the request has no model and no prompt: load and session scorers decide; the gateway forwards any POST path no other parser claims"),
+    noted("anthropic-parser", Parser, Framework, "`system`, `messages` and `tools` rendered like chat (`cache_control` left out) for prefix matching; `model` is required; `count_tokens` is forwarded unread"),
+    noted("vllmhttp-parser", Parser, Framework, "token ids must be JSON integers; `cache_salt` and multimodal `features` do not enter prefix matching"),
+    noted("sglanghttp-parser", Parser, Framework, "`extra_key` (cache salt) does not enter prefix matching"),
     entry("vertexai-parser", Parser, NotYet(Parsers)),
     entry("concurrency-detector", Flow, Framework),
     entry("utilization-detector", Flow, Framework),

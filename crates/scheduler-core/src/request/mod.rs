@@ -1,7 +1,8 @@
 //! The request model: what the scheduler knows about one inference request.
 //!
-//! Adapters turn an HTTP path and body into an [`InferenceRequest`] with
-//! [`parse_openai_request`], then add what only they know (the id from `x-request-id`, with
+//! Adapters turn an HTTP path and body into an [`InferenceRequest`] with the [`ParserSet`]
+//! of the config in force (upstream's parser registry: OpenAI, Anthropic, vLLM and SGLang
+//! generate, passthrough) or, for OpenAI paths alone, [`parse_openai_request`]; then add what only they know (the id from `x-request-id`, with
 //! [`InferenceRequest::assign_id`]; headers, priority, fairness id). A request scheduled
 //! without an id is given a generated one.
 //!
@@ -18,9 +19,13 @@
 mod error;
 mod id;
 mod parse;
+mod parser_kind;
+mod parser_set;
 mod types;
 
 pub use error::ParseError;
 pub use id::{MAX_REQUEST_ID_LEN, generate_request_id, is_valid_request_id};
 pub use parse::{ApiKind, ParseLimits, parse_openai_request};
+pub use parser_kind::ParserKind;
+pub use parser_set::{ParserEntry, ParserSet, SkipReason, SkippedParser};
 pub use types::{InferenceRequest, Prompt};

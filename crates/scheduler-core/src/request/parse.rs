@@ -62,8 +62,10 @@
 //! # Ok::<(), shepherd_scheduler_core::request::ParseError>(())
 //! ```
 
+mod anthropic;
 mod body;
 mod content;
+mod generate;
 mod json_text;
 mod keys;
 mod last_wins;
@@ -78,9 +80,13 @@ use serde::de::{DeserializeSeed, IgnoredAny};
 
 use super::{InferenceRequest, ParseError, Prompt};
 use body::{BodyFields, BodySeed};
+pub(super) use generate::parse_generate;
 use trail::Trail;
 
-/// Which OpenAI-compatible API a request body belongs to.
+/// Which inference API a request body belongs to.
+///
+/// The first four are OpenAI's; the others come from the parsers of
+/// [`ParserSet`](super::ParserSet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ApiKind {
     /// `/v1/completions`
@@ -91,10 +97,19 @@ pub enum ApiKind {
     Responses,
     /// `/v1/embeddings`
     Embeddings,
+    /// Anthropic's `/v1/messages`.
+    Messages,
+    /// vLLM's `/inference/v1/generate` (token ids).
+    VllmGenerate,
+    /// SGLang's `/generate` (token ids).
+    SglangGenerate,
+    /// A body forwarded without being read (`passthrough-parser`, Anthropic's
+    /// `/v1/messages/count_tokens`): no model, no prompt.
+    Unparsed,
 }
 
 impl ApiKind {
-    /// The API for a request path (query string ignored), when known.
+    /// The OpenAI API for a request path (query string ignored), when known.
     pub fn from_path(path: &str) -> Option<ApiKind> {
         let path = path.split('?').next().unwrap_or(path).trim_end_matches('/');
         match path {
@@ -106,12 +121,30 @@ impl ApiKind {
         }
     }
 
-    /// The field that holds the prompt in this API's bodies.
+    /// The field that holds the prompt in this API's bodies (empty for [`ApiKind::Unparsed`]).
     pub fn prompt_field(self) -> &'static str {
         match self {
             ApiKind::Completions => "prompt",
-            ApiKind::ChatCompletions => "messages",
+            ApiKind::ChatCompletions | ApiKind::Messages => "messages",
             ApiKind::Responses | ApiKind::Embeddings => "input",
+            ApiKind::VllmGenerate => "token_ids",
+            ApiKind::SglangGenerate => "input_ids",
+            ApiKind::Unparsed => "",
+        }
+    }
+
+    /// A short lower-case name (`chat_completions`, `messages`, `vllm_generate`, ...), for
+    /// metric labels and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiKind::Completions => "completions",
+            ApiKind::ChatCompletions => "chat_completions",
+            ApiKind::Responses => "responses",
+            ApiKind::Embeddings => "embeddings",
+            ApiKind::Messages => "messages",
+            ApiKind::VllmGenerate => "vllm_generate",
+            ApiKind::SglangGenerate => "sglang_generate",
+            ApiKind::Unparsed => "unparsed",
         }
     }
 }
@@ -181,13 +214,24 @@ pub fn parse_openai_request(
     body: &[u8],
     limits: &ParseLimits,
 ) -> Result<InferenceRequest, ParseError> {
+    check_size(body, limits)?;
+    let api = ApiKind::from_path(path).ok_or_else(|| ParseError::UnsupportedPath(path.into()))?;
+    parse_json_body(api, body, limits)
+}
+
+/// Refuses a body over the limit.
+pub(super) fn check_size(body: &[u8], limits: &ParseLimits) -> Result<(), ParseError> {
     if body.len() > limits.max_body_bytes {
         return Err(ParseError::BodyTooLarge {
             size: body.len(),
             limit: limits.max_body_bytes,
         });
     }
-    let api = ApiKind::from_path(path).ok_or_else(|| ParseError::UnsupportedPath(path.into()))?;
+    Ok(())
+}
+
+/// The body as text, when it is UTF-8 and starts like a JSON object.
+fn object_text(body: &[u8]) -> Result<&str, ParseError> {
     let text = std::str::from_utf8(body).map_err(|e| ParseError::InvalidUtf8 {
         valid_up_to: e.valid_up_to(),
     })?;
@@ -197,7 +241,33 @@ pub fn parse_openai_request(
             Err(e) => ParseError::InvalidJson(e.to_string()),
         });
     }
+    Ok(text)
+}
 
+/// Maps a serde error to a [`ParseError`], naming the field that failed.
+fn field_error(e: &serde_json::Error, trail: &Trail) -> ParseError {
+    match e.classify() {
+        serde_json::error::Category::Data => ParseError::InvalidField {
+            field: trail.render(),
+            reason: bounded_message(e.to_string()),
+        },
+        _ => ParseError::InvalidJson(bounded_message(e.to_string())),
+    }
+}
+
+/// Parses a body of an OpenAI API or of Anthropic's messages API (already size-checked).
+pub(super) fn parse_json_body(
+    api: ApiKind,
+    body: &[u8],
+    limits: &ParseLimits,
+) -> Result<InferenceRequest, ParseError> {
+    if matches!(
+        api,
+        ApiKind::VllmGenerate | ApiKind::SglangGenerate | ApiKind::Unparsed
+    ) {
+        return Err(ParseError::UnsupportedPath(api.as_str().into()));
+    }
+    let text = object_text(body)?;
     let mut trail = Trail::default();
     let mut de = serde_json::Deserializer::from_str(text);
     let fields = BodySeed {
@@ -206,13 +276,7 @@ pub fn parse_openai_request(
     }
     .deserialize(&mut de)
     .and_then(|fields| de.end().map(|()| fields))
-    .map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => ParseError::InvalidField {
-            field: trail.render(),
-            reason: bounded_message(e.to_string()),
-        },
-        _ => ParseError::InvalidJson(bounded_message(e.to_string())),
-    })?;
+    .map_err(|e| field_error(&e, &trail))?;
     build_request(api, fields, body.len(), limits)
 }
 
@@ -233,7 +297,7 @@ fn build_request(
         ApiKind::Completions | ApiKind::Embeddings => fields
             .prompt
             .ok_or(ParseError::MissingField(api.prompt_field()))?,
-        ApiKind::ChatCompletions => {
+        ApiKind::ChatCompletions | ApiKind::Messages => {
             match fields.turn_count {
                 None => return Err(ParseError::MissingField("messages")),
                 Some(0) => return Err(ParseError::EmptyPrompt),
@@ -250,18 +314,15 @@ fn build_request(
             }
             Prompt::Text(concat_text(fields.tools, fields.instructions, fields.turns))
         }
+        ApiKind::VllmGenerate | ApiKind::SglangGenerate | ApiKind::Unparsed => {
+            return Err(ParseError::UnsupportedPath(api.as_str().into()));
+        }
     };
     if prompt.is_empty() {
         return Err(ParseError::EmptyPrompt);
     }
 
-    let (model, lora) = match limits.lora_base(&model) {
-        Some(base) => (base.to_owned(), Some(model)),
-        None => (model, None),
-    };
-    let mut request = InferenceRequest::new(String::new(), model, prompt);
-    request.lora = lora;
-    request.api = api;
+    let mut request = new_request(api, model, prompt, limits);
     request.stream = fields.stream.unwrap_or(false);
     request.max_tokens = fields
         .max_completion_tokens
@@ -269,6 +330,23 @@ fn build_request(
         .or(fields.max_tokens);
     request.body_size = body_size;
     Ok(request)
+}
+
+/// A request for `model` (split into base model and LoRA adapter by `limits`).
+fn new_request(
+    api: ApiKind,
+    model: String,
+    prompt: Prompt,
+    limits: &ParseLimits,
+) -> InferenceRequest {
+    let (model, lora) = match limits.lora_base(&model) {
+        Some(base) => (base.to_owned(), Some(model)),
+        None => (model, None),
+    };
+    let mut request = InferenceRequest::new(String::new(), model, prompt);
+    request.lora = lora;
+    request.api = api;
+    request
 }
 
 /// Longest error message kept before its position, in bytes.

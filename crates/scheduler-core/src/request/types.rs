@@ -50,7 +50,7 @@ pub struct InferenceRequest {
     pub model: String,
     /// LoRA adapter to serve it with, when the model name names an adapter.
     pub lora: Option<String>,
-    /// Which OpenAI API the body came from.
+    /// Which API the body came from ([`ApiKind::Unparsed`] when no parser read it).
     pub api: ApiKind,
     /// The prompt.
     pub prompt: Prompt,

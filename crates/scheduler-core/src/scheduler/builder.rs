@@ -7,6 +7,7 @@ use crate::config::SchedulerSettings;
 use crate::endpoint::MembershipListener;
 use crate::metrics::MetricsSource;
 use crate::profile::Profile;
+use crate::request::ParserSet;
 use crate::shared::SharedState;
 
 /// Builds a [`Scheduler`].
@@ -17,6 +18,7 @@ pub struct SchedulerBuilder {
     completion_hooks: Vec<Arc<dyn CompletionHook>>,
     listeners: Vec<Arc<dyn MembershipListener>>,
     metric_sources: Vec<Arc<dyn MetricsSource>>,
+    parsers: ParserSet,
 }
 
 impl SchedulerBuilder {
@@ -29,7 +31,15 @@ impl SchedulerBuilder {
             completion_hooks: Vec::new(),
             listeners: Vec::new(),
             metric_sources: Vec::new(),
+            parsers: ParserSet::upstream_default(),
         }
+    }
+
+    /// Sets the request parsers adapters read requests with (default:
+    /// [`ParserSet::upstream_default`]).
+    pub fn parsers(mut self, parsers: ParserSet) -> Self {
+        self.parsers = parsers;
+        self
     }
 
     /// Adds a profile (the first added is the default).
@@ -120,6 +130,7 @@ impl SchedulerBuilder {
             completer,
             listeners: self.listeners,
             metric_sources: self.metric_sources,
+            parsers: Arc::new(self.parsers),
             shared: self.shared,
         })
     }

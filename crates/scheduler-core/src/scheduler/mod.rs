@@ -40,7 +40,7 @@ use crate::endpoint::{InFlightGuard, MembershipListener, Pool};
 use crate::metrics::{CoreMetrics, MetricsSource, MetricsVisitor, ProfileMetrics};
 use crate::plugin::{CachedPrefix, CycleState, Score};
 use crate::profile::Profile;
-use crate::request::InferenceRequest;
+use crate::request::{InferenceRequest, ParserSet};
 use crate::resources::Resources;
 use crate::rng::PickRng;
 use crate::shared::SharedState;
@@ -78,9 +78,16 @@ pub struct Scheduler {
     )]
     listeners: Vec<Arc<dyn MembershipListener>>,
     metric_sources: Vec<Arc<dyn MetricsSource>>,
+    parsers: Arc<ParserSet>,
 }
 
 impl Scheduler {
+    /// The request parsers of the config this scheduler was built from: adapters read each
+    /// request with them, so a reload changes both together.
+    pub fn parsers(&self) -> &Arc<ParserSet> {
+        &self.parsers
+    }
+
     /// Starts building a scheduler over `pool`, with fresh resources and metrics.
     pub fn builder(pool: Arc<Pool>) -> SchedulerBuilder {
         SchedulerBuilder::new(SharedState::new(pool))

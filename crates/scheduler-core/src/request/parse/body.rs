@@ -8,6 +8,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, Visitor};
 
 use super::ApiKind;
+use super::anthropic::SystemSeed;
 use super::json_text::JsonInto;
 use super::keys::{Key, KeySeed, StrSeed};
 use super::last_wins::LastWins;
@@ -77,6 +78,16 @@ const RESPONSES_KEYS: &[&str] = &[
     "instructions",
     "tools",
 ];
+const MESSAGES_KEYS: &[&str] = &[
+    COMMON_KEYS[0],
+    COMMON_KEYS[1],
+    COMMON_KEYS[2],
+    COMMON_KEYS[3],
+    COMMON_KEYS[4],
+    "messages",
+    "tools",
+    "system",
+];
 const EMBEDDINGS_KEYS: &[&str] = &[
     COMMON_KEYS[0],
     COMMON_KEYS[1],
@@ -113,6 +124,8 @@ impl<'de> Visitor<'de> for BodySeed<'_> {
             ApiKind::ChatCompletions => CHAT_KEYS,
             ApiKind::Responses => RESPONSES_KEYS,
             ApiKind::Embeddings => EMBEDDINGS_KEYS,
+            ApiKind::Messages => MESSAGES_KEYS,
+            ApiKind::VllmGenerate | ApiKind::SglangGenerate | ApiKind::Unparsed => &[],
         };
         let mut fields = BodyFields::default();
         let mut tools = LastWins::new(0);
@@ -156,10 +169,10 @@ fn read_field<'de, A: MapAccess<'de>>(
             fields.prompt = Some(map.next_value_seed(PromptSeed(trail))?);
         }
         "messages" | "input" => {
-            let kind = if api == ApiKind::Responses {
-                TurnKind::ResponsesItem
-            } else {
-                TurnKind::ChatMessage
+            let kind = match api {
+                ApiKind::Responses => TurnKind::ResponsesItem,
+                ApiKind::Messages => TurnKind::AnthropicMessage,
+                _ => TurnKind::ChatMessage,
             };
             fields.turns.clear();
             let turns = TurnsSeed {
@@ -172,6 +185,13 @@ fn read_field<'de, A: MapAccess<'de>>(
         "instructions" => {
             fields.instructions.clear();
             map.next_value_seed(InstructionsSeed(&mut fields.instructions))?;
+        }
+        "system" => {
+            fields.instructions.clear();
+            map.next_value_seed(SystemSeed {
+                out: &mut fields.instructions,
+                trail,
+            })?;
         }
         _ => {
             // "tools" and "functions": arrays of definitions, each rendered as JSON.

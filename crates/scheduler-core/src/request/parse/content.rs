@@ -13,6 +13,7 @@ use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use super::anthropic::AnthropicBlockSeed;
 use super::json_text::push_media_ref;
 use super::keys::{AppendStr, Key, KeySeed, StrSeed};
 use super::last_wins::LastWins;
@@ -25,6 +26,8 @@ pub(super) const PART_SEPARATOR: &str = "\n";
 pub(super) struct ContentSeed<'o> {
     pub(super) out: &'o mut String,
     pub(super) trail: &'o mut Trail,
+    /// The parts are Anthropic content blocks ([`AnthropicBlockSeed`]).
+    pub(super) anthropic: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for ContentSeed<'_> {
@@ -62,11 +65,17 @@ impl<'de> Visitor<'de> for ContentSeed<'_> {
             if index > 0 {
                 self.out.push_str(PART_SEPARATOR);
             }
-            let part = PartSeed {
-                out: &mut *self.out,
-                trail: &mut *self.trail,
+            let next = if self.anthropic {
+                seq.next_element_seed(AnthropicBlockSeed {
+                    out: &mut *self.out,
+                    trail: &mut *self.trail,
+                })
+            } else {
+                seq.next_element_seed(PartSeed {
+                    out: &mut *self.out,
+                    trail: &mut *self.trail,
+                })
             };
-            let next = seq.next_element_seed(part);
             if self.trail.note(Segment::Index(index), next)?.is_none() {
                 self.out.truncate(mark);
                 return Ok(());
@@ -153,7 +162,7 @@ impl<'de> Visitor<'de> for PartSeed<'_> {
 
 /// A media reference: a string (URL, id or inline data) or an object holding one
 /// (`url`, `file_id`, `data`, `file_data`). Renders `<|LABEL|>` and the reference(s).
-struct MediaSeed<'o> {
+pub(super) struct MediaSeed<'o> {
     out: &'o mut String,
     trail: &'o mut Trail,
     label: &'static str,
@@ -161,7 +170,12 @@ struct MediaSeed<'o> {
 }
 
 impl<'o> MediaSeed<'o> {
-    fn new(out: &'o mut String, trail: &'o mut Trail, label: &'static str, inline: bool) -> Self {
+    pub(super) fn new(
+        out: &'o mut String,
+        trail: &'o mut Trail,
+        label: &'static str,
+        inline: bool,
+    ) -> Self {
         MediaSeed {
             out,
             trail,

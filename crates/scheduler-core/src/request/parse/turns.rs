@@ -29,6 +29,9 @@ pub(super) enum TurnKind {
     ChatMessage,
     /// Responses `input`: a string (one user turn) or an array of items.
     ResponsesItem,
+    /// Anthropic `messages`: every message needs a `role`; content blocks are Anthropic's
+    /// (see [`super::anthropic`]).
+    AnthropicMessage,
 }
 
 /// Appends `<|ROLE|>` + text + `"\n"`: how a plain-string turn is rendered.
@@ -38,7 +41,8 @@ pub(super) fn push_text_turn(out: &mut String, role: &str, text: &str) {
     out.push('\n');
 }
 
-fn push_tag(out: &mut String, tag: &str) {
+/// Appends `<|TAG|>`.
+pub(super) fn push_tag(out: &mut String, tag: &str) {
     out.reserve(tag.len() + 4);
     out.push_str("<|");
     out.push_str(tag);
@@ -65,7 +69,9 @@ impl<'de> Visitor<'de> for TurnsSeed<'_> {
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
-            TurnKind::ChatMessage => f.write_str("an array of messages"),
+            TurnKind::ChatMessage | TurnKind::AnthropicMessage => {
+                f.write_str("an array of messages")
+            }
             TurnKind::ResponsesItem => f.write_str("a string or an array of input items"),
         }
     }
@@ -76,7 +82,9 @@ impl<'de> Visitor<'de> for TurnsSeed<'_> {
                 push_text_turn(self.out, "user", v);
                 Ok(1)
             }
-            TurnKind::ChatMessage => Err(E::invalid_type(serde::de::Unexpected::Str(v), &self)),
+            TurnKind::ChatMessage | TurnKind::AnthropicMessage => {
+                Err(E::invalid_type(serde::de::Unexpected::Str(v), &self))
+            }
         }
     }
 
@@ -119,7 +127,7 @@ impl<'de> Visitor<'de> for TurnSeed<'_> {
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
-            TurnKind::ChatMessage => f.write_str("a message object"),
+            TurnKind::ChatMessage | TurnKind::AnthropicMessage => f.write_str("a message object"),
             TurnKind::ResponsesItem => f.write_str("an input item object"),
         }
     }
@@ -147,10 +155,15 @@ impl<'de> Visitor<'de> for TurnSeed<'_> {
                 Key::Known("content") => {
                     has_content = true;
                     let trail = &mut *self.trail;
+                    let anthropic = self.kind == TurnKind::AnthropicMessage;
                     let result = fields
                         .get_or_insert_with(|| LastWins::new(self.out.len()))
                         .render(self.out, Cow::Borrowed("content"), |out| {
-                            map.next_value_seed(ContentSeed { out, trail })
+                            map.next_value_seed(ContentSeed {
+                                out,
+                                trail,
+                                anthropic,
+                            })
                         });
                     self.trail.note(Segment::Key("content"), result)?;
                 }
@@ -187,7 +200,9 @@ impl<'de> Visitor<'de> for TurnSeed<'_> {
         }
         let role_header: &str = match (&role, self.kind) {
             (Some(role), _) => role,
-            (None, TurnKind::ChatMessage) => return Err(A::Error::missing_field("role")),
+            (None, TurnKind::ChatMessage | TurnKind::AnthropicMessage) => {
+                return Err(A::Error::missing_field("role"));
+            }
             (None, TurnKind::ResponsesItem) if has_content => "user",
             (None, TurnKind::ResponsesItem) => item_type.as_deref().unwrap_or("item"),
         };
