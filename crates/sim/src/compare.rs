@@ -108,14 +108,16 @@ pub(crate) fn run_all(
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                         match &result {
                             Ok(r) => eprintln!(
-                                "[{n:>3}/{}] {:<14} {:<22} seed {:<20} {:>6.1} s wall, {:>9} events ({:.0}k events/s)",
+                                "[{n:>3}/{}] {:<14} {:<22} seed {:<20} {:>6.1} s wall, {:>9} events ({:.0}k events/s), pick {:.1} µs mean, {:.1} µs p99",
                                 jobs.len(),
                                 job.scenario.name,
                                 r.policy,
                                 job.seed,
                                 r.wall_seconds,
                                 r.events,
-                                r.events as f64 / r.wall_seconds.max(1e-9) / 1e3
+                                r.events as f64 / r.wall_seconds.max(1e-9) / 1e3,
+                                r.pick_cost.mean_us,
+                                r.pick_cost.p99_us
                             ),
                             Err(e) => eprintln!(
                                 "[{n:>3}/{}] {} {}: {e}",

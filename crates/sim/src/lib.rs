@@ -16,6 +16,8 @@
 //!   intervals;
 //! - [`overload`]: the flow-control report (per priority class and tenant, with and without
 //!   flow control, against the same workload unloaded);
+//! - [`scale`]: the scale study (8, 32 and 128 servers at the same load per server: routing
+//!   quality and the wall-clock cost of each pick as the pool grows);
 //! - `serve` (feature `serve`, on by default): the engines as simulated vLLM servers over HTTP.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -30,6 +32,7 @@ pub mod overload;
 pub mod policy;
 pub mod report;
 pub mod runner;
+pub mod scale;
 pub mod seeds;
 #[cfg(feature = "serve")]
 pub mod serve;

@@ -9,6 +9,10 @@ use shepherd_sim::compare::{CompareOptions, compare};
 use shepherd_sim::overload::{OverloadOptions, overload, table as overload_table};
 use shepherd_sim::policy::{Policy, builtin_policies, builtin_policy, sim_registry};
 use shepherd_sim::report::table;
+use shepherd_sim::scale::{
+    DEFAULT_POLICIES, DEFAULT_SCENARIOS, DEFAULT_SIZES, ScaleOptions, plots as scale_plots, scale,
+    table as scale_table,
+};
 use shepherd_sim::workload::{Scenario, builtin_scenario, builtin_scenarios};
 use shepherd_sim::{SimError, svg, timeline};
 
@@ -32,6 +36,9 @@ enum Command {
     /// Flow control under overload: one policy on the `overload` scenario with and without
     /// flow control, and unloaded, per priority class and tenant.
     Overload(OverloadArgs),
+    /// The scale study: the synthetic scenarios on 8, 32 and 128 servers at the same load per
+    /// server; routing quality and the wall-clock cost of each pick as the pool grows.
+    Scale(ScaleArgs),
     /// Serve simulated vLLM servers over HTTP on loopback ports.
     #[cfg(feature = "serve")]
     Serve(shepherd_sim::serve::ServeArgs),
@@ -90,6 +97,26 @@ struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+struct ScaleArgs {
+    /// Built-in scenario name or scenario YAML file (repeatable; default: shared-prefix,
+    /// hot-prefix, multi-turn). Trace scenarios cannot be scaled.
+    #[arg(long)]
+    scenario: Vec<String>,
+    /// Built-in policy name (repeatable; default: round-robin, least-load, static-default,
+    /// adaptive, sglang, dynamo).
+    #[arg(long)]
+    policy: Vec<String>,
+    /// Pool size (repeatable; default 8, 32, 128); each a whole multiple of the scenario's own.
+    #[arg(long = "servers")]
+    sizes: Vec<u32>,
+    /// Multiply every stream's start and end times by this, at every size alike (shorter runs).
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Args)]
 struct OverloadArgs {
     /// Built-in scenario name or scenario YAML file (streams with `priority` and `fairnessId`).
     #[arg(long, default_value = "overload")]
@@ -114,6 +141,7 @@ fn main() -> ExitCode {
         None => real_main(&cli.compare).map_err(Into::into),
         Some(Command::Compare(args)) => real_main(args).map_err(Into::into),
         Some(Command::Overload(args)) => overload_main(args).map_err(Into::into),
+        Some(Command::Scale(args)) => scale_main(args).map_err(Into::into),
         #[cfg(feature = "serve")]
         Some(Command::Serve(args)) => args.run().map_err(Into::into),
     };
@@ -196,6 +224,61 @@ fn overload_main(cli: &OverloadArgs) -> Result<(), SimError> {
             result.runs.len(),
             started.elapsed().as_secs_f64(),
             cli.run.out.join("overload.json").display()
+        );
+    }
+    Ok(())
+}
+
+fn scale_main(cli: &ScaleArgs) -> Result<(), SimError> {
+    let scenarios = if cli.scenario.is_empty() {
+        DEFAULT_SCENARIOS
+            .iter()
+            .map(|s| builtin_scenario(s))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        cli.scenario
+            .iter()
+            .map(|s| load_scenario(s))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let names: Vec<&str> = if cli.policy.is_empty() {
+        DEFAULT_POLICIES.to_vec()
+    } else {
+        cli.policy.iter().map(String::as_str).collect()
+    };
+    let policies = names
+        .iter()
+        .map(|p| builtin_policy(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let opts = ScaleOptions {
+        sizes: if cli.sizes.is_empty() {
+            DEFAULT_SIZES.to_vec()
+        } else {
+            cli.sizes.clone()
+        },
+        time_scale: cli.time_scale,
+        seed: cli.run.seed,
+        threads: threads(cli.run.threads),
+        progress: !cli.run.quiet,
+    };
+    let study = scale(&scenarios, &policies, &sim_registry(), &opts)?;
+    let json = serde_json::to_string_pretty(&study.report).unwrap_or_default();
+    write_file(&cli.run.out, "scale.json", &json)?;
+    for (name, text) in scale_plots(&study.report) {
+        write_file(&cli.run.out, &name, &text)?;
+    }
+    if cli.run.json {
+        println!("{json}");
+    } else {
+        println!("{}", scale_table(&study.report));
+    }
+    if !cli.run.quiet {
+        eprintln!(
+            "{} runs, {} simulated events in {:.1} s wall; report and plots in {}",
+            study.run_count,
+            study.events,
+            study.wall_seconds,
+            cli.run.out.display()
         );
     }
     Ok(())

@@ -18,9 +18,22 @@ const COLORS: &[&str] = &[
     "#bcbd22", "#17becf",
 ];
 
-struct Series {
-    name: String,
-    points: Vec<(f64, f64)>,
+/// One line of a chart: a name for the legend and its points.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Series {
+    pub(crate) name: String,
+    pub(crate) points: Vec<(f64, f64)>,
+}
+
+/// How a chart draws its axes and points.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Axes {
+    /// Logarithmic x axis.
+    pub(crate) log_x: bool,
+    /// Logarithmic y axis (from the smallest positive value instead of 0).
+    pub(crate) log_y: bool,
+    /// A dot on every point (for series of a few points).
+    pub(crate) markers: bool,
 }
 
 fn escape(s: &str) -> String {
@@ -30,14 +43,49 @@ fn escape(s: &str) -> String {
 }
 
 fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series], log_x: bool) -> String {
+    chart_with(
+        title,
+        x_label,
+        y_label,
+        series,
+        Axes {
+            log_x,
+            ..Axes::default()
+        },
+    )
+}
+
+/// A line chart of `series` with a legend on the right.
+pub(crate) fn chart_with(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    axes: Axes,
+) -> String {
+    let log_x = axes.log_x;
     let mut xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
     let first = xs.next().unwrap_or(0.0);
     let (mut x0, mut x1) = xs.fold((first, first), |(a, b), x| (a.min(x), b.max(x)));
-    let y1 = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .fold(0.0f64, f64::max)
-        .max(1e-9);
+    let ys = || series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+    let y_max = ys().fold(0.0f64, f64::max).max(1e-9);
+    // Linear: 0 to the largest value. Logarithmic: log10 of the smallest positive value to
+    // log10 of the largest, widened to at least one decade.
+    let (y0, y1) = if axes.log_y {
+        let low = ys().filter(|y| *y > 0.0).fold(y_max, f64::min).log10();
+        let high = y_max.log10();
+        let mid = (low + high) / 2.0;
+        if high - low < 1.0 {
+            (mid - 0.5, mid + 0.5)
+        } else {
+            (low, high)
+        }
+    } else {
+        (0.0, y_max)
+    };
+    let y_of = |y: f64| {
+        if axes.log_y { y.max(1e-12).log10() } else { y }
+    };
     if log_x {
         x0 = x0.max(1e-3).log10();
         x1 = x1.max(1e-3).log10();
@@ -49,7 +97,11 @@ fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series], log_x: bo
         let x = if log_x { x.max(1e-3).log10() } else { x };
         L + (x - x0) / (x1 - x0) * (W - L - R)
     };
-    let py = |y: f64| H - B - y / y1 * (H - T - B);
+    let py = |y: f64| H - B - (y_of(y) - y0) / (y1 - y0) * (H - T - B);
+    let y_label_at = |f: f64| {
+        let v = y0 + f * (y1 - y0);
+        if axes.log_y { 10f64.powf(v) } else { v }
+    };
     let mut out = String::new();
     let _ = write!(
         out,
@@ -76,8 +128,8 @@ fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series], log_x: bo
             H - B + 14.0,
             fmt_num(label),
             L - 4.0,
-            py(f * y1) + 4.0,
-            fmt_num(f * y1)
+            H - B - f * (H - T - B) + 4.0,
+            fmt_num(y_label_at(f))
         );
     }
     let _ = writeln!(
@@ -101,6 +153,16 @@ fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series], log_x: bo
                 px(x),
                 py(y)
             );
+        }
+        if axes.markers {
+            for &(x, y) in &s.points {
+                let _ = write!(
+                    out,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>",
+                    px(x),
+                    py(y)
+                );
+            }
         }
         let _ = writeln!(
             out,

@@ -2,6 +2,8 @@
 //! (through flow control if the policy has it, then pick a server and hand the request to its
 //! engine), step ends (progress, first tokens, completions) and timeouts.
 
+use std::time::Instant;
+
 use shepherd_scheduler_core::clock::Timestamp;
 use shepherd_scheduler_core::endpoint::EndpointMetrics;
 use shepherd_scheduler_core::plugin::{Completion, Usage};
@@ -166,7 +168,12 @@ impl Sim<'_> {
             });
             self.feed.publish_cached_blocks(&request.id, cached);
         }
-        let decision = match self.scheduler.schedule(&request) {
+        let started = Instant::now();
+        let picked = self.scheduler.schedule(&request);
+        let elapsed = started.elapsed().as_nanos();
+        self.pick_ns
+            .push(u64::try_from(elapsed).unwrap_or(u64::MAX));
+        let decision = match picked {
             Ok(d) => d,
             Err(_) => {
                 self.end_request(record, now, Outcome::Dropped);

@@ -18,7 +18,8 @@
 //!    periods while work remains.
 //! 4. **Stop** when no request is live, no issue is pending and no engine is mid-step, and
 //!    gather the [`RunResult`] (`results.rs`): one [`RequestRecord`] per request, the load and
-//!    adaptive series, and the cache totals with their infinite-cache ceiling.
+//!    adaptive series, the cache totals with their infinite-cache ceiling, and what the
+//!    routing decisions cost in wall-clock time ([`PickCost`], `pick_cost.rs`).
 //!
 //! What the router sees of a server is its last scrape ([`Endpoint::set_metrics`]), while its
 //! own in-flight counts are exact (each request holds its [`Decision`] until it ends). Peer
@@ -60,6 +61,7 @@
 mod events;
 mod flow;
 mod handlers;
+mod pick_cost;
 mod results;
 
 use std::sync::Arc;
@@ -73,6 +75,7 @@ use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId, Pool};
 use shepherd_scheduler_core::scheduler::Scheduler;
 use shepherd_scheduler_core::shared::SharedState;
 
+pub use pick_cost::PickCost;
 pub use results::{Outcome, RequestRecord, RunResult};
 pub use shepherd_adaptive::driver::{AdaptiveSample, TickDriver};
 
@@ -140,6 +143,8 @@ struct Sim<'a> {
     tokens: Vec<u32>,
     flow: Option<FlowGate>,
     feed: Arc<EngineFeed>,
+    /// Wall-clock nanoseconds of every `schedule` call, in order.
+    pick_ns: Vec<u64>,
 }
 
 /// Runs `scenario` under `policy`, building the policy's scheduler with `registry`.
@@ -205,6 +210,7 @@ pub fn run(
         tokens: Vec::new(),
         flow,
         feed,
+        pick_ns: Vec::new(),
     };
     sim.run_loop();
     let mut preemptions = 0;
@@ -228,6 +234,7 @@ pub fn run(
         cached_tokens,
         ceiling_cached_tokens: sim.ceiling_cached,
         ceiling_prompt_tokens: sim.ceiling_prompt,
+        pick_cost: PickCost::from_nanos(sim.pick_ns),
         wall_seconds: started.elapsed().as_secs_f64(),
     })
 }

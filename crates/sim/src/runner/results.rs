@@ -4,6 +4,8 @@
 use shepherd_adaptive::AdaptiveSample;
 use shepherd_scheduler_core::flow::DropReason;
 
+use super::PickCost;
+
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -74,6 +76,8 @@ pub struct RunResult {
     pub ceiling_cached_tokens: u64,
     /// Total prompt tokens offered, for the ceiling.
     pub ceiling_prompt_tokens: u64,
+    /// Wall-clock cost of the routing decisions (not part of any deterministic output).
+    pub pick_cost: PickCost,
     /// Wall-clock seconds the run took (not part of any deterministic output).
     pub wall_seconds: f64,
 }

@@ -1,6 +1,8 @@
 //! Workloads: scenario files, traffic generators, trace replay, and the deterministic prompt
-//! contents shared by the scheduler and the engines.
+//! contents shared by the scheduler and the engines, and the same workload on a larger pool at
+//! the same load per server ([`Scenario::at_servers`]).
 
+mod at_scale;
 mod builtin;
 mod gzip;
 mod spec;
