@@ -3,7 +3,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `POST /v1/completions`, `/v1/chat/completions`, `/v1/responses`, `/v1/embeddings` | proxied to the endpoint Shepherd picks ([`proxy`]) when the configured parsers take the path (the default list does) |
-//! | `POST` to any other path (outside `/debug/`) a configured parser takes: `/v1/messages` (`anthropic-parser`), `/inference/v1/generate` (`vllmhttp-parser`), `/generate` (`sglanghttp-parser`), a path ending in a claimed suffix (`/openai/v1/chat/completions`), or any path at all with a fallback parser (`passthrough-parser`, in the default list) | proxied the same way |
+//! | `POST` to any other path (outside `/debug/`) a configured parser takes: `/v1/messages` (`anthropic-parser`), `/inference/v1/generate` (`vllmhttp-parser`), `/generate` (`sglanghttp-parser`), a path ending in a claimed suffix (`/openai/v1/chat/completions`), or any path at all with a fallback parser listed in `requestHandler.parsers` (`passthrough-parser`; the default list's fallback is not used here: it would expose every POST route of the model servers) | proxied the same way |
 //! | `GET /v1/models`, `GET /v1/models/{id}` | the pool's models ([`models`](crate::models)) |
 //! | `POST /debug/explain/v1/...` | when `gateway.explain` is on: the pick for a body, with its score breakdown ([`explain`]) |
 //! | `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config` | the runtime's admin routes, when mounted ([`Gateway::router_with`]) |
@@ -265,7 +265,14 @@ const GATEWAY_PATHS: &str = "/debug/";
 async fn other_path(State(gateway): State<Gateway>, request: Request) -> Response {
     let path = request.uri().path().to_owned();
     let api = if request.method() == axum::http::Method::POST && !path.starts_with(GATEWAY_PATHS) {
-        gateway.inner.scheduler.load().parsers().api(&path)
+        let scheduler = gateway.inner.scheduler.load();
+        let parsers = scheduler.parsers();
+        // Forwarding a path unread takes an explicit `passthrough-parser`: the default list's
+        // fallback would expose every POST route of the model servers (vLLM's adapter loading
+        // and cache reset among them) to the gateway's clients.
+        parsers
+            .api(&path)
+            .filter(|&api| api != ApiKind::Unparsed || !parsers.is_upstream_default())
     } else {
         None
     };

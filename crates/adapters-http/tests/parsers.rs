@@ -1,5 +1,7 @@
-//! The gateway proxies the paths its configured parsers take: the default list forwards any
-//! POST path (its passthrough fallback), an explicit list only what it claims, and vLLM's
+//! The gateway proxies the paths its configured parsers take: the default list reads the
+//! OpenAI, Anthropic and vLLM paths but forwards nothing unread (its passthrough fallback
+//! would expose every POST route of the model servers), a list naming `passthrough-parser`
+//! forwards any POST path unread, an explicit list without it only what it claims, and vLLM's
 //! token-id requests get prefix affinity.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -33,11 +35,51 @@ fn served_by(echoes: &Echoes, seen_before: &mut [usize]) -> usize {
     served[0]
 }
 
+const WITH_PASSTHROUGH: &str = "
+plugins:
+- {type: openai-parser}
+- {type: passthrough-parser}
+- {type: queue-scorer}
+requestHandler:
+  parsers: [{pluginRef: openai-parser}, {pluginRef: passthrough-parser}]
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: queue-scorer}]
+";
+
 #[tokio::test]
-async fn the_default_parsers_forward_any_post_path_unread() {
+async fn the_default_parsers_read_their_paths_and_forward_nothing_unread() {
     let echoes = echoes(2).await;
     let gateway = Setup::new(echoes.iter().map(|(a, _)| *a))
         .without_scraping()
+        .start()
+        .await;
+    let response = gateway
+        .http
+        .post(gateway.url("/v1/load_lora_adapter"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    expect_error(response, 404, "not_found").await;
+    assert!(echoes.iter().all(|(_, seen)| seen.lock().is_empty()));
+
+    // Anthropic's messages API is in the default list.
+    let body = json!({"model": "model-a", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
+    assert_eq!(gateway.post("/v1/messages", &body).await.status(), 200);
+    let metrics = gateway.metrics().await;
+    assert!(
+        metrics.contains("shepherd_gateway_requests_total{api=\"messages\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_listed_passthrough_parser_forwards_any_post_path_unread() {
+    let echoes = echoes(2).await;
+    let gateway = Setup::new(echoes.iter().map(|(a, _)| *a))
+        .without_scraping()
+        .yaml(WITH_PASSTHROUGH)
         .start()
         .await;
     let response = gateway
@@ -59,10 +101,6 @@ async fn the_default_parsers_forward_any_post_path_unread() {
         .collect();
     assert_eq!(seen, ["/custom/endpoint?x=1 not json at all"]);
 
-    // Anthropic's messages API is in the default list too.
-    let body = json!({"model": "model-a", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
-    assert_eq!(gateway.post("/v1/messages", &body).await.status(), 200);
-
     // Only POSTs are proxied.
     let response = gateway
         .http
@@ -74,10 +112,6 @@ async fn the_default_parsers_forward_any_post_path_unread() {
     let metrics = gateway.metrics().await;
     assert!(
         metrics.contains("shepherd_gateway_requests_total{api=\"unparsed\"} 1"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("shepherd_gateway_requests_total{api=\"messages\"} 1"),
         "{metrics}"
     );
 }

@@ -220,7 +220,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("request-attribute-reporter", Control, NotYet(RequestControl)),
     noted("openai-parser", Parser, Framework, "claims chat/completions, completions, embeddings, responses (and the two `/render` sub-paths); `conversations` and `images/generations` are not claimed (the fallback, if any, forwards them); paths match at a `/` boundary"),
     entry("vllmgrpc-parser", Parser, NotYet(Parsers)),
-    noted("passthrough-parser", Parser, Framework, "the request has no model and no prompt: load and session scorers decide; the gateway forwards any POST path no other parser claims"),
+    noted("passthrough-parser", Parser, Framework, "the request has no model and no prompt: load and session scorers decide; `shepherd-gateway` forwards any POST path no other parser claims when `passthrough-parser` is listed explicitly (not as the default list's fallback)"),
     noted("anthropic-parser", Parser, Framework, "`system`, `messages` and `tools` rendered like chat (`cache_control` left out) for prefix matching; `model` is required; `count_tokens` is forwarded unread"),
     noted("vllmhttp-parser", Parser, Framework, "token ids must be JSON integers; `cache_salt` and multimodal `features` do not enter prefix matching"),
     noted("sglanghttp-parser", Parser, Framework, "`extra_key` (cache salt) does not enter prefix matching"),

@@ -95,6 +95,8 @@ pub struct ParserSet {
     claiming: Vec<ParserEntry>,
     fallback: Option<ParserEntry>,
     skipped: Vec<SkippedParser>,
+    /// Whether this is upstream's default list (the config named no parser).
+    implicit: bool,
     /// Every claimed suffix, longest first (registration order among equal lengths): the
     /// first that matches a path is the longest.
     routes: Vec<Route>,
@@ -116,6 +118,7 @@ impl ParserSet {
             claiming: Vec::new(),
             fallback: None,
             skipped: Vec::new(),
+            implicit: false,
             routes: Vec::new(),
         };
         for (name, kind) in parsers {
@@ -161,7 +164,7 @@ impl ParserSet {
     /// `anthropic-parser`, `vllmhttp-parser`, then `passthrough-parser` as the fallback, each
     /// named after its type.
     pub fn upstream_default() -> Self {
-        ParserSet::new(
+        let mut set = ParserSet::new(
             [
                 ParserKind::OpenAi,
                 ParserKind::Anthropic,
@@ -169,7 +172,16 @@ impl ParserSet {
                 ParserKind::Passthrough,
             ]
             .map(|kind| (kind.type_name(), kind)),
-        )
+        );
+        set.implicit = true;
+        set
+    }
+
+    /// Whether this is [`ParserSet::upstream_default`] (the config named no parser), as
+    /// opposed to an explicit list: a gateway facing clients directly may treat the default
+    /// fallback more carefully than one an operator asked for.
+    pub fn is_upstream_default(&self) -> bool {
+        self.implicit
     }
 
     /// The registered parsers, in registration order (the fallback last).
