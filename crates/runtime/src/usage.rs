@@ -10,7 +10,10 @@
 //! number of times), and when the response ends it looks in that tail for the last `"usage"`
 //! key whose value is an object. A `"usage": null` (streams without `include_usage`) or no
 //! usage at all gives `None`. The Responses API's `input_tokens` / `output_tokens` are read
-//! too.
+//! too, and so are the other APIs the parsers take: Anthropic's messages usage (whose
+//! `input_tokens` count only the uncached part: `cache_read_input_tokens` and
+//! `cache_creation_input_tokens` are added to the prompt, the first is the cached part) and
+//! SGLang's native `"meta_info"` (`prompt_tokens`, `completion_tokens`, `cached_tokens`).
 //!
 //! ```
 //! use shepherd_runtime::usage::UsageScanner;
@@ -29,7 +32,9 @@ use shepherd_scheduler_core::completion::Usage;
 /// Default bytes of a body's end kept: a usage object with details fits many times over.
 pub const DEFAULT_USAGE_SCAN_BYTES: usize = 16 * 1024;
 
-const KEY: &[u8] = b"\"usage\"";
+/// The keys whose object value holds usage: OpenAI's, Anthropic's and vLLM's `usage`,
+/// SGLang's native `meta_info`.
+const KEYS: [&[u8]; 2] = [b"\"usage\"", b"\"meta_info\""];
 
 /// The bounded tail of a response body, and the usage found in it. See the
 /// [module docs](self).
@@ -93,13 +98,17 @@ impl UsageScanner {
         let mut end = tail.len();
         // The last "usage" key whose value is an object wins; earlier ones (cumulative
         // per-chunk usage) are older.
-        while let Some(at) = rfind(&tail[..end], KEY) {
+        while let Some((at, key)) = KEYS
+            .iter()
+            .filter_map(|key| rfind(&tail[..end], key).map(|at| (at, key.len())))
+            .max_by_key(|&(at, _)| at)
+        {
             end = at;
             // A `\"usage\"` inside a JSON string is escaped: not a key.
             if at > 0 && tail[at - 1] == b'\\' {
                 continue;
             }
-            let rest = skip_ws(&tail[at + KEY.len()..]);
+            let rest = skip_ws(&tail[at + key..]);
             let Some(rest) = rest.strip_prefix(b":") else {
                 continue;
             };
@@ -130,11 +139,20 @@ fn usage_from(value: &Value) -> Option<Usage> {
     if prompt_tokens.is_none() && completion_tokens.is_none() {
         return None;
     }
+    // Anthropic: `input_tokens` is the uncached part of the prompt.
+    let cache_read = count(object.get("cache_read_input_tokens"));
+    let cache_creation = count(object.get("cache_creation_input_tokens"));
     let cached_tokens = ["prompt_tokens_details", "input_tokens_details"]
         .iter()
-        .find_map(|k| count(object.get(*k).and_then(|d| d.get("cached_tokens"))));
+        .find_map(|k| count(object.get(*k).and_then(|d| d.get("cached_tokens"))))
+        .or(count(object.get("cached_tokens")))
+        .or(cache_read);
+    let prompt_tokens = prompt_tokens
+        .unwrap_or(0)
+        .saturating_add(cache_read.unwrap_or(0))
+        .saturating_add(cache_creation.unwrap_or(0));
     Some(Usage {
-        prompt_tokens: prompt_tokens.unwrap_or(0),
+        prompt_tokens,
         completion_tokens: completion_tokens.unwrap_or(0),
         cached_tokens,
     })
@@ -217,6 +235,29 @@ mod tests {
         let usage = s.usage().unwrap();
         assert_eq!((usage.prompt_tokens, usage.completion_tokens), (9, 4));
         assert_eq!(usage.cached_tokens, Some(8));
+    }
+
+    #[test]
+    fn anthropic_usage_counts_cached_input_in_the_prompt() {
+        let mut s = UsageScanner::new(4096);
+        s.push(br#"{"type":"message","content":[],"usage":{"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":2048,"output_tokens":30}}"#);
+        let usage = s.usage().unwrap();
+        assert_eq!((usage.prompt_tokens, usage.completion_tokens), (2060, 30));
+        assert_eq!(usage.cached_tokens, Some(2048));
+    }
+
+    #[test]
+    fn sglang_meta_info_is_read() {
+        let mut s = UsageScanner::new(4096);
+        s.push(br#"{"text":"ok","meta_info":{"id":"a","prompt_tokens":40,"completion_tokens":7,"cached_tokens":32,"finish_reason":{"type":"stop"}}}"#);
+        let usage = s.usage().unwrap();
+        assert_eq!((usage.prompt_tokens, usage.completion_tokens), (40, 7));
+        assert_eq!(usage.cached_tokens, Some(32));
+        // In a stream the last event's meta_info is the final count.
+        let mut s = UsageScanner::new(4096);
+        s.push(b"data: {\"text\":\"o\",\"meta_info\":{\"prompt_tokens\":40,\"completion_tokens\":1}}\n\n");
+        s.push(b"data: {\"text\":\"ok\",\"meta_info\":{\"prompt_tokens\":40,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n");
+        assert_eq!(s.usage().unwrap().completion_tokens, 2);
     }
 
     #[test]
