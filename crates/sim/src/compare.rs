@@ -15,7 +15,7 @@ use crate::best::judgements;
 use crate::error::SimError;
 use crate::policy::Policy;
 use crate::report::{PolicySummary, Report, ScenarioReport, ceiling, summarize};
-use crate::runner::{RunOptions, RunResult, run};
+use crate::runner::{RunOptions, RunResult, Spread, run};
 use crate::seeds::derive;
 use crate::workload::Scenario;
 
@@ -72,6 +72,9 @@ pub(crate) struct Job<'a> {
     /// Zero metric staleness (the bound).
     pub(crate) fresh: bool,
     pub(crate) seed: u64,
+    /// Picker replicas (1: the plain run) and how requests are spread over them.
+    pub(crate) replicas: u32,
+    pub(crate) spread: Spread,
 }
 
 /// Runs `jobs` on `threads` threads; results in job order.
@@ -96,7 +99,9 @@ pub(crate) fn run_all(
                     let run_opts = RunOptions {
                         seed: job.seed,
                         fresh_metrics: job.fresh,
-                        check_invariants: false,
+                        replicas: job.replicas,
+                        spread: job.spread,
+                        ..RunOptions::default()
                     };
                     let mut result = run(job.scenario, job.policy, registry, run_opts);
                     if let Ok(r) = &mut result
@@ -111,7 +116,11 @@ pub(crate) fn run_all(
                                 "[{n:>3}/{}] {:<14} {:<22} seed {:<20} {:>6.1} s wall, {:>9} events ({:.0}k events/s), pick {:.1} µs mean, {:.1} µs p99",
                                 jobs.len(),
                                 job.scenario.name,
-                                r.policy,
+                                if job.replicas > 1 {
+                                    format!("{} ×{} {}", r.policy, job.replicas, job.spread)
+                                } else {
+                                    r.policy.clone()
+                                },
                                 job.seed,
                                 r.wall_seconds,
                                 r.events,
@@ -175,6 +184,8 @@ fn run_rows(
                 policy,
                 fresh,
                 seed,
+                replicas: 1,
+                spread: Spread::Random,
             })
         })
         .collect();

@@ -16,6 +16,8 @@
 //!   intervals;
 //! - [`overload`]: the flow-control report (per priority class and tenant, with and without
 //!   flow control, against the same workload unloaded);
+//! - [`replicas`]: the replica study (R picker replicas with no coordination: hit rate, TTFT
+//!   and load imbalance against R = 1);
 //! - [`scale`]: the scale study (8, 32 and 128 servers at the same load per server: routing
 //!   quality and the wall-clock cost of each pick as the pool grows);
 //! - `serve` (feature `serve`, on by default): the engines as simulated vLLM servers over HTTP.
@@ -30,6 +32,7 @@ pub mod error;
 pub mod judge;
 pub mod overload;
 pub mod policy;
+pub mod replicas;
 pub mod report;
 pub mod runner;
 pub mod scale;

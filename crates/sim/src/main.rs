@@ -8,7 +8,12 @@ use clap::{Args, Parser, Subcommand};
 use shepherd_sim::compare::{CompareOptions, compare};
 use shepherd_sim::overload::{OverloadOptions, overload, table as overload_table};
 use shepherd_sim::policy::{Policy, builtin_policies, builtin_policy, sim_registry};
+use shepherd_sim::replicas::{
+    DEFAULT_COUNTS, DEFAULT_POLICIES as REPLICA_POLICIES, DEFAULT_SCENARIOS as REPLICA_SCENARIOS,
+    DEFAULT_SPREADS, ReplicaOptions, plots as replica_plots, replicas, table as replica_table,
+};
 use shepherd_sim::report::table;
+use shepherd_sim::runner::Spread;
 use shepherd_sim::scale::{
     DEFAULT_POLICIES, DEFAULT_SCENARIOS, DEFAULT_SIZES, ScaleOptions, plots as scale_plots, scale,
     table as scale_table,
@@ -39,6 +44,10 @@ enum Command {
     /// The scale study: the synthetic scenarios on 8, 32 and 128 servers at the same load per
     /// server; routing quality and the wall-clock cost of each pick as the pool grows.
     Scale(ScaleArgs),
+    /// The replica study: R picker replicas side by side with no coordination (each with its
+    /// own scheduler, prefix index and in-flight counts), requests spread over them by a load
+    /// balancer; hit rate, TTFT p90 and load imbalance against R = 1.
+    Replicas(ReplicasArgs),
     /// Serve simulated vLLM servers over HTTP on loopback ports.
     #[cfg(feature = "serve")]
     Serve(shepherd_sim::serve::ServeArgs),
@@ -117,6 +126,25 @@ struct ScaleArgs {
 }
 
 #[derive(Debug, Args)]
+struct ReplicasArgs {
+    /// Built-in scenario name or scenario YAML file (repeatable; default: shared-prefix,
+    /// multi-turn, mooncake).
+    #[arg(long)]
+    scenario: Vec<String>,
+    /// Built-in policy name (repeatable; default: static-default, adaptive).
+    #[arg(long)]
+    policy: Vec<String>,
+    /// Replica count (repeatable; default 1, 2, 4, 8). Include 1 for the relative figures.
+    #[arg(long = "replicas", value_parser = clap::value_parser!(u32).range(1..=256))]
+    counts: Vec<u32>,
+    /// Spread mode: random, round-robin or connection (repeatable; default random, connection).
+    #[arg(long)]
+    spread: Vec<Spread>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Args)]
 struct OverloadArgs {
     /// Built-in scenario name or scenario YAML file (streams with `priority` and `fairnessId`).
     #[arg(long, default_value = "overload")]
@@ -142,6 +170,7 @@ fn main() -> ExitCode {
         Some(Command::Compare(args)) => real_main(args).map_err(Into::into),
         Some(Command::Overload(args)) => overload_main(args).map_err(Into::into),
         Some(Command::Scale(args)) => scale_main(args).map_err(Into::into),
+        Some(Command::Replicas(args)) => replicas_main(args).map_err(Into::into),
         #[cfg(feature = "serve")]
         Some(Command::Serve(args)) => args.run().map_err(Into::into),
     };
@@ -271,6 +300,63 @@ fn scale_main(cli: &ScaleArgs) -> Result<(), SimError> {
         println!("{json}");
     } else {
         println!("{}", scale_table(&study.report));
+    }
+    if !cli.run.quiet {
+        eprintln!(
+            "{} runs, {} simulated events in {:.1} s wall; report and plots in {}",
+            study.run_count,
+            study.events,
+            study.wall_seconds,
+            cli.run.out.display()
+        );
+    }
+    Ok(())
+}
+
+fn replicas_main(cli: &ReplicasArgs) -> Result<(), SimError> {
+    let scenario_names: Vec<&str> = if cli.scenario.is_empty() {
+        REPLICA_SCENARIOS.to_vec()
+    } else {
+        cli.scenario.iter().map(String::as_str).collect()
+    };
+    let scenarios = scenario_names
+        .iter()
+        .map(|s| load_scenario(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let policy_names: Vec<&str> = if cli.policy.is_empty() {
+        REPLICA_POLICIES.to_vec()
+    } else {
+        cli.policy.iter().map(String::as_str).collect()
+    };
+    let policies = policy_names
+        .iter()
+        .map(|p| builtin_policy(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let opts = ReplicaOptions {
+        counts: if cli.counts.is_empty() {
+            DEFAULT_COUNTS.to_vec()
+        } else {
+            cli.counts.clone()
+        },
+        spreads: if cli.spread.is_empty() {
+            DEFAULT_SPREADS.to_vec()
+        } else {
+            cli.spread.clone()
+        },
+        seed: cli.run.seed,
+        threads: threads(cli.run.threads),
+        progress: !cli.run.quiet,
+    };
+    let study = replicas(&scenarios, &policies, &sim_registry(), &opts)?;
+    let json = serde_json::to_string_pretty(&study.report).unwrap_or_default();
+    write_file(&cli.run.out, "replicas.json", &json)?;
+    for (name, text) in replica_plots(&study.report) {
+        write_file(&cli.run.out, &name, &text)?;
+    }
+    if cli.run.json {
+        println!("{json}");
+    } else {
+        println!("{}", replica_table(&study.report));
     }
     if !cli.run.quiet {
         eprintln!(

@@ -51,7 +51,7 @@ use crate::policy::{
     FLOW_CONTROL_NO_HOLDBACK_OVERLAY, FLOW_CONTROL_OVERLAY, FLOW_CONTROL_UTILIZATION_OVERLAY,
     Policy,
 };
-use crate::runner::RunResult;
+use crate::runner::{RunResult, Spread};
 use crate::workload::Scenario;
 
 /// How to run the report.
@@ -127,6 +127,8 @@ fn job<'a>(group: usize, scenario: &'a Scenario, policy: &'a Policy, seed: u64) 
         policy,
         fresh: false,
         seed,
+        replicas: 1,
+        spread: Spread::Random,
     }
 }
 

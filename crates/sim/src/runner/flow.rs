@@ -119,8 +119,10 @@ impl Sim<'_> {
                 self.scrape(s);
             }
         }
-        gate.detector
-            .saturation(&self.pool.snapshot(), Timestamp::from_nanos(now))
+        gate.detector.saturation(
+            &self.replicas[0].pool.snapshot(),
+            Timestamp::from_nanos(now),
+        )
     }
 
     /// An arriving request meets flow control: shed, refused, or queued (then maybe routed at

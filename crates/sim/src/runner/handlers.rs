@@ -24,14 +24,17 @@ impl Sim<'_> {
             return;
         };
         let snap = engine.snapshot();
-        self.endpoints[s as usize].set_metrics(EndpointMetrics {
-            waiting: snap.waiting,
-            running: snap.running,
-            kv_utilization: snap.kv_utilization,
-            block_size: Some(snap.block_size),
-            num_gpu_blocks: Some(u64::from(snap.num_gpu_blocks)),
-            ..Default::default()
-        });
+        // Every replica scrapes the same server and reads the same figures.
+        for replica in &self.replicas {
+            replica.endpoints[s as usize].set_metrics(EndpointMetrics {
+                waiting: snap.waiting,
+                running: snap.running,
+                kv_utilization: snap.kv_utilization,
+                block_size: Some(snap.block_size),
+                num_gpu_blocks: Some(u64::from(snap.num_gpu_blocks)),
+                ..Default::default()
+            });
+        }
     }
 
     pub(super) fn on_tick(&mut self, now: u64) {
@@ -46,18 +49,27 @@ impl Sim<'_> {
         self.load_series.push((now, loads));
     }
 
-    /// Runs one adaptive tick; returns the period until the next one, ns (at least 1 ms).
+    /// Runs one adaptive tick on every replica (each on its own pool view; the series keeps
+    /// replica 0's samples); returns the period until the next one, ns (at least 1 ms).
     pub(super) fn on_adapt(&mut self, now: u64) -> u64 {
-        let Some(driver) = self.driver.as_mut() else {
-            return u64::MAX / 2;
-        };
-        let snapshot = self.pool.snapshot();
-        if let Some(sample) = driver.tick(&snapshot, Timestamp::from_nanos(now)) {
-            self.adaptive_series.push(sample);
+        let mut period = None;
+        for (r, replica) in self.replicas.iter_mut().enumerate() {
+            let Some(driver) = replica.driver.as_mut() else {
+                continue;
+            };
+            let snapshot = replica.pool.snapshot();
+            let sample = driver.tick(&snapshot, Timestamp::from_nanos(now));
+            if let Some(sample) = sample
+                && r == 0
+            {
+                self.adaptive_series.push(sample);
+            }
+            let p = u64::try_from(driver.interval().as_nanos())
+                .unwrap_or(u64::MAX / 2)
+                .max(1_000_000);
+            period = Some(period.map_or(p, |q: u64| q.min(p)));
         }
-        u64::try_from(driver.interval().as_nanos())
-            .unwrap_or(u64::MAX / 2)
-            .max(1_000_000)
+        period.unwrap_or(u64::MAX / 2)
     }
 
     pub(super) fn on_issue(&mut self, now: u64, issue: Issue) {
@@ -154,11 +166,13 @@ impl Sim<'_> {
         request.max_tokens = Some(spec.output.len);
         request.priority = stream.priority;
         request.fairness_id = stream.fairness_id.clone();
-        if self.feed.wants_cached_blocks() {
+        let r = self.spreader.pick(spec.stream, spec.session);
+        let replica = &mut self.replicas[r as usize];
+        if replica.feed.wants_cached_blocks() {
             // What each server's KV events would have told the router: the request's leading
             // full prompt blocks in its prefix cache.
             let prompt_blocks = &hashes[..(prompt_len as usize / bs).min(hashes.len())];
-            let cached = self.engines.iter().zip(&self.endpoints).map(|(e, ep)| {
+            let cached = self.engines.iter().zip(&replica.endpoints).map(|(e, ep)| {
                 let pool = e.block_pool();
                 let n = prompt_blocks
                     .iter()
@@ -166,10 +180,10 @@ impl Sim<'_> {
                     .count();
                 (ep.id(), n as u32)
             });
-            self.feed.publish_cached_blocks(&request.id, cached);
+            replica.feed.publish_cached_blocks(&request.id, cached);
         }
         let started = Instant::now();
-        let picked = self.scheduler.schedule(&request);
+        let picked = replica.scheduler.schedule(&request);
         let elapsed = started.elapsed().as_nanos();
         self.pick_ns
             .push(u64::try_from(elapsed).unwrap_or(u64::MAX));
@@ -184,7 +198,8 @@ impl Sim<'_> {
                 return;
             }
         };
-        let server = self
+        replica.picks += 1;
+        let server = replica
             .by_id
             .get(&decision.primary().id())
             .copied()
@@ -201,6 +216,7 @@ impl Sim<'_> {
             .is_err()
         {
             decision.finish(Completion::failed());
+            self.replicas[r as usize].completions += 1;
             self.end_request(record, now, Outcome::Dropped);
             let next = self
                 .traffic
@@ -213,6 +229,7 @@ impl Sim<'_> {
             Live {
                 decision,
                 server,
+                replica: r,
                 record,
                 session: spec.session,
             },
@@ -274,8 +291,10 @@ impl Sim<'_> {
                         // The prefill is done; the guard keeps the request in flight until
                         // it finishes.
                         live.decision.handle_mut().first_token();
-                        if self.feed.wants_first_tokens() {
-                            self.feed.first_token(&id.to_string());
+                        if let Some(replica) = self.replicas.get(live.replica as usize)
+                            && replica.feed.wants_first_tokens()
+                        {
+                            replica.feed.first_token(&id.to_string());
                         }
                     }
                 }
@@ -308,6 +327,9 @@ impl Sim<'_> {
             Outcome::TimedOut | Outcome::Pending => Completion::cancelled(),
         };
         live.decision.finish(completion);
+        if let Some(replica) = self.replicas.get_mut(live.replica as usize) {
+            replica.completions += 1;
+        }
         let stream = self.records[live.record].stream as usize;
         self.end_request(live.record, now, outcome);
         let next = self.traffic.after(stream, live.session, now as f64 / NS);

@@ -3,9 +3,13 @@
 //!
 //! How a run proceeds ([`run`]):
 //!
-//! 1. **Set up.** One [`Engine`] per server and one pool [`Endpoint`] for each; the policy's
-//!    config is built into a [`Scheduler`] whose clock is a [`ManualClock`]; a policy with an
-//!    `adaptive` section also gets a [`TickDriver`] bound to the scheduler's default profile.
+//! 1. **Set up.** One [`Engine`] per server; per picker replica (one unless
+//!    [`RunOptions::replicas`] says more, `replica.rs`) a pool with one
+//!    [`Endpoint`](shepherd_scheduler_core::endpoint::Endpoint) per server, and the policy's
+//!    config built into a [`Scheduler`](shepherd_scheduler_core::scheduler::Scheduler) whose
+//!    clock is the run's [`ManualClock`]; a policy with an `adaptive` section also gets a
+//!    [`TickDriver`] bound to the scheduler's default profile. A load balancer ([`Spreader`],
+//!    `spread.rs`) hands each request to one replica.
 //! 2. **Seed the queue** (`events.rs`): the traffic's first issues, one staggered scrape per
 //!    server, the first load sample, and the first adaptive tick.
 //! 3. **Loop**: take the earliest event, set the scheduler's clock to its time, and run its
@@ -21,10 +25,12 @@
 //!    adaptive series, the cache totals with their infinite-cache ceiling, and what the
 //!    routing decisions cost in wall-clock time ([`PickCost`], `pick_cost.rs`).
 //!
-//! What the router sees of a server is its last scrape ([`Endpoint::set_metrics`]), while its
-//! own in-flight counts are exact (each request holds its [`Decision`] until it ends). Peer
-//! plugins that model routers fed by the engines themselves (Dynamo's KV events) read the
-//! run's [`EngineFeed`]: before each pick, each server's cached leading prompt blocks; at each
+//! What the router sees of a server is its last scrape
+//! ([`Endpoint::set_metrics`](shepherd_scheduler_core::endpoint::Endpoint::set_metrics)), the
+//! same in every replica, while its own in-flight counts are exact (each request holds its
+//! [`Decision`] until it ends, and counts only in the replica that picked it). Peer plugins
+//! that model routers fed by the engines themselves (Dynamo's KV events) read their replica's
+//! [`EngineFeed`](crate::policy::EngineFeed): before each pick, each server's cached leading prompt blocks; at each
 //! first token, a report. Equal-time
 //! events run in the order they were scheduled, so a run is a pure function of its inputs and
 //! seed.
@@ -62,29 +68,30 @@ mod events;
 mod flow;
 mod handlers;
 mod pick_cost;
+mod replica;
 mod results;
+mod spread;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use ahash::{AHashMap, AHashSet};
 use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
-use shepherd_scheduler_core::config::{Registry, build_scheduler_in};
+use shepherd_scheduler_core::config::Registry;
 use shepherd_scheduler_core::decision::Decision;
-use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId, Pool};
-use shepherd_scheduler_core::scheduler::Scheduler;
-use shepherd_scheduler_core::shared::SharedState;
 
 pub use pick_cost::PickCost;
-pub use results::{Outcome, RequestRecord, RunResult};
+pub use results::{Outcome, ReplicaCounts, RequestRecord, RunResult};
 pub use shepherd_adaptive::driver::{AdaptiveSample, TickDriver};
+pub use spread::{Spread, Spreader};
 
 use crate::engine::Engine;
 use crate::error::SimError;
-use crate::policy::{EngineFeed, FEED_NAME, Policy};
+use crate::policy::Policy;
 use crate::workload::{Scenario, Traffic};
 use events::{Event, EventQueue};
 use flow::FlowGate;
+use replica::Replica;
 
 /// Nanoseconds per second.
 const NS: f64 = 1e9;
@@ -98,6 +105,11 @@ pub struct RunOptions {
     pub fresh_metrics: bool,
     /// Audit every engine's KV blocks after every step (slow; for tests).
     pub check_invariants: bool,
+    /// Picker replicas, each with its own scheduler, prefix index and in-flight counts (at
+    /// least 1; 1 is the plain run). Policies with flow control take only 1.
+    pub replicas: u32,
+    /// How requests are spread over the replicas.
+    pub spread: Spread,
 }
 
 impl Default for RunOptions {
@@ -106,6 +118,8 @@ impl Default for RunOptions {
             seed: 42,
             fresh_metrics: false,
             check_invariants: false,
+            replicas: 1,
+            spread: Spread::Random,
         }
     }
 }
@@ -114,6 +128,8 @@ impl Default for RunOptions {
 struct Live {
     decision: Decision,
     server: u32,
+    /// The replica that picked it.
+    replica: u32,
     record: usize,
     session: u64,
 }
@@ -123,10 +139,9 @@ struct Sim<'a> {
     scenario: &'a Scenario,
     opts: RunOptions,
     clock: Arc<ManualClock>,
-    pool: Arc<Pool>,
-    scheduler: Scheduler,
-    endpoints: Vec<Arc<Endpoint>>,
-    by_id: AHashMap<EndpointId, u32>,
+    /// The picker replicas (one unless [`RunOptions::replicas`] says more).
+    replicas: Vec<Replica>,
+    spreader: Spreader,
     engines: Vec<Engine>,
     traffic: Traffic,
     queue: EventQueue,
@@ -135,14 +150,12 @@ struct Sim<'a> {
     next_id: u64,
     load_series: Vec<(u64, Vec<u32>)>,
     adaptive_series: Vec<AdaptiveSample>,
-    driver: Option<Box<dyn TickDriver + 'a>>,
     seen_blocks: AHashSet<u64>,
     ceiling_cached: u64,
     ceiling_prompt: u64,
     events: u64,
     tokens: Vec<u32>,
     flow: Option<FlowGate>,
-    feed: Arc<EngineFeed>,
     /// Wall-clock nanoseconds of every `schedule` call, in order.
     pick_ns: Vec<u64>,
 }
@@ -156,31 +169,23 @@ pub fn run(
 ) -> Result<RunResult, SimError> {
     let started = Instant::now();
     let clock = Arc::new(ManualClock::default());
-    let pool = Arc::new(Pool::with_clock(clock.clone()));
-    let mut endpoints = Vec::new();
-    let mut by_id = AHashMap::new();
-    for i in 0..scenario.servers {
-        let address = format!("10.0.{}.{}:8000", i / 256, i % 256);
-        let ep = pool.add(&address);
-        by_id.insert(ep.id(), i);
-        endpoints.push(ep);
-    }
     let flow = FlowGate::from_config(&policy.name, &policy.config)?;
+    if flow.is_some() && opts.replicas > 1 {
+        return Err(SimError::Input {
+            file: format!("<policy {}>", policy.name),
+            line: 0,
+            field: "flowControl".into(),
+            reason: "several picker replicas are not modelled with flow control".into(),
+        });
+    }
     let mut config = flow::without_detector_plugins(&policy.config);
     config.scheduler.seed ^= opts.seed;
-    // The engines' side channel to the peer plugins, in place before they are built.
-    let shared = SharedState::new(Arc::clone(&pool));
-    let feed = Arc::new(EngineFeed::default());
-    shared.resources.insert(FEED_NAME, Arc::clone(&feed));
-    let scheduler =
-        build_scheduler_in(&config, registry, &shared).map_err(|source| SimError::Config {
-            policy: policy.name.clone(),
-            source,
-        })?;
-    let driver = policy.tick_driver(&scheduler)?;
-    let scorer_names = scheduler
-        .profiles()
+    let replicas = (0..opts.replicas.max(1))
+        .map(|r| Replica::build(r, scenario.servers, policy, &config, registry, &clock))
+        .collect::<Result<Vec<_>, _>>()?;
+    let scorer_names = replicas
         .first()
+        .and_then(|r| r.scheduler.profiles().first())
         .map(|p| p.scorers().iter().map(|s| s.name.to_string()).collect())
         .unwrap_or_default();
     let engines = (0..scenario.servers)
@@ -190,10 +195,8 @@ pub fn run(
         scenario,
         opts,
         clock,
-        pool,
-        scheduler,
-        endpoints,
-        by_id,
+        replicas,
+        spreader: Spreader::new(opts.spread, opts.replicas, opts.seed),
         engines,
         traffic: Traffic::new(scenario, opts.seed),
         queue: EventQueue::default(),
@@ -202,14 +205,12 @@ pub fn run(
         next_id: 0,
         load_series: Vec::new(),
         adaptive_series: Vec::new(),
-        driver,
         seen_blocks: AHashSet::new(),
         ceiling_cached: 0,
         ceiling_prompt: 0,
         events: 0,
         tokens: Vec::new(),
         flow,
-        feed,
         pick_ns: Vec::new(),
     };
     sim.run_loop();
@@ -234,6 +235,15 @@ pub fn run(
         cached_tokens,
         ceiling_cached_tokens: sim.ceiling_cached,
         ceiling_prompt_tokens: sim.ceiling_prompt,
+        replicas: sim
+            .replicas
+            .iter()
+            .map(|r| ReplicaCounts {
+                picks: r.picks,
+                completions: r.completions,
+                in_flight_at_end: r.in_flight(),
+            })
+            .collect(),
         pick_cost: PickCost::from_nanos(sim.pick_ns),
         wall_seconds: started.elapsed().as_secs_f64(),
     })
@@ -253,7 +263,7 @@ impl Sim<'_> {
             }
         }
         self.queue.push(0, Event::Tick);
-        if self.driver.is_some() {
+        if self.replicas.iter().any(|r| r.driver.is_some()) {
             self.queue.push(0, Event::Adapt);
         }
         while let Some((now, event)) = self.queue.pop() {

@@ -1,5 +1,6 @@
-//! What a run measures: one [`RequestRecord`] per request, how it ended ([`Outcome`]), and the
-//! run's totals and time series ([`RunResult`]).
+//! What a run measures: one [`RequestRecord`] per request, how it ended ([`Outcome`]), the
+//! run's totals and time series ([`RunResult`]), and what each picker replica did
+//! ([`ReplicaCounts`]).
 
 use shepherd_adaptive::AdaptiveSample;
 use shepherd_scheduler_core::flow::DropReason;
@@ -51,6 +52,17 @@ pub struct RequestRecord {
     pub outcome: Outcome,
 }
 
+/// What one picker replica did in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaCounts {
+    /// Requests it picked a server for.
+    pub picks: u64,
+    /// Of those, requests whose end (completion, failure or timeout) it was told.
+    pub completions: u64,
+    /// Requests its pool still counted in flight when the run ended (0 in a finished run).
+    pub in_flight_at_end: u64,
+}
+
 /// The raw outcome of one run.
 #[derive(Debug, Clone)]
 pub struct RunResult {
@@ -76,6 +88,8 @@ pub struct RunResult {
     pub ceiling_cached_tokens: u64,
     /// Total prompt tokens offered, for the ceiling.
     pub ceiling_prompt_tokens: u64,
+    /// Per picker replica, in order (one for a plain run).
+    pub replicas: Vec<ReplicaCounts>,
     /// Wall-clock cost of the routing decisions (not part of any deterministic output).
     pub pick_cost: PickCost,
     /// Wall-clock seconds the run took (not part of any deterministic output).

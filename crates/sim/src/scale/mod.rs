@@ -42,7 +42,7 @@ use crate::compare::{Job, run_all};
 use crate::error::SimError;
 use crate::policy::Policy;
 use crate::report::{ceiling, summarize};
-use crate::runner::PickCost;
+use crate::runner::{PickCost, Spread};
 use crate::workload::Scenario;
 
 /// Scenarios of the study by default: the built-in synthetic ones (the Mooncake trace's
@@ -211,6 +211,8 @@ pub fn scale(
                 policy,
                 fresh: false,
                 seed: opts.seed,
+                replicas: 1,
+                spread: Spread::Random,
             })
         })
         .collect();
