@@ -9,7 +9,7 @@ use crate::prefix_cache;
 use crate::producers::{approx_prefix, token};
 use crate::scorers::{
     active_request, kv_cache, load_aware, lora_affinity, no_hit_lru, prefill_load, queue,
-    running_requests, session_affinity,
+    rendezvous, running_requests, session_affinity,
 };
 
 /// A [`Registry`] holding every built-in plugin type under the llm-d router's (formerly the
@@ -19,7 +19,7 @@ use crate::scorers::{
 /// - scorers: `prefix-cache-scorer`, `kv-cache-utilization-scorer`, `queue-scorer`,
 ///   `running-requests-size-scorer`, `active-request-scorer`, `load-aware-scorer`,
 ///   `no-hit-lru-scorer`, `lora-affinity-scorer`, `session-affinity-scorer`, and Shepherd's
-///   `prefill-load-scorer`;
+///   `prefill-load-scorer` and `rendezvous-affinity-scorer`;
 /// - filters: `lora-affinity-filter`, `label-selector-filter` (also `by-label-selector`),
 ///   `by-label`, `decode-filter`, `prefill-filter`, `encode-filter`,
 ///   `prefix-cache-affinity-filter`;
@@ -57,6 +57,7 @@ pub fn builtin_registry() -> Registry {
         .register(prefill_load::TYPE_NAME, prefill_load::factory)
         .register(lora_affinity::TYPE_NAME, lora_affinity::factory)
         .register(session_affinity::TYPE_NAME, session_affinity::factory)
+        .register(rendezvous::TYPE_NAME, rendezvous::factory)
         .register(lora_filter::TYPE_NAME, lora_filter::factory)
         .register(label_selector::TYPE_NAME, label_selector::factory)
         .register(
