@@ -9,8 +9,9 @@ use shepherd_sim::compare::{CompareOptions, compare};
 use shepherd_sim::overload::{OverloadOptions, overload, table as overload_table};
 use shepherd_sim::policy::{Policy, builtin_policies, builtin_policy, sim_registry};
 use shepherd_sim::replicas::{
-    DEFAULT_COUNTS, DEFAULT_POLICIES as REPLICA_POLICIES, DEFAULT_SCENARIOS as REPLICA_SCENARIOS,
-    DEFAULT_SPREADS, ReplicaOptions, plots as replica_plots, replicas, table as replica_table,
+    Coordination, DEFAULT_COORDINATIONS, DEFAULT_COUNTS, DEFAULT_POLICIES as REPLICA_POLICIES,
+    DEFAULT_SCENARIOS as REPLICA_SCENARIOS, DEFAULT_SPREADS, ReplicaOptions,
+    plots as replica_plots, replicas, table as replica_table,
 };
 use shepherd_sim::report::table;
 use shepherd_sim::runner::Spread;
@@ -140,6 +141,10 @@ struct ReplicasArgs {
     /// Spread mode: random, round-robin or connection (repeatable; default random, connection).
     #[arg(long)]
     spread: Vec<Spread>,
+    /// Coordination between replicas: none or rendezvous (repeatable; default both). Include
+    /// none for the relative figures.
+    #[arg(long)]
+    coordination: Vec<Coordination>,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -342,6 +347,11 @@ fn replicas_main(cli: &ReplicasArgs) -> Result<(), SimError> {
             DEFAULT_SPREADS.to_vec()
         } else {
             cli.spread.clone()
+        },
+        coordinations: if cli.coordination.is_empty() {
+            DEFAULT_COORDINATIONS.to_vec()
+        } else {
+            cli.coordination.clone()
         },
         seed: cli.run.seed,
         threads: threads(cli.run.threads),

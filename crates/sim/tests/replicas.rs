@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use shepherd_sim::policy::{FLOW_CONTROL_OVERLAY, builtin_policy, sim_registry};
-use shepherd_sim::replicas::{ReplicaOptions, replicas};
+use shepherd_sim::replicas::{Coordination, RENDEZVOUS_SCORER, ReplicaOptions, replicas};
 use shepherd_sim::runner::{Outcome, RunOptions, RunResult, Spread, run};
 use shepherd_sim::workload::Scenario;
 
@@ -123,6 +123,7 @@ fn flow_control_with_several_replicas_is_refused() {
 fn the_study_relates_every_row_to_one_replica() {
     let opts = ReplicaOptions {
         counts: vec![1, 2, 4],
+        coordinations: vec![Coordination::None],
         ..ReplicaOptions::default()
     };
     let policies = [builtin_policy("static-default").unwrap()];
@@ -132,10 +133,14 @@ fn the_study_relates_every_row_to_one_replica() {
     assert_eq!(study.run_count, 1 + 2 * 2);
     assert_eq!(report.rows.len(), 2 * 3);
     for spread in ["random", "connection"] {
-        let one = report.row("small", "static-default", spread, 1).unwrap();
+        let one = report
+            .row("small", "static-default", "none", spread, 1)
+            .unwrap();
         assert_eq!((one.hit_rate_vs_r1, one.ttft_p90_vs_r1), (1.0, 1.0));
         assert_eq!(one.replica_picks.len(), 1);
-        let four = report.row("small", "static-default", spread, 4).unwrap();
+        let four = report
+            .row("small", "static-default", "none", spread, 4)
+            .unwrap();
         assert_eq!(four.replica_picks.len(), 4);
         assert!(four.hit_rate_vs_r1 > 0.0 && four.ttft_p90_vs_r1 > 0.0);
     }
@@ -163,6 +168,10 @@ fn the_replicas_subcommand_writes_its_report_and_plots() {
             "2",
             "--spread",
             "round-robin",
+            "--coordination",
+            "none",
+            "--coordination",
+            "rendezvous",
             "--threads",
             "1",
             "--quiet",
@@ -174,14 +183,14 @@ fn the_replicas_subcommand_writes_its_report_and_plots() {
     assert!(out.status.success(), "{out:?}");
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(
-        stdout.contains("| adaptive | round-robin | 2 |"),
+        stdout.contains("| adaptive | rendezvous | round-robin | 2 |"),
         "{stdout}"
     );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("out/replicas.json")).unwrap())
             .unwrap();
-    assert_eq!(json["schema"], "shepherd-sim/replicas/v1");
-    assert_eq!(json["rows"].as_array().unwrap().len(), 2);
+    assert_eq!(json["schema"], "shepherd-sim/replicas/v2");
+    assert_eq!(json["rows"].as_array().unwrap().len(), 4);
     for plot in ["replicas-tiny-hit-rate.svg", "replicas-tiny-ttft-p90.svg"] {
         let svg = std::fs::read_to_string(dir.join("out").join(plot)).unwrap();
         assert!(
@@ -190,4 +199,48 @@ fn the_replicas_subcommand_writes_its_report_and_plots() {
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn rendezvous_rows_are_relative_to_the_uncoordinated_single_replica() {
+    let opts = ReplicaOptions {
+        counts: vec![1, 4],
+        spreads: vec![Spread::Random],
+        ..ReplicaOptions::default()
+    };
+    let policies = [builtin_policy("static-default").unwrap()];
+    let study = replicas(&[small()], &policies, &sim_registry(), &opts).unwrap();
+    let report = &study.report;
+    assert_eq!(study.run_count, 2 * 2);
+    let base = report
+        .row("small", "static-default", "none", "random", 1)
+        .unwrap();
+    let one = report
+        .row("small", "static-default", "rendezvous", "random", 1)
+        .unwrap();
+    assert_eq!(
+        one.hit_rate_vs_r1,
+        (one.cache_hit_rate / base.cache_hit_rate * 1000.0).round() / 1000.0
+    );
+    let four = report
+        .row("small", "static-default", "rendezvous", "random", 4)
+        .unwrap();
+    assert_eq!(four.replica_picks.len(), 4);
+    assert!(four.hit_rate_vs_r1 > 0.0);
+}
+
+#[test]
+fn rendezvous_adds_the_scorer_with_the_prefix_weight() {
+    let base = builtin_policy("static-default").unwrap();
+    let with = Coordination::Rendezvous.apply(&base);
+    assert_eq!(with.name, base.name);
+    assert_eq!(with.config.plugins.len(), base.config.plugins.len() + 1);
+    let profile = &with.config.scheduling_profiles[0];
+    let added = profile
+        .plugins
+        .iter()
+        .find(|r| r.plugin_ref == RENDEZVOUS_SCORER)
+        .unwrap();
+    assert_eq!(added.weight, Some(3.0));
+    assert_eq!(Coordination::None.apply(&base), base);
 }

@@ -1,17 +1,19 @@
 //! The replica study (`shepherd-sim replicas`): what running R picker replicas side by side,
-//! with no coordination between them, costs in prefix-cache hit rate and TTFT.
+//! with no coordination between them or with rendezvous homes ([`Coordination`]), costs in
+//! prefix-cache hit rate and TTFT.
 //!
 //! Every replica has its own scheduler, prefix index and in-flight counts
 //! ([`RunOptions::replicas`](crate::runner::RunOptions::replicas)); a load balancer spreads
 //! the requests over them ([`Spread`]). Every (scenario, policy, spread, R) is one run of
 //! [`crate::runner::run`] with the same seed; each row keeps the cache hit rate, TTFT p90,
 //! output tokens per second and load imbalance, with the hit rate and TTFT p90 relative to the
-//! same policy and spread at R = 1 (which is the plain run, whatever the spread). This is the
-//! baseline that coordination between replicas (agreeing homes, exchanging deltas) must beat.
+//! same policy and spread at R = 1 *without coordination* (which is the plain run, whatever the
+//! spread), so a coordinated row says both what coordination costs at R = 1 and what it
+//! recovers at R > 1.
 //!
 //! ```
 //! use shepherd_sim::policy::{builtin_policy, sim_registry};
-//! use shepherd_sim::replicas::{ReplicaOptions, replicas};
+//! use shepherd_sim::replicas::{Coordination, ReplicaOptions, replicas};
 //! use shepherd_sim::runner::Spread;
 //! use shepherd_sim::workload::Scenario;
 //!
@@ -20,19 +22,26 @@
 //!     "tiny.yaml",
 //! )
 //! .unwrap();
-//! let opts = ReplicaOptions { counts: vec![1, 2], spreads: vec![Spread::Random], ..ReplicaOptions::default() };
+//! let opts = ReplicaOptions {
+//!     counts: vec![1, 2],
+//!     spreads: vec![Spread::Random],
+//!     coordinations: vec![Coordination::None],
+//!     ..ReplicaOptions::default()
+//! };
 //! let study = replicas(&[tiny], &[builtin_policy("adaptive").unwrap()], &sim_registry(), &opts).unwrap();
 //! assert_eq!(study.report.rows.len(), 2);
 //! assert_eq!(study.report.rows[0].hit_rate_vs_r1, 1.0);
 //! assert!(study.report.rows[1].replica_picks.iter().all(|&n| n > 0));
 //! ```
 
+mod coordination;
 mod plot;
 mod table;
 
 use serde::Serialize;
 use shepherd_scheduler_core::config::Registry;
 
+pub use coordination::{Coordination, RENDEZVOUS_SCORER};
 pub use plot::plots;
 pub use table::table;
 
@@ -56,6 +65,9 @@ pub const DEFAULT_COUNTS: &[u32] = &[1, 2, 4, 8];
 /// Spread modes of the study by default.
 pub const DEFAULT_SPREADS: &[Spread] = &[Spread::Random, Spread::Connection];
 
+/// Coordinations of the study by default.
+pub const DEFAULT_COORDINATIONS: &[Coordination] = &[Coordination::None, Coordination::Rendezvous];
+
 /// How to run the study.
 #[derive(Debug, Clone)]
 pub struct ReplicaOptions {
@@ -63,6 +75,8 @@ pub struct ReplicaOptions {
     pub counts: Vec<u32>,
     /// Spread modes.
     pub spreads: Vec<Spread>,
+    /// Coordinations (`none` is needed for the relative figures).
+    pub coordinations: Vec<Coordination>,
     /// Seed of every run.
     pub seed: u64,
     /// Worker threads.
@@ -72,11 +86,12 @@ pub struct ReplicaOptions {
 }
 
 impl Default for ReplicaOptions {
-    /// R = 1, 2, 4, 8; random and connection spread; seed 42; one thread; quiet.
+    /// R = 1, 2, 4, 8; random and connection spread; no coordination and rendezvous; seed 42; one thread; quiet.
     fn default() -> Self {
         ReplicaOptions {
             counts: DEFAULT_COUNTS.to_vec(),
             spreads: DEFAULT_SPREADS.to_vec(),
+            coordinations: DEFAULT_COORDINATIONS.to_vec(),
             seed: 42,
             threads: 1,
             progress: false,
@@ -91,6 +106,8 @@ pub struct ReplicaRow {
     pub scenario: String,
     /// Policy name.
     pub policy: String,
+    /// Coordination between replicas (`none`, `rendezvous`).
+    pub coordination: String,
     /// Spread mode.
     pub spread: String,
     /// Picker replicas.
@@ -109,15 +126,16 @@ pub struct ReplicaRow {
     pub load_imbalance_cv: f64,
     /// CV of the requests each server was sent over the run.
     pub server_requests_cv: f64,
-    /// Hit rate / the same policy and spread's hit rate at R = 1 (0 when unknown).
+    /// Hit rate / the same policy and spread's hit rate at R = 1 without coordination (0 when
+    /// unknown).
     pub hit_rate_vs_r1: f64,
-    /// TTFT p90 / the same policy and spread's at R = 1 (0 when unknown).
+    /// TTFT p90 / the same policy and spread's at R = 1 without coordination (0 when unknown).
     pub ttft_p90_vs_r1: f64,
     /// Requests each replica picked a server for.
     pub replica_picks: Vec<u64>,
 }
 
-/// The study's report (`replicas.json`, schema `shepherd-sim/replicas/v1`).
+/// The study's report (`replicas.json`, schema `shepherd-sim/replicas/v2`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReplicaReport {
     /// Schema id.
@@ -128,6 +146,8 @@ pub struct ReplicaReport {
     pub counts: Vec<u32>,
     /// Spread modes.
     pub spreads: Vec<String>,
+    /// Coordinations.
+    pub coordinations: Vec<String>,
     /// Scenario names, in order.
     pub scenarios: Vec<String>,
     /// Infinite-cache hit ceiling per scenario, in the same order.
@@ -137,17 +157,19 @@ pub struct ReplicaReport {
 }
 
 impl ReplicaReport {
-    /// The row of `(scenario, policy, spread, replicas)`.
+    /// The row of `(scenario, policy, coordination, spread, replicas)`.
     pub fn row(
         &self,
         scenario: &str,
         policy: &str,
+        coordination: &str,
         spread: &str,
         replicas: u32,
     ) -> Option<&ReplicaRow> {
         self.rows.iter().find(|r| {
             r.scenario == scenario
                 && r.policy == policy
+                && r.coordination == coordination
                 && r.spread == spread
                 && r.replicas == replicas
         })
@@ -167,8 +189,9 @@ pub struct ReplicaStudy {
     pub events: u64,
 }
 
-/// Runs every scenario under every policy, spread and replica count. R = 1 runs once per
-/// (scenario, policy) and stands for every spread (one replica sees every request).
+/// Runs every scenario under every policy, coordination, spread and replica count. R = 1 runs
+/// once per (scenario, policy, coordination) and stands for every spread (one replica sees
+/// every request).
 pub fn replicas(
     scenarios: &[Scenario],
     policies: &[Policy],
@@ -186,12 +209,16 @@ pub fn replicas(
             variants.push((Some(si), n));
         }
     }
+    let coordinated: Vec<(Policy, Coordination)> = policies
+        .iter()
+        .flat_map(|p| opts.coordinations.iter().map(move |&c| (c.apply(p), c)))
+        .collect();
     let mut jobs = Vec::new();
     let mut keys = Vec::new();
     for (sc, scenario) in scenarios.iter().enumerate() {
-        for policy in policies {
+        for (policy, coordination) in &coordinated {
             for &(spread, n) in &variants {
-                keys.push((sc, spread, n));
+                keys.push((sc, *coordination, spread, n));
                 jobs.push(Job {
                     group: sc,
                     scenario,
@@ -207,25 +234,28 @@ pub fn replicas(
     let results = run_all(&jobs, registry, opts.threads, opts.progress)?;
     let mut rows = Vec::new();
     let mut events = 0;
-    for ((job, run), &(sc, spread, n)) in jobs.iter().zip(&results).zip(&keys) {
+    for ((job, run), &(sc, coordination, spread, n)) in jobs.iter().zip(&results).zip(&keys) {
         events += run.events;
         let spreads: Vec<Spread> = match spread {
             Some(s) => vec![opts.spreads[s]],
             None => opts.spreads.clone(),
         };
         for s in spreads {
-            rows.push(row(&scenarios[sc], job.policy, s, n, run));
+            rows.push(row(&scenarios[sc], job.policy, coordination, s, n, run));
         }
     }
     for i in 0..rows.len() {
-        let base = rows
-            .iter()
-            .find(|b| {
+        let base_of = |coordination: &str| {
+            rows.iter().find(|b| {
                 b.replicas == 1
                     && b.scenario == rows[i].scenario
                     && b.policy == rows[i].policy
                     && b.spread == rows[i].spread
+                    && b.coordination == coordination
             })
+        };
+        let base = base_of(Coordination::None.name())
+            .or_else(|| base_of(&rows[i].coordination))
             .map(|b| (b.cache_hit_rate, b.ttft_p90_ms));
         if let Some((hit, ttft)) = base {
             rows[i].hit_rate_vs_r1 = ratio(rows[i].cache_hit_rate, hit);
@@ -236,6 +266,9 @@ pub fn replicas(
         (
             scenarios.iter().position(|s| s.name == r.scenario),
             policies.iter().position(|p| p.name == r.policy),
+            opts.coordinations
+                .iter()
+                .position(|c| c.name() == r.coordination),
             opts.spreads.iter().position(|s| s.name() == r.spread),
             r.replicas,
         )
@@ -253,10 +286,15 @@ pub fn replicas(
         .collect();
     Ok(ReplicaStudy {
         report: ReplicaReport {
-            schema: "shepherd-sim/replicas/v1",
+            schema: "shepherd-sim/replicas/v2",
             seed: opts.seed,
             counts: opts.counts.clone(),
             spreads: opts.spreads.iter().map(|s| s.name().to_string()).collect(),
+            coordinations: opts
+                .coordinations
+                .iter()
+                .map(|c| c.name().to_string())
+                .collect(),
             scenarios: scenarios.iter().map(|s| s.name.clone()).collect(),
             ceilings,
             rows,
@@ -270,6 +308,7 @@ pub fn replicas(
 fn row(
     scenario: &Scenario,
     policy: &Policy,
+    coordination: Coordination,
     spread: Spread,
     n: u32,
     run: &RunResult,
@@ -278,6 +317,7 @@ fn row(
     ReplicaRow {
         scenario: scenario.name.clone(),
         policy: policy.name.clone(),
+        coordination: coordination.name().to_string(),
         spread: spread.name().to_string(),
         replicas: n,
         requests: summary.requests,

@@ -1,5 +1,5 @@
 //! The replica study as Markdown tables: per scenario, one line per (policy, spread, R), with
-//! the hit rate and TTFT p90 relative to R = 1.
+//! the hit rate and TTFT p90 relative to R = 1 without coordination.
 
 use super::{ReplicaReport, ReplicaRow};
 
@@ -12,8 +12,8 @@ pub fn table(report: &ReplicaReport) -> String {
             "\n## {scenario} (infinite-cache hit ceiling {:.1}%)\n\n",
             ceiling * 100.0
         ));
-        out.push_str("| policy | spread | R | cache hit | hit vs R=1 | TTFT p90 (ms) | TTFT p90 vs R=1 | out tok/s | load CV | requests/server CV | dropped/timed out |\n");
-        out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        out.push_str("| policy | coordination | spread | R | cache hit | hit vs R=1 | TTFT p90 (ms) | TTFT p90 vs R=1 | out tok/s | load CV | requests/server CV | dropped/timed out |\n");
+        out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for r in report.rows.iter().filter(|r| &r.scenario == scenario) {
             out.push_str(&line(r));
         }
@@ -23,8 +23,9 @@ pub fn table(report: &ReplicaReport) -> String {
 
 fn line(r: &ReplicaRow) -> String {
     format!(
-        "| {} | {} | {} | {:.1}% | {:.3} | {:.0} | {:.2}× | {:.0} | {:.3} | {:.3} | {} |\n",
+        "| {} | {} | {} | {} | {:.1}% | {:.3} | {:.0} | {:.2}× | {:.0} | {:.3} | {:.3} | {} |\n",
         r.policy,
+        r.coordination,
         r.spread,
         r.replicas,
         r.cache_hit_rate * 100.0,
