@@ -12,7 +12,7 @@
 //!   ([`DropReason::QueueFull`], 429, when their band has no room) until they are dispatched
 //!   or their time-to-live runs out ([`DropReason::TtlExpired`], 503). Dropping the future
 //!   (the client went away) takes the request out of the queue without a trace.
-//! - [`FlowController::run`]: the loop that dispatches queued requests whenever the pool is
+//! - [`FlowController::run_until`]: the loop that dispatches queued requests whenever the pool is
 //!   not saturated (checked every [`DISPATCH_POLL`] while anything waits, and at once on every
 //!   arrival) and expires them on time. A pool with no endpoint at all is saturated, so
 //!   requests wait through a scale-from-zero and leave as soon as an endpoint can take them.

@@ -29,7 +29,7 @@ use super::{ConfigError, EndpointPickerConfig, Status, upstream_type};
 use crate::request::{ParserKind, ParserSet};
 
 impl EndpointPickerConfig {
-    /// The parsers requests go through. See the [module docs](self).
+    /// The parsers requests go through ([`ParserSet`](crate::request::ParserSet)).
     ///
     /// Fails when a reference names no declared plugin, or a plugin whose type is not a parser
     /// Shepherd has ([`ConfigError::NotImplemented`] for an upstream parser not implemented

@@ -21,7 +21,7 @@
 //! fairness policy to `global-strict-fairness-policy`; Shepherd's default is round-robin
 //! (DESIGN.md section 6), and naming global-strict is an error rather than a silent change.
 //! `usageLimitPolicyPluginRef` names a `static-usage-limit-policy` or `priority-holdback-policy`
-//! plugin ([`UsageLimitPolicy`](super::UsageLimitPolicy)); `enableEviction` is rejected when
+//! plugin ([`UsageLimitPolicy`]); `enableEviction` is rejected when
 //! set: not supported yet.
 //!
 //! ```

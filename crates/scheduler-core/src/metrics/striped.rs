@@ -46,7 +46,7 @@ pub(super) fn bump(cell: &AtomicU64, slot: usize, n: u64) {
 struct Cellule(AtomicU64);
 
 /// A counter that many threads add to without a locked instruction or a shared cache line:
-/// each of the first [`THREAD_SLOTS`] threads writes a cell of its own (single writer), later
+/// each of the first `THREAD_SLOTS` threads writes a cell of its own (single writer), later
 /// threads share one overflow cell; a read sums the cells.
 ///
 /// ```

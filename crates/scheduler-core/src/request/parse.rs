@@ -208,7 +208,7 @@ impl ParseLimits {
 /// Parses an OpenAI-compatible request body for `path`.
 ///
 /// The returned request has an empty id, priority 0 and no headers: the adapter fills those in.
-/// See the [module docs](self) for how prompts are rendered and which errors come when.
+/// The module docs of `request::parse` say how prompts are rendered and which errors come when.
 pub fn parse_openai_request(
     path: &str,
     body: &[u8],

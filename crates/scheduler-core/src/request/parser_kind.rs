@@ -24,7 +24,8 @@ use super::parse::{check_size, parse_generate, parse_json_body};
 use super::parser_set::path::{matches_suffix, normalize_path};
 use super::{ApiKind, InferenceRequest, ParseError, ParseLimits, Prompt};
 
-/// One kind of request parser. See the [module docs](self).
+/// One kind of request parser: the upstream plugin type, the paths it claims, how it reads
+/// a body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ParserKind {

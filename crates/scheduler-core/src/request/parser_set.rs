@@ -88,7 +88,8 @@ struct Route {
     api: ApiKind,
 }
 
-/// The parsers in force. See the [module docs](self).
+/// The parsers in force, registered by upstream's rules (longest claimed suffix, a fallback
+/// ends the list, duplicate types skipped).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParserSet {
     /// Parsers claiming paths, in registration order.

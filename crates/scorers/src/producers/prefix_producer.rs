@@ -71,7 +71,7 @@ fn index_key(index: &Arc<PrefixIndex>) -> usize {
     Arc::as_ptr(index) as usize
 }
 
-/// Hashes, matches and records prompts over one [`PrefixIndex`]. See the [module docs](self).
+/// Hashes, matches and records prompts over one [`PrefixIndex`].
 #[derive(Debug)]
 pub struct PrefixProducer {
     index: Arc<PrefixIndex>,

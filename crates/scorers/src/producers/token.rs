@@ -5,7 +5,7 @@
 //! other plugins; its default `estimate` backend needs no model: it packs the prompt's bytes
 //! into pseudo tokens of 4 bytes. That is what Shepherd always does: the prefix index cuts
 //! text into 4-byte pseudo tokens, and uses real token ids when the request carries them
-//! ([`Prompt::Tokens`](shepherd_scheduler_core::request::Prompt::Tokens)). So a
+//! ([`Prompt::Tokens`]). So a
 //! `token-producer` with the `estimate` backend loads and changes nothing; its product is
 //! available to any plugin as [`TokenCount`].
 //!

@@ -38,7 +38,7 @@ pub trait FirstTokenListener: Send + Sync {
     fn on_first_token(&self, request_id: &str);
 }
 
-/// The engines' side channel to the peer plugins. See the [module docs](self).
+/// The engines' side channel to the peer plugins. The runner feeds it; the peers read it (first tokens, engine caches).
 #[derive(Default)]
 pub struct EngineFeed {
     state: Mutex<FeedState>,
