@@ -13,6 +13,7 @@ fn scorer() -> RendezvousAffinityScorer {
     RendezvousAffinityScorer::new(RendezvousParameters {
         prefix_blocks: 1,
         block_size: 16,
+        load_factor: None,
     })
     .unwrap()
 }
@@ -179,6 +180,7 @@ fn the_key_covers_the_first_blocks_the_model_and_the_adapter() {
     let two = RendezvousAffinityScorer::new(RendezvousParameters {
         prefix_blocks: 2,
         block_size: 16,
+        load_factor: None,
     })
     .unwrap();
     assert_ne!(two.key(&request(1)), two.key(&later_differs));
@@ -187,7 +189,13 @@ fn the_key_covers_the_first_blocks_the_model_and_the_adapter() {
 #[test]
 fn parameters_are_checked() {
     let registry = builtin_registry();
-    for bad in ["{prefixBlocks: 0}", "{blockSize: 0}", "{prefixBlock: 2}"] {
+    for bad in [
+        "{prefixBlocks: 0}",
+        "{blockSize: 0}",
+        "{prefixBlock: 2}",
+        "{loadFactor: 0.5}",
+        "{loadFactor: -1}",
+    ] {
         let yaml = format!("plugins:\n- type: rendezvous-affinity-scorer\n  parameters: {bad}\n");
         let config = EndpointPickerConfig::from_yaml(&yaml).unwrap();
         assert!(

@@ -141,7 +141,8 @@ struct ReplicasArgs {
     /// Spread mode: random, round-robin or connection (repeatable; default random, connection).
     #[arg(long)]
     spread: Vec<Spread>,
-    /// Coordination between replicas: none or rendezvous (repeatable; default both). Include
+    /// Coordination between replicas: none, rendezvous, rendezvous-bounded (load factor 1.25) or
+    /// rendezvous-bounded:F (repeatable; default none and rendezvous). Include
     /// none for the relative figures.
     #[arg(long)]
     coordination: Vec<Coordination>,

@@ -11,7 +11,7 @@
 //! | `prefill-load-scorer` | distribution | shortest expected prefill wait: pending prefill + this request's uncached tokens (relative to the worst) |
 //! | `lora-affinity-scorer` | affinity | adapter running 1, room to load 0.8, waiting 0.6, else 0 |
 //! | `session-affinity-scorer` | affinity | 1 for the endpoint that served the session before |
-//! | `rendezvous-affinity-scorer` | affinity | Shepherd's: rank of the endpoint in the rendezvous hash of the prompt's first blocks (1 for the home every replica agrees on, down to 0) |
+//! | `rendezvous-affinity-scorer` | affinity | Shepherd's: rank of the endpoint in the rendezvous hash of the prompt's first blocks (1 for the home every replica agrees on, down to 0; optional `loadFactor` passes over overloaded homes) |
 //!
 //! Scorers that read scraped metrics give [`Score::NEUTRAL`](shepherd_scheduler_core::plugin::Score::NEUTRAL)
 //! to a candidate whose metrics are stale (older than the cycle's staleness bound, or never

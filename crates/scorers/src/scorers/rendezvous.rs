@@ -16,6 +16,24 @@
 //! outvote it. When an endpoint leaves, only the keys whose home it was move (to their
 //! second-ranked candidate); the others keep their home.
 //!
+//! ## Bounded load (optional)
+//!
+//! With `loadFactor` set, a home that is already busy is passed over, as in consistent hashing
+//! with bounded loads. A candidate's *load* is the requests this scheduler has sent to it that
+//! have not finished ([`Endpoint::in_flight_requests`]): exact at every pick, where scraped
+//! queue lengths lag by a scrape interval and would let a burst herd onto one home between
+//! scrapes. With `mean` the mean load over the candidates, the bound is
+//! `loadFactor × (mean + 1)` (the `+ 1` keeps an idle pool from passing everyone over), and a
+//! candidate whose load *exceeds* the bound is overloaded. The ranking is then: the candidates
+//! under the bound in rendezvous order, followed by the overloaded ones in rendezvous order;
+//! scores are `1 − rank / (n − 1)` over that order as above. So the first candidate under the
+//! bound in rendezvous order scores 1, and with no candidate overloaded the ranking is exactly
+//! the unbounded one. Since `loadFactor ≥ 1` and the least-loaded candidate is never above the
+//! mean, some candidate is always under the bound. Replicas whose in-flight counts agree rank
+//! identically; where they differ (each replica counts only what it sent), they may disagree
+//! on a busy home but still agree on every idle one. Without `loadFactor` (the default) load is
+//! not read at all.
+//!
 //! A request with fewer prompt tokens than one block (a passthrough request has none) has no
 //! block the caches could share: every candidate gets [`Score::NEUTRAL`]. It is an
 //! [`Category::Affinity`] scorer.
@@ -26,6 +44,7 @@
 //! |---|---|---|
 //! | `prefixBlocks` | 1 | blocks of the prompt the key covers; a prompt with fewer complete blocks uses all it has |
 //! | `blockSize` (also `blockSizeTokens`, `hashBlockSize`) | 64 | tokens per block, as `prefix-cache-scorer` reads it (pseudo tokens of 4 bytes for text) |
+//! | `loadFactor` | none | bounded load: pass over candidates with more than `loadFactor × (mean + 1)` requests in flight (at least 1; e.g. 1.25–2) |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -75,7 +94,7 @@ pub const TYPE_NAME: &str = "rendezvous-affinity-scorer";
 pub const DEFAULT_PREFIX_BLOCKS: usize = 1;
 
 /// The `rendezvous-affinity-scorer` parameters (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct RendezvousParameters {
     /// Blocks of the prompt the key covers (at least 1).
@@ -83,6 +102,9 @@ pub struct RendezvousParameters {
     /// Tokens per block (at least 1).
     #[serde(alias = "blockSizeTokens", alias = "hashBlockSize")]
     pub block_size: usize,
+    /// Bounded load: candidates above `loadFactor × (mean in-flight + 1)` are passed over
+    /// (at least 1); `None` ranks by hash alone.
+    pub load_factor: Option<f64>,
 }
 
 impl Default for RendezvousParameters {
@@ -90,6 +112,7 @@ impl Default for RendezvousParameters {
         RendezvousParameters {
             prefix_blocks: DEFAULT_PREFIX_BLOCKS,
             block_size: BlockLayout::default().block_tokens(),
+            load_factor: None,
         }
     }
 }
@@ -98,6 +121,7 @@ impl Default for RendezvousParameters {
 #[derive(Debug, Clone, Copy)]
 pub struct RendezvousAffinityScorer {
     layout: BlockLayout,
+    load_factor: Option<f64>,
 }
 
 impl RendezvousAffinityScorer {
@@ -105,8 +129,13 @@ impl RendezvousAffinityScorer {
     pub fn new(params: RendezvousParameters) -> Result<Self, ParameterError> {
         let blocks = ParameterError::require_positive("prefixBlocks", params.prefix_blocks)?;
         let block = ParameterError::require_positive("blockSize", params.block_size)?;
+        let load_factor = params
+            .load_factor
+            .map(|f| ParameterError::require_range("loadFactor", f, 1.0, f64::MAX))
+            .transpose()?;
         Ok(RendezvousAffinityScorer {
             layout: BlockLayout::new(block, blocks),
+            load_factor,
         })
     }
 
@@ -122,12 +151,24 @@ impl RendezvousAffinityScorer {
     pub fn weight(key: u64, address: &str) -> u64 {
         xxh3_64_with_seed(address.as_bytes(), key)
     }
+
+    /// Whether each of `loads` is above the bound `load_factor × (mean + 1)`; all `false`
+    /// without a load factor.
+    pub fn overloaded(&self, loads: &[u64]) -> Vec<bool> {
+        let Some(factor) = self.load_factor.filter(|_| !loads.is_empty()) else {
+            return vec![false; loads.len()];
+        };
+        let mean = loads.iter().map(|&l| l as f64).sum::<f64>() / loads.len() as f64;
+        let bound = factor * (mean + 1.0);
+        loads.iter().map(|&l| l as f64 > bound).collect()
+    }
 }
 
 impl Default for RendezvousAffinityScorer {
     fn default() -> Self {
         RendezvousAffinityScorer {
             layout: BlockLayout::new(BlockLayout::default().block_tokens(), DEFAULT_PREFIX_BLOCKS),
+            load_factor: None,
         }
     }
 }
@@ -142,15 +183,31 @@ impl Scorer for RendezvousAffinityScorer {
             out.iter_mut().for_each(|s| *s = Score::NEUTRAL);
             return;
         };
-        let mut ranked: Vec<(u64, &str, usize)> = candidates
+        let over = match self.load_factor {
+            Some(_) => {
+                let loads: Vec<u64> = candidates.iter().map(|e| e.in_flight_requests()).collect();
+                self.overloaded(&loads)
+            }
+            None => vec![false; candidates.len()],
+        };
+        let mut ranked: Vec<(bool, u64, &str, usize)> = candidates
             .iter()
             .enumerate()
-            .map(|(i, ep)| (Self::weight(key, ep.address()), ep.address(), i))
+            .map(|(i, ep)| {
+                let over = over.get(i).copied().unwrap_or(false);
+                (over, Self::weight(key, ep.address()), ep.address(), i)
+            })
             .collect();
-        // Highest weight first; equal weights (equal addresses) by address, then position.
-        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)).then(a.2.cmp(&b.2)));
+        // Under the bound first; then highest weight first; equal weights (equal addresses) by
+        // address, then position.
+        ranked.sort_unstable_by(|a, b| {
+            (a.0.cmp(&b.0))
+                .then(b.1.cmp(&a.1))
+                .then(a.2.cmp(b.2))
+                .then(a.3.cmp(&b.3))
+        });
         let last = ranked.len().saturating_sub(1).max(1) as f64;
-        for (rank, &(_, _, i)) in ranked.iter().enumerate() {
+        for (rank, &(_, _, _, i)) in ranked.iter().enumerate() {
             if let Some(slot) = out.get_mut(i) {
                 *slot = Score::new(1.0 - rank as f64 / last);
             }

@@ -106,7 +106,7 @@ pub struct ReplicaRow {
     pub scenario: String,
     /// Policy name.
     pub policy: String,
-    /// Coordination between replicas (`none`, `rendezvous`).
+    /// Coordination between replicas (`none`, `rendezvous`, `rendezvous-bounded:F`).
     pub coordination: String,
     /// Spread mode.
     pub spread: String,
@@ -254,7 +254,7 @@ pub fn replicas(
                     && b.coordination == coordination
             })
         };
-        let base = base_of(Coordination::None.name())
+        let base = base_of(&Coordination::None.name())
             .or_else(|| base_of(&rows[i].coordination))
             .map(|b| (b.cache_hit_rate, b.ttft_p90_ms));
         if let Some((hit, ttft)) = base {
@@ -317,7 +317,7 @@ fn row(
     ReplicaRow {
         scenario: scenario.name.clone(),
         policy: policy.name.clone(),
-        coordination: coordination.name().to_string(),
+        coordination: coordination.name(),
         spread: spread.name().to_string(),
         replicas: n,
         requests: summary.requests,
