@@ -206,6 +206,61 @@ fn threads(requested: Option<usize>) -> usize {
     })
 }
 
+/// `given`, or `default` when nothing was given on the command line.
+fn or_default<T: Clone>(given: &[T], default: &[T]) -> Vec<T> {
+    if given.is_empty() {
+        default.to_vec()
+    } else {
+        given.to_vec()
+    }
+}
+
+/// The scenarios named on the command line, or the `default` built-ins.
+fn scenarios_or(given: &[String], default: &[&str]) -> Result<Vec<Scenario>, SimError> {
+    let names: Vec<&str> = if given.is_empty() {
+        default.to_vec()
+    } else {
+        given.iter().map(String::as_str).collect()
+    };
+    names.iter().map(|s| load_scenario(s)).collect()
+}
+
+/// The built-in policies named on the command line, or the `default` ones.
+fn policies_or(given: &[String], default: &[&str]) -> Result<Vec<Policy>, SimError> {
+    let names: Vec<&str> = if given.is_empty() {
+        default.to_vec()
+    } else {
+        given.iter().map(String::as_str).collect()
+    };
+    names.iter().map(|p| builtin_policy(p)).collect()
+}
+
+/// What a study leaves behind: its JSON report (and plots) in `--out`, the JSON or the table
+/// on stdout, a one-line summary on stderr.
+struct StudyOutput<'a> {
+    file: &'a str,
+    json: String,
+    plots: Vec<(String, String)>,
+    table: String,
+    summary: String,
+}
+
+fn emit(run: &RunArgs, out: StudyOutput<'_>) -> Result<(), SimError> {
+    write_file(&run.out, out.file, &out.json)?;
+    for (name, text) in &out.plots {
+        write_file(&run.out, name, text)?;
+    }
+    if run.json {
+        println!("{}", out.json);
+    } else {
+        println!("{}", out.table);
+    }
+    if !run.quiet {
+        eprintln!("{}; report in {}", out.summary, run.out.display());
+    }
+    Ok(())
+}
+
 fn write_file(dir: &Path, name: &str, text: &str) -> Result<(), SimError> {
     std::fs::create_dir_all(dir).map_err(|source| SimError::Io {
         path: dir.display().to_string(),
@@ -246,139 +301,73 @@ fn overload_main(cli: &OverloadArgs) -> Result<(), SimError> {
     }
     let started = std::time::Instant::now();
     let result = overload(&scenario, &policy, &sim_registry(), &opts)?;
-    let json = serde_json::to_string_pretty(&result.report).unwrap_or_default();
-    write_file(&cli.run.out, "overload.json", &json)?;
-    if cli.run.json {
-        println!("{json}");
-    } else {
-        println!("{}", overload_table(&result.report));
-    }
-    if !cli.run.quiet {
-        eprintln!(
-            "{} runs in {:.1} s wall; report in {}",
-            result.runs.len(),
-            started.elapsed().as_secs_f64(),
-            cli.run.out.join("overload.json").display()
-        );
-    }
-    Ok(())
+    emit(
+        &cli.run,
+        StudyOutput {
+            file: "overload.json",
+            json: serde_json::to_string_pretty(&result.report).unwrap_or_default(),
+            plots: Vec::new(),
+            table: overload_table(&result.report),
+            summary: format!(
+                "{} runs in {:.1} s wall",
+                result.runs.len(),
+                started.elapsed().as_secs_f64()
+            ),
+        },
+    )
 }
 
 fn scale_main(cli: &ScaleArgs) -> Result<(), SimError> {
-    let scenarios = if cli.scenario.is_empty() {
-        DEFAULT_SCENARIOS
-            .iter()
-            .map(|s| builtin_scenario(s))
-            .collect::<Result<Vec<_>, _>>()?
-    } else {
-        cli.scenario
-            .iter()
-            .map(|s| load_scenario(s))
-            .collect::<Result<Vec<_>, _>>()?
-    };
-    let names: Vec<&str> = if cli.policy.is_empty() {
-        DEFAULT_POLICIES.to_vec()
-    } else {
-        cli.policy.iter().map(String::as_str).collect()
-    };
-    let policies = names
-        .iter()
-        .map(|p| builtin_policy(p))
-        .collect::<Result<Vec<_>, _>>()?;
+    let scenarios = scenarios_or(&cli.scenario, &DEFAULT_SCENARIOS)?;
+    let policies = policies_or(&cli.policy, &DEFAULT_POLICIES)?;
     let opts = ScaleOptions {
-        sizes: if cli.sizes.is_empty() {
-            DEFAULT_SIZES.to_vec()
-        } else {
-            cli.sizes.clone()
-        },
+        sizes: or_default(&cli.sizes, &DEFAULT_SIZES),
         time_scale: cli.time_scale,
         seed: cli.run.seed,
         threads: threads(cli.run.threads),
         progress: !cli.run.quiet,
     };
     let study = scale(&scenarios, &policies, &sim_registry(), &opts)?;
-    let json = serde_json::to_string_pretty(&study.report).unwrap_or_default();
-    write_file(&cli.run.out, "scale.json", &json)?;
-    for (name, text) in scale_plots(&study.report) {
-        write_file(&cli.run.out, &name, &text)?;
-    }
-    if cli.run.json {
-        println!("{json}");
-    } else {
-        println!("{}", scale_table(&study.report));
-    }
-    if !cli.run.quiet {
-        eprintln!(
-            "{} runs, {} simulated events in {:.1} s wall; report and plots in {}",
-            study.run_count,
-            study.events,
-            study.wall_seconds,
-            cli.run.out.display()
-        );
-    }
-    Ok(())
+    emit(
+        &cli.run,
+        StudyOutput {
+            file: "scale.json",
+            json: serde_json::to_string_pretty(&study.report).unwrap_or_default(),
+            plots: scale_plots(&study.report),
+            table: scale_table(&study.report),
+            summary: format!(
+                "{} runs, {} simulated events in {:.1} s wall",
+                study.run_count, study.events, study.wall_seconds
+            ),
+        },
+    )
 }
 
 fn replicas_main(cli: &ReplicasArgs) -> Result<(), SimError> {
-    let scenario_names: Vec<&str> = if cli.scenario.is_empty() {
-        REPLICA_SCENARIOS.to_vec()
-    } else {
-        cli.scenario.iter().map(String::as_str).collect()
-    };
-    let scenarios = scenario_names
-        .iter()
-        .map(|s| load_scenario(s))
-        .collect::<Result<Vec<_>, _>>()?;
-    let policy_names: Vec<&str> = if cli.policy.is_empty() {
-        REPLICA_POLICIES.to_vec()
-    } else {
-        cli.policy.iter().map(String::as_str).collect()
-    };
-    let policies = policy_names
-        .iter()
-        .map(|p| builtin_policy(p))
-        .collect::<Result<Vec<_>, _>>()?;
+    let scenarios = scenarios_or(&cli.scenario, &REPLICA_SCENARIOS)?;
+    let policies = policies_or(&cli.policy, &REPLICA_POLICIES)?;
     let opts = ReplicaOptions {
-        counts: if cli.counts.is_empty() {
-            DEFAULT_COUNTS.to_vec()
-        } else {
-            cli.counts.clone()
-        },
-        spreads: if cli.spread.is_empty() {
-            DEFAULT_SPREADS.to_vec()
-        } else {
-            cli.spread.clone()
-        },
-        coordinations: if cli.coordination.is_empty() {
-            DEFAULT_COORDINATIONS.to_vec()
-        } else {
-            cli.coordination.clone()
-        },
+        counts: or_default(&cli.counts, &DEFAULT_COUNTS),
+        spreads: or_default(&cli.spread, &DEFAULT_SPREADS),
+        coordinations: or_default(&cli.coordination, &DEFAULT_COORDINATIONS),
         seed: cli.run.seed,
         threads: threads(cli.run.threads),
         progress: !cli.run.quiet,
     };
     let study = replicas(&scenarios, &policies, &sim_registry(), &opts)?;
-    let json = serde_json::to_string_pretty(&study.report).unwrap_or_default();
-    write_file(&cli.run.out, "replicas.json", &json)?;
-    for (name, text) in replica_plots(&study.report) {
-        write_file(&cli.run.out, &name, &text)?;
-    }
-    if cli.run.json {
-        println!("{json}");
-    } else {
-        println!("{}", replica_table(&study.report));
-    }
-    if !cli.run.quiet {
-        eprintln!(
-            "{} runs, {} simulated events in {:.1} s wall; report and plots in {}",
-            study.run_count,
-            study.events,
-            study.wall_seconds,
-            cli.run.out.display()
-        );
-    }
-    Ok(())
+    emit(
+        &cli.run,
+        StudyOutput {
+            file: "replicas.json",
+            json: serde_json::to_string_pretty(&study.report).unwrap_or_default(),
+            plots: replica_plots(&study.report),
+            table: replica_table(&study.report),
+            summary: format!(
+                "{} runs, {} simulated events in {:.1} s wall",
+                study.run_count, study.events, study.wall_seconds
+            ),
+        },
+    )
 }
 
 fn real_main(cli: &CompareArgs) -> Result<(), SimError> {
