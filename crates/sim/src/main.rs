@@ -318,10 +318,10 @@ fn overload_main(cli: &OverloadArgs) -> Result<(), SimError> {
 }
 
 fn scale_main(cli: &ScaleArgs) -> Result<(), SimError> {
-    let scenarios = scenarios_or(&cli.scenario, &DEFAULT_SCENARIOS)?;
-    let policies = policies_or(&cli.policy, &DEFAULT_POLICIES)?;
+    let scenarios = scenarios_or(&cli.scenario, DEFAULT_SCENARIOS)?;
+    let policies = policies_or(&cli.policy, DEFAULT_POLICIES)?;
     let opts = ScaleOptions {
-        sizes: or_default(&cli.sizes, &DEFAULT_SIZES),
+        sizes: or_default(&cli.sizes, DEFAULT_SIZES),
         time_scale: cli.time_scale,
         seed: cli.run.seed,
         threads: threads(cli.run.threads),
@@ -344,12 +344,12 @@ fn scale_main(cli: &ScaleArgs) -> Result<(), SimError> {
 }
 
 fn replicas_main(cli: &ReplicasArgs) -> Result<(), SimError> {
-    let scenarios = scenarios_or(&cli.scenario, &REPLICA_SCENARIOS)?;
-    let policies = policies_or(&cli.policy, &REPLICA_POLICIES)?;
+    let scenarios = scenarios_or(&cli.scenario, REPLICA_SCENARIOS)?;
+    let policies = policies_or(&cli.policy, REPLICA_POLICIES)?;
     let opts = ReplicaOptions {
-        counts: or_default(&cli.counts, &DEFAULT_COUNTS),
-        spreads: or_default(&cli.spread, &DEFAULT_SPREADS),
-        coordinations: or_default(&cli.coordination, &DEFAULT_COORDINATIONS),
+        counts: or_default(&cli.counts, DEFAULT_COUNTS),
+        spreads: or_default(&cli.spread, DEFAULT_SPREADS),
+        coordinations: or_default(&cli.coordination, DEFAULT_COORDINATIONS),
         seed: cli.run.seed,
         threads: threads(cli.run.threads),
         progress: !cli.run.quiet,
