@@ -123,15 +123,7 @@ impl UtilizationDetector {
 
     /// Builds the detector from its upstream `parameters` (JSON; `null` means all defaults).
     pub fn from_parameters(parameters: &serde_json::Value) -> Result<Self, FlowConfigError> {
-        let params: UtilizationParams = if parameters.is_null() {
-            UtilizationParams::default()
-        } else {
-            UtilizationParams::deserialize(parameters).map_err(|e| FlowConfigError::Parameters {
-                plugin: Self::TYPE,
-                message: e.to_string(),
-            })?
-        };
-        params.build()
+        plugin_parameters::<UtilizationParams>(Self::TYPE, parameters)?.build()
     }
 
     /// The `headroom` parameter (accepted for compatibility: upstream uses it only in the
@@ -288,15 +280,7 @@ impl ConcurrencyDetector {
 
     /// Builds the detector from its upstream `parameters` (JSON; `null` means all defaults).
     pub fn from_parameters(parameters: &serde_json::Value) -> Result<Self, FlowConfigError> {
-        let params: ConcurrencyParams = if parameters.is_null() {
-            ConcurrencyParams::default()
-        } else {
-            ConcurrencyParams::deserialize(parameters).map_err(|e| FlowConfigError::Parameters {
-                plugin: Self::TYPE,
-                message: e.to_string(),
-            })?
-        };
-        params.build()
+        plugin_parameters::<ConcurrencyParams>(Self::TYPE, parameters)?.build()
     }
 
     /// The counting mode.
@@ -472,6 +456,20 @@ fn invalid(plugin: &'static str, field: &'static str, message: &'static str) -> 
         field: format!("{plugin}.parameters.{field}"),
         message: message.to_owned(),
     }
+}
+
+/// A flow-control plugin's `parameters` (`null`: all defaults), errors naming the plugin.
+pub(crate) fn plugin_parameters<P: serde::de::DeserializeOwned + Default>(
+    plugin: &'static str,
+    parameters: &serde_json::Value,
+) -> Result<P, FlowConfigError> {
+    if parameters.is_null() {
+        return Ok(P::default());
+    }
+    P::deserialize(parameters).map_err(|e| FlowConfigError::Parameters {
+        plugin,
+        message: e.to_string(),
+    })
 }
 
 fn duration_nanos(d: Duration) -> u64 {

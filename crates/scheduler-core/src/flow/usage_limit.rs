@@ -33,6 +33,7 @@
 use serde::Deserialize;
 
 use super::config::FlowConfigError;
+use super::saturation::plugin_parameters;
 
 /// How priority levels map onto the ceiling range (upstream `domain`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,19 +96,9 @@ impl UsageLimitPolicy {
         plugin_type: &str,
         parameters: &serde_json::Value,
     ) -> Result<Self, FlowConfigError> {
-        let parse_error =
-            |plugin: &'static str, e: serde_json::Error| FlowConfigError::Parameters {
-                plugin,
-                message: e.to_string(),
-            };
         match plugin_type {
             Self::STATIC_TYPE => {
-                let p: StaticParams = if parameters.is_null() {
-                    StaticParams::default()
-                } else {
-                    StaticParams::deserialize(parameters)
-                        .map_err(|e| parse_error(Self::STATIC_TYPE, e))?
-                };
+                let p: StaticParams = plugin_parameters(Self::STATIC_TYPE, parameters)?;
                 let threshold = p.threshold.unwrap_or(1.0);
                 if !threshold.is_finite() || threshold < 0.0 {
                     return Err(invalid(
@@ -119,12 +110,7 @@ impl UsageLimitPolicy {
                 Ok(UsageLimitPolicy::Static { threshold })
             }
             Self::HOLDBACK_TYPE => {
-                let p: HoldbackParams = if parameters.is_null() {
-                    HoldbackParams::default()
-                } else {
-                    HoldbackParams::deserialize(parameters)
-                        .map_err(|e| parse_error(Self::HOLDBACK_TYPE, e))?
-                };
+                let p: HoldbackParams = plugin_parameters(Self::HOLDBACK_TYPE, parameters)?;
                 if let Some(shape) = p.shape.as_deref()
                     && shape != "linear"
                 {
