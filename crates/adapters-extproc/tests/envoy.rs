@@ -58,35 +58,7 @@ async fn requests_sharing_a_long_prefix_stick_while_unrelated_ones_spread() {
     let Some(stack) = Stack::start(Options::default()).await else {
         return;
     };
-    // A 6 KB system prompt shared by every request of the group, then a short question.
-    let system = unique_prompt("system prompt", 6 * 1024);
-    let mut group = Vec::new();
-    for i in 0..12 {
-        group.push(
-            stack
-                .routed(MAIN, &format!("{system}\nQuestion {i}: why?"))
-                .await,
-        );
-    }
-    let sticky = tally(group[1..].iter().map(String::as_str));
-    assert_eq!(
-        sticky.len(),
-        1,
-        "a shared prefix stays on one server: {sticky:?}"
-    );
-
-    let mut unrelated = BTreeSet::new();
-    for i in 0..30 {
-        unrelated.insert(
-            stack
-                .routed(MAIN, &unique_prompt(&format!("unrelated {i}"), 2048))
-                .await,
-        );
-    }
-    assert!(
-        unrelated.len() >= 2,
-        "unrelated prompts spread over the pool: {unrelated:?}"
-    );
+    e2e::assert_prefix_sticks_and_unrelated_spread(&stack, MAIN).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,10 +8,9 @@
 
 mod e2e;
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
-use e2e::{Options, Stack, tally, unique_prompt};
+use e2e::{Options, Stack};
 
 const MAIN: &str = "inference";
 
@@ -53,34 +52,7 @@ async fn check_routes_as_configured(file: &str) {
         "no adaptive controller for a file with its own profile"
     );
 
-    let system = unique_prompt("system prompt", 6 * 1024);
-    let mut group = Vec::new();
-    for i in 0..12 {
-        group.push(
-            stack
-                .routed(MAIN, &format!("{system}\nQuestion {i}: why?"))
-                .await,
-        );
-    }
-    let sticky = tally(group[1..].iter().map(String::as_str));
-    assert_eq!(
-        sticky.len(),
-        1,
-        "a shared prefix stays on one server: {sticky:?}"
-    );
-
-    let mut unrelated = BTreeSet::new();
-    for i in 0..30 {
-        unrelated.insert(
-            stack
-                .routed(MAIN, &unique_prompt(&format!("unrelated {i}"), 2048))
-                .await,
-        );
-    }
-    assert!(
-        unrelated.len() >= 2,
-        "unrelated prompts spread: {unrelated:?}"
-    );
+    e2e::assert_prefix_sticks_and_unrelated_spread(&stack, MAIN).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

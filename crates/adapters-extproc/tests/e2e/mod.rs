@@ -627,3 +627,35 @@ pub fn unique_prompt(tag: &str, bytes: usize) -> String {
     }
     prompt
 }
+
+/// Requests sharing a 6 KB prefix stay on one server (after the first), and 30 unrelated
+/// prompts use at least two: prefix affinity without herding, through `listener`.
+pub async fn assert_prefix_sticks_and_unrelated_spread(stack: &Stack, listener: &str) {
+    let system = unique_prompt("system prompt", 6 * 1024);
+    let mut group = Vec::new();
+    for i in 0..12 {
+        group.push(
+            stack
+                .routed(listener, &format!("{system}\nQuestion {i}: why?"))
+                .await,
+        );
+    }
+    let sticky = tally(group[1..].iter().map(String::as_str));
+    assert_eq!(
+        sticky.len(),
+        1,
+        "a shared prefix stays on one server: {sticky:?}"
+    );
+    let mut unrelated = std::collections::BTreeSet::new();
+    for i in 0..30 {
+        unrelated.insert(
+            stack
+                .routed(listener, &unique_prompt(&format!("unrelated {i}"), 2048))
+                .await,
+        );
+    }
+    assert!(
+        unrelated.len() >= 2,
+        "unrelated prompts spread over the pool: {unrelated:?}"
+    );
+}
