@@ -1,4 +1,3 @@
-
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
 use crate::producers::PrefixProducer;
