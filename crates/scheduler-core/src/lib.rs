@@ -36,6 +36,7 @@ pub mod config;
 pub mod decision;
 pub mod endpoint;
 pub mod flow;
+pub mod kv_events;
 pub mod metrics;
 pub mod plugin;
 pub mod prefix;
