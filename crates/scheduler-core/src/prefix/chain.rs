@@ -111,6 +111,71 @@ pub fn chain_seed(model: &str, lora: Option<&str>, salt: &str) -> u64 {
     xxh3_64(&bytes)
 }
 
+/// Where a chain stands after one of its blocks: the block's key, and what the next block's
+/// hash chains onto.
+///
+/// A [`BlockChain`] hashes a whole prompt from its seed. Model servers report cached blocks
+/// piecewise instead (a KV-cache event names the blocks it stores and the block before them),
+/// so [`ChainLink::extend`] continues a chain from the link of the block before, giving
+/// exactly the keys a [`BlockChain`] over the whole token sequence would give.
+///
+/// ```
+/// use shepherd_scheduler_core::prefix::{BlockChain, BlockLayout, ChainLink, chain_seed};
+/// use shepherd_scheduler_core::request::Prompt;
+///
+/// let tokens: Vec<u32> = (0..64).collect();
+/// let seed = chain_seed("", None, "");
+/// // The first 2 blocks of 16 tokens, then the next 2 continued from the second.
+/// let mut first = Vec::new();
+/// ChainLink::extend(seed, None, &tokens[..32], 16, &mut first);
+/// let mut rest = Vec::new();
+/// ChainLink::extend(seed, first.last().copied(), &tokens[32..], 16, &mut rest);
+///
+/// let prompt = Prompt::Tokens(tokens.clone());
+/// let mut whole = BlockChain::new(&BlockLayout::new(16, 100), seed, &prompt);
+/// let keys: Vec<_> = first.iter().chain(&rest).map(|l| l.key()).collect();
+/// assert_eq!(keys, whole.complete(&prompt));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChainLink {
+    hash: u64,
+    shard: u16,
+}
+
+impl ChainLink {
+    /// The key of the block this link stands after.
+    pub fn key(self) -> BlockKey {
+        BlockKey::tagged(self.hash, usize::from(self.shard))
+    }
+
+    /// Appends to `out` the links of the complete `block_tokens`-token blocks of `tokens` (a
+    /// trailing partial block is left out), chained after `parent` or, without one, starting a
+    /// chain from `seed`.
+    pub fn extend(
+        seed: u64,
+        parent: Option<ChainLink>,
+        tokens: &[u32],
+        block_tokens: usize,
+        out: &mut Vec<ChainLink>,
+    ) {
+        let block_tokens = block_tokens.max(1);
+        let (mut prev, mut shard) = match parent {
+            Some(link) => (link.hash, Some(link.shard)),
+            None => (seed, None),
+        };
+        let mut scratch = Vec::with_capacity(block_tokens * BYTES_PER_TOKEN);
+        out.reserve(tokens.len() / block_tokens);
+        for block in tokens.chunks_exact(block_tokens) {
+            scratch.clear();
+            scratch.extend(block.iter().flat_map(|t| t.to_le_bytes()));
+            let hash = block_hash::chain(block_hash::own(&scratch), prev);
+            let shard = *shard.get_or_insert((hash >> HASH_BITS) as u16);
+            prev = hash;
+            out.push(ChainLink { hash, shard });
+        }
+    }
+}
+
 /// The chained block keys of one prompt, hashed only as far as someone asks.
 ///
 /// hᵢ = chain(own(blockᵢ), hᵢ₋₁) starting from h₀ = the [`chain_seed`], with `own` and `chain`
@@ -236,6 +301,23 @@ mod tests {
                 shard = (prev >> HASH_BITS) as usize;
             }
             assert_eq!(*key, BlockKey::tagged(prev, shard));
+        }
+    }
+
+    #[test]
+    fn links_continue_a_chain_at_any_block_boundary() {
+        let tokens: Vec<u32> = (0..400u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+        let prompt = Prompt::Tokens(tokens.clone());
+        let seed = chain_seed("", Some("adapter"), "");
+        let mut whole = BlockChain::new(&BlockLayout::new(16, 1000), seed, &prompt);
+        let expected = whole.complete(&prompt).to_vec();
+        for split in 0..=tokens.len() / 16 {
+            let mut links = Vec::new();
+            ChainLink::extend(seed, None, &tokens[..split * 16], 16, &mut links);
+            let parent = links.last().copied();
+            ChainLink::extend(seed, parent, &tokens[split * 16..], 16, &mut links);
+            let keys: Vec<BlockKey> = links.iter().map(|l| l.key()).collect();
+            assert_eq!(keys, expected, "split after block {split}");
         }
     }
 

@@ -79,7 +79,7 @@ mod table;
 mod tests;
 
 pub use chain::{
-    BYTES_PER_TOKEN, BlockChain, BlockKey, BlockLayout, SHARD_BITS, SHARDS, chain_seed,
+    BYTES_PER_TOKEN, BlockChain, BlockKey, BlockLayout, ChainLink, SHARD_BITS, SHARDS, chain_seed,
 };
 pub use config::{MAX_CAPACITY_PER_ENDPOINT, PrefixIndexConfig};
 pub use index::PrefixIndex;

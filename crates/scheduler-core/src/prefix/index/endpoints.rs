@@ -64,6 +64,14 @@ impl PrefixIndex {
         self.remove_endpoints(&[endpoint]);
     }
 
+    /// Whether `endpoint` left the pool (was removed): inserts for it are ignored for good.
+    pub fn has_left(&self, endpoint: EndpointId) -> bool {
+        if self.endpoints.get(endpoint).is_some() {
+            return false;
+        }
+        locking::lock(&self.endpoints.write).contains(endpoint.0)
+    }
+
     /// Forgets `endpoints`, swapping the registry once for all of them.
     pub(super) fn remove_endpoints(&self, endpoints: &[EndpointId]) {
         let removed: Vec<(EndpointId, EndpointState)> = {
