@@ -16,6 +16,7 @@
 //! assert_eq!(req.prompt, Prompt::Text("Hello".into()));
 //! ```
 
+mod chat;
 mod error;
 mod id;
 mod parse;
@@ -23,6 +24,7 @@ mod parser_kind;
 mod parser_set;
 mod types;
 
+pub use chat::{ChatMessage, ChatMessages};
 pub use error::ParseError;
 pub use id::{MAX_REQUEST_ID_LEN, generate_request_id, is_valid_request_id};
 pub use parse::{ApiKind, ParseLimits, parse_openai_request};

@@ -78,7 +78,7 @@ use std::sync::Arc;
 
 use serde::de::{DeserializeSeed, IgnoredAny};
 
-use super::{InferenceRequest, ParseError, Prompt};
+use super::{ChatMessages, InferenceRequest, ParseError, Prompt};
 use body::{BodyFields, BodySeed};
 pub(super) use generate::parse_generate;
 use trail::Trail;
@@ -282,7 +282,7 @@ pub(super) fn parse_json_body(
 
 fn build_request(
     api: ApiKind,
-    fields: BodyFields,
+    mut fields: BodyFields,
     body_size: usize,
     limits: &ParseLimits,
 ) -> Result<InferenceRequest, ParseError> {
@@ -293,6 +293,12 @@ fn build_request(
             reason: "must not be empty".into(),
         });
     }
+    let chat = (api == ApiKind::ChatCompletions).then(|| {
+        Arc::new(ChatMessages {
+            messages: std::mem::take(&mut fields.chat),
+            has_tools: fields.has_tools,
+        })
+    });
     let prompt = match api {
         ApiKind::Completions | ApiKind::Embeddings => fields
             .prompt
@@ -323,6 +329,7 @@ fn build_request(
     }
 
     let mut request = new_request(api, model, prompt, limits);
+    request.chat = chat;
     request.stream = fields.stream.unwrap_or(false);
     request.max_tokens = fields
         .max_completion_tokens

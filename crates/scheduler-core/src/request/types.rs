@@ -1,5 +1,7 @@
 use std::fmt;
+use std::sync::Arc;
 
+use super::ChatMessages;
 use super::parse::ApiKind;
 
 /// A request's prompt, in the form the prefix index hashes.
@@ -54,6 +56,9 @@ pub struct InferenceRequest {
     pub api: ApiKind,
     /// The prompt.
     pub prompt: Prompt,
+    /// A chat completions request's messages, as its chat template will read them (kept by
+    /// the parser for `/v1/chat/completions`; `None` otherwise).
+    pub chat: Option<Arc<ChatMessages>>,
     /// Whether the client asked for a streamed response.
     pub stream: bool,
     /// Priority: higher is more important; negative means sheddable.
@@ -80,6 +85,7 @@ impl InferenceRequest {
             lora: None,
             api: ApiKind::Completions,
             prompt,
+            chat: None,
             stream: false,
             priority: 0,
             fairness_id: None,
@@ -113,6 +119,10 @@ impl fmt::Debug for InferenceRequest {
             .field("lora", &self.lora)
             .field("api", &self.api)
             .field("prompt_bytes", &self.prompt.len_bytes())
+            .field(
+                "chat_messages",
+                &self.chat.as_ref().map(|chat| chat.messages.len()),
+            )
             .field("stream", &self.stream)
             .field("priority", &self.priority)
             .field("fairness_id", &self.fairness_id)

@@ -122,6 +122,7 @@ impl<'de> DeserializeSeed<'de> for SystemSeed<'_> {
             out: &mut *self.out,
             trail: self.trail,
             anthropic: true,
+            shape: None,
         }
         .deserialize(deserializer)?;
         if self.out.len() == text_at {

@@ -16,6 +16,7 @@ use super::prompt::PromptSeed;
 use super::trail::{Segment, Trail};
 use super::turns::{TurnKind, TurnsSeed, push_text_turn};
 use crate::request::Prompt;
+use crate::request::chat::ChatMessage;
 
 /// What the body said, before the checks that need all of it (required fields, empty prompt).
 #[derive(Debug, Default)]
@@ -40,6 +41,10 @@ pub(super) struct BodyFields {
     pub(super) turns: String,
     /// How many turns there were, when `messages` / `input` was present.
     pub(super) turn_count: Option<usize>,
+    /// Chat completions `messages`, kept as messages.
+    pub(super) chat: Vec<ChatMessage>,
+    /// Whether the last `tools` rendered something.
+    pub(super) has_tools: bool,
 }
 
 const COMMON_KEYS: [&str; 5] = [
@@ -175,10 +180,12 @@ fn read_field<'de, A: MapAccess<'de>>(
                 _ => TurnKind::ChatMessage,
             };
             fields.turns.clear();
+            fields.chat.clear();
             let turns = TurnsSeed {
                 out: &mut fields.turns,
                 trail,
                 kind,
+                keep: (api == ApiKind::ChatCompletions).then_some(&mut fields.chat),
             };
             fields.turn_count = Some(map.next_value_seed(turns)?);
         }
@@ -196,9 +203,18 @@ fn read_field<'de, A: MapAccess<'de>>(
         _ => {
             // "tools" and "functions": arrays of definitions, each rendered as JSON.
             let tag = if name == "tools" { "tool" } else { "function" };
-            tools.render(&mut fields.tools, Cow::Borrowed(name), |out| {
-                map.next_value_seed(ToolsSeed { out, tag, trail })
+            let rendered = tools.render(&mut fields.tools, Cow::Borrowed(name), |out| {
+                let from = out.len();
+                map.next_value_seed(ToolsSeed {
+                    out: &mut *out,
+                    tag,
+                    trail,
+                })?;
+                Ok(out.len() > from)
             })?;
+            if name == "tools" {
+                fields.has_tools = rendered;
+            }
         }
     }
     Ok(())

@@ -18,6 +18,7 @@ use super::json_text::push_media_ref;
 use super::keys::{AppendStr, Key, KeySeed, StrSeed};
 use super::last_wins::LastWins;
 use super::trail::{Segment, Trail};
+use crate::request::chat::ContentShape;
 
 /// Separator between the parts of an array content.
 pub(super) const PART_SEPARATOR: &str = "\n";
@@ -28,6 +29,9 @@ pub(super) struct ContentSeed<'o> {
     pub(super) trail: &'o mut Trail,
     /// The parts are Anthropic content blocks ([`AnthropicBlockSeed`]).
     pub(super) anthropic: bool,
+    /// Where to note each part's range in `out` and whether one was not text (chat
+    /// messages kept for [`ChatMessages`](crate::request::ChatMessages)).
+    pub(super) shape: Option<&'o mut ContentShape>,
 }
 
 impl<'de> DeserializeSeed<'de> for ContentSeed<'_> {
@@ -50,21 +54,29 @@ impl<'de> Visitor<'de> for ContentSeed<'_> {
         Ok(())
     }
 
-    fn visit_unit<E: Error>(self) -> Result<(), E> {
+    fn visit_unit<E: Error>(mut self) -> Result<(), E> {
+        if let Some(shape) = self.shape.as_deref_mut() {
+            shape.array = true;
+        }
         Ok(())
     }
 
     fn visit_none<E: Error>(self) -> Result<(), E> {
-        Ok(())
+        self.visit_unit()
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        if let Some(shape) = self.shape.as_deref_mut() {
+            shape.array = true;
+        }
         let mut index = 0;
         loop {
             let mark = self.out.len();
             if index > 0 {
                 self.out.push_str(PART_SEPARATOR);
             }
+            let text_at = self.out.len();
+            let mut text = true;
             let next = if self.anthropic {
                 seq.next_element_seed(AnthropicBlockSeed {
                     out: &mut *self.out,
@@ -74,11 +86,16 @@ impl<'de> Visitor<'de> for ContentSeed<'_> {
                 seq.next_element_seed(PartSeed {
                     out: &mut *self.out,
                     trail: &mut *self.trail,
+                    text: &mut text,
                 })
             };
             if self.trail.note(Segment::Index(index), next)?.is_none() {
                 self.out.truncate(mark);
                 return Ok(());
+            }
+            if let Some(shape) = self.shape.as_deref_mut() {
+                shape.parts.push(text_at..self.out.len());
+                shape.media |= !text;
             }
             index += 1;
         }
@@ -100,10 +117,16 @@ const PART_KEYS: &[&str] = &[
     "file_url",
 ];
 
+/// Part types whose text a model server renders as text.
+const TEXT_PART_TYPES: &[&str] = &["text", "refusal", "input_text", "output_text"];
+
 /// One content part, appended to `out`.
 struct PartSeed<'o> {
     out: &'o mut String,
     trail: &'o mut Trail,
+    /// Set to whether the part was text (a text type, or no type, with `text` or `refusal`
+    /// and no media).
+    text: &'o mut bool,
 }
 
 impl<'de> DeserializeSeed<'de> for PartSeed<'_> {
@@ -125,6 +148,7 @@ impl<'de> Visitor<'de> for PartSeed<'_> {
         let start = self.out.len();
         let mut part_type: Option<Cow<'de, str>> = None;
         let mut fields = LastWins::new(start);
+        let (mut saw_text, mut saw_media) = (false, false);
         while let Some(key) = map.next_key_seed(KeySeed(PART_KEYS))? {
             let Key::Known(name) = key else {
                 map.next_value::<IgnoredAny>()?;
@@ -134,6 +158,10 @@ impl<'de> Visitor<'de> for PartSeed<'_> {
                 let value = map.next_value_seed(StrSeed);
                 part_type = Some(self.trail.note(Segment::Key(name), value)?);
                 continue;
+            }
+            match name {
+                "text" | "refusal" => saw_text = true,
+                _ => saw_media = true,
             }
             let trail = &mut *self.trail;
             let result = fields.render(self.out, Cow::Borrowed(name), |out| match name {
@@ -149,6 +177,10 @@ impl<'de> Visitor<'de> for PartSeed<'_> {
             self.trail.note(Segment::Key(name), result)?;
         }
         fields.finish(self.out);
+        let text_type = part_type
+            .as_deref()
+            .is_none_or(|kind| TEXT_PART_TYPES.contains(&kind));
+        *self.text = saw_text && !saw_media && text_type;
         if self.out.len() == start
             && let Some(part_type) = part_type
         {

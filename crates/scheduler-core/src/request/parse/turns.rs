@@ -21,6 +21,7 @@ use super::json_text::JsonInto;
 use super::keys::{Key, KeySeed, StrSeed};
 use super::last_wins::LastWins;
 use super::trail::{Segment, Trail};
+use crate::request::chat::{ChatMessage, ContentShape};
 
 /// Which API the turns come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +55,8 @@ pub(super) struct TurnsSeed<'o> {
     pub(super) out: &'o mut String,
     pub(super) trail: &'o mut Trail,
     pub(super) kind: TurnKind,
+    /// Where to keep each turn as a [`ChatMessage`] too (chat completions).
+    pub(super) keep: Option<&'o mut Vec<ChatMessage>>,
 }
 
 impl<'de> DeserializeSeed<'de> for TurnsSeed<'_> {
@@ -88,13 +91,14 @@ impl<'de> Visitor<'de> for TurnsSeed<'_> {
         }
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<usize, A::Error> {
         let mut index = 0;
         loop {
             let turn = TurnSeed {
                 out: &mut *self.out,
                 trail: &mut *self.trail,
                 kind: self.kind,
+                keep: self.keep.as_deref_mut(),
             };
             let next = seq.next_element_seed(turn);
             if self.trail.note(Segment::Index(index), next)?.is_none() {
@@ -112,6 +116,7 @@ struct TurnSeed<'o> {
     out: &'o mut String,
     trail: &'o mut Trail,
     kind: TurnKind,
+    keep: Option<&'o mut Vec<ChatMessage>>,
 }
 
 impl<'de> DeserializeSeed<'de> for TurnSeed<'_> {
@@ -141,6 +146,7 @@ impl<'de> Visitor<'de> for TurnSeed<'_> {
         let mut item_type: Option<Cow<'de, str>> = None;
         let mut has_content = false;
         let mut fields: Option<LastWins<'de>> = None;
+        let mut kept = self.keep.is_some().then(ChatMessage::default);
         while let Some(key) = map.next_key_seed(KeySeed(TURN_KEYS))? {
             match key {
                 Key::Known("role") => {
@@ -156,14 +162,22 @@ impl<'de> Visitor<'de> for TurnSeed<'_> {
                     has_content = true;
                     let trail = &mut *self.trail;
                     let anthropic = self.kind == TurnKind::AnthropicMessage;
+                    let kept = kept.as_mut();
                     let result = fields
                         .get_or_insert_with(|| LastWins::new(self.out.len()))
                         .render(self.out, Cow::Borrowed("content"), |out| {
+                            let from = out.len();
+                            let mut shape = ContentShape::default();
                             map.next_value_seed(ContentSeed {
-                                out,
+                                out: &mut *out,
                                 trail,
                                 anthropic,
-                            })
+                                shape: kept.is_some().then_some(&mut shape),
+                            })?;
+                            if let Some(message) = kept {
+                                keep_content(message, out, from, shape);
+                            }
+                            Ok(())
                         });
                     self.trail.note(Segment::Key("content"), result)?;
                 }
@@ -174,6 +188,7 @@ impl<'de> Visitor<'de> for TurnSeed<'_> {
                 }
                 Key::Other(name) => {
                     let tag = name.clone();
+                    let kept = kept.as_mut();
                     let result = fields
                         .get_or_insert_with(|| LastWins::new(self.out.len()))
                         .render(self.out, name, |out| {
@@ -181,7 +196,14 @@ impl<'de> Visitor<'de> for TurnSeed<'_> {
                             push_tag(out, &tag);
                             let value_at = out.len();
                             map.next_value_seed(JsonInto(&mut *out))?;
-                            if &out[value_at..] == "null" {
+                            let json = out.get(value_at..).unwrap_or_default();
+                            if let Some(message) = kept {
+                                match json {
+                                    "null" => message.fields.retain(|(key, _)| *key != *tag),
+                                    _ => message.set_field(&tag, json.to_owned()),
+                                }
+                            }
+                            if json == "null" {
                                 out.truncate(mark);
                             }
                             Ok(())
@@ -221,7 +243,27 @@ impl<'de> Visitor<'de> for TurnSeed<'_> {
                 }
             }
         }
+        if let (Some(keep), Some(mut message)) = (self.keep, kept) {
+            message.role = role_header.to_owned();
+            if !has_content {
+                message.parts = Some(Vec::new());
+            }
+            keep.push(message);
+        }
         self.out.push('\n');
         Ok(())
     }
+}
+
+/// Keeps in `message` the content rendered into `out` from byte `from` on.
+fn keep_content(message: &mut ChatMessage, out: &str, from: usize, shape: ContentShape) {
+    message.content = out.get(from..).unwrap_or_default().to_owned();
+    message.parts = shape.array.then(|| {
+        shape
+            .parts
+            .iter()
+            .map(|part| part.start.saturating_sub(from)..part.end.saturating_sub(from))
+            .collect()
+    });
+    message.has_media = shape.media;
 }
