@@ -285,6 +285,15 @@ impl PrefixCacheScorer {
         }
     }
 
+    /// A scorer over `producer` (owned by another plugin, e.g. the all-in-one
+    /// `precise-prefix-cache-scorer`), scoring with `formula`.
+    pub fn over_producer(producer: Arc<PrefixProducer>, formula: MatchFormula) -> Self {
+        PrefixCacheScorer {
+            source: Source::Own(producer),
+            formula,
+        }
+    }
+
     /// The producer this scorer reads (for a linked scorer, resolved now if not yet).
     pub fn producer(&self) -> &Arc<PrefixProducer> {
         match &self.source {

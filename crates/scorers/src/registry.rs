@@ -6,7 +6,7 @@ use crate::filters::lora_affinity as lora_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
-use crate::producers::{approx_prefix, token};
+use crate::producers::{approx_prefix, precise_prefix, token};
 use crate::scorers::{
     active_request, kv_cache, load_aware, lora_affinity, no_hit_lru, prefill_load, queue,
     rendezvous, running_requests, session_affinity,
@@ -45,6 +45,8 @@ pub fn builtin_registry() -> Registry {
     registry
         .register(prefix_cache::TYPE_NAME, prefix_cache::factory)
         .register(approx_prefix::TYPE_NAME, approx_prefix::factory)
+        .register(precise_prefix::TYPE_NAME, precise_prefix::factory)
+        .register(precise_prefix::SCORER_TYPE_NAME, precise_prefix::scorer_factory)
         .register(token::TYPE_NAME, token::factory)
         .register(token::LEGACY_TYPE_NAME, token::factory)
         .register(kv_cache::TYPE_NAME, kv_cache::factory)

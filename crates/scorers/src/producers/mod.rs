@@ -3,6 +3,7 @@
 //! | type name | produces | read by |
 //! |---|---|---|
 //! | `approx-prefix-cache-producer` | each candidate's prefix match ([`PrefixMatchInfo`]) over its [`PrefixProducer`]'s index | `prefix-cache-scorer`, `prefix-cache-affinity-filter`, `no-hit-lru-scorer` |
+//! | `precise-prefix-cache-producer` | each candidate's prefix match over the [`PreciseKvEvents`] index its servers' KV-cache events feed | the same consumers |
 //! | `token-producer` | the request's token count ([`TokenCount`]) | token-aware plugins |
 //!
 //! Producers are declared in `plugins`; as upstream, they need not be listed in a scheduling
@@ -10,9 +11,11 @@
 
 pub mod approx_prefix;
 pub(crate) mod link;
+pub mod precise_prefix;
 mod prefix_producer;
 pub mod token;
 
 pub use approx_prefix::ApproxPrefixParameters;
+pub use precise_prefix::{KvEventSubscription, PrecisePrefixParameters, PreciseKvEvents};
 pub use prefix_producer::{PrefixMatchInfo, PrefixProducer};
 pub use token::TokenCount;

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use shepherd_scheduler_core::endpoint::Endpoint;
+use shepherd_scheduler_core::kv_events::precise_seed;
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, Extensions};
 use shepherd_scheduler_core::prefix::{BlockChain, PrefixIndex, PrefixMatch, chain_seed};
@@ -72,10 +73,17 @@ fn index_key(index: &Arc<PrefixIndex>) -> usize {
 }
 
 /// Hashes, matches and records prompts over one [`PrefixIndex`].
+///
+/// An *approximate* producer (`approx-prefix-cache-producer`) records every pick: the index is
+/// its guess of what each server holds. A *precise* producer (`precise-prefix-cache-producer`)
+/// never records a pick: its index is written by the servers' KV-cache events
+/// ([`PreciseIndex`](shepherd_scheduler_core::kv_events::PreciseIndex)), and its chains are
+/// seeded the way those events are keyed ([`precise_seed`]).
 #[derive(Debug)]
 pub struct PrefixProducer {
     index: Arc<PrefixIndex>,
     auto_tune: bool,
+    precise: bool,
     name: Arc<str>,
 }
 
@@ -86,8 +94,26 @@ impl PrefixProducer {
         PrefixProducer {
             index,
             auto_tune,
+            precise: false,
             name: Arc::from(name),
         }
+    }
+
+    /// A precise producer over `index` (the index of a
+    /// [`PreciseIndex`](shepherd_scheduler_core::kv_events::PreciseIndex)): picks are not
+    /// recorded and chains are seeded by the LoRA adapter alone. `name` labels its metrics.
+    pub fn precise(index: Arc<PrefixIndex>, name: &str) -> Self {
+        PrefixProducer {
+            index,
+            auto_tune: false,
+            precise: true,
+            name: Arc::from(name),
+        }
+    }
+
+    /// Whether this producer reads a precise (event-fed) index.
+    pub fn is_precise(&self) -> bool {
+        self.precise
     }
 
     /// The index this producer reads and records into.
@@ -102,7 +128,11 @@ impl PrefixProducer {
 
     fn fresh_chain(&self, cycle: &CycleState<'_>) -> BlockChain {
         let request = cycle.request;
-        let seed = chain_seed(&request.model, request.lora.as_deref(), "");
+        let seed = if self.precise {
+            precise_seed(request.lora.as_deref())
+        } else {
+            chain_seed(&request.model, request.lora.as_deref(), "")
+        };
         self.index.chain(seed, &request.prompt)
     }
 
@@ -163,8 +193,12 @@ impl PrefixProducer {
     }
 
     /// Records the request's blocks for `picked`, once per cycle however many consumers call
-    /// it (the prompt is hashed here when no consumer produced a match this cycle).
+    /// it (the prompt is hashed here when no consumer produced a match this cycle). A precise
+    /// producer records nothing: the server's events will say what it cached.
     pub fn record(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
+        if self.precise {
+            return;
+        }
         let capacity = if self.auto_tune {
             self.index.config().capacity_for(&picked.metrics())
         } else {
