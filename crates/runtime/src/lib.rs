@@ -13,6 +13,8 @@
 //! - [`adaptive`]: the adaptive weights' tick loop, surviving reloads;
 //! - [`flow`]: flow control before scheduling (the `flowControl` section): requests wait
 //!   while the pool is saturated and leave by priority and fairness, or are shed;
+//! - [`kv_events`]: subscriptions to the model servers' KV-cache events for the precise
+//!   prefix-cache producers;
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config`;
 //! - [`Runtime`]: all of it wired, with [`RuntimeHandle::shutdown`] for a graceful end;
 //! - [`usage`]: the token `usage` at the end of a JSON or SSE response, found in a bounded
@@ -68,6 +70,8 @@ pub mod discovery;
 mod error;
 #[cfg(feature = "runtime")]
 pub mod flow;
+#[cfg(feature = "runtime")]
+pub mod kv_events;
 pub mod mapping;
 pub mod prom;
 #[cfg(feature = "runtime")]

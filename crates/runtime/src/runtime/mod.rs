@@ -25,6 +25,7 @@ use crate::config::{RuntimeConfig, read_error};
 use crate::discovery::membership::Membership;
 use crate::discovery::{Discovery, FileWatcher, StaticDiscovery};
 use crate::flow::FlowController;
+use crate::kv_events::{KvEventStats, KvEventsManager};
 use crate::scrape::scraper::Scraper;
 use crate::scrape::{ScrapeSettings, ScrapeStats, fetch};
 use crate::shutdown::ShutdownSignal;
@@ -45,6 +46,8 @@ pub use reload::{ReloadOutcome, ReloadStats};
 /// - the membership loop (discovery → `Pool::set_members`);
 /// - the scraper (one task per endpoint);
 /// - the adaptive tick loop, when the policy has an `adaptive:` section;
+/// - the KV-cache event subscriptions of the policy's precise prefix-cache producers
+///   ([`kv_events`](crate::kv_events));
 /// - the config file watcher: an edit that loads is applied through
 ///   [`RuntimeHandle::reload`] (policy rebuilt and swapped in with live counters kept,
 ///   endpoints and scraping updated); one that does not is logged and counted, and the
@@ -191,6 +194,18 @@ impl Runtime {
             tasks.spawn(Arc::clone(&adaptive).run(Arc::clone(&shared.pool), signal.clone()));
         }
         let mut extra = options.metrics_sources.clone();
+        let kv_event_stats = Arc::new(KvEventStats::default());
+        if options.kv_events {
+            let manager = KvEventsManager {
+                resources: Arc::clone(&shared.resources),
+                pool: Arc::clone(&shared.pool),
+                sets: discovery.subscribe(),
+                configs: config_rx.clone(),
+                stats: Arc::clone(&kv_event_stats),
+            };
+            tasks.spawn(manager.run(signal.clone()));
+            extra.push(kv_event_stats);
+        }
         if let Some(flow) = &flow {
             let stop = signal.clone();
             tasks.spawn(flow.clone().run_until(async move { stop.wait().await }));

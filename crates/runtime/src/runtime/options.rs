@@ -73,6 +73,9 @@ pub struct RuntimeOptions {
     pub scrape: bool,
     /// Run the adaptive tick loop when the policy has an `adaptive:` section (default on).
     pub adaptive: bool,
+    /// Subscribe to the model servers' KV-cache events for the policy's precise prefix-cache
+    /// producers (default on; off when something else feeds their indexes).
+    pub kv_events: bool,
     /// The pool's clock (default: [`TokioClock`](crate::TokioClock)).
     pub clock: Option<Arc<dyn Clock>>,
     /// The adapter's own metrics, rendered on `/metrics` after the runtime's (default none).
@@ -90,6 +93,7 @@ impl Default for RuntimeOptions {
             admin_addr: None,
             scrape: true,
             adaptive: true,
+            kv_events: true,
             clock: None,
             metrics_sources: Vec::new(),
         }
@@ -107,6 +111,7 @@ impl fmt::Debug for RuntimeOptions {
             .field("admin_addr", &self.admin_addr)
             .field("scrape", &self.scrape)
             .field("adaptive", &self.adaptive)
+            .field("kv_events", &self.kv_events)
             .field("custom_clock", &self.clock.is_some())
             .field("metrics_sources", &self.metrics_sources.len())
             .finish()

@@ -368,6 +368,14 @@ impl PreciseIndex {
         keys.len()
     }
 
+    /// `endpoint`'s capacity in blocks, when [`set_capacity`](Self::set_capacity) gave one.
+    pub fn capacity_of(&self, endpoint: EndpointId) -> Option<usize> {
+        self.endpoints
+            .lock()
+            .get(&endpoint)
+            .and_then(|s| s.lock().capacity)
+    }
+
     /// Blocks held for `endpoint`.
     pub fn blocks_of(&self, endpoint: EndpointId) -> usize {
         self.endpoints
