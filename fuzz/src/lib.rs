@@ -9,6 +9,8 @@
 //!   measure (`config::limits`) is also checked against what the YAML parser builds from it.
 //! - [`ext_proc_sequence`]: the input is a sequence of ext_proc messages for the endpoint
 //!   picker's stream state machine (see [`ext_proc`]).
+//! - [`kv_events::decode_kv_events`]: the input is a KV-event payload, also tried as a topic
+//!   and a sequence frame.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -215,4 +217,5 @@ pub fn parse_config(data: &[u8]) {
     }
 }
 
+pub mod kv_events;
 pub mod metrics;

@@ -58,3 +58,13 @@ fn parse_metrics_inputs() {
 fn ext_proc_sequence_inputs() {
     assert!(replay("ext_proc_sequence", shepherd_fuzz::ext_proc_sequence) >= 4);
 }
+
+#[test]
+fn decode_kv_events_inputs() {
+    assert!(
+        replay(
+            "decode_kv_events",
+            shepherd_fuzz::kv_events::decode_kv_events
+        ) >= 12
+    );
+}
