@@ -53,7 +53,7 @@ fn framework_plugins_are_accepted_and_not_built() {
 
 #[test]
 fn not_yet_types_name_their_area_and_unknown_types_say_unknown() {
-    let err = build("plugins:\n- type: precise-prefix-cache-scorer\n").unwrap_err();
+    let err = build("plugins:\n- type: burst-prefix-cache-producer\n").unwrap_err();
     assert!(
         matches!(
             &err,

@@ -98,10 +98,14 @@ impl ReplayClient {
         loop {
             let reply = socket.recv().await.map_err(socket_error)?;
             let frames = reply.into_vec();
-            // [empty, seq, payload]; some peers leave the delimiter out.
-            let (seq, payload) = match frames.as_slice() {
-                [empty, seq, payload] if empty.is_empty() => (seq, payload),
-                [seq, payload] => (seq, payload),
+            // [empty, seq, payload] (the delimiter the ROUTER sends back), or with the topic
+            // before the sequence as newer vLLM sends it ([empty, topic, seq, payload]).
+            let frames = match frames.split_first() {
+                Some((first, rest)) if first.is_empty() => rest,
+                _ => frames.as_slice(),
+            };
+            let (seq, payload) = match frames {
+                [seq, payload] | [_, seq, payload] => (seq, payload),
                 _ => return Err(ReplayError::Malformed(address)),
             };
             let seq = decode_sequence(seq).map_err(|_| ReplayError::Malformed(address.clone()))?;

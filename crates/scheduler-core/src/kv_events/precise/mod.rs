@@ -328,7 +328,7 @@ impl PreciseIndex {
             .medium
             .as_deref()
             .is_none_or(|m| m.eq_ignore_ascii_case("gpu"));
-        if !on_gpu || !removed.group_idx.is_none_or(|g| g == 0) {
+        if !on_gpu || removed.group_idx.is_some_and(|g| g != 0) {
             return;
         }
         keys.clear();
