@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `approx-prefix-cache-producer` | each candidate's prefix match ([`PrefixMatchInfo`]) over its [`PrefixProducer`]'s index | `prefix-cache-scorer`, `prefix-cache-affinity-filter`, `no-hit-lru-scorer` |
 //! | `precise-prefix-cache-producer` | each candidate's prefix match over the [`PreciseKvEvents`] index its servers' KV-cache events feed | the same consumers |
-//! | `token-producer` | the request's token count ([`TokenCount`]) | token-aware plugins |
+//! | `token-producer` | the request's token ids as the model server sees them ([`TokenProducer`]: a real tokenizer and chat template, or the estimate backend), and its [`TokenCount`] | `precise-prefix-cache-producer`, token-aware plugins |
 //!
 //! Producers are declared in `plugins`; as upstream, they need not be listed in a scheduling
 //! profile. Their consumers find them by name in the shared resources.
@@ -18,4 +18,4 @@ pub mod token;
 pub use approx_prefix::ApproxPrefixParameters;
 pub use precise_prefix::{KvEventSubscription, PrecisePrefixParameters, PreciseKvEvents};
 pub use prefix_producer::{PrefixMatchInfo, PrefixProducer};
-pub use token::TokenCount;
+pub use token::{TokenCount, TokenProducer};

@@ -2,52 +2,155 @@
 //! that read them.
 //!
 //! Upstream, this producer tokenizes the prompt before scheduling and hands the token ids to
-//! other plugins; its default `estimate` backend needs no model: it packs the prompt's bytes
-//! into pseudo tokens of 4 bytes. That is what Shepherd always does: the prefix index cuts
-//! text into 4-byte pseudo tokens, and uses real token ids when the request carries them
-//! ([`Prompt::Tokens`]). So a
-//! `token-producer` with the `estimate` backend loads and changes nothing; its product is
-//! available to any plugin as [`TokenCount`].
+//! other plugins. Shepherd keeps a [`TokenProducer`] in the shared resources under the
+//! plugin's name; consumers (the precise prefix producer, token counters) find it there and
+//! call [`TokenProducer::prompt_for`] once per request, on their own thread: no I/O, no
+//! sidecar, no network.
+//!
+//! Two backends:
+//!
+//! - **estimate** (no model named, upstream's default): prompts are left as they are; whoever
+//!   hashes text cuts it into pseudo tokens of 4 bytes, and real token ids are used when the
+//!   request carries them ([`Prompt::Tokens`]). [`TokenProducer::is_exact`] is `false`.
+//! - **tokenizer** (`tokenizerPath`, or `modelName` found on local disk): the model's own
+//!   `tokenizer.json`, read with the Hugging Face `tokenizers` library, and its chat template
+//!   rendered with minijinja, so the ids are those the vLLM server computes, and the blocks of
+//!   its KV-cache events can be matched. Shepherd never downloads from a model hub.
+//!
+//! # What is reproduced from vLLM
+//!
+//! - `/v1/completions` (and `/v1/embeddings`) text: encoded *with* the special tokens
+//!   (vLLM's `add_special_tokens=True` default: Llama 3's `<|begin_of_text|>` first).
+//! - `/v1/chat/completions`: the messages kept by the parser
+//!   ([`InferenceRequest::chat`](shepherd_scheduler_core::request::InferenceRequest::chat))
+//!   become what vLLM's `parse_chat_messages` makes of them (text parts joined with `"\n"`,
+//!   or typed parts for templates that loop over content; `name`; assistant `tool_calls`
+//!   with their JSON `arguments` parsed and `reasoning`; tool `tool_call_id`), the chat
+//!   template is rendered in transformers' Jinja environment (`trim_blocks`,
+//!   `lstrip_blocks`, loop controls, its Python-compatible `tojson`, `raise_exception`,
+//!   `strftime_now`, Python string methods) with `add_generation_prompt=True`,
+//!   `tools=None`, the special tokens (`bos_token`, `eos_token`, ...), and the text is
+//!   encoded *without* added special tokens (vLLM's chat default: the template writes BOS).
+//! - Token ids given by the client pass through unchanged.
+//!
+//! # What is not
+//!
+//! [`TokenProducer::prompt_for`] returns a [`TokenizeError`] (never wrong ids it knows to be
+//! wrong) for: requests with `tools` (vLLM passes them through pydantic, adding fields, and
+//! version-dependent tool parsers may rewrite them), media content parts (the placeholders
+//! and image tokens are the model processor's), the responses and Anthropic messages APIs
+//! (vLLM converts those itself), chat requests without kept messages. Not reproduced, so the
+//! ids may differ: per-request `chat_template`, `chat_template_kwargs` (such as
+//! `enable_thinking`), `continue_final_message`, `add_generation_prompt=false`,
+//! `add_special_tokens` overrides, `documents`, `truncate_prompt_tokens`; a completions
+//! prompt given as an array of strings (the parser joins them with `"\n"`; vLLM makes one
+//! request per string); models with their own renderer in vLLM (Mistral's `tekken`,
+//! DeepSeek V3.2, Grok 2, Kimi...) or a custom tokenizer class; `strftime_now` uses UTC where
+//! Python uses the server's local time; templates needing Jinja features minijinja lacks
+//! (`{% generation %}`) fail when the plugin loads. Transformers' tweaks of a slow-tokenizer
+//! config (`add_bos_token` rewriting the post-processor) are not applied: the post-processor
+//! in `tokenizer.json` is.
+//!
+//! # Speed
+//!
+//! Tokenizing is the costly part (a few MB/s of text; see `benches/benches/tokenize.rs`), so
+//! a bounded cache keeps the ids of each piece of text between special tokens, keyed by a
+//! 128-bit hash of the piece: the earlier turns of a conversation and shared system prompts
+//! are tokenized once. It is exact, not a guess: the tokenizer itself never merges across an
+//! added token, and the cache turns itself off for tokenizers where that is not so (checked
+//! on loading, see `hf.rs`). `cacheMaxTokens` bounds it (LRU, 8 shards).
 //!
 //! ## Parameters
 //!
 //! | parameter | default | meaning in Shepherd |
 //! |---|---|---|
+//! | `modelName` | — | the model whose tokenizer to use (upstream: also the render backend's model). Without `tokenizerPath`, looked up in the local Hugging Face cache (`$HF_HUB_CACHE`, `$HF_HOME/hub`, `~/.cache/huggingface/hub`: `models--ORG--NAME/snapshots/REV`), or used as a local directory; not found is a load error |
+//! | `tokenizerPath` | — | Shepherd: a `tokenizer.json`, or a directory holding it and optionally `tokenizer_config.json`, `special_tokens_map.json`, `chat_template.jinja` |
+//! | `chatTemplatePath` | — | Shepherd: a chat template overriding the model's (a Jinja file, or JSON with `chat_template`), as vLLM's `--chat-template` |
+//! | `chatTemplateContentFormat` | `auto` | Shepherd: `auto`, `string` or `openai`, as vLLM's `--chat-template-content-format` |
+//! | `cacheMaxTokens` | 2097152 | Shepherd: tokens the segment cache holds (0 = no cache) |
 //! | `estimate` | — | the estimate backend's multimodal tuning (image and video placeholder counts): accepted and not used, Shepherd estimates text only |
-//! | `modelName`, `vllm` (`url`, `timeout`, `mmTimeout`), `udsTokenizerConfig` | — | a real tokenizer backend: not yet (the tokenizer issue); a config that sets one is rejected with an error saying so, rather than silently estimating |
+//! | `vllm` (`url`, `timeout`, ...), `udsTokenizerConfig` | — | refused: they call a server on every request's path |
 //!
 //! ```
 //! use std::sync::Arc;
+//! use shepherd_scheduler_core::config::build_scheduler_in;
 //! use shepherd_scheduler_core::prelude::*;
+//! use shepherd_scheduler_core::request::{ParseLimits, parse_openai_request};
 //! use shepherd_scorers::builtin_registry;
+//! use shepherd_scorers::producers::TokenProducer;
 //!
-//! let yaml = "
+//! let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tokenizer");
+//! let yaml = format!("
 //! plugins:
 //! - type: token-producer
-//! - type: approx-prefix-cache-producer
+//!   parameters:
+//!     modelName: shepherd/tiny-llama3
+//!     tokenizerPath: {dir}
 //! - type: prefix-cache-scorer
 //! schedulingProfiles:
 //! - name: default
 //!   plugins:
 //!   - pluginRef: prefix-cache-scorer
-//! ";
-//! let pool = Arc::new(Pool::new());
-//! pool.set_members(["10.0.0.1:8000"]);
-//! let config = EndpointPickerConfig::from_yaml(yaml).unwrap();
-//! assert!(build_scheduler(&config, &builtin_registry(), pool.clone()).is_ok());
+//! ");
+//! let shared = SharedState::new(Arc::new(Pool::new()));
+//! let config = EndpointPickerConfig::from_yaml(&yaml).unwrap();
+//! build_scheduler_in(&config, &builtin_registry(), &shared).unwrap();
+//! let tokens = shared.resources.get::<TokenProducer>("token-producer").unwrap();
+//! assert!(tokens.is_exact());
 //!
-//! let real = EndpointPickerConfig::from_yaml(&yaml.replace(
-//!     "- type: token-producer\n",
-//!     "- type: token-producer\n  parameters:\n    modelName: Qwen/Qwen3-8B\n",
-//! )).unwrap();
-//! let err = build_scheduler(&real, &builtin_registry(), pool).unwrap_err();
-//! assert!(err.to_string().contains("tokenizer"), "{err}");
+//! let body = br#"{"model":"m","messages":[{"role":"user","content":"Hi!"}]}"#;
+//! let chat = parse_openai_request("/v1/chat/completions", body, &ParseLimits::default())?;
+//! assert_eq!(
+//!     tokens.render_chat(chat.chat.as_deref().unwrap()).unwrap(),
+//!     "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>\
+//!      <|start_header_id|>assistant<|end_header_id|>\n\n"
+//! );
+//! let Prompt::Tokens(ids) = tokens.prompt_for(&chat).unwrap().into_owned() else {
+//!     panic!("a real tokenizer gives token ids");
+//! };
+//! assert_eq!(ids[..2], [0, 2]); // <|begin_of_text|> <|start_header_id|>
+//!
+//! // A completions prompt gets the tokenizer's BOS; given token ids pass through, borrowed.
+//! let body = br#"{"model":"m","prompt":"Hi!"}"#;
+//! let text = parse_openai_request("/v1/completions", body, &ParseLimits::default())?;
+//! assert!(matches!(tokens.prompt_for(&text).unwrap().as_ref(), Prompt::Tokens(ids) if ids[0] == 0));
+//! let given = InferenceRequest::new("r", "m", Prompt::Tokens(vec![7, 8, 9]));
+//! assert!(matches!(tokens.prompt_for(&given).unwrap(), std::borrow::Cow::Borrowed(_)));
+//!
+//! // A model with no local files is an error at load, never a download.
+//! let remote = EndpointPickerConfig::from_yaml(&yaml.replace(
+//!     &format!("    tokenizerPath: {dir}\n"),
+//!     "",
+//! ).replace("shepherd/tiny-llama3", "nobody/not-on-this-disk")).unwrap();
+//! let err = build_scheduler_in(&remote, &builtin_registry(), &shared).unwrap_err();
+//! assert!(err.to_string().contains("never downloads"), "{err}");
+//! # Ok::<(), shepherd_scheduler_core::request::ParseError>(())
 //! ```
 
-use serde::Deserialize;
+mod cache;
+mod content_format;
+mod error;
+mod files;
+mod hf;
+mod parameters;
+mod producer;
+mod pyjson;
+mod strftime;
+mod template;
+
+use std::sync::Arc;
+
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::plugin::PluginInstance;
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
+
+pub use cache::CacheStats;
+pub use content_format::ContentFormatOption;
+pub use error::{TokenizeError, TokenizerLoadError};
+pub use files::{TokenizerFiles, hub_cache_roots};
+pub use parameters::{DEFAULT_CACHE_MAX_TOKENS, TokenProducerParameters};
+pub use producer::TokenProducer;
 
 /// Registry type name.
 pub const TYPE_NAME: &str = "token-producer";
@@ -57,20 +160,6 @@ pub const LEGACY_TYPE_NAME: &str = "tokenizer";
 
 /// Bytes per pseudo token of the estimate backend (the prefix index uses the same).
 pub const BYTES_PER_TOKEN: usize = shepherd_scheduler_core::prefix::BYTES_PER_TOKEN;
-
-/// The `token-producer` parameters (see the module docs).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct TokenProducerParameters {
-    /// The estimate backend's multimodal tuning (not used).
-    pub estimate: Option<serde_json::Value>,
-    /// A model whose tokenizer to use (not supported yet).
-    pub model_name: Option<String>,
-    /// The vLLM render backend (not supported yet).
-    pub vllm: Option<serde_json::Value>,
-    /// The deprecated tokenizer sidecar (not supported yet).
-    pub uds_tokenizer_config: Option<serde_json::Value>,
-}
 
 /// The request's prompt length in tokens: the token ids' count when the request carries
 /// them, else an estimate of one token per 4 bytes of text.
@@ -83,9 +172,15 @@ pub struct TokenCount {
 }
 
 impl TokenCount {
-    /// The token count of `request`'s prompt.
+    /// The token count of `request`'s prompt (see [`TokenProducer::count`] for a count by the
+    /// model's tokenizer).
     pub fn of(request: &InferenceRequest) -> Self {
-        match &request.prompt {
+        TokenCount::of_prompt(&request.prompt)
+    }
+
+    /// The token count of `prompt`.
+    pub fn of_prompt(prompt: &Prompt) -> Self {
+        match prompt {
             Prompt::Tokens(ids) => TokenCount {
                 tokens: ids.len(),
                 exact: true,
@@ -98,24 +193,12 @@ impl TokenCount {
     }
 }
 
-/// Builds a `token-producer` with the estimate backend; a real tokenizer backend is an error.
+/// Builds a `token-producer`: a [`TokenProducer`] kept in the shared resources under the
+/// plugin's name (the estimate backend, or the local tokenizer the parameters name).
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters: TokenProducerParameters = args.parse()?;
-    let real = [
-        ("modelName", parameters.model_name.is_some()),
-        ("vllm", parameters.vllm.is_some()),
-        (
-            "udsTokenizerConfig",
-            parameters.uds_tokenizer_config.is_some(),
-        ),
-    ];
-    if let Some((parameter, _)) = real.iter().find(|(_, set)| *set) {
-        return Err(PluginError::invalid(
-            *parameter,
-            "a real tokenizer backend is not supported yet (tokenizer support is planned); \
-             remove it to use the estimate backend (4 bytes per token)",
-        ));
-    }
+    let producer = parameters.producer(args.name)?;
+    args.resources.insert(args.name, Arc::new(producer));
     Ok(PluginInstance::default())
 }
 
@@ -142,10 +225,13 @@ mod tests {
                 exact: true
             }
         );
+        let estimate = TokenProducer::estimate("t");
+        assert_eq!(estimate.count(&text), TokenCount::of(&text));
+        assert!(!estimate.is_exact());
     }
 
     #[test]
-    fn the_estimate_backend_loads_and_real_ones_do_not() {
+    fn the_estimate_backend_loads_and_remote_ones_do_not() {
         let shared = shepherd_scheduler_core::shared::SharedState::new(std::sync::Arc::new(
             shepherd_scheduler_core::endpoint::Pool::new(),
         ));
@@ -154,9 +240,21 @@ mod tests {
             factory(&args)
         };
         assert!(build(serde_json::Value::Null).is_ok());
+        let estimate = shared.resources.get::<TokenProducer>("t").unwrap();
+        assert!(!estimate.is_exact());
         assert!(build(serde_json::json!({"estimate": {"image": {"mode": "static"}}})).is_ok());
-        assert!(build(serde_json::json!({"vllm": {"url": "http://x:8000"}})).is_err());
-        assert!(build(serde_json::json!({"udsTokenizerConfig": {}})).is_err());
+        let vllm = build(serde_json::json!({"vllm": {"url": "http://x:8000"}})).unwrap_err();
+        assert!(vllm.to_string().contains("not supported"), "{vllm}");
+        let uds = build(serde_json::json!({"udsTokenizerConfig": {}})).unwrap_err();
+        assert!(uds.to_string().contains("not supported"), "{uds}");
         assert!(build(serde_json::json!({"tokenizerr": 1})).is_err());
+        assert!(build(serde_json::json!({"chatTemplatePath": "/x.jinja"})).is_err());
+        assert!(build(serde_json::json!({"chatTemplateContentFormat": "weird"})).is_err());
+    }
+
+    #[test]
+    fn producers_are_shareable() {
+        fn assert_send_sync<T: Send + Sync + 'static>() {}
+        assert_send_sync::<TokenProducer>();
     }
 }

@@ -1,0 +1,192 @@
+//! [`TokenProducer`]: the request's prompt as the model server's token ids.
+
+use std::borrow::Cow;
+
+use shepherd_scheduler_core::request::{ApiKind, ChatMessages, InferenceRequest, Prompt};
+
+use super::cache::CacheStats;
+use super::error::{TokenizeError, TokenizerLoadError};
+use super::files::TokenizerFiles;
+use super::hf::HfTokenizer;
+use super::parameters::TokenProducerParameters;
+use super::template::ChatTemplate;
+use super::{BYTES_PER_TOKEN, TokenCount};
+
+#[derive(Debug)]
+enum Backend {
+    Estimate,
+    Tokenizer(Box<HfTokenizer>),
+}
+
+/// A `token-producer`: turns a request into the token ids its model server will see (with a
+/// real tokenizer), or leaves its prompt as it is (the estimate backend).
+///
+/// Kept in the shared resources under the plugin's name; consumers find it with
+/// `resources.get::<TokenProducer>(name)` or `resources.all::<TokenProducer>()` and call
+/// [`TokenProducer::prompt_for`] once per request. Thread-safe; tokenization runs on the
+/// caller's thread, with a bounded cache of text already seen (see the module docs).
+#[derive(Debug)]
+pub struct TokenProducer {
+    name: String,
+    backend: Backend,
+}
+
+impl TokenProducer {
+    /// The estimate backend: prompts are left as they are (text is cut into pseudo tokens of
+    /// [`BYTES_PER_TOKEN`] bytes by whoever hashes it).
+    pub fn estimate(name: impl Into<String>) -> Self {
+        TokenProducer {
+            name: name.into(),
+            backend: Backend::Estimate,
+        }
+    }
+
+    /// A real tokenizer from `files`, with the chat template format and cache size of
+    /// `parameters` (its backend fields are not read).
+    pub fn load(
+        name: impl Into<String>,
+        files: &TokenizerFiles,
+        parameters: &TokenProducerParameters,
+    ) -> Result<Self, TokenizerLoadError> {
+        let config = files.read_config()?;
+        let template = match config.template {
+            Some((source, origin)) => Some(ChatTemplate::new(
+                source,
+                origin,
+                config.special_tokens,
+                parameters.chat_template_content_format,
+            )?),
+            None => None,
+        };
+        let tokenizer = HfTokenizer::load(&files.tokenizer, template, parameters.cache_max_tokens)?;
+        Ok(TokenProducer {
+            name: name.into(),
+            backend: Backend::Tokenizer(Box::new(tokenizer)),
+        })
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether [`TokenProducer::prompt_for`] gives the server's real token ids (a real
+    /// tokenizer), rather than the prompt as it came (the estimate backend).
+    pub fn is_exact(&self) -> bool {
+        matches!(self.backend, Backend::Tokenizer(_))
+    }
+
+    /// Whether a chat template is loaded.
+    pub fn has_chat_template(&self) -> bool {
+        self.tokenizer()
+            .is_some_and(|tokenizer| tokenizer.template().is_some())
+    }
+
+    /// Whether the segment cache is in use (a real tokenizer, a budget above 0, and a
+    /// tokenizer for which it is exact).
+    pub fn is_caching(&self) -> bool {
+        self.tokenizer().is_some_and(HfTokenizer::caching)
+    }
+
+    /// The segment cache's counts (`None` for the estimate backend).
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        self.tokenizer().map(HfTokenizer::cache_stats)
+    }
+
+    fn tokenizer(&self) -> Option<&HfTokenizer> {
+        match &self.backend {
+            Backend::Tokenizer(tokenizer) => Some(tokenizer),
+            Backend::Estimate => None,
+        }
+    }
+
+    fn require_tokenizer(&self) -> Result<&HfTokenizer, TokenizeError> {
+        self.tokenizer().ok_or(TokenizeError::Unsupported(
+            "the estimate backend has no tokenizer",
+        ))
+    }
+
+    /// The prompt of `request` as its model server will tokenize it.
+    ///
+    /// - Token ids the request carries ([`Prompt::Tokens`]) come back as they are, borrowed.
+    /// - The estimate backend gives the request's own prompt, borrowed.
+    /// - A real tokenizer gives [`Prompt::Tokens`]: for chat completions, the chat template's
+    ///   rendering of [`InferenceRequest::chat`] encoded without added special tokens; for
+    ///   completions (and embeddings, and other text prompts), the text encoded with them.
+    ///
+    /// Errors ([`TokenizeError`]) say why the server's ids cannot be had; the caller falls
+    /// back to whatever it does without them.
+    pub fn prompt_for<'r>(
+        &self,
+        request: &'r InferenceRequest,
+    ) -> Result<Cow<'r, Prompt>, TokenizeError> {
+        let (tokenizer, text) = match (&self.backend, &request.prompt) {
+            (Backend::Estimate, _) | (_, Prompt::Tokens(_)) => {
+                return Ok(Cow::Borrowed(&request.prompt));
+            }
+            (Backend::Tokenizer(tokenizer), Prompt::Text(text)) => (tokenizer, text),
+        };
+        let ids = match request.api {
+            ApiKind::ChatCompletions => {
+                let chat = request
+                    .chat
+                    .as_deref()
+                    .ok_or(TokenizeError::MissingMessages)?;
+                supported(chat)?;
+                tokenizer.encode_chat(chat)?
+            }
+            ApiKind::Responses => {
+                return Err(TokenizeError::Unsupported("the responses API"));
+            }
+            ApiKind::Messages => {
+                return Err(TokenizeError::Unsupported("the Anthropic messages API"));
+            }
+            ApiKind::Completions
+            | ApiKind::Embeddings
+            | ApiKind::VllmGenerate
+            | ApiKind::SglangGenerate
+            | ApiKind::Unparsed => tokenizer.encode(text, true)?,
+        };
+        Ok(Cow::Owned(Prompt::Tokens(ids)))
+    }
+
+    /// The prompt length of `request` in tokens: exact when [`TokenProducer::prompt_for`]
+    /// gives token ids, else one token per [`BYTES_PER_TOKEN`] bytes of text.
+    pub fn count(&self, request: &InferenceRequest) -> TokenCount {
+        match self.prompt_for(request) {
+            Ok(prompt) => TokenCount::of_prompt(&prompt),
+            Err(_) => TokenCount {
+                tokens: request.prompt.len_bytes() / BYTES_PER_TOKEN,
+                exact: false,
+            },
+        }
+    }
+
+    /// The chat template's text for `chat`, before tokenization.
+    pub fn render_chat(&self, chat: &ChatMessages) -> Result<String, TokenizeError> {
+        let template = self
+            .require_tokenizer()?
+            .template()
+            .ok_or(TokenizeError::NoChatTemplate)?;
+        template.render(chat)
+    }
+
+    /// The ids of `text`, with the tokenizer's special tokens around it when
+    /// `add_special_tokens` (through the cache when it is in use).
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TokenizeError> {
+        self.require_tokenizer()?.encode(text, add_special_tokens)
+    }
+}
+
+/// Refuses what the rendering does not reproduce.
+fn supported(chat: &ChatMessages) -> Result<(), TokenizeError> {
+    if chat.has_tools {
+        return Err(TokenizeError::Unsupported("tool definitions (`tools`)"));
+    }
+    if chat.messages.iter().any(|m| m.has_media) {
+        return Err(TokenizeError::Unsupported(
+            "content parts other than text (images, audio, video, files)",
+        ));
+    }
+    Ok(())
+}
