@@ -58,6 +58,12 @@ impl ReplayClient {
         }
     }
 
+    /// Drops the connection: the next fetch connects again (after the publisher's own
+    /// connection broke, its replay socket's likely did too).
+    pub(crate) fn disconnect(&mut self) {
+        self.socket = None;
+    }
+
     /// Every buffered batch from `start` on. On any failure the connection is dropped (a
     /// later call connects again), so a late reply to this request cannot be taken for the
     /// answer to the next one.

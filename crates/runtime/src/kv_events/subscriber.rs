@@ -118,46 +118,33 @@ impl EndpointSubscription {
                 .connected
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.resync(&mut stream).await;
-            let mut connected = true;
-            loop {
+            // Until the connection breaks: then a fresh socket connects again (the socket's
+            // own reconnection is not relied on) and the next connection resyncs.
+            let stopped = loop {
                 tokio::select! {
                     message = socket.recv() => match message {
-                        Ok(message) => {
-                            if !connected {
-                                // The socket reconnected on its own after a disconnection.
-                                connected = true;
-                                stats.connected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                                self.resync(&mut stream).await;
-                            }
-                            self.handle(&mut stream, message.into_vec()).await;
-                        }
+                        Ok(message) => self.handle(&mut stream, message.into_vec()).await,
                         Err(error) => {
                             tracing::warn!(endpoint = self.address, %error, "KV-event stream failed; reconnecting");
-                            break;
+                            break false;
                         }
                     },
                     event = monitor.next() => match event {
-                        Some(SocketEvent::Disconnected(_)) if connected => {
-                            connected = false;
-                            stats.connected.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                            tracing::warn!(endpoint = self.address, publisher = self.publisher, "KV-event publisher disconnected");
+                        Some(SocketEvent::Disconnected(_)) | None => {
+                            tracing::warn!(endpoint = self.address, publisher = self.publisher, "KV-event publisher disconnected; reconnecting");
+                            break false;
                         }
                         Some(_) => {}
-                        None => break,
                     },
-                    () = stop.wait() => {
-                        if connected {
-                            stats.connected.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        stats.subscriptions.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                        return;
-                    }
+                    () = stop.wait() => break true,
                 }
-            }
-            if connected {
-                stats
-                    .connected
-                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            };
+            stats
+                .connected
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            drop(socket);
+            if stopped {
+                break;
             }
         }
         stats
@@ -182,9 +169,15 @@ impl EndpointSubscription {
         let Some(replay) = stream.replay.as_mut() else {
             return;
         };
+        replay.disconnect();
         KvEventStats::bump(&self.target.stats.replay_requests);
         match replay.fetch(0).await {
             Ok(batches) => {
+                // Everything the publisher sent so far is in the buffer (or was before it
+                // filled up): the live stream must continue right after it.
+                stream
+                    .tracker
+                    .expect(batches.last().map_or(0, |(seq, _)| seq.saturating_add(1)));
                 let Some(endpoint) = self.endpoint() else {
                     return;
                 };
