@@ -157,6 +157,54 @@ fn a_longer_conversation_reuses_its_earlier_turns() {
 }
 
 #[test]
+fn completions_prompts_are_cached_with_their_special_tokens() {
+    let producer = build(json!({"tokenizerPath": fixture()})).unwrap();
+    let request = parse(
+        "/v1/completions",
+        &json!({"model": "m", "prompt": "A prompt sent twice.<|eot_id|>With a special token."}),
+    );
+    let first = ids(&producer, &request).unwrap();
+    assert_eq!(first[0], 0, "<|begin_of_text|> first");
+    assert_eq!(first, ids(uncached(), &request).unwrap());
+    let misses = producer.cache_stats().unwrap().misses;
+    assert_eq!(ids(&producer, &request).unwrap(), first);
+    let stats = producer.cache_stats().unwrap();
+    assert_eq!(stats.misses, misses, "{stats:?}");
+    assert!(stats.hits >= 2, "{stats:?}");
+}
+
+#[test]
+fn concurrent_requests_get_the_same_ids() {
+    let producer = build(json!({"tokenizerPath": fixture(), "cacheMaxTokens": 4096})).unwrap();
+    let requests: Vec<InferenceRequest> = (0..8)
+        .map(|i| {
+            parse(
+                "/v1/chat/completions",
+                &json!({"model": "m", "messages": [
+                    {"role": "system", "content": "Shared system prompt. ".repeat(20)},
+                    {"role": "user", "content": format!("Question {} {}", i % 3, "text ".repeat(30))}]}),
+            )
+        })
+        .collect();
+    let want: Vec<Vec<u32>> = requests
+        .iter()
+        .map(|r| ids(uncached(), r).unwrap())
+        .collect();
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..20 {
+                    for (request, want) in requests.iter().zip(&want) {
+                        assert_eq!(&ids(&producer, request).unwrap(), want);
+                    }
+                }
+            });
+        }
+    });
+    assert!(producer.cache_stats().unwrap().tokens <= 4096);
+}
+
+#[test]
 fn token_ids_pass_through_and_the_estimate_backend_borrows() {
     let given = InferenceRequest::new("r", "m", Prompt::Tokens(vec![5, 6, 7]));
     assert!(matches!(

@@ -177,7 +177,8 @@ impl HfTokenizer {
     /// What `add_special_tokens` adds around any text, when it is a fixed prefix and suffix.
     fn learn_affixes(&self) -> Option<(Vec<u32>, Vec<u32>)> {
         let mut learned: Option<(Vec<u32>, Vec<u32>)> = None;
-        for probe in ["Hello world", "", " a\nb 12"] {
+        // Non-empty probes: around nothing, a prefix and a suffix look alike.
+        for probe in ["Hello world", " a\nb 12", "x"] {
             let plain = self.encode_whole(probe, false).ok()?;
             let special = self.encode_whole(probe, true).ok()?;
             let start = (0..=special.len().saturating_sub(plain.len()))
