@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::Value;
-use shepherd_sim::serve::{self, ServeConfig, ServeHandle};
+use shepherd_sim::serve::{self, KvEventsConfig, ServeConfig, ServeHandle};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
@@ -101,6 +101,11 @@ pub struct Options {
     /// The picker's config file as it is, instead of the generated one (`listed` and
     /// `extra_config` then do not apply: give endpoints and ports in `epp_args`).
     pub config_text: Option<String>,
+    /// The simulated servers publish KV-cache events; the generated config then names each
+    /// endpoint's publisher and replay sockets in its labels.
+    pub kv_events: bool,
+    /// KV blocks per simulated server (the preset's when `None`).
+    pub num_gpu_blocks: Option<u32>,
 }
 
 impl Default for Options {
@@ -116,6 +121,8 @@ impl Default for Options {
             envoy_edits: Vec::new(),
             epp_args: Vec::new(),
             config_text: None,
+            kv_events: false,
+            num_gpu_blocks: None,
         }
     }
 }
@@ -123,6 +130,32 @@ impl Default for Options {
 /// The Shepherd config the picker is started with (and tests edit).
 pub fn shepherd_config(endpoints: &[SocketAddr], options: &Options) -> String {
     let list: Vec<String> = endpoints.iter().map(|a| format!("  - {a}\n")).collect();
+    shepherd_config_listing(list, options)
+}
+
+/// [`shepherd_config`] with the servers' KV-event sockets in their labels.
+pub fn shepherd_config_with_kv_events(
+    sims: &ServeHandle,
+    listed: &[usize],
+    options: &Options,
+) -> String {
+    let list: Vec<String> = listed
+        .iter()
+        .map(|&i| {
+            let kv = sims.kv_events(i).expect("the servers publish KV events");
+            format!(
+                "  - address: {}\n    labels:\n      shepherd.dev/kv-events-endpoint: {}\n      \
+                 shepherd.dev/kv-events-replay-endpoint: {}\n",
+                sims.addrs()[i],
+                kv.publish_endpoint(),
+                kv.replay_endpoint()
+            )
+        })
+        .collect();
+    shepherd_config_listing(list, options)
+}
+
+fn shepherd_config_listing(list: Vec<String>, options: &Options) -> String {
     let list = if list.is_empty() {
         " []\n".to_string()
     } else {
@@ -445,6 +478,12 @@ impl Stack {
         let envoy_binary = envoy_binary()?;
         let mut sim = ServeConfig::ephemeral(options.servers);
         sim.speed = options.speed;
+        if options.kv_events {
+            sim.kv_events = Some(KvEventsConfig::ephemeral());
+        }
+        if let Some(blocks) = options.num_gpu_blocks {
+            sim.engine.num_gpu_blocks = blocks;
+        }
         let sims = serve::spawn(sim).await.expect("simulated servers");
         let dir = tempfile::tempdir().unwrap();
         let config_path = dir.path().join("shepherd.yaml");
@@ -454,6 +493,13 @@ impl Stack {
         };
         let config_text = match &options.config_text {
             Some(text) => text.clone(),
+            None if options.kv_events => {
+                let indexes: Vec<usize> = match &options.listed {
+                    Some(listed) => listed.clone(),
+                    None => (0..sims.len()).collect(),
+                };
+                shepherd_config_with_kv_events(&sims, &indexes, &options)
+            }
             None => shepherd_config(&listed, &options),
         };
         std::fs::write(&config_path, config_text).unwrap();
