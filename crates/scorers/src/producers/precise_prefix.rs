@@ -4,7 +4,7 @@
 //!
 //! The producer owns a [`PreciseIndex`] fed by the servers' `BlockStored` / `BlockRemoved`
 //! events (vLLM's `--kv-events-config`; the runtime subscribes, see `docs/kv-events.md`), and
-//! hands consumers the same [`PrefixMatchInfo`] an `approx-prefix-cache-producer` does: a
+//! hands consumers the same [`PrefixMatchInfo`](super::PrefixMatchInfo) an `approx-prefix-cache-producer` does: a
 //! `prefix-cache-scorer` with `prefixMatchInfoProducerName: precise-prefix-cache-producer`
 //! scores by it, and a profile may use approximate and precise producers side by side. Picks
 //! are never recorded: the server's events say what it cached, and what it evicted.
@@ -385,7 +385,9 @@ impl PrecisePrefixParameters {
 /// Builds the producer: the [`PreciseIndex`] (kept across reloads with the same settings), a
 /// precise [`PrefixProducer`] under the plugin's name (for `prefixMatchInfoProducerName`), and
 /// the [`PreciseKvEvents`] under [`feed_name`].
-fn build(args: &PluginArgs<'_>) -> Result<(Arc<PrefixProducer>, Arc<PreciseKvEvents>), PluginError> {
+fn build(
+    args: &PluginArgs<'_>,
+) -> Result<(Arc<PrefixProducer>, Arc<PreciseKvEvents>), PluginError> {
     let parameters: PrecisePrefixParameters = args.parse()?;
     let (config, subscription) = parameters.validate()?;
     let feed_key = feed_name(args.name);
@@ -395,7 +397,11 @@ fn build(args: &PluginArgs<'_>) -> Result<(Arc<PrefixProducer>, Arc<PreciseKvEve
         .map(|old| Arc::clone(&old.index))
         .filter(|index| *index.config() == config)
         .unwrap_or_else(|| Arc::new(PreciseIndex::new(config)));
-    let producer = Arc::new(PrefixProducer::precise(Arc::clone(index.index()), args.name));
+    let producer = Arc::new(PrefixProducer::precise(
+        Arc::clone(index.index()),
+        args.name,
+        args.resources,
+    ));
     let feed = Arc::new(PreciseKvEvents {
         name: args.name.to_string(),
         index,

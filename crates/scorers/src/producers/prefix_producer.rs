@@ -10,13 +10,17 @@
 //! Two producers over the same index share one entry (entries are keyed by the index), so a
 //! consumer that wraps an index it found in the shared resources agrees with its owner.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::kv_events::precise_seed;
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, Extensions};
 use shepherd_scheduler_core::prefix::{BlockChain, PrefixIndex, PrefixMatch, chain_seed};
+use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
+use shepherd_scheduler_core::resources::Resources;
+
+use super::TokenProducer;
 
 /// The prefix match of the current request against one producer's index (a cycle
 /// extension, read through [`PrefixProducer::produce`] or [`PrefixMatchInfo::find`]).
@@ -84,7 +88,31 @@ pub struct PrefixProducer {
     index: Arc<PrefixIndex>,
     auto_tune: bool,
     precise: bool,
+    tokens: Option<TokenSource>,
     name: Arc<str>,
+}
+
+/// Where a precise producer gets the request's real token ids: the first exact
+/// [`TokenProducer`] (a `token-producer` with a tokenizer) in the shared resources, found on
+/// the first cycle (plugins may be declared in any order).
+#[derive(Debug)]
+struct TokenSource {
+    resources: Arc<Resources>,
+    resolved: OnceLock<Option<Arc<TokenProducer>>>,
+}
+
+impl TokenSource {
+    fn get(&self) -> Option<&Arc<TokenProducer>> {
+        self.resolved
+            .get_or_init(|| {
+                self.resources
+                    .all::<TokenProducer>()
+                    .into_iter()
+                    .map(|(_, producer)| producer)
+                    .find(|producer| producer.is_exact())
+            })
+            .as_ref()
+    }
 }
 
 impl PrefixProducer {
@@ -95,20 +123,32 @@ impl PrefixProducer {
             index,
             auto_tune,
             precise: false,
+            tokens: None,
             name: Arc::from(name),
         }
     }
 
     /// A precise producer over `index` (the index of a
     /// [`PreciseIndex`](shepherd_scheduler_core::kv_events::PreciseIndex)): picks are not
-    /// recorded and chains are seeded by the LoRA adapter alone. `name` labels its metrics.
-    pub fn precise(index: Arc<PrefixIndex>, name: &str) -> Self {
+    /// recorded, chains are seeded by the LoRA adapter alone, and requests are hashed from
+    /// the token ids of an exact `token-producer` found in `resources` (else from their own
+    /// prompt: token ids, or 4-byte pseudo tokens). `name` labels its metrics.
+    pub fn precise(index: Arc<PrefixIndex>, name: &str, resources: &Arc<Resources>) -> Self {
         PrefixProducer {
             index,
             auto_tune: false,
             precise: true,
+            tokens: Some(TokenSource {
+                resources: Arc::clone(resources),
+                resolved: OnceLock::new(),
+            }),
             name: Arc::from(name),
         }
+    }
+
+    /// The exact token producer this (precise) producer hashes requests with, if any.
+    pub fn token_producer(&self) -> Option<&Arc<TokenProducer>> {
+        self.tokens.as_ref().and_then(TokenSource::get)
     }
 
     /// Whether this producer reads a precise (event-fed) index.
@@ -126,14 +166,13 @@ impl PrefixProducer {
         self.auto_tune
     }
 
-    fn fresh_chain(&self, cycle: &CycleState<'_>) -> BlockChain {
-        let request = cycle.request;
+    fn fresh_chain(&self, request: &InferenceRequest, prompt: &Prompt) -> BlockChain {
         let seed = if self.precise {
             precise_seed(request.lora.as_deref())
         } else {
             chain_seed(&request.model, request.lora.as_deref(), "")
         };
-        self.index.chain(seed, &request.prompt)
+        self.index.chain(seed, prompt)
     }
 
     fn position(&self, extensions: &Extensions) -> Option<usize> {
@@ -150,10 +189,15 @@ impl PrefixProducer {
         let at = match self.position(&cycle.extensions) {
             Some(at) => at,
             None => {
-                let mut chain = self.fresh_chain(cycle);
+                let request = cycle.request;
+                // A tokenizer failure falls back to the request's own prompt.
+                let tokenized = self
+                    .token_producer()
+                    .and_then(|tokens| tokens.prompt_for(request).ok());
+                let prompt = tokenized.as_deref().unwrap_or(&request.prompt);
+                let mut chain = self.fresh_chain(request, prompt);
                 let mut found = PrefixMatch::new();
-                self.index
-                    .match_into(&mut chain, &cycle.request.prompt, &mut found);
+                self.index.match_into(&mut chain, prompt, &mut found);
                 let block_tokens = self.index.config().layout.block_tokens();
                 let per_block = block_tokens as u64;
                 CachedPrefix::publish(
@@ -220,7 +264,7 @@ impl PrefixProducer {
                 }
             }
             None => {
-                let mut chain = self.fresh_chain(cycle);
+                let mut chain = self.fresh_chain(cycle.request, prompt);
                 self.index
                     .insert_chain(picked.id(), &mut chain, prompt, Some(capacity));
                 let info = PrefixMatchInfo {
