@@ -36,6 +36,9 @@ pub struct BlockPool {
     free: usize,
     cached: AHashMap<u64, u32>,
     evictions: u64,
+    /// Hashes dropped from the cache since the last [`BlockPool::take_evicted`], in order;
+    /// `None` unless [`BlockPool::record_evictions`] turned the log on.
+    evicted: Option<Vec<u64>>,
 }
 
 impl BlockPool {
@@ -52,6 +55,7 @@ impl BlockPool {
             free: 0,
             cached: AHashMap::new(),
             evictions: 0,
+            evicted: None,
         };
         for b in 0..total {
             pool.push_back(b);
@@ -77,6 +81,40 @@ impl BlockPool {
     /// Number of cached blocks dropped from the cache to make room.
     pub fn evictions(&self) -> u64 {
         self.evictions
+    }
+
+    /// Number of distinct hashes cached right now (blocks in use or free).
+    pub fn cached_blocks(&self) -> usize {
+        self.cached.len()
+    }
+
+    /// Starts logging the hash of every block dropped from the cache (for KV-cache events);
+    /// [`BlockPool::take_evicted`] hands the log over.
+    pub fn record_evictions(&mut self) {
+        self.evicted.get_or_insert_with(Vec::new);
+    }
+
+    /// Appends the hashes evicted since the last call to `out`, oldest first (nothing unless
+    /// [`BlockPool::record_evictions`] was called).
+    pub fn take_evicted(&mut self, out: &mut Vec<u64>) {
+        if let Some(log) = &mut self.evicted {
+            out.append(log);
+        }
+    }
+
+    /// Drops every cached hash, as vLLM's `reset_prefix_cache` does, when no block is in use;
+    /// returns whether it did. The dropped hashes are not logged as evictions: the caller
+    /// announces the reset as a whole.
+    pub fn reset_prefix_cache(&mut self) -> bool {
+        if self.used_blocks() > 0 {
+            return false;
+        }
+        self.cached.clear();
+        self.hash.fill(None);
+        if let Some(log) = &mut self.evicted {
+            log.clear();
+        }
+        true
     }
 
     /// Counts blocks by state, walking every block: `(in use, in the free queue)`. For
@@ -122,6 +160,9 @@ impl BlockPool {
         if let Some(h) = self.hash[b as usize].take() {
             if self.cached.get(&h) == Some(&b) {
                 self.cached.remove(&h);
+                if let Some(log) = &mut self.evicted {
+                    log.push(h);
+                }
             }
             self.evictions += 1;
         }
@@ -130,13 +171,15 @@ impl BlockPool {
     }
 
     /// Marks block `b` (full, in use) as holding the content with `hash`, so later requests
-    /// can reuse it. When another block already caches that content, `b` stays uncached.
-    pub fn register(&mut self, b: u32, hash: u64) {
+    /// can reuse it, and returns `true`. When another block already caches that content, `b`
+    /// stays uncached and the answer is `false`.
+    pub fn register(&mut self, b: u32, hash: u64) -> bool {
         if self.cached.contains_key(&hash) {
-            return;
+            return false;
         }
         self.cached.insert(hash, b);
         self.hash[b as usize] = Some(hash);
+        true
     }
 
     /// Drops one reference on each of `blocks`, in the order given; blocks that reach zero go

@@ -17,7 +17,13 @@
 //! use shepherd_sim::engine::{Engine, EngineConfig, EngineEvent, EngineRequest};
 //!
 //! let mut engine = Engine::new(EngineConfig::h100_llama8b());
-//! let request = EngineRequest { id: 1, prompt_len: 100, output_len: 2, block_hashes: vec![11, 12, 13, 14, 15, 16] };
+//! let request = EngineRequest {
+//!     id: 1,
+//!     prompt_len: 100,
+//!     output_len: 2,
+//!     block_hashes: vec![11, 12, 13, 14, 15, 16],
+//!     tokens: None,
+//! };
 //! engine.add_request(request, 0).unwrap();
 //! let mut now = 0;
 //! while let Some(d) = engine.begin_step(now) {
@@ -27,14 +33,81 @@
 //! let events = engine.drain_events();
 //! assert!(matches!(events.last(), Some(EngineEvent::Finished { id: 1, .. })));
 //! ```
+//!
+//! # KV-cache events
+//!
+//! With [`Engine::enable_kv_events`] the engine also records the KV-cache events vLLM's block
+//! pool publishes (`vllm/v1/core/block_pool.py`), for [`Engine::drain_kv_events`]:
+//!
+//! - [`KvEvent::BlockStored`] when blocks of a request become cached under their hash (only
+//!   hashes not cached already): one event per request and step with its consecutive newly
+//!   cached blocks (should a block whose hash another block already caches interrupt them,
+//!   one event per run), `parent_block_hash` the hash of the block before the first one in the
+//!   request's list (`None` for its first block), `token_ids` exactly those blocks' tokens,
+//!   `medium` `"GPU"`. A request without [`EngineRequest::tokens`] (or with fewer tokens than
+//!   its hashes cover) produces no `BlockStored`: its blocks are cached all the same, so
+//!   their later `BlockRemoved` names hashes a subscriber never saw stored.
+//! - [`KvEvent::BlockRemoved`] when a cached block is reused for other content and its hash
+//!   leaves the cache; the evictions of one step come in one event, in eviction order, before
+//!   the step's stores.
+//! - [`KvEvent::AllBlocksCleared`] when [`Engine::reset_prefix_cache`] succeeds.
+//!
+//! Replaying the events in order into a set gives exactly the hashes the engine holds.
+//! Recording is off by default and costs nothing then; when on, a step that changes nothing
+//! in the cache allocates nothing.
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use shepherd_scheduler_core::kv_events::KvEvent;
+//! use shepherd_sim::engine::{Engine, EngineConfig, EngineRequest};
+//! use shepherd_sim::workload::block_hashes;
+//!
+//! let mut engine = Engine::new(EngineConfig::h100_llama8b());
+//! engine.enable_kv_events();
+//! // 40 prompt tokens and 10 output tokens: three full 16-token blocks.
+//! let tokens: Vec<u32> = (0..50).collect();
+//! let request = EngineRequest {
+//!     id: 1,
+//!     prompt_len: 40,
+//!     output_len: 10,
+//!     block_hashes: block_hashes(&tokens, 16),
+//!     tokens: Some(Arc::from(tokens)),
+//! };
+//! let hashes = request.block_hashes.clone();
+//! engine.add_request(request, 0).unwrap();
+//! let mut now = 0;
+//! while let Some(d) = engine.begin_step(now) {
+//!     now += d;
+//!     engine.finish_step(now);
+//! }
+//! let mut events = Vec::new();
+//! engine.drain_kv_events(&mut events);
+//! // The prefill caches the two blocks inside the prompt; the third fills up while decoding.
+//! let KvEvent::BlockStored(first) = &events[0] else { panic!() };
+//! assert_eq!(first.block_hashes.len(), 2);
+//! assert_eq!(first.parent_block_hash, None);
+//! assert_eq!(first.token_ids, (0..32).collect::<Vec<u32>>());
+//! let KvEvent::BlockStored(last) = &events[1] else { panic!() };
+//! assert_eq!(last.parent_block_hash.map(|h| h.0), Some(hashes[1]));
+//! assert_eq!(engine.cached_prefix_blocks(&hashes), 3);
+//!
+//! // Nothing is in use once the request finished: the cache can be reset.
+//! assert!(engine.reset_prefix_cache());
+//! engine.drain_kv_events(&mut events);
+//! assert_eq!(events.last(), Some(&KvEvent::AllBlocksCleared));
+//! assert_eq!(engine.cached_prefix_blocks(&hashes), 0);
+//! ```
 
 mod cost;
 mod kv;
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use ahash::AHashMap;
 use serde::{Deserialize, Serialize};
+use shepherd_scheduler_core::kv_events::{BlockRemoved, BlockStored, EngineBlockHash, KvEvent};
 use thiserror::Error;
 
 pub use cost::{BatchShape, CostModel};
@@ -104,6 +177,10 @@ pub struct EngineRequest {
     /// Chained hash of every full block of the prompt followed by the output; blocks beyond
     /// the list are never cached.
     pub block_hashes: Vec<u64>,
+    /// The tokens `block_hashes` were computed over (prompt, then output), for the
+    /// `token_ids` of KV-cache events; `None` when the caller does not have them (the request
+    /// then publishes no `BlockStored`, see [the module docs](self#kv-cache-events)).
+    pub tokens: Option<Arc<[u32]>>,
 }
 
 /// Why the engine refused a request.
@@ -212,6 +289,10 @@ pub struct Engine {
     in_step: bool,
     events: Vec<EngineEvent>,
     stats: EngineStats,
+    /// KV-cache events recorded since the last drain; `None` while recording is off.
+    kv_events: Option<Vec<KvEvent>>,
+    /// Scratch for the pool's eviction log.
+    evicted: Vec<u64>,
 }
 
 impl Engine {
@@ -233,7 +314,69 @@ impl Engine {
             in_step: false,
             events: Vec::new(),
             stats: EngineStats::default(),
+            kv_events: None,
+            evicted: Vec::new(),
         }
+    }
+
+    /// Starts recording KV-cache events (see [the module docs](self#kv-cache-events)). The
+    /// blocks cached before the call are never announced.
+    pub fn enable_kv_events(&mut self) {
+        self.kv_events.get_or_insert_with(Vec::new);
+        self.pool.record_evictions();
+    }
+
+    /// Whether [`Engine::enable_kv_events`] was called.
+    pub fn kv_events_enabled(&self) -> bool {
+        self.kv_events.is_some()
+    }
+
+    /// Appends the KV-cache events recorded since the last call to `out`, in order (nothing
+    /// while recording is off).
+    pub fn drain_kv_events(&mut self, out: &mut Vec<KvEvent>) {
+        self.flush_evictions();
+        if let Some(events) = &mut self.kv_events {
+            out.append(events);
+        }
+    }
+
+    /// Drops every cached block hash, as vLLM's `reset_prefix_cache`: only when no block is in
+    /// use (no request is running); records [`KvEvent::AllBlocksCleared`] and returns `true`
+    /// when it reset, `false` otherwise.
+    pub fn reset_prefix_cache(&mut self) -> bool {
+        self.flush_evictions();
+        if !self.pool.reset_prefix_cache() {
+            return false;
+        }
+        if let Some(events) = &mut self.kv_events {
+            events.push(KvEvent::AllBlocksCleared);
+        }
+        true
+    }
+
+    /// How many leading hashes of `block_hashes` are in the prefix cache right now (what an
+    /// oracle router would read from the engine).
+    pub fn cached_prefix_blocks(&self, block_hashes: &[u64]) -> usize {
+        block_hashes
+            .iter()
+            .take_while(|&&h| self.pool.lookup(h).is_some())
+            .count()
+    }
+
+    /// Moves the pool's eviction log into one [`KvEvent::BlockRemoved`].
+    fn flush_evictions(&mut self) {
+        let Some(events) = &mut self.kv_events else {
+            return;
+        };
+        self.pool.take_evicted(&mut self.evicted);
+        if self.evicted.is_empty() {
+            return;
+        }
+        events.push(KvEvent::BlockRemoved(BlockRemoved {
+            block_hashes: self.evicted.drain(..).map(EngineBlockHash).collect(),
+            medium: Some(MEDIUM_GPU.to_owned()),
+            group_idx: None,
+        }));
     }
 
     /// The configuration.
@@ -450,6 +593,8 @@ impl Engine {
             return;
         }
         self.in_step = false;
+        // The step's evictions (made when it began) come before its stores.
+        self.flush_evictions();
         let bs = self.config.block_size;
         let mut finished = Vec::new();
         for &(id, n) in &self.batch {
@@ -460,8 +605,25 @@ impl Engine {
             let full = ((seq.num_computed / bs) as usize)
                 .min(seq.req.block_hashes.len())
                 .min(seq.blocks.len());
-            for j in seq.registered..full {
-                self.pool.register(seq.blocks[j], seq.req.block_hashes[j]);
+            match &mut self.kv_events {
+                None => {
+                    for j in seq.registered..full {
+                        self.pool.register(seq.blocks[j], seq.req.block_hashes[j]);
+                    }
+                }
+                Some(events) => {
+                    let mut run: Option<usize> = None;
+                    for j in seq.registered..full {
+                        if self.pool.register(seq.blocks[j], seq.req.block_hashes[j]) {
+                            run.get_or_insert(j);
+                        } else if let Some(start) = run.take() {
+                            push_stored(events, &seq.req, start..j, bs);
+                        }
+                    }
+                    if let Some(start) = run {
+                        push_stored(events, &seq.req, start..full, bs);
+                    }
+                }
             }
             seq.registered = seq.registered.max(full);
             if seq.num_computed == seq.num_tokens() {
@@ -518,6 +680,43 @@ impl Engine {
         self.stats.preemptions += 1;
         self.waiting.push_front(id);
     }
+}
+
+/// `medium` of the events: vLLM's `MEDIUM_GPU`.
+const MEDIUM_GPU: &str = "GPU";
+
+/// Records the `BlockStored` of `req`'s blocks `blocks` (consecutive, newly cached), unless
+/// the request lacks the tokens they hold.
+fn push_stored(
+    events: &mut Vec<KvEvent>,
+    req: &EngineRequest,
+    blocks: std::ops::Range<usize>,
+    block_size: u32,
+) {
+    let bs = block_size as usize;
+    let Some(token_ids) = req
+        .tokens
+        .as_deref()
+        .and_then(|t| t.get(blocks.start * bs..blocks.end * bs))
+    else {
+        return;
+    };
+    let parent_block_hash = blocks
+        .start
+        .checked_sub(1)
+        .and_then(|p| req.block_hashes.get(p))
+        .map(|&h| EngineBlockHash(h));
+    events.push(KvEvent::BlockStored(BlockStored {
+        block_hashes: req.block_hashes[blocks]
+            .iter()
+            .map(|&h| EngineBlockHash(h))
+            .collect(),
+        parent_block_hash,
+        token_ids: token_ids.to_vec(),
+        block_size,
+        medium: Some(MEDIUM_GPU.to_owned()),
+        ..BlockStored::default()
+    }));
 }
 
 fn add_to_shape(shape: &mut BatchShape, seq: &Seq, n: u32) {

@@ -172,14 +172,11 @@ impl Sim<'_> {
             // What each server's KV events would have told the router: the request's leading
             // full prompt blocks in its prefix cache.
             let prompt_blocks = &hashes[..(prompt_len as usize / bs).min(hashes.len())];
-            let cached = self.engines.iter().zip(&replica.endpoints).map(|(e, ep)| {
-                let pool = e.block_pool();
-                let n = prompt_blocks
-                    .iter()
-                    .take_while(|h| pool.lookup(**h).is_some())
-                    .count();
-                (ep.id(), n as u32)
-            });
+            let cached = self
+                .engines
+                .iter()
+                .zip(&replica.endpoints)
+                .map(|(e, ep)| (ep.id(), e.cached_prefix_blocks(prompt_blocks) as u32));
             replica.feed.publish_cached_blocks(&request.id, cached);
         }
         let started = Instant::now();
@@ -210,6 +207,9 @@ impl Sim<'_> {
             prompt_len,
             output_len: spec.output.len,
             block_hashes: hashes,
+            // The runner's engines publish no KV-cache events: routers that want the cache's
+            // state read the engines directly.
+            tokens: None,
         };
         if self.engines[server as usize]
             .add_request(engine_request, now)

@@ -2,13 +2,15 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+use shepherd_scheduler_core::kv_events::wire::Encoding;
 
 use crate::engine::EngineConfig;
 
 use super::config::{
-    DEFAULT_MAX_MODEL_LEN, DEFAULT_MAX_PENDING, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TOKENS_CAP,
-    DEFAULT_MODEL, DEFAULT_PRESET,
+    DEFAULT_KV_EVENTS_BUFFER_STEPS, DEFAULT_KV_EVENTS_PORT_BASE, DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_MAX_PENDING, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TOKENS_CAP, DEFAULT_MODEL, DEFAULT_PRESET,
+    KvEventsConfig,
 };
 use super::{ServeConfig, ServeError, run};
 
@@ -19,7 +21,8 @@ pub const DEFAULT_PORT_BASE: u16 = 8000;
 
 /// Serve N simulated vLLM servers over HTTP on loopback ports, each running the simulator's
 /// engine in real time: OpenAI completions (JSON and SSE), /v1/models, /metrics with vLLM's
-/// metric names, /health. Each response names its server in `x-shepherd-sim-server`.
+/// metric names, /health, /reset_prefix_cache; optionally vLLM's KV-cache events over
+/// ZeroMQ. Each response names its server in `x-shepherd-sim-server`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Number of servers, on consecutive ports from --port-base [default: 2].
@@ -64,6 +67,43 @@ pub struct ServeArgs {
     /// Runtime worker threads (default: available cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Publish KV-cache events as vLLM does (ZeroMQ PUB plus a ROUTER replay socket per
+    /// server, topic kv@HOST:PORT@MODEL).
+    #[arg(long)]
+    pub kv_events: bool,
+    /// Port of server 0's KV-event PUB socket: server i publishes on base + 2i and replays
+    /// on base + 2i + 1 (0 lets the OS pick).
+    #[arg(long, default_value_t = DEFAULT_KV_EVENTS_PORT_BASE, requires = "kv_events")]
+    pub kv_events_port_base: u16,
+    /// Payload encoding: msgspec array_like (positional, vLLM's older format) or map
+    /// (field names, tag under "type").
+    #[arg(long, value_enum, default_value_t = KvEventsEncoding::Array, requires = "kv_events")]
+    pub kv_events_encoding: KvEventsEncoding,
+    /// Batches kept for replay (vLLM's buffer_steps).
+    #[arg(long, default_value_t = DEFAULT_KV_EVENTS_BUFFER_STEPS, requires = "kv_events")]
+    pub kv_events_buffer_steps: usize,
+    /// Replay replies carry the topic before the sequence number, as the newest vLLM sends
+    /// them (default: [seq, payload], as older vLLM and SGLang).
+    #[arg(long, requires = "kv_events")]
+    pub kv_events_replay_topic: bool,
+}
+
+/// `--kv-events-encoding`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KvEventsEncoding {
+    /// Positional arrays, the tag first (msgspec `array_like=True`).
+    Array,
+    /// Field-name maps, the tag under `"type"`.
+    Map,
+}
+
+impl From<KvEventsEncoding> for Encoding {
+    fn from(e: KvEventsEncoding) -> Self {
+        match e {
+            KvEventsEncoding::Array => Encoding::ArrayLike,
+            KvEventsEncoding::Map => Encoding::Map,
+        }
+    }
 }
 
 impl ServeArgs {
@@ -125,6 +165,15 @@ impl ServeArgs {
         config.max_tokens_cap = self.max_tokens_cap;
         config.max_model_len = self.max_model_len;
         config.max_pending = self.max_pending;
+        if self.kv_events {
+            config.kv_events = Some(KvEventsConfig {
+                port_base: self.kv_events_port_base,
+                buffer_steps: self.kv_events_buffer_steps,
+                encoding: self.kv_events_encoding.into(),
+                replay_topic: self.kv_events_replay_topic,
+                ..KvEventsConfig::default()
+            });
+        }
         config.validate()?;
         Ok(config)
     }
@@ -191,5 +240,37 @@ mod tests {
         assert!(config(&["--preset", "tpu"]).is_err());
         let c = config(&["--preset", "a100-llama8b", "--num-gpu-blocks", "100"]).unwrap();
         assert_eq!(c.engine.num_gpu_blocks, 100);
+    }
+
+    #[test]
+    fn kv_event_flags() {
+        assert_eq!(config(&[]).unwrap().kv_events, None);
+        let c = config(&["--kv-events"]).unwrap();
+        assert_eq!(c.kv_events, Some(KvEventsConfig::default()));
+        let kv = c.kv_events.unwrap();
+        assert_eq!(kv.ports(0), Some((5557, 5558)));
+        assert_eq!(kv.ports(1), Some((5559, 5560)));
+        let c = config(&[
+            "--kv-events",
+            "--kv-events-port-base",
+            "0",
+            "--kv-events-encoding",
+            "map",
+            "--kv-events-buffer-steps",
+            "5",
+            "--kv-events-replay-topic",
+        ])
+        .unwrap();
+        let kv = c.kv_events.unwrap();
+        assert_eq!((kv.port_base, kv.buffer_steps), (0, 5));
+        assert!(kv.replay_topic);
+        assert_eq!(kv.encoding, Encoding::Map);
+        assert_eq!(kv.ports(3), Some((0, 0)));
+        // The flags need --kv-events; the ports must fit.
+        let mut argv = vec!["serve", "--kv-events-port-base", "6000"];
+        assert!(Cli::try_parse_from(&argv).is_err());
+        argv.push("--kv-events");
+        assert!(Cli::try_parse_from(&argv).is_ok());
+        assert!(config(&["--kv-events", "--kv-events-port-base", "65534"]).is_err());
     }
 }

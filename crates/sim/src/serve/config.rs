@@ -2,6 +2,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use shepherd_scheduler_core::kv_events::wire::Encoding;
+
 use crate::engine::EngineConfig;
 
 use super::ServeError;
@@ -24,6 +26,82 @@ pub const MIN_SPEED: f64 = 1e-3;
 pub const MAX_SPEED: f64 = 1e6;
 /// Largest request body accepted, in bytes (the core parser's default limit).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// The first KV-event port by default: vLLM's default publisher endpoint is `tcp://*:5557`.
+pub const DEFAULT_KV_EVENTS_PORT_BASE: u16 = 5557;
+/// Batches kept for replay by default (vLLM's `buffer_steps`).
+pub const DEFAULT_KV_EVENTS_BUFFER_STEPS: usize = 10_000;
+/// Batches waiting between an engine and its publisher by default before new ones are dropped
+/// (vLLM's `max_queue_size`).
+pub const DEFAULT_KV_EVENTS_QUEUE: usize = 100_000;
+/// Largest publisher queue accepted.
+const MAX_KV_EVENTS_QUEUE: usize = 1 << 24;
+
+/// KV-cache event publishing, as vLLM's `ZmqEventPublisher` does it (`--kv-events-config`
+/// with `publisher: zmq`, a replay endpoint, `buffer_steps`).
+///
+/// Server `i` binds a ZeroMQ PUB socket on `port_base + 2i` and a ROUTER replay socket on
+/// `port_base + 2i + 1`, on the host of its HTTP address; `port_base` 0 lets the OS pick
+/// every port. Its topic is `kv@<ip:port of its HTTP address>@<model>`.
+///
+/// ```
+/// use shepherd_sim::serve::{KvEventsConfig, ServeConfig};
+///
+/// let mut config = ServeConfig::ephemeral(2);
+/// config.kv_events = Some(KvEventsConfig::ephemeral()); // PUB and replay ports picked by the OS
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvEventsConfig {
+    /// Port of server 0's PUB socket; 0 lets the OS pick every port.
+    pub port_base: u16,
+    /// Batches kept for replay (0 keeps none: a replay only gets the end marker).
+    pub buffer_steps: usize,
+    /// How payloads are encoded: msgspec `array_like` (vLLM before the switch to maps, the
+    /// default) or field-name maps.
+    pub encoding: Encoding,
+    /// Batches waiting for the publisher before new ones are dropped (and counted).
+    pub queue_capacity: usize,
+    /// Replay replies carry the topic before the sequence number, as the newest vLLM sends
+    /// them (`[topic, seq, payload]`, the end marker `[empty, -1, empty]`); without, they are
+    /// `[seq, payload]` and `[-1, empty]`, as older vLLM and SGLang send them (the default).
+    pub replay_topic: bool,
+}
+
+impl Default for KvEventsConfig {
+    /// The CLI's defaults: ports from 5557, 10,000 batches for replay, array-like payloads.
+    fn default() -> Self {
+        KvEventsConfig {
+            port_base: DEFAULT_KV_EVENTS_PORT_BASE,
+            buffer_steps: DEFAULT_KV_EVENTS_BUFFER_STEPS,
+            encoding: Encoding::ArrayLike,
+            queue_capacity: DEFAULT_KV_EVENTS_QUEUE,
+            replay_topic: false,
+        }
+    }
+}
+
+impl KvEventsConfig {
+    /// The defaults, with every port picked by the OS (for tests).
+    pub fn ephemeral() -> Self {
+        KvEventsConfig {
+            port_base: 0,
+            ..KvEventsConfig::default()
+        }
+    }
+
+    /// The PUB and replay ports of server `index` (both 0 when the OS picks), or `None` when
+    /// they pass port 65535.
+    pub fn ports(&self, index: usize) -> Option<(u16, u16)> {
+        if self.port_base == 0 {
+            return Some((0, 0));
+        }
+        let publish = u16::try_from(index)
+            .ok()
+            .and_then(|i| i.checked_mul(2))
+            .and_then(|offset| self.port_base.checked_add(offset))?;
+        Some((publish, publish.checked_add(1)?))
+    }
+}
 
 /// Everything [`spawn`](super::spawn) needs. The defaults are the CLI's defaults.
 ///
@@ -54,6 +132,8 @@ pub struct ServeConfig {
     pub max_model_len: u32,
     /// Largest request body accepted, in bytes; larger bodies get 413.
     pub max_body_bytes: usize,
+    /// KV-cache event publishing over ZeroMQ; `None` (the default) publishes nothing.
+    pub kv_events: Option<KvEventsConfig>,
 }
 
 impl ServeConfig {
@@ -71,6 +151,7 @@ impl ServeConfig {
             max_tokens_cap: DEFAULT_MAX_TOKENS_CAP,
             max_model_len: DEFAULT_MAX_MODEL_LEN,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            kv_events: None,
         }
     }
 
@@ -115,6 +196,21 @@ impl ServeConfig {
                 "num-gpu-blocks",
                 "the KV cache must have at least one block",
             );
+        }
+        if let Some(kv) = &self.kv_events {
+            if kv.ports(self.addrs.len().saturating_sub(1)).is_none() {
+                return Err(ServeError::Config {
+                    option: "kv-events-port-base",
+                    reason: format!(
+                        "{} + 2 ports for each of {} servers passes port 65535",
+                        kv.port_base,
+                        self.addrs.len()
+                    ),
+                });
+            }
+            if !(1..=MAX_KV_EVENTS_QUEUE).contains(&kv.queue_capacity) {
+                return invalid("kv-events-queue", "must be between 1 and 16777216");
+            }
         }
         Ok(())
     }

@@ -1,14 +1,20 @@
 //! One simulated server's state, and the task that drives its engine in real time.
 //!
-//! The driver task owns the [`Engine`]. Handlers hand it [`Submission`]s through a bounded
-//! channel; each carries a bounded channel of [`Update`]s back to the handler. Whenever work
-//! exists the driver runs a step: [`Engine::begin_step`], a sleep of the step's simulated
-//! duration divided by the speed factor (`tokio::time`, so tests can pause time), then
-//! [`Engine::finish_step`], and it sends each request the tokens that step produced (one
-//! update per step that produced a token: the first after the prefill, then one per decode).
+//! The driver task owns the [`Engine`]. Handlers hand it [`Command`]s through a bounded
+//! channel: [`Submission`]s, each with a bounded channel of [`Update`]s back to the handler,
+//! and prefix-cache resets. Whenever work exists the driver runs a step:
+//! [`Engine::begin_step`], a sleep of the step's simulated duration divided by the speed
+//! factor (`tokio::time`, so tests can pause time), then [`Engine::finish_step`], and it sends
+//! each request the tokens that step produced (one update per step that produced a token: the
+//! first after the prefill, then one per decode).
 //! Submissions that arrive during a step join the queue at once, so the waiting gauge sees
 //! them. A request whose handler went away (the client disconnected) is aborted in the engine
 //! before the next step.
+//!
+//! With KV-cache events on, the driver drains the engine's events after each step (and after
+//! a prefix-cache reset), numbers the batch, and hands it to the server's publisher task
+//! ([`super::publisher`]) without waiting: when the publisher's queue is full the batch is
+//! dropped, counted, and its number spent.
 //!
 //! The pace keeps simulated time at `speed` × wall time since the server last became busy:
 //! a late step is followed by the next one at once, so short sleeps that the timer rounds up
@@ -17,16 +23,18 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use ahash::AHashMap;
 use parking_lot::Mutex;
-use tokio::sync::mpsc;
+use shepherd_scheduler_core::kv_events::{KvEvent, KvEventBatch};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::engine::{Engine, EngineEvent, EngineRequest, EngineSnapshot, EngineStats};
 
 use super::ServeConfig;
+use super::publisher::{KvControl, Numbered};
 
 /// What the driver tells a request's handler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +60,24 @@ pub(crate) struct Submission {
     pub(crate) ends_by_length: bool,
     /// Where its tokens go; capacity `output_len + 2`, so the driver never has to wait.
     pub(crate) updates: mpsc::Sender<Update>,
+}
+
+/// What handlers ask of the driver.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Run this request.
+    Submit(Submission),
+    /// Reset the prefix cache (`POST /reset_prefix_cache`); the answer says whether it did.
+    ResetPrefixCache(oneshot::Sender<bool>),
+}
+
+/// Where the driver sends its KV-cache event batches.
+#[derive(Debug)]
+pub(crate) struct KvSink {
+    /// The publisher's queue.
+    pub(crate) batches: mpsc::Sender<Numbered>,
+    /// Counters shared with the publisher.
+    pub(crate) control: Arc<KvControl>,
 }
 
 /// What `/metrics` reports, as of the driver's last step.
@@ -178,13 +204,27 @@ impl Pace {
     }
 }
 
-/// Runs server `shared`'s engine until every sender of `submissions` is gone.
-pub(crate) async fn drive(shared: Arc<Shared>, mut submissions: mpsc::Receiver<Submission>) {
+/// Runs server `shared`'s engine until every sender of `submissions` is gone, publishing its
+/// KV-cache events to `kv` when given.
+pub(crate) async fn drive(
+    shared: Arc<Shared>,
+    mut submissions: mpsc::Receiver<Command>,
+    kv: Option<KvSink>,
+) {
+    let mut engine = Engine::new(shared.config.engine);
+    if kv.is_some() {
+        engine.enable_kv_events();
+    }
     let mut driver = Driver {
-        engine: Engine::new(shared.config.engine),
+        engine,
         live: AHashMap::new(),
         gauges: shared.gauges(),
         now: 0,
+        kv: kv.map(|sink| KvOut {
+            sink,
+            next_seq: 0,
+            events: Vec::new(),
+        }),
     };
     let mut pace = Pace {
         speed: shared.config.speed,
@@ -237,6 +277,7 @@ pub(crate) async fn drive(shared: Arc<Shared>, mut submissions: mpsc::Receiver<S
         }
         driver.now = driver.now.saturating_add(nanos);
         driver.engine.finish_step(driver.now);
+        driver.send_kv_events();
         driver.deliver();
         driver.publish(&shared);
         if !open && driver.live.is_empty() {
@@ -250,10 +291,56 @@ struct Driver {
     live: AHashMap<u64, Live>,
     gauges: Gauges,
     now: u64,
+    kv: Option<KvOut>,
+}
+
+/// The driver's side of KV-event publishing.
+struct KvOut {
+    sink: KvSink,
+    /// The next batch's sequence number.
+    next_seq: u64,
+    /// Scratch for the engine's events.
+    events: Vec<KvEvent>,
 }
 
 impl Driver {
-    fn submit(&mut self, s: Submission) {
+    fn submit(&mut self, command: Command) {
+        match command {
+            Command::Submit(s) => self.add(s),
+            Command::ResetPrefixCache(reply) => {
+                let reset = self.engine.reset_prefix_cache();
+                self.send_kv_events();
+                let _ = reply.send(reset);
+            }
+        }
+    }
+
+    /// Hands the engine's KV-cache events since the last call to the publisher, as one
+    /// numbered batch (nothing when there are none).
+    fn send_kv_events(&mut self) {
+        let Some(kv) = &mut self.kv else {
+            return;
+        };
+        self.engine.drain_kv_events(&mut kv.events);
+        if kv.events.is_empty() {
+            return;
+        }
+        let ts = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let batch = KvEventBatch {
+            ts,
+            events: std::mem::take(&mut kv.events),
+            data_parallel_rank: Some(0),
+        };
+        let seq = kv.next_seq;
+        kv.next_seq += 1;
+        if kv.sink.batches.try_send((seq, batch)).is_err() {
+            kv.sink.control.queue_full();
+        }
+    }
+
+    fn add(&mut self, s: Submission) {
         if s.updates.is_closed() {
             return;
         }
@@ -356,15 +443,16 @@ mod tests {
             prompt_len,
             output_len,
             block_hashes: (0..u64::from(prompt_len + output_len) / 16).collect(),
+            tokens: None,
         }
     }
 
-    fn server(speed: f64) -> (Arc<Shared>, mpsc::Sender<Submission>) {
+    fn server(speed: f64) -> (Arc<Shared>, mpsc::Sender<Command>) {
         let mut config = ServeConfig::ephemeral(1);
         config.speed = speed;
         let shared = Arc::new(Shared::new(0, config.addrs[0], Arc::new(config)));
         let (tx, rx) = mpsc::channel(8);
-        tokio::spawn(drive(Arc::clone(&shared), rx));
+        tokio::spawn(drive(Arc::clone(&shared), rx, None));
         (shared, tx)
     }
 
@@ -373,11 +461,11 @@ mod tests {
         let (_shared, tx) = server(2.0);
         let (updates, mut rx) = mpsc::channel(8);
         let start = Instant::now();
-        tx.send(Submission {
+        tx.send(Command::Submit(Submission {
             request: request(1, 100, 3),
             ends_by_length: true,
             updates,
-        })
+        }))
         .await
         .unwrap();
         let mut at = Vec::new();
@@ -406,11 +494,11 @@ mod tests {
     async fn dropped_receiver_aborts_the_request() {
         let (shared, tx) = server(1.0);
         let (updates, rx) = mpsc::channel(1002);
-        tx.send(Submission {
+        tx.send(Command::Submit(Submission {
             request: request(1, 100, 1000),
             ends_by_length: true,
             updates,
-        })
+        }))
         .await
         .unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -420,6 +508,56 @@ mod tests {
         let g = shared.gauges();
         assert_eq!((g.snapshot.running, g.snapshot.waiting), (0, 0));
         assert_eq!(g.snapshot.kv_utilization, 0.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn kv_event_batches_are_numbered_and_dropped_when_the_queue_is_full() {
+        let config = ServeConfig::ephemeral(1);
+        let shared = Arc::new(Shared::new(0, config.addrs[0], Arc::new(config)));
+        let (tx, rx) = mpsc::channel(8);
+        // Room for one batch: the prefill's store fits, later ones are dropped.
+        let (batches, mut published) = mpsc::channel(1);
+        let control = Arc::new(KvControl::default());
+        let sink = KvSink {
+            batches,
+            control: Arc::clone(&control),
+        };
+        tokio::spawn(drive(Arc::clone(&shared), rx, Some(sink)));
+        let tokens: Vec<u32> = (0..100).collect();
+        let request = EngineRequest {
+            id: 1,
+            prompt_len: 80,
+            output_len: 20,
+            block_hashes: crate::workload::block_hashes(&tokens, 16),
+            tokens: Some(Arc::from(tokens)),
+        };
+        let (updates, mut done) = mpsc::channel(32);
+        tx.send(Command::Submit(Submission {
+            request,
+            ends_by_length: true,
+            updates,
+        }))
+        .await
+        .unwrap();
+        while !matches!(done.recv().await, Some(Update::Done { .. }) | None) {}
+        let (seq, batch) = published.recv().await.unwrap();
+        assert_eq!(seq, 0);
+        assert_eq!(batch.data_parallel_rank, Some(0));
+        assert!(batch.ts > 1e9);
+        let [KvEvent::BlockStored(stored)] = batch.events.as_slice() else {
+            panic!("{batch:?}");
+        };
+        assert_eq!(stored.block_hashes.len(), 5);
+        // The decode filled a sixth block: that batch found the queue full.
+        assert_eq!(control.stats().dropped_queue_full, 1);
+
+        // A reset while idle: AllBlocksCleared, numbered after the dropped batch.
+        let (reply, answer) = oneshot::channel();
+        tx.send(Command::ResetPrefixCache(reply)).await.unwrap();
+        assert!(answer.await.unwrap());
+        let (seq, batch) = published.recv().await.unwrap();
+        assert_eq!(seq, 2);
+        assert_eq!(batch.events, vec![KvEvent::AllBlocksCleared]);
     }
 
     #[test]

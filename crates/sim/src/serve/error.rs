@@ -28,6 +28,17 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// A KV-event socket could not take its listener.
+    #[error("cannot publish KV-cache events on {addr}: {reason}")]
+    KvEvents {
+        /// The address bound.
+        addr: SocketAddr,
+        /// ZeroMQ's reason.
+        reason: String,
+    },
+    /// No server has this index.
+    #[error("no server {0} in the pool")]
+    NoSuchServer(usize),
     /// The async runtime could not be built.
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),

@@ -6,6 +6,7 @@
 //! | `GET /v1/models` | the served model |
 //! | `GET /metrics` | Prometheus text with vLLM's metric names |
 //! | `GET /health` | 200 |
+//! | `POST /reset_prefix_cache` | 200 when the engine dropped its prefix cache, 409 while blocks are in use |
 //!
 //! Every response, errors included, carries [`SERVER_HEADER`] (the server's index) and
 //! [`ADDRESS_HEADER`] (its `ip:port`).
@@ -21,11 +22,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::stream;
 use serde_json::json;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::EngineRequest;
 
-use super::driver::{Shared, Submission, Ticket, Update};
+use super::driver::{Command, Shared, Submission, Ticket, Update};
 use super::openai::{self, ApiError, Reply, Usage};
 use super::request::{self, SimRequest};
 use super::{ADDRESS_HEADER, SERVER_HEADER, metrics};
@@ -36,7 +37,7 @@ pub(crate) struct Server {
     /// State shared with the driver.
     pub(crate) shared: Arc<Shared>,
     /// The driver's inbox.
-    pub(crate) submit: mpsc::Sender<Submission>,
+    pub(crate) submit: mpsc::Sender<Command>,
 }
 
 /// The routes of `server`.
@@ -54,6 +55,7 @@ pub(crate) fn router(server: Server) -> Router {
         .route("/v1/models", get(models))
         .route("/metrics", get(render_metrics))
         .route("/health", get(health))
+        .route("/reset_prefix_cache", post(reset_prefix_cache))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(server)
@@ -98,11 +100,12 @@ async fn generate(server: &Server, path: &str, body: &[u8]) -> Response {
             prompt_len: req.prompt_tokens,
             output_len: req.output_tokens,
             block_hashes: std::mem::take(&mut req.block_hashes),
+            tokens: Some(Arc::clone(&req.tokens)),
         },
         ends_by_length: req.finish_reason == "length",
         updates,
     };
-    if server.submit.try_send(submission).is_err() {
+    if server.submit.try_send(Command::Submit(submission)).is_err() {
         return ApiError::overloaded().into_response();
     }
     let reply = Reply::new(
@@ -248,6 +251,33 @@ async fn models(State(server): State<Server>) -> Response {
 async fn render_metrics(State(server): State<Server>) -> Response {
     let text = metrics::render(&server.shared.config.model, &server.shared.gauges());
     ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response()
+}
+
+/// vLLM's dev-mode route (`VLLM_SERVER_DEV_MODE=1`): the engine drops every cached block
+/// hash when no block is in use (publishing `AllBlocksCleared`). vLLM answers 200 with an
+/// empty body either way (it only logs a failure); the simulator answers 409 when blocks are
+/// in use, so a test knows. Query parameters (`reset_running_requests`, `reset_external`)
+/// are ignored.
+async fn reset_prefix_cache(State(server): State<Server>) -> Response {
+    let (reply, answer) = oneshot::channel();
+    if server
+        .submit
+        .try_send(Command::ResetPrefixCache(reply))
+        .is_err()
+    {
+        return ApiError::overloaded().into_response();
+    }
+    match answer.await {
+        Ok(true) => StatusCode::OK.into_response(),
+        Ok(false) => ApiError::new(
+            StatusCode::CONFLICT,
+            "Failed to reset prefix cache: some KV blocks are still in use",
+        )
+        .into_response(),
+        Err(_) => {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the engine stopped").into_response()
+        }
+    }
 }
 
 async fn health() -> StatusCode {

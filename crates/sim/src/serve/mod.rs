@@ -22,14 +22,32 @@
 //!   `vllm:prefix_cache_hits_total` and a few token counters, with vLLM's `# HELP`/`# TYPE`
 //!   lines and `model_name` labels.
 //!
+//! - `POST /reset_prefix_cache` (vLLM's dev route): the engine drops its prefix cache when
+//!   no block is in use; 200 when it did, 409 otherwise (vLLM answers 200 either way).
+//!
 //! Every response carries [`SERVER_HEADER`] (the server's index) and [`ADDRESS_HEADER`] (its
 //! `ip:port`), so a test sees where a router sent each request.
+//!
+//! # KV-cache events
+//!
+//! With [`ServeConfig::kv_events`] (CLI `--kv-events`) each server publishes its engine's
+//! KV-cache events as vLLM's `ZmqEventPublisher` does: a ZeroMQ PUB socket sends one message
+//! `[topic, seq (8 bytes big-endian, from 0), msgpack KVEventBatch]` per engine step that
+//! stored or evicted blocks (or a reset cleared them), the topic `kv@<ip:port>@<model>` (the
+//! llm-d convention, the source being the server's HTTP address); a ROUTER socket replays
+//! the last `buffer_steps` batches: a request `[start]` from a REQ socket (8 bytes
+//! big-endian) gets `[seq, payload]` for every buffered batch from `start` on, then
+//! `[-1, empty]` (with [`KvEventsConfig::replay_topic`], as the newest vLLM: `[topic, seq,
+//! payload]`, then `[empty, -1, empty]`). The events are the engine's ([`crate::engine`]'s module docs): the blocks'
+//! tokens are the prompt's pseudo tokens, then the output's. [`ServeHandle::kv_events`] names
+//! each server's endpoints; [`ServeHandle::restart`] and [`ServeHandle::drop_kv_batches`]
+//! are test hooks for a subscriber's recovery (a restarted server, lost messages, gaps).
 //!
 //! The parts: [`ServeConfig`] (what to serve), [`spawn`] and [`ServeHandle`] (start in-process,
 //! stop one server to simulate a dead one), [`run`] and [`ServeArgs`] (the binary).
 //! Internally: `driver` (a tokio task per server owning its engine), `handlers` (routes),
 //! `request` (body to engine request and block hashes), `openai` (JSON and SSE encoding),
-//! `metrics` (Prometheus text).
+//! `metrics` (Prometheus text), `publisher` (the KV-event sockets and replay buffer).
 //!
 //! ```
 //! use shepherd_sim::serve::{self, SERVER_HEADER, ServeConfig};
@@ -56,6 +74,41 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Subscribing to a server's KV-cache events:
+//!
+//! ```
+//! use shepherd_scheduler_core::kv_events::wire::decode_sequence;
+//! use shepherd_sim::serve::{self, KvEventsConfig, ServeConfig};
+//! use zeromq::prelude::*;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut config = ServeConfig::ephemeral(1);
+//! config.speed = 50.0;
+//! config.kv_events = Some(KvEventsConfig::ephemeral());
+//! let pool = serve::spawn(config).await?;
+//! let endpoints = pool.kv_events(0).unwrap();
+//! assert_eq!(endpoints.topic, format!("kv@{}@{}", pool.addrs()[0], serve::DEFAULT_MODEL));
+//!
+//! let mut sub = zeromq::SubSocket::new();
+//! sub.connect(&endpoints.publish_endpoint()).await?;
+//! sub.subscribe("kv@").await?;
+//! // A PUB socket sends nothing to a subscriber until its subscription arrived.
+//! tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+//!
+//! let prompt = "x".repeat(256); // 64 pseudo tokens: 4 blocks
+//! reqwest::Client::new()
+//!     .post(format!("http://{}/v1/completions", pool.addrs()[0]))
+//!     .body(format!(r#"{{"model":"{}","prompt":"{prompt}","max_tokens":2}}"#, serve::DEFAULT_MODEL))
+//!     .send()
+//!     .await?;
+//! let message = sub.recv().await?;
+//! assert_eq!(message.get(0).unwrap().as_ref(), endpoints.topic.as_bytes());
+//! assert_eq!(decode_sequence(message.get(1).unwrap())?, 0);
+//! # Ok(())
+//! # }
+//! ```
 
 mod cli;
 mod config;
@@ -64,15 +117,19 @@ mod error;
 mod handlers;
 mod metrics;
 mod openai;
+mod publisher;
 mod request;
 mod server;
 
-pub use cli::{DEFAULT_PORT_BASE, DEFAULT_SERVERS, ServeArgs};
+pub use cli::{DEFAULT_PORT_BASE, DEFAULT_SERVERS, KvEventsEncoding, ServeArgs};
 pub use config::{
+    DEFAULT_KV_EVENTS_BUFFER_STEPS, DEFAULT_KV_EVENTS_PORT_BASE, DEFAULT_KV_EVENTS_QUEUE,
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_MODEL_LEN, DEFAULT_MAX_PENDING, DEFAULT_MAX_TOKENS,
-    DEFAULT_MAX_TOKENS_CAP, DEFAULT_MODEL, DEFAULT_PRESET, MAX_SPEED, MIN_SPEED, ServeConfig,
+    DEFAULT_MAX_TOKENS_CAP, DEFAULT_MODEL, DEFAULT_PRESET, KvEventsConfig, MAX_SPEED, MIN_SPEED,
+    ServeConfig,
 };
 pub use error::ServeError;
+pub use publisher::{KvEventEndpoints, KvEventStats};
 pub use server::{ServeHandle, run, spawn};
 
 /// Response header naming the server that produced the response: its index in the pool.

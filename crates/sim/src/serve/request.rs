@@ -9,6 +9,8 @@
 //! id prompts are used as they are. The output ([`FILLER_TOKEN`] per token) is appended before
 //! hashing, like the runner's output segment, so a finished request's blocks stay cached.
 
+use std::sync::Arc;
+
 use axum::http::StatusCode;
 use serde::Deserialize;
 use shepherd_scheduler_core::request::{ApiKind, ParseLimits, Prompt, parse_openai_request};
@@ -40,6 +42,8 @@ pub(crate) struct SimRequest {
     pub(crate) finish_reason: &'static str,
     /// Chained hashes of the full blocks of prompt + output.
     pub(crate) block_hashes: Vec<u64>,
+    /// The tokens those hashes cover: the prompt's pseudo tokens, then the output's.
+    pub(crate) tokens: Arc<[u32]>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -117,6 +121,7 @@ pub(crate) fn prepare(
         output_tokens,
         finish_reason,
         block_hashes: block_hashes(&tokens, block_size),
+        tokens: Arc::from(tokens),
     })
 }
 
@@ -177,6 +182,11 @@ mod tests {
             assert_eq!(r.block_hashes[i], parent);
         }
         assert_eq!(r.block_hashes.len(), (50 + 16) / 16);
+        // The tokens: 4-byte little-endian words of the prompt, then the filler.
+        assert_eq!(r.tokens.len(), 50 + 16);
+        assert_eq!(r.tokens[0], u32::from_le_bytes(*b"xxxx"));
+        assert_eq!(r.tokens[50], u32::from_le_bytes(*b" tok"));
+        assert_eq!(block_hashes(&r.tokens, 16), r.block_hashes);
     }
 
     #[test]
