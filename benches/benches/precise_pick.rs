@@ -1,0 +1,296 @@
+//! Pick latency in precise mode, tokenization included, against the default (approximate)
+//! profile, in one run (issue 13): 64 endpoints, prompts of about 1 KB, 16 KB and 400 KB of
+//! English and Markdown (Shepherd's docs), the prompt's blocks held by 8 endpoints.
+//!
+//! Cases, each a dry-run `schedule` (filters, scorers, picker; no pick hooks):
+//!
+//! - `approx`: the default profile (prefix 3 : queue 2 : KV 2), 64-token blocks guessed from
+//!   picks;
+//! - `precise-pseudo`: the same weights with the prefix scorer reading a
+//!   `precise-prefix-cache-producer` (16-token blocks from the events), text cut into 4-byte
+//!   pseudo tokens (no tokenizer: what `shepherd-sim serve` matches);
+//! - `precise-tokenized`: the same with a `token-producer` holding a real tokenizer, the
+//!   completions prompt seen before (its pieces in the token cache);
+//! - `precise-tokenized-uncached`: the same with the token cache off: every pick tokenizes the
+//!   whole prompt (a prompt never seen);
+//! - `precise-chat-next-turn`: a conversation (turns of about 1 KB) whose earlier turns were
+//!   seen with the previous request, a new last turn each pick (the multi-turn case).
+//!
+//! The tokenizer is the test fixture (`crates/scorers/tests/fixtures/tokenizer`, a 3,000-token
+//! BPE, slower per byte than a real 128k vocabulary: it splits words into more pieces);
+//! `TOKENIZE_BENCH_TOKENIZER=/path/to/model-dir` uses a real model's.
+//!
+//! ```text
+//! cargo bench -p shepherd-benches --bench precise_pick
+//! ```
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use shepherd_benches::workload::pool;
+use shepherd_scheduler_core::config::{EndpointPickerConfig, build_scheduler_in};
+use shepherd_scheduler_core::kv_events::{BlockStored, EngineBlockHash, KvEvent, KvEventBatch};
+use shepherd_scheduler_core::request::{
+    InferenceRequest, ParseLimits, Prompt, parse_openai_request,
+};
+use shepherd_scheduler_core::scheduler::{ScheduleOptions, Scheduler};
+use shepherd_scheduler_core::shared::SharedState;
+use shepherd_scorers::builtin_registry;
+use shepherd_scorers::producers::precise_prefix::feed_name;
+use shepherd_scorers::producers::{PreciseKvEvents, TokenProducer};
+
+const DRY: ScheduleOptions<'static> = ScheduleOptions {
+    subset: None,
+    profile: None,
+    dry_run: true,
+};
+const SIZES: [(&str, usize); 3] = [("1KB", 1 << 10), ("16KB", 16 << 10), ("400KB", 400 << 10)];
+const ENDPOINTS: usize = 64;
+const HOLDERS: usize = 8;
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn tokenizer_dir() -> PathBuf {
+    std::env::var_os("TOKENIZE_BENCH_TOKENIZER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("crates/scorers/tests/fixtures/tokenizer"))
+}
+
+/// Shepherd's docs, repeated as needed, cut to `size` bytes on a char boundary.
+fn text(size: usize) -> String {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(workspace().join("docs"))
+        .map(|dir| dir.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    let mut corpus: String = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+        .collect();
+    if corpus.is_empty() {
+        corpus = "The quick brown fox jumps over the lazy dog. ".into();
+    }
+    let mut text = String::new();
+    while text.len() < size {
+        text.push_str(&corpus);
+    }
+    let mut cut = size;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    text
+}
+
+fn parse(path: &str, body: serde_json::Value) -> InferenceRequest {
+    parse_openai_request(path, body.to_string().as_bytes(), &ParseLimits::default())
+        .expect("a valid body")
+}
+
+fn completions(text: &str) -> InferenceRequest {
+    parse(
+        "/v1/completions",
+        serde_json::json!({"model": "m", "prompt": text}),
+    )
+}
+
+fn chat(text: &str, last: &str) -> InferenceRequest {
+    let mut messages =
+        vec![serde_json::json!({"role": "system", "content": "Answer from the docs."})];
+    let mut rest = text;
+    let mut user = true;
+    while !rest.is_empty() {
+        let mut cut = rest.len().min(1024);
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let (turn, tail) = rest.split_at(cut);
+        let role = if user { "user" } else { "assistant" };
+        messages.push(serde_json::json!({"role": role, "content": turn}));
+        user = !user;
+        rest = tail;
+    }
+    messages.push(serde_json::json!({"role": "user", "content": last}));
+    parse(
+        "/v1/chat/completions",
+        serde_json::json!({"model": "m", "messages": messages}),
+    )
+}
+
+const APPROX: &str = "
+plugins:
+- type: prefix-cache-scorer
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - {pluginRef: prefix-cache-scorer, weight: 3}
+  - {pluginRef: queue-scorer, weight: 2}
+  - {pluginRef: kv-cache-utilization-scorer, weight: 2}
+  - pluginRef: max-score-picker
+";
+
+fn precise(tokenizer: Option<usize>) -> String {
+    let token = match tokenizer {
+        Some(cache) => format!(
+            "- type: token-producer\n  parameters: {{tokenizerPath: {}, cacheMaxTokens: {cache}}}\n",
+            tokenizer_dir().display()
+        ),
+        None => String::new(),
+    };
+    format!(
+        "
+plugins:
+{token}- type: precise-prefix-cache-producer
+- type: prefix-cache-scorer
+  parameters: {{prefixMatchInfoProducerName: precise-prefix-cache-producer}}
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - {{pluginRef: prefix-cache-scorer, weight: 3}}
+  - {{pluginRef: queue-scorer, weight: 2}}
+  - {{pluginRef: kv-cache-utilization-scorer, weight: 2}}
+  - pluginRef: max-score-picker
+"
+    )
+}
+
+/// A scheduler for `yaml` over a fresh pool of 64 endpoints.
+fn scheduler(yaml: &str) -> (Scheduler, SharedState) {
+    let (pool, _clock) = pool(ENDPOINTS);
+    let shared = SharedState::new(pool);
+    let config = EndpointPickerConfig::from_yaml(yaml).expect("bench config");
+    let scheduler = build_scheduler_in(&config, &builtin_registry(), &shared).expect("builds");
+    (scheduler, shared)
+}
+
+/// The blocks of `request` (as the precise producer hashes it) reported by `HOLDERS` endpoints.
+fn feed(shared: &SharedState, request: &InferenceRequest) {
+    let feed = shared
+        .resources
+        .get::<PreciseKvEvents>(&feed_name("precise-prefix-cache-producer"))
+        .expect("a precise producer");
+    let tokens = shared.resources.get::<TokenProducer>("token-producer");
+    let prompt = match tokens.as_ref().map(|t| t.prompt_for(request)) {
+        Some(Ok(Cow::Owned(prompt))) => prompt,
+        _ => request.prompt.clone(),
+    };
+    let ids: Vec<u32> = match &prompt {
+        Prompt::Tokens(ids) => ids.clone(),
+        Prompt::Text(text) => text
+            .as_bytes()
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    };
+    let blocks = ids.len() / 16;
+    for (i, endpoint) in shared
+        .pool
+        .snapshot()
+        .endpoints()
+        .iter()
+        .take(HOLDERS)
+        .enumerate()
+    {
+        let stored = BlockStored {
+            block_hashes: (0..blocks as u64)
+                .map(|b| EngineBlockHash((i as u64) << 40 | b))
+                .collect(),
+            token_ids: ids[..blocks * 16].to_vec(),
+            block_size: 16,
+            ..BlockStored::default()
+        };
+        let batch = KvEventBatch {
+            events: vec![KvEvent::BlockStored(stored)],
+            ..KvEventBatch::default()
+        };
+        feed.index.apply(endpoint.id(), &batch);
+    }
+}
+
+/// Median microseconds per call of `f` over `samples` timed batches sized to about 50 ms.
+fn median_us(samples: usize, mut f: impl FnMut(usize)) -> f64 {
+    let start = Instant::now();
+    f(0);
+    let one = start.elapsed().as_secs_f64().max(1e-7);
+    let batch = ((0.05 / one) as usize).clamp(1, 100_000);
+    let mut times: Vec<f64> = (0..samples)
+        .map(|s| {
+            let start = Instant::now();
+            for i in 0..batch {
+                f(s * batch + i);
+            }
+            start.elapsed().as_secs_f64() * 1e6 / batch as f64
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is read.
+    let mut rows = Vec::new();
+    for (label, size) in SIZES {
+        let body = text(size);
+        let samples = if size > 100_000 { 7 } else { 15 };
+
+        let (approx, _) = scheduler(APPROX);
+        let request = completions(&body);
+        for _ in 0..HOLDERS {
+            drop(approx.schedule(&request));
+        }
+        let approx_us = median_us(samples, |_| drop(approx.schedule_with(&request, DRY)));
+
+        let (pseudo, shared) = scheduler(&precise(None));
+        feed(&shared, &request);
+        let pseudo_us = median_us(samples, |_| drop(pseudo.schedule_with(&request, DRY)));
+
+        let (cached, shared) = scheduler(&precise(Some(1 << 22)));
+        feed(&shared, &request);
+        let cached_us = median_us(samples, |_| drop(cached.schedule_with(&request, DRY)));
+
+        let (uncached, shared) = scheduler(&precise(Some(0)));
+        feed(&shared, &request);
+        let uncached_us = median_us(samples, |_| drop(uncached.schedule_with(&request, DRY)));
+
+        let (turns, shared) = scheduler(&precise(Some(1 << 22)));
+        feed(&shared, &chat(&body, "first question"));
+        let questions: Vec<InferenceRequest> = (0..64)
+            .map(|i| chat(&body, &format!("question number {i}: what changed?")))
+            .collect();
+        let chat_us = median_us(samples, |i| {
+            drop(turns.schedule_with(&questions[i % questions.len()], DRY));
+        });
+        rows.push((label, approx_us, pseudo_us, cached_us, uncached_us, chat_us));
+    }
+    println!(
+        "\npick latency, {ENDPOINTS} endpoints, prompt held by {HOLDERS} (median µs, ratio to approx):"
+    );
+    println!(
+        "{:>6} | {:>10} | {:>16} | {:>18} | {:>27} | {:>22}",
+        "prompt",
+        "approx",
+        "precise-pseudo",
+        "precise-tokenized",
+        "precise-tokenized-uncached",
+        "precise-chat-next-turn"
+    );
+    for (label, approx, pseudo, cached, uncached, chat) in rows {
+        let cell = |v: f64| format!("{v:.1} ({:.2}×)", v / approx);
+        println!(
+            "{label:>6} | {approx:>10.1} | {:>16} | {:>18} | {:>27} | {:>22}",
+            cell(pseudo),
+            cell(cached),
+            cell(uncached),
+            cell(chat)
+        );
+    }
+}
