@@ -26,7 +26,6 @@
 
 use std::borrow::Cow;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use shepherd_benches::workload::pool;
