@@ -154,3 +154,70 @@ fn without_a_tokenizer_text_is_cut_into_pseudo_tokens() {
         SERVERS[0]
     );
 }
+
+#[test]
+fn speculative_entries_bridge_the_time_before_the_servers_report() {
+    use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
+    let clock = Arc::new(ManualClock::at(Timestamp::from_millis(1_000)));
+    let shared = SharedState::new(Arc::new(Pool::with_clock(clock.clone())));
+    shared.pool.set_members(SERVERS);
+    let yaml = "plugins:
+- type: precise-prefix-cache-producer
+  parameters: {speculativeIndexing: true, speculativeTTL: 500ms}
+- type: prefix-cache-scorer
+  parameters: {prefixMatchInfoProducerName: precise-prefix-cache-producer}
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: prefix-cache-scorer
+  - pluginRef: max-score-picker
+";
+    let config = EndpointPickerConfig::from_yaml(yaml).unwrap();
+    let scheduler = build_scheduler_in(&config, &builtin_registry(), &shared).unwrap();
+    let system = "a long shared system prompt, ".repeat(40);
+    let ask = |q: &str| InferenceRequest::new(q, "m", Prompt::Text(format!("{system}{q}")));
+    // No server reported anything: the first pick is a tie; the ones right after follow it.
+    let first = scheduler
+        .schedule(&ask("q0"))
+        .unwrap()
+        .primary()
+        .address()
+        .to_string();
+    for i in 1..6 {
+        let next = scheduler.schedule(&ask(&format!("q{i}"))).unwrap();
+        assert_eq!(next.primary().address(), first, "request {i}");
+    }
+    // The server never confirms: after the TTL the entries are gone.
+    clock.set(Timestamp::from_millis(1_600));
+    let feed = shared
+        .resources
+        .get::<PreciseKvEvents>(&feed_name("precise-prefix-cache-producer"))
+        .unwrap();
+    drop(scheduler.schedule(&InferenceRequest::new(
+        "other",
+        "m",
+        Prompt::Text("x".repeat(512)),
+    )));
+    assert!(feed.index.stats().speculative_expired > 0);
+    let prompt = Prompt::Text(format!("{system}q9"));
+    let index = feed.index.index();
+    let mut chain = index.chain(
+        shepherd_scheduler_core::kv_events::precise_seed(None),
+        &prompt,
+    );
+    assert_eq!(index.match_prefix(&mut chain, &prompt).longest(), 0);
+}
+
+#[test]
+fn bad_speculative_ttls_are_refused() {
+    let shared = SharedState::new(Arc::new(Pool::new()));
+    for ttl in ["0s", "soon", "-1s"] {
+        let yaml = format!(
+            "plugins:\n- type: precise-prefix-cache-producer\n  parameters: {{speculativeIndexing: true, speculativeTTL: \"{ttl}\"}}\n"
+        );
+        let config = EndpointPickerConfig::from_yaml(&yaml).unwrap();
+        let err = build_scheduler_in(&config, &builtin_registry(), &shared).unwrap_err();
+        assert!(err.to_string().contains("speculativeTTL"), "{ttl}: {err}");
+    }
+}

@@ -47,7 +47,7 @@ pub mod usage_limit;
 
 pub use config::{
     BandLimits, FlowConfigError, FlowControlConfig, FlowSettings, PriorityBandConfig,
-    SaturationDetectorConfig,
+    SaturationDetectorConfig, parse_go_duration,
 };
 pub use queue::{FlowCounters, FlowQueue, Ticket};
 pub use reason::{DropReason, Rejected};

@@ -16,6 +16,6 @@ mod prefix_producer;
 pub mod token;
 
 pub use approx_prefix::ApproxPrefixParameters;
-pub use precise_prefix::{KvEventSubscription, PrecisePrefixParameters, PreciseKvEvents};
+pub use precise_prefix::{KvEventSubscription, PreciseKvEvents, PrecisePrefixParameters};
 pub use prefix_producer::{PrefixMatchInfo, PrefixProducer};
 pub use token::{TokenCount, TokenProducer};

@@ -32,7 +32,8 @@
 //! | `indexerConfig.kvBlockIndexConfig.inMemoryConfig` (`size`, `podCacheSize`), `enableMetrics`, `metricsLoggingInterval` | — | accepted; memory is bounded by each engine's `num_gpu_blocks` instead |
 //! | `indexerConfig.kvCacheBackendConfigs` | gpu | accepted; only GPU blocks are indexed |
 //! | `indexerConfig.kvBlockIndexConfig.redisConfig` / `valkeyConfig` / `costAwareMemoryConfig`, `indexerConfig.tokenizersPoolConfig` | — | refused: the index is in memory, and tokenization is the `token-producer`'s |
-//! | `speculativeIndexing`, `speculativeTTL` | false, 2s | `true` is refused for now |
+//! | `speculativeIndexing` | false | record each pick's blocks for the picked endpoint at once, as speculative entries, so the requests that follow before the server's events arrive (its queue wait and prefill) see them; the events confirm them, and unconfirmed ones are taken out when they expire |
+//! | `speculativeTTL` | 2s | how long a speculative entry lasts (Go duration) |
 //!
 //! Shepherd extensions, on an endpoint's labels (the `endpoints` section): `shepherd.dev/kv-events-endpoint`
 //! and `shepherd.dev/kv-events-replay-endpoint` give that endpoint's publisher and replay
@@ -89,15 +90,21 @@
 //! ```
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Deserialize;
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
+use shepherd_scheduler_core::flow::parse_go_duration;
 use shepherd_scheduler_core::kv_events::{PreciseIndex, PreciseIndexConfig, ResetReason};
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::plugin::{PickHook, PluginInstance};
 
 use super::PrefixProducer;
 use crate::prefix_cache::{MatchFormula, PrefixCacheScorer};
+
+/// Upstream's default `speculativeTTL`: long enough to cover a request's wait and prefill
+/// before the server's events arrive.
+pub const DEFAULT_SPECULATIVE_TTL: Duration = Duration::from_secs(2);
 
 /// Registry type name of the producer.
 pub const TYPE_NAME: &str = "precise-prefix-cache-producer";
@@ -123,7 +130,7 @@ pub struct PrecisePrefixParameters {
     pub indexer_config: IndexerConfig,
     /// Where the events come from.
     pub kv_events_config: KvEventsConfig,
-    /// Seed predicted entries at pick time (refused for now).
+    /// Record each pick's blocks speculatively until the server's events confirm them.
     pub speculative_indexing: bool,
     /// How long speculative entries live.
     #[serde(rename = "speculativeTTL")]
@@ -298,6 +305,24 @@ pub fn feed_name(plugin: &str) -> String {
 }
 
 impl PrecisePrefixParameters {
+    /// How long speculative entries last, when `speculativeIndexing` is on (`speculativeTTL`,
+    /// a Go duration, default 2 s, as upstream).
+    pub fn speculative_ttl(&self) -> Result<Option<Duration>, PluginError> {
+        if !self.speculative_indexing {
+            return Ok(None);
+        }
+        match self.speculative_ttl.as_deref().filter(|t| !t.is_empty()) {
+            None => Ok(Some(DEFAULT_SPECULATIVE_TTL)),
+            Some(text) => match parse_go_duration(text) {
+                Some(ttl) if !ttl.is_zero() => Ok(Some(ttl)),
+                _ => Err(PluginError::invalid(
+                    "speculativeTTL",
+                    format!("`{text}` is not a positive Go duration (e.g. 2s, 500ms)"),
+                )),
+            },
+        }
+    }
+
     /// The index configuration and the subscription, or why the parameters are refused.
     pub fn validate(&self) -> Result<(PreciseIndexConfig, KvEventSubscription), PluginError> {
         let block = self.token_processor_config.block_size;
@@ -322,13 +347,6 @@ impl PrecisePrefixParameters {
             return refuse(
                 "indexerConfig.tokenizersPoolConfig",
                 "not supported (deprecated upstream too): configure a token-producer plugin instead",
-            );
-        }
-        if self.speculative_indexing {
-            return refuse(
-                "speculativeIndexing",
-                "speculative indexing is not implemented yet; the index holds only what the \
-                 servers' events report",
             );
         }
         let events = &self.kv_events_config;
@@ -390,6 +408,7 @@ fn build(
 ) -> Result<(Arc<PrefixProducer>, Arc<PreciseKvEvents>), PluginError> {
     let parameters: PrecisePrefixParameters = args.parse()?;
     let (config, subscription) = parameters.validate()?;
+    let speculative_ttl = parameters.speculative_ttl()?;
     let feed_key = feed_name(args.name);
     let index = args
         .resources
@@ -398,7 +417,8 @@ fn build(
         .filter(|index| *index.config() == config)
         .unwrap_or_else(|| Arc::new(PreciseIndex::new(config)));
     let producer = Arc::new(PrefixProducer::precise(
-        Arc::clone(index.index()),
+        &index,
+        speculative_ttl,
         args.name,
         args.resources,
     ));

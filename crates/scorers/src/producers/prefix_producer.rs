@@ -10,10 +10,12 @@
 //! Two producers over the same index share one entry (entries are keyed by the index), so a
 //! consumer that wraps an index it found in the shared resources agrees with its owner.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use shepherd_scheduler_core::endpoint::Endpoint;
-use shepherd_scheduler_core::kv_events::precise_seed;
+use shepherd_scheduler_core::kv_events::{PreciseIndex, precise_seed};
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, Extensions};
 use shepherd_scheduler_core::prefix::{BlockChain, PrefixIndex, PrefixMatch, chain_seed};
@@ -28,6 +30,8 @@ use super::TokenProducer;
 pub struct PrefixMatchInfo {
     key: usize,
     chain: BlockChain,
+    /// The prompt the chain hashes when it is not the request's own (real token ids).
+    tokenized: Option<Prompt>,
     found: PrefixMatch,
     block_tokens: usize,
     recorded: bool,
@@ -89,7 +93,16 @@ pub struct PrefixProducer {
     auto_tune: bool,
     precise: bool,
     tokens: Option<TokenSource>,
+    speculation: Option<Speculation>,
     name: Arc<str>,
+}
+
+/// Upstream's speculative indexing: a precise producer records each pick's blocks in its
+/// index for `ttl`, until the server's events confirm them.
+#[derive(Debug)]
+struct Speculation {
+    index: Arc<PreciseIndex>,
+    ttl: Duration,
 }
 
 /// Where a precise producer gets the request's real token ids: the first exact
@@ -124,23 +137,33 @@ impl PrefixProducer {
             auto_tune,
             precise: false,
             tokens: None,
+            speculation: None,
             name: Arc::from(name),
         }
     }
 
-    /// A precise producer over `index` (the index of a
-    /// [`PreciseIndex`](shepherd_scheduler_core::kv_events::PreciseIndex)): picks are not
-    /// recorded, chains are seeded by the LoRA adapter alone, and requests are hashed from
-    /// the token ids of an exact `token-producer` found in `resources` (else from their own
-    /// prompt: token ids, or 4-byte pseudo tokens). `name` labels its metrics.
-    pub fn precise(index: Arc<PrefixIndex>, name: &str, resources: &Arc<Resources>) -> Self {
+    /// A precise producer over `precise`'s index: picks are not recorded (unless
+    /// `speculative_ttl` asks for speculative entries that last that long: see
+    /// [`PreciseIndex::speculate`]), chains are seeded by the LoRA adapter alone, and requests
+    /// are hashed from the token ids of an exact `token-producer` found in `resources` (else
+    /// from their own prompt: token ids, or 4-byte pseudo tokens). `name` labels its metrics.
+    pub fn precise(
+        precise: &Arc<PreciseIndex>,
+        speculative_ttl: Option<Duration>,
+        name: &str,
+        resources: &Arc<Resources>,
+    ) -> Self {
         PrefixProducer {
-            index,
+            index: Arc::clone(precise.index()),
             auto_tune: false,
             precise: true,
             tokens: Some(TokenSource {
                 resources: Arc::clone(resources),
                 resolved: OnceLock::new(),
+            }),
+            speculation: speculative_ttl.map(|ttl| Speculation {
+                index: Arc::clone(precise),
+                ttl,
             }),
             name: Arc::from(name),
         }
@@ -198,6 +221,10 @@ impl PrefixProducer {
                 let mut chain = self.fresh_chain(request, prompt);
                 let mut found = PrefixMatch::new();
                 self.index.match_into(&mut chain, prompt, &mut found);
+                let tokenized = match tokenized {
+                    Some(Cow::Owned(prompt)) => Some(prompt),
+                    _ => None,
+                };
                 let block_tokens = self.index.config().layout.block_tokens();
                 let per_block = block_tokens as u64;
                 CachedPrefix::publish(
@@ -210,6 +237,7 @@ impl PrefixProducer {
                 let info = PrefixMatchInfo {
                     key: index_key(&self.index),
                     chain,
+                    tokenized,
                     found,
                     block_tokens,
                     recorded: false,
@@ -241,6 +269,7 @@ impl PrefixProducer {
     /// producer records nothing: the server's events will say what it cached.
     pub fn record(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
         if self.precise {
+            self.speculate(cycle, picked);
             return;
         }
         let capacity = if self.auto_tune {
@@ -270,6 +299,7 @@ impl PrefixProducer {
                 let info = PrefixMatchInfo {
                     key: index_key(&self.index),
                     chain,
+                    tokenized: None,
                     found: PrefixMatch::new(),
                     block_tokens: self.index.config().layout.block_tokens(),
                     recorded: true,
@@ -277,6 +307,38 @@ impl PrefixProducer {
                 Self::push(&mut cycle.extensions, info);
             }
         }
+    }
+
+    /// A precise producer's speculative entries for the pick, once per cycle.
+    fn speculate(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
+        let Some(speculation) = &self.speculation else {
+            return;
+        };
+        if self.position(&cycle.extensions).is_none() {
+            // No consumer produced a match this cycle: produce it (and the chain) now.
+            let _ = self.produce(cycle);
+        }
+        let now = cycle.now;
+        let request = cycle.request;
+        let Some(at) = self.position(&cycle.extensions) else {
+            return;
+        };
+        let Some(info) = cycle
+            .extensions
+            .get_mut::<Produced>()
+            .and_then(|produced| produced.0.get_mut(at))
+        else {
+            return;
+        };
+        if info.recorded {
+            return;
+        }
+        info.recorded = true;
+        let prompt = info.tokenized.as_ref().unwrap_or(&request.prompt);
+        let keys = info.chain.complete(prompt);
+        speculation
+            .index
+            .speculate(picked.id(), keys, now, speculation.ttl);
     }
 }
 

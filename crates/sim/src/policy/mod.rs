@@ -64,6 +64,14 @@ pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
         include_str!("../../policies/sglang-library-defaults.yaml"),
     ),
     ("dynamo", include_str!("../../policies/dynamo.yaml")),
+    ("precise", include_str!("../../policies/precise.yaml")),
+    (
+        "precise@oracle",
+        concat!(
+            include_str!("../../policies/precise.yaml"),
+            "simulation: {kvEventDelayMs: 0}\n"
+        ),
+    ),
 ];
 
 /// A named Shepherd config.
@@ -76,9 +84,12 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Parses a config; `file` names it in errors.
+    /// Parses a config; `file` names it in errors. Besides the picker's sections it may have a
+    /// `simulation` section with the simulator's own settings for the policy
+    /// (`kvEventDelayMs`: when the engines' KV-cache events reach a precise index).
     pub fn from_yaml(name: &str, text: &str, file: &str) -> Result<Policy, SimError> {
-        let config = EndpointPickerConfig::from_yaml(text).map_err(|e| {
+        let sections = [crate::runner::SIMULATION_SECTION];
+        let config = EndpointPickerConfig::from_yaml_with(text, &sections).map_err(|e| {
             let message = e.to_string();
             let line = message
                 .split("at line ")

@@ -27,6 +27,8 @@ pub(super) enum Event {
     Timeout(u64),
     /// A request may have reached its time-to-live in the flow-control queue.
     FlowTimer,
+    /// A server's batch of KV-cache events reaches the router (by batch number).
+    KvBatch(u64),
 }
 
 /// An [`Issue`] in a form the heap can order.

@@ -2,6 +2,7 @@
 //! (through flow control if the policy has it, then pick a server and hand the request to its
 //! engine), step ends (progress, first tokens, completions) and timeouts.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use shepherd_scheduler_core::clock::Timestamp;
@@ -131,6 +132,8 @@ impl Sim<'_> {
         let prompt_len = self.tokens.len() as u32;
         materialize(&[spec.output], &mut self.tokens);
         let hashes = block_hashes(&self.tokens, bs);
+        // The engines' KV events carry the blocks' tokens: keep them for the request.
+        self.full_tokens = self.kv.on.then(|| Arc::from(self.tokens.as_slice()));
         self.tokens.truncate(prompt_len as usize);
         (prompt_len, hashes)
     }
@@ -207,9 +210,9 @@ impl Sim<'_> {
             prompt_len,
             output_len: spec.output.len,
             block_hashes: hashes,
-            // The runner's engines publish no KV-cache events: routers that want the cache's
-            // state read the engines directly.
-            tokens: None,
+            // Only for policies with a precise index: their engines publish KV-cache events,
+            // which carry the blocks' tokens.
+            tokens: self.full_tokens.take(),
         };
         if self.engines[server as usize]
             .add_request(engine_request, now)
@@ -258,6 +261,7 @@ impl Sim<'_> {
             self.queue.push(now + d, Event::StepEnd(server));
         }
         self.handle_engine_events(server, now);
+        self.publish_kv_events(server, now);
     }
 
     pub(super) fn on_step_end(&mut self, now: u64, server: u32) {
@@ -273,6 +277,7 @@ impl Sim<'_> {
             assert_eq!(queued, e.block_pool().free_blocks());
         }
         self.handle_engine_events(server, now);
+        self.publish_kv_events(server, now);
         self.kick(server, now);
         self.pump(now);
     }

@@ -67,6 +67,7 @@
 mod events;
 mod flow;
 mod handlers;
+mod kv_events;
 mod pick_cost;
 mod replica;
 mod results;
@@ -80,6 +81,7 @@ use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
 use shepherd_scheduler_core::config::Registry;
 use shepherd_scheduler_core::decision::Decision;
 
+pub use kv_events::{DEFAULT_KV_EVENT_DELAY_MS, SIMULATION_SECTION};
 pub use pick_cost::PickCost;
 pub use results::{Outcome, ReplicaCounts, RequestRecord, RunResult};
 pub use shepherd_adaptive::driver::{AdaptiveSample, TickDriver};
@@ -91,6 +93,7 @@ use crate::policy::Policy;
 use crate::workload::{Scenario, Traffic};
 use events::{Event, EventQueue};
 use flow::FlowGate;
+use kv_events::KvDelivery;
 use replica::Replica;
 
 /// Nanoseconds per second.
@@ -155,7 +158,11 @@ struct Sim<'a> {
     ceiling_prompt: u64,
     events: u64,
     tokens: Vec<u32>,
+    /// The last materialized request's prompt and output tokens, when engines publish events.
+    full_tokens: Option<Arc<[u32]>>,
     flow: Option<FlowGate>,
+    /// The engines' KV-cache events on their way to the precise indexes.
+    kv: KvDelivery,
     /// Wall-clock nanoseconds of every `schedule` call, in order.
     pick_ns: Vec<u64>,
 }
@@ -188,9 +195,28 @@ pub fn run(
         .and_then(|r| r.scheduler.profiles().first())
         .map(|p| p.scorers().iter().map(|s| s.name.to_string()).collect())
         .unwrap_or_default();
+    let precise = replicas.iter().any(|r| !r.precise.is_empty());
+    let kv = KvDelivery::from_config(&policy.name, &policy.config, precise)?;
     let engines = (0..scenario.servers)
-        .map(|_| Engine::new(scenario.engine))
+        .map(|_| {
+            let mut engine = Engine::new(scenario.engine);
+            if precise {
+                engine.enable_kv_events();
+            }
+            engine
+        })
         .collect();
+    // The engines' capacities, as their metrics would say: a precise index never holds more.
+    for replica in &replicas {
+        for (endpoint, feed) in replica
+            .endpoints
+            .iter()
+            .flat_map(|e| replica.precise.iter().map(move |f| (e, f)))
+        {
+            feed.index
+                .set_capacity(endpoint.id(), scenario.engine.num_gpu_blocks as usize);
+        }
+    }
     let mut sim = Sim {
         scenario,
         opts,
@@ -210,7 +236,9 @@ pub fn run(
         ceiling_prompt: 0,
         events: 0,
         tokens: Vec::new(),
+        full_tokens: None,
         flow,
+        kv,
         pick_ns: Vec::new(),
     };
     sim.run_loop();
@@ -294,6 +322,7 @@ impl Sim<'_> {
                 }
                 Event::Timeout(id) => self.on_timeout(now, id),
                 Event::FlowTimer => self.on_flow_timer(now),
+                Event::KvBatch(id) => self.on_kv_batch(id),
             }
             if self.idle() && !self.engines.iter().any(Engine::in_step) {
                 break;

@@ -1,6 +1,7 @@
 //! One picker replica: its own [`Pool`] view of the servers (own in-flight counts), its own
 //! [`Scheduler`] built from the policy (own prefix index and plugin state), its own engine
-//! feed for the peer plugins and its own adaptive driver.
+//! feed for the peer plugins and its own adaptive driver. The engines' KV-cache events reach
+//! every replica's precise indexes (each server publishes to every subscriber).
 //!
 //! A run has one replica unless [`RunOptions::replicas`](super::RunOptions::replicas) asks
 //! for more. The replicas share nothing but the servers: every scrape is stored in every
@@ -20,6 +21,7 @@ use shepherd_scheduler_core::scheduler::Scheduler;
 use shepherd_scheduler_core::shared::SharedState;
 
 use shepherd_adaptive::driver::TickDriver;
+use shepherd_scorers::producers::PreciseKvEvents;
 
 use crate::error::SimError;
 use crate::policy::{EngineFeed, FEED_NAME, Policy};
@@ -32,6 +34,8 @@ pub(super) struct Replica {
     pub(super) endpoints: Vec<Arc<Endpoint>>,
     pub(super) by_id: AHashMap<EndpointId, u32>,
     pub(super) feed: Arc<EngineFeed>,
+    /// The policy's precise prefix indexes, fed the engines' KV-cache events.
+    pub(super) precise: Vec<Arc<PreciseKvEvents>>,
     pub(super) driver: Option<Box<dyn TickDriver>>,
     /// Requests this replica picked a server for.
     pub(super) picks: u64,
@@ -71,12 +75,19 @@ impl Replica {
                 source,
             })?;
         let driver = policy.tick_driver(&scheduler)?;
+        let precise = shared
+            .resources
+            .all::<PreciseKvEvents>()
+            .into_iter()
+            .map(|(_, feed)| feed)
+            .collect();
         Ok(Replica {
             pool,
             scheduler,
             endpoints,
             by_id,
             feed,
+            precise,
             driver,
             picks: 0,
             completions: 0,

@@ -1,9 +1,12 @@
 //! One endpoint's engine blocks: the engine's hash of each cached block, mapped to the link of
 //! Shepherd's chain for the same block.
 
-use ahash::AHashMap;
+use std::collections::VecDeque;
 
-use crate::prefix::ChainLink;
+use ahash::{AHashMap, AHashSet};
+
+use crate::clock::Timestamp;
+use crate::prefix::{BlockKey, ChainLink};
 
 use super::ResetReason;
 
@@ -12,6 +15,13 @@ use super::ResetReason;
 pub(super) struct EngineBlocks {
     /// Engine block hash → Shepherd's link for that block (its key, and what follows chains on).
     pub(super) links: AHashMap<u64, ChainLink>,
+    /// The raw keys of those links: what the engine confirmed it holds.
+    pub(super) confirmed: AHashSet<u64>,
+    /// Speculative entries (recorded at pick time, not yet confirmed): raw key → how many
+    /// live speculations name it.
+    pub(super) speculative: AHashMap<u64, u32>,
+    /// When each speculation expires, in order.
+    pub(super) expiry: VecDeque<(Timestamp, Vec<BlockKey>)>,
     /// The engine's capacity in blocks, when its metrics said.
     pub(super) capacity: Option<usize>,
     /// Resets so far, and the last one's reason.

@@ -66,8 +66,13 @@ mod tests;
 
 use std::sync::Arc;
 
-use ahash::AHashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ahash::{AHashMap, AHashSet};
 use parking_lot::Mutex;
+
+use crate::clock::Timestamp;
 
 use crate::endpoint::{EndpointId, MembershipListener};
 use crate::prefix::{
@@ -142,6 +147,8 @@ pub struct PreciseIndex {
     index: Arc<PrefixIndex>,
     endpoints: Mutex<AHashMap<EndpointId, Arc<Mutex<EngineBlocks>>>>,
     counters: Counters,
+    /// When every endpoint's speculations are next swept (ns).
+    next_sweep: AtomicU64,
 }
 
 impl PreciseIndex {
@@ -156,6 +163,7 @@ impl PreciseIndex {
             index: Arc::new(index),
             endpoints: Mutex::new(AHashMap::new()),
             counters: Counters::default(),
+            next_sweep: AtomicU64::new(0),
         }
     }
 
@@ -309,6 +317,7 @@ impl PreciseIndex {
         keys.clear();
         for (hash, link) in stored.block_hashes.iter().zip(links.iter()) {
             ep.links.insert(hash.0, *link);
+            ep.confirmed.insert(link.key().get());
             keys.push(link.key());
         }
         self.index.insert_blocks(endpoint, keys, None);
@@ -334,13 +343,116 @@ impl PreciseIndex {
         keys.clear();
         for hash in &removed.block_hashes {
             match ep.links.remove(&hash.0) {
-                Some(link) => keys.push(link.key()),
+                Some(link) => {
+                    ep.confirmed.remove(&link.key().get());
+                    keys.push(link.key());
+                }
                 None => add(&self.counters.unknown_removed_blocks, 1),
             }
         }
         self.index.remove_blocks(endpoint, keys);
         add(&self.counters.removed_blocks, keys.len());
         applied.removed += keys.len();
+    }
+
+    /// Records, at pick time, that `endpoint` is about to hold `keys` (the picked request's
+    /// blocks), for `ttl`: upstream's speculative indexing, which covers the time between a
+    /// pick and the engine's events (the request's wait and prefill), so that requests sharing
+    /// a new prefix follow the first instead of spreading. A speculative entry the engine
+    /// confirms stays (as a fact); one it never reports is taken out when it expires. At most
+    /// the endpoint's capacity in speculative blocks; beyond, nothing is recorded.
+    pub fn speculate(
+        &self,
+        endpoint: EndpointId,
+        keys: &[BlockKey],
+        now: Timestamp,
+        ttl: Duration,
+    ) {
+        self.sweep_all(now, ttl);
+        let Some(state) = self.state(endpoint) else {
+            return;
+        };
+        let mut ep = state.lock();
+        if ep.gone || keys.is_empty() {
+            return;
+        }
+        self.expire(endpoint, &mut ep, now);
+        let capacity = ep.capacity.unwrap_or(self.config.default_capacity);
+        if ep.speculative.len() + keys.len() > capacity {
+            return;
+        }
+        let mut fresh = Vec::new();
+        for key in keys {
+            let refs = ep.speculative.entry(key.get()).or_insert(0);
+            *refs += 1;
+            if *refs == 1 && !ep.confirmed.contains(&key.get()) {
+                fresh.push(*key);
+            }
+        }
+        ep.expiry
+            .push_back((now.saturating_add(ttl), keys.to_vec()));
+        self.index.insert_blocks(endpoint, &fresh, None);
+        add(&self.counters.speculative_blocks, fresh.len());
+    }
+
+    /// Takes out `endpoint`'s speculations that expired by `now` (those the engine did not
+    /// confirm).
+    fn expire(&self, endpoint: EndpointId, ep: &mut EngineBlocks, now: Timestamp) {
+        let mut gone = Vec::new();
+        while ep
+            .expiry
+            .front()
+            .is_some_and(|(deadline, _)| *deadline <= now)
+        {
+            let Some((_, keys)) = ep.expiry.pop_front() else {
+                break;
+            };
+            for key in keys {
+                let raw = key.get();
+                let Some(refs) = ep.speculative.get_mut(&raw) else {
+                    continue;
+                };
+                *refs -= 1;
+                if *refs == 0 {
+                    ep.speculative.remove(&raw);
+                    if !ep.confirmed.contains(&raw) {
+                        gone.push(key);
+                    }
+                }
+            }
+        }
+        if !gone.is_empty() {
+            self.index.remove_blocks(endpoint, &gone);
+            add(&self.counters.speculative_expired, gone.len());
+        }
+    }
+
+    /// Sweeps every endpoint's expired speculations, at most every quarter `ttl`.
+    fn sweep_all(&self, now: Timestamp, ttl: Duration) {
+        let due = self.next_sweep.load(Ordering::Relaxed);
+        if now.as_nanos() < due {
+            return;
+        }
+        let next = now.saturating_add(ttl / 4).as_nanos();
+        if self
+            .next_sweep
+            .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return; // another pick is sweeping
+        }
+        let states: Vec<(EndpointId, Arc<Mutex<EngineBlocks>>)> = self
+            .endpoints
+            .lock()
+            .iter()
+            .map(|(&id, s)| (id, Arc::clone(s)))
+            .collect();
+        for (id, state) in states {
+            let mut ep = state.lock();
+            if !ep.expiry.is_empty() {
+                self.expire(id, &mut ep, now);
+            }
+        }
     }
 
     /// Drops every entry of `endpoint` (see the [module docs](self) for when); returns how many
@@ -361,7 +473,15 @@ impl PreciseIndex {
     ) -> usize {
         let keys: Vec<BlockKey> = ep.links.drain().map(|(_, link)| link.key()).collect();
         ep.links.shrink_to(64);
+        ep.confirmed = AHashSet::new();
+        let speculative: Vec<BlockKey> = ep
+            .speculative
+            .drain()
+            .map(|(key, _)| BlockKey::from_raw(key))
+            .collect();
+        ep.expiry.clear();
         self.index.remove_blocks(endpoint, &keys);
+        self.index.remove_blocks(endpoint, &speculative);
         ep.resets += 1;
         ep.last_reset = Some(reason);
         add(&self.counters.resets[reason.slot()], 1);
@@ -427,6 +547,9 @@ impl MembershipListener for PreciseIndex {
                 let mut ep = state.lock();
                 ep.gone = true;
                 ep.links = AHashMap::new();
+                ep.confirmed = AHashSet::new();
+                ep.speculative = AHashMap::new();
+                ep.expiry.clear();
             }
         }
     }

@@ -29,6 +29,10 @@ pub struct PreciseStats {
     pub unknown_events: u64,
     /// Endpoint resets, by [`ResetReason`] (indexed as [`ResetReason::ALL`]).
     pub resets: [u64; 5],
+    /// Blocks recorded speculatively at pick time (not yet reported by the engine).
+    pub speculative_blocks: u64,
+    /// Speculative blocks that expired without the engine reporting them (taken out).
+    pub speculative_expired: u64,
 }
 
 impl PreciseStats {
@@ -50,6 +54,8 @@ pub(super) struct Counters {
     pub(super) block_size_mismatches: AtomicU64,
     pub(super) unknown_events: AtomicU64,
     pub(super) resets: [AtomicU64; 5],
+    pub(super) speculative_blocks: AtomicU64,
+    pub(super) speculative_expired: AtomicU64,
 }
 
 pub(super) fn add(counter: &AtomicU64, n: usize) {
@@ -71,6 +77,8 @@ impl Counters {
             block_size_mismatches: get(&self.block_size_mismatches),
             unknown_events: get(&self.unknown_events),
             resets: std::array::from_fn(|i| get(&self.resets[i])),
+            speculative_blocks: get(&self.speculative_blocks),
+            speculative_expired: get(&self.speculative_expired),
         }
     }
 }

@@ -272,3 +272,81 @@ fn an_endpoint_that_left_is_never_recorded_again() {
     assert_eq!(precise.index().entries(), 0);
     assert!(precise.endpoints().is_empty());
 }
+
+fn keys_of(tokens: &[u32]) -> Vec<BlockKey> {
+    let mut links = Vec::new();
+    crate::prefix::ChainLink::extend(precise_seed(None), None, tokens, BLOCK, &mut links);
+    links.iter().map(|l| l.key()).collect()
+}
+
+#[test]
+fn speculations_hold_until_confirmed_or_expired() {
+    use crate::clock::Timestamp;
+    use std::time::Duration;
+    let docs = documents();
+    let precise = PreciseIndex::new(config());
+    let e = EndpointId(1);
+    let ttl = Duration::from_secs(2);
+    let at = Timestamp::from_millis;
+
+    // Picked at t = 0: the request's blocks are matched at once.
+    precise.speculate(e, &keys_of(&docs[2]), at(0), ttl);
+    assert_eq!(matched(&precise, e, &docs[2], None), 6);
+    assert_eq!(precise.blocks_of(e), 0, "nothing confirmed yet");
+    // The engine confirms the first 4 blocks; at t = 2 s the rest expires, the 4 stay.
+    precise.apply(e, &batch(vec![stored(&docs[2], 0, 4)]));
+    precise.speculate(e, &keys_of(&docs[3][..BLOCK]), at(2_000), ttl);
+    assert_eq!(matched(&precise, e, &docs[2], None), 4);
+    assert_eq!(precise.stats().speculative_expired, 2);
+
+    // Two picks of the same prefix: the first's expiry leaves the second's.
+    precise.speculate(e, &keys_of(&docs[0]), at(3_000), ttl);
+    precise.speculate(e, &keys_of(&docs[0]), at(4_000), ttl);
+    precise.speculate(e, &[], at(5_100), ttl);
+    precise.speculate(e, &keys_of(&docs[3][..BLOCK]), at(5_100), ttl);
+    assert_eq!(matched(&precise, e, &docs[0], None), 6);
+    precise.speculate(e, &keys_of(&docs[3][..BLOCK]), at(6_100), ttl);
+    assert_eq!(matched(&precise, e, &docs[0], None), 0);
+
+    // The engine's word wins: a removal takes a block out even while speculated.
+    precise.speculate(e, &keys_of(&docs[2]), at(7_000), ttl);
+    let h = engine_hash(&docs[2], 1);
+    precise.apply(e, &batch(vec![removed(&[h])]));
+    assert_eq!(matched(&precise, e, &docs[2], None), 1);
+    // A reset drops speculations too.
+    precise.reset(e, ResetReason::Gap);
+    assert_eq!(precise.index().audit(), vec![]);
+}
+
+#[test]
+fn speculations_are_bounded_by_capacity_and_swept_on_other_endpoints() {
+    use crate::clock::Timestamp;
+    use std::time::Duration;
+    let docs = documents();
+    let precise = PreciseIndex::new(config());
+    let ttl = Duration::from_secs(1);
+    precise.set_capacity(EndpointId(1), 8);
+    precise.speculate(
+        EndpointId(1),
+        &keys_of(&docs[0]),
+        Timestamp::from_millis(0),
+        ttl,
+    );
+    // 6 held, 6 more would pass the capacity of 8: nothing recorded.
+    precise.speculate(
+        EndpointId(1),
+        &keys_of(&docs[2]),
+        Timestamp::from_millis(1),
+        ttl,
+    );
+    assert_eq!(matched(&precise, EndpointId(1), &docs[2], None), 0);
+    // A pick on another endpoint after the TTL sweeps endpoint 1 as well.
+    precise.speculate(
+        EndpointId(2),
+        &keys_of(&docs[3]),
+        Timestamp::from_millis(1_500),
+        ttl,
+    );
+    assert_eq!(matched(&precise, EndpointId(1), &docs[0], None), 0);
+    assert_eq!(matched(&precise, EndpointId(2), &docs[3], None), 6);
+}
