@@ -46,7 +46,10 @@ pub fn builtin_registry() -> Registry {
         .register(prefix_cache::TYPE_NAME, prefix_cache::factory)
         .register(approx_prefix::TYPE_NAME, approx_prefix::factory)
         .register(precise_prefix::TYPE_NAME, precise_prefix::factory)
-        .register(precise_prefix::SCORER_TYPE_NAME, precise_prefix::scorer_factory)
+        .register(
+            precise_prefix::SCORER_TYPE_NAME,
+            precise_prefix::scorer_factory,
+        )
         .register(token::TYPE_NAME, token::factory)
         .register(token::LEGACY_TYPE_NAME, token::factory)
         .register(kv_cache::TYPE_NAME, kv_cache::factory)
