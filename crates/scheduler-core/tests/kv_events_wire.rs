@@ -238,7 +238,8 @@ fn sglang_metadata() -> KvEventBatch {
                 medium: gpu(),
                 ..BlockStored::default()
             }),
-            // The salted store: its metadata map sits where vLLM has lora_name.
+            // The salted store: its metadata map sits where vLLM has lora_name; its blocks
+            // are hashed with the salt, so each carries an extra key.
             KvEvent::BlockStored(BlockStored {
                 block_hashes: vec![h(22)],
                 parent_block_hash: Some(h(21)),
@@ -246,6 +247,7 @@ fn sglang_metadata() -> KvEventBatch {
                 block_size: 2,
                 medium: gpu(),
                 lora_name: None,
+                extra_keys: vec![Some(vec![ExtraKey::Other])],
                 ..BlockStored::default()
             }),
             KvEvent::BlockRemoved(BlockRemoved {

@@ -1,7 +1,7 @@
 //! Which policies are best, or within 5 % of the best, on a scenario's headline figures
 //! (TTFT p90 and output tokens/s), by the interval rule of [`crate::judge`].
 //!
-//! Bounds (`@fresh` rows) are not candidates.
+//! Bounds (`@fresh` and `@oracle` rows) are not candidates.
 //!
 //! ```
 //! use shepherd_sim::best::judgements;

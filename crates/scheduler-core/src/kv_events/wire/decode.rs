@@ -260,11 +260,15 @@ impl<'a> Decoder<'a, '_> {
             block_size: self.u32("BlockStored.block_size")?,
             ..BlockStored::default()
         };
+        let mut salted = false;
         for index in 4..fields {
             match index {
                 4 => stored.lora_id = self.opt_i64("BlockStored.lora_id")?,
                 5 => stored.medium = self.opt_string("BlockStored.medium")?,
-                6 => stored.lora_name = self.lora_name_or_metadata()?,
+                6 => match self.lora_name_or_metadata()? {
+                    Ok(name) => stored.lora_name = name,
+                    Err(()) => salted = true,
+                },
                 7 => stored.extra_keys = self.extra_keys()?,
                 8 => stored.group_idx = self.opt_u32("BlockStored.group_idx")?,
                 9 => {
@@ -273,12 +277,17 @@ impl<'a> Decoder<'a, '_> {
                 _ => self.skip(FIELD_DEPTH)?,
             }
         }
+        if salted && stored.extra_keys.is_empty() {
+            // SGLang's salted blocks depend on more than their tokens.
+            stored.extra_keys = vec![Some(vec![ExtraKey::Other]); stored.block_hashes.len()];
+        }
         Ok(stored)
     }
 
     /// `BlockStored` as a map: fields by name, unknown keys skipped.
     fn stored_map(&mut self, pairs: u32) -> Result<BlockStored, WireError> {
         let mut stored = BlockStored::default();
+        let mut salted = false;
         let (mut hashes, mut tokens, mut block_size) = (false, false, false);
         for _ in 0..pairs {
             match self.key(FIELD_DEPTH)? {
@@ -308,8 +317,19 @@ impl<'a> Decoder<'a, '_> {
                     stored.kv_cache_spec_kind =
                         self.opt_string("BlockStored.kv_cache_spec_kind")?;
                 }
+                // SGLang's map events name the salt their blocks were hashed with.
+                Some(b"cache_salt" | b"metadata") => match self.r.head()? {
+                    Head::Nil => {}
+                    head => {
+                        self.skip_rest(head, FIELD_DEPTH)?;
+                        salted = true;
+                    }
+                },
                 _ => self.skip(FIELD_DEPTH)?,
             }
+        }
+        if salted && stored.extra_keys.is_empty() {
+            stored.extra_keys = vec![Some(vec![ExtraKey::Other]); stored.block_hashes.len()];
         }
         let missing = [
             (hashes, "BlockStored.block_hashes"),
@@ -473,17 +493,18 @@ impl<'a> Decoder<'a, '_> {
         }
     }
 
-    /// The eighth field of a positional `BlockStored`: vLLM's `lora_name`, or where SGLang
-    /// (0.5.18 on, `BlockStoredWithMetadata`) puts a metadata map (`{"cache_salt": ...}`),
-    /// which is skipped: SGLang already folds the salt into its block hashes.
-    fn lora_name_or_metadata(&mut self) -> Result<Option<String>, WireError> {
+    /// The eighth field of a positional `BlockStored`: vLLM's `lora_name` (`Ok(Ok(name))`),
+    /// or where SGLang (0.5.18 on, `BlockStoredWithMetadata`) puts a metadata map
+    /// (`{"cache_salt": ...}`: `Ok(Err(()))`), skipped here; its blocks are hashed with the
+    /// salt, which the caller records as an extra key of every block.
+    fn lora_name_or_metadata(&mut self) -> Result<Result<Option<String>, ()>, WireError> {
         const FIELD: &str = "BlockStored.lora_name";
         match self.r.head()? {
-            Head::Nil => Ok(None),
-            Head::Str(len) => Ok(Some(utf8(self.r.bytes(len)?, FIELD)?.to_owned())),
+            Head::Nil => Ok(Ok(None)),
+            Head::Str(len) => Ok(Ok(Some(utf8(self.r.bytes(len)?, FIELD)?.to_owned()))),
             head @ Head::Map(_) => {
                 self.skip_rest(head, FIELD_DEPTH)?;
-                Ok(None)
+                Ok(Err(()))
             }
             other => Err(wrong(FIELD, "str, nil or a metadata map", other)),
         }
