@@ -1,4 +1,5 @@
 //! Shared helpers for the benchmarks: deterministic prompts, pools and timing.
 #![forbid(unsafe_code)]
 
+pub mod docs_prompts;
 pub mod workload;

@@ -25,15 +25,13 @@
 //! ```
 
 use std::borrow::Cow;
-use std::path::PathBuf;
 use std::time::Instant;
 
+use shepherd_benches::docs_prompts::{chat, completions, docs_text, tokenizer_dir};
 use shepherd_benches::workload::pool;
 use shepherd_scheduler_core::config::{EndpointPickerConfig, build_scheduler_in};
 use shepherd_scheduler_core::kv_events::{BlockStored, EngineBlockHash, KvEvent, KvEventBatch};
-use shepherd_scheduler_core::request::{
-    InferenceRequest, ParseLimits, Prompt, parse_openai_request,
-};
+use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 use shepherd_scheduler_core::scheduler::{ScheduleOptions, Scheduler};
 use shepherd_scheduler_core::shared::SharedState;
 use shepherd_scorers::builtin_registry;
@@ -48,76 +46,6 @@ const DRY: ScheduleOptions<'static> = ScheduleOptions {
 const SIZES: [(&str, usize); 3] = [("1KB", 1 << 10), ("16KB", 16 << 10), ("400KB", 400 << 10)];
 const ENDPOINTS: usize = 64;
 const HOLDERS: usize = 8;
-
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn tokenizer_dir() -> PathBuf {
-    std::env::var_os("TOKENIZE_BENCH_TOKENIZER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("crates/scorers/tests/fixtures/tokenizer"))
-}
-
-/// Shepherd's docs, repeated as needed, cut to `size` bytes on a char boundary.
-fn text(size: usize) -> String {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(workspace().join("docs"))
-        .map(|dir| dir.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    files.sort();
-    let mut corpus: String = files
-        .iter()
-        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
-        .collect();
-    if corpus.is_empty() {
-        corpus = "The quick brown fox jumps over the lazy dog. ".into();
-    }
-    let mut text = String::new();
-    while text.len() < size {
-        text.push_str(&corpus);
-    }
-    let mut cut = size;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    text.truncate(cut);
-    text
-}
-
-fn parse(path: &str, body: serde_json::Value) -> InferenceRequest {
-    parse_openai_request(path, body.to_string().as_bytes(), &ParseLimits::default())
-        .expect("a valid body")
-}
-
-fn completions(text: &str) -> InferenceRequest {
-    parse(
-        "/v1/completions",
-        serde_json::json!({"model": "m", "prompt": text}),
-    )
-}
-
-fn chat(text: &str, last: &str) -> InferenceRequest {
-    let mut messages =
-        vec![serde_json::json!({"role": "system", "content": "Answer from the docs."})];
-    let mut rest = text;
-    let mut user = true;
-    while !rest.is_empty() {
-        let mut cut = rest.len().min(1024);
-        while !rest.is_char_boundary(cut) {
-            cut += 1;
-        }
-        let (turn, tail) = rest.split_at(cut);
-        let role = if user { "user" } else { "assistant" };
-        messages.push(serde_json::json!({"role": role, "content": turn}));
-        user = !user;
-        rest = tail;
-    }
-    messages.push(serde_json::json!({"role": "user", "content": last}));
-    parse(
-        "/v1/chat/completions",
-        serde_json::json!({"model": "m", "messages": messages}),
-    )
-}
 
 const APPROX: &str = "
 plugins:
@@ -238,7 +166,7 @@ fn main() {
     // `cargo bench` passes `--bench`; nothing else is read.
     let mut rows = Vec::new();
     for (label, size) in SIZES {
-        let body = text(size);
+        let body = docs_text(size);
         let samples = if size > 100_000 { 7 } else { 15 };
 
         let (approx, _) = scheduler(APPROX);

@@ -21,90 +21,24 @@
 //! ```
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
-use shepherd_scheduler_core::request::{InferenceRequest, ParseLimits, parse_openai_request};
+use shepherd_benches::docs_prompts::{chat, completions, docs_text, tokenizer_dir};
 use shepherd_scorers::producers::TokenProducer;
 use shepherd_scorers::producers::token::{TokenProducerParameters, TokenizerFiles};
 
 const SIZES: [(&str, usize); 3] = [("1KB", 1 << 10), ("16KB", 16 << 10), ("400KB", 400 << 10)];
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn producer(cache_max_tokens: usize) -> TokenProducer {
-    let dir = std::env::var_os("TOKENIZE_BENCH_TOKENIZER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("crates/scorers/tests/fixtures/tokenizer"));
+    let dir = tokenizer_dir();
     let files = TokenizerFiles::at(&dir).expect("a tokenizer directory");
     let parameters = TokenProducerParameters {
         cache_max_tokens,
         ..TokenProducerParameters::default()
     };
     TokenProducer::load("bench", &files, &parameters).expect("the tokenizer loads")
-}
-
-/// Shepherd's docs, repeated as needed, cut to `size` bytes (on a char boundary).
-fn text(size: usize) -> String {
-    let mut corpus = String::new();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(workspace().join("docs"))
-        .map(|dir| dir.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    files.sort();
-    for file in files {
-        corpus.push_str(&std::fs::read_to_string(file).unwrap_or_default());
-    }
-    if corpus.is_empty() {
-        corpus = "The quick brown fox jumps over the lazy dog. ".into();
-    }
-    let mut text = String::with_capacity(size + corpus.len());
-    while text.len() < size {
-        text.push_str(&corpus);
-    }
-    let mut cut = size;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    text.truncate(cut);
-    text
-}
-
-fn completions(text: &str) -> InferenceRequest {
-    let body = serde_json::json!({"model": "m", "prompt": text}).to_string();
-    parse_openai_request("/v1/completions", body.as_bytes(), &ParseLimits::default())
-        .expect("a completions body")
-}
-
-/// A conversation of turns of about 1 KB covering `text`, then `last` as the final user turn.
-fn chat(text: &str, last: &str) -> InferenceRequest {
-    let mut messages = vec![
-        serde_json::json!({"role": "system", "content": "You answer from the documentation."}),
-    ];
-    let mut rest = text;
-    let mut user = true;
-    while !rest.is_empty() {
-        let mut cut = rest.len().min(1024);
-        while !rest.is_char_boundary(cut) {
-            cut += 1;
-        }
-        let (turn, tail) = rest.split_at(cut);
-        let role = if user { "user" } else { "assistant" };
-        messages.push(serde_json::json!({"role": role, "content": turn}));
-        user = !user;
-        rest = tail;
-    }
-    messages.push(serde_json::json!({"role": "user", "content": last}));
-    let body = serde_json::json!({"model": "m", "messages": messages}).to_string();
-    parse_openai_request(
-        "/v1/chat/completions",
-        body.as_bytes(),
-        &ParseLimits::default(),
-    )
-    .expect("a chat body")
 }
 
 fn main() {
@@ -117,7 +51,7 @@ fn main() {
     let cached = producer(1 << 22);
     let mut group = criterion.benchmark_group("tokenize");
     for (label, size) in SIZES {
-        let text = text(size);
+        let text = docs_text(size);
         group.throughput(Throughput::Bytes(text.len() as u64));
 
         let request = completions(&text);

@@ -441,12 +441,7 @@ impl PreciseIndex {
         {
             return; // another pick is sweeping
         }
-        let states: Vec<(EndpointId, Arc<Mutex<EngineBlocks>>)> = self
-            .endpoints
-            .lock()
-            .iter()
-            .map(|(&id, s)| (id, Arc::clone(s)))
-            .collect();
+        let states = self.states();
         for (id, state) in states {
             let mut ep = state.lock();
             if !ep.expiry.is_empty() {
@@ -504,14 +499,18 @@ impl PreciseIndex {
             .map_or(0, |s| s.lock().links.len())
     }
 
-    /// Every endpoint's state, by id.
-    pub fn endpoints(&self) -> Vec<(EndpointId, EndpointSync)> {
-        let states: Vec<(EndpointId, Arc<Mutex<EngineBlocks>>)> = self
-            .endpoints
+    /// Every endpoint's state, taken out of the map so that each is locked on its own.
+    fn states(&self) -> Vec<(EndpointId, Arc<Mutex<EngineBlocks>>)> {
+        self.endpoints
             .lock()
             .iter()
             .map(|(&id, s)| (id, Arc::clone(s)))
-            .collect();
+            .collect()
+    }
+
+    /// Every endpoint's state, by id.
+    pub fn endpoints(&self) -> Vec<(EndpointId, EndpointSync)> {
+        let states = self.states();
         let mut out: Vec<(EndpointId, EndpointSync)> = states
             .into_iter()
             .map(|(id, state)| {
