@@ -3,6 +3,8 @@
 //! publisher restart and a cleared cache drop the endpoint's entries (counted), while a lost
 //! batch the replay still holds is filled in.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::sync::Arc;

@@ -7,6 +7,8 @@
 //! (what `scripts/test.sh` sets). Without it the test says it is skipped and passes, unless
 //! `SHEPHERD_REQUIRE_E2E=1`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
