@@ -92,7 +92,7 @@ impl EndpointSample {
             Arc::clone(endpoint.address_arc()),
             metrics.running,
             metrics.waiting,
-            endpoint.in_flight_requests(),
+            endpoint.total_in_flight_requests(),
             metrics.kv_utilization_clamped(),
             metrics.is_stale(now, staleness),
         )

@@ -244,3 +244,38 @@ fn rendezvous_adds_the_scorer_with_the_prefix_weight() {
     assert_eq!(added.weight, Some(3.0));
     assert_eq!(Coordination::None.apply(&base), base);
 }
+
+#[test]
+fn precise_replicas_share_the_engines_events_and_load_sync_changes_only_load() {
+    let s = small();
+    let precise = builtin_policy("precise").unwrap();
+    let one = run(&s, &precise, &sim_registry(), RunOptions::default()).unwrap();
+    let four = run(&s, &precise, &sim_registry(), with(4, Spread::Random)).unwrap();
+    // Every replica hears every server's events: the hit rate does not fall apart with R.
+    let hit = |r: &RunResult| r.cached_tokens as f64 / r.prompt_tokens.max(1) as f64;
+    assert!(
+        hit(&four) >= 0.9 * hit(&one),
+        "{} vs {}",
+        hit(&four),
+        hit(&one)
+    );
+    for sync in [Coordination::LoadSync(0), Coordination::LoadSync(5)] {
+        let policy = sync.apply(&precise);
+        let r = run(&s, &policy, &sim_registry(), with(4, Spread::Random)).unwrap();
+        assert!(r.records.iter().all(|x| x.outcome == Outcome::Completed));
+        assert_eq!(r.replicas.iter().map(|c| c.picks).sum::<u64>(), routed(&r));
+        // A replica's own in-flight count is unchanged by what its peers report.
+        assert!(r.replicas.iter().all(|c| c.in_flight_at_end == 0));
+    }
+    let mut bad = precise.clone();
+    bad.config.other.insert(
+        "simulation".into(),
+        serde_json::json!({"replicaLoadSyncMs": -1}),
+    );
+    assert!(run(&s, &bad, &sim_registry(), with(2, Spread::Random)).is_err());
+    bad.config.other.insert(
+        "simulation".into(),
+        serde_json::json!({"replicaLoadSyncMillis": 5}),
+    );
+    assert!(run(&s, &bad, &sim_registry(), with(2, Spread::Random)).is_err());
+}

@@ -36,9 +36,11 @@ mod counters;
 mod exported;
 mod metrics;
 mod node;
+mod peer_load;
 mod pool;
 
 pub use counters::InFlightGuard;
 pub use metrics::{EndpointHealth, EndpointMetrics, LoadMetrics, LoraState};
 pub use node::{Endpoint, EndpointId, EndpointLabels};
+pub use peer_load::PeerLoad;
 pub use pool::{MembershipListener, Pool, PoolSnapshot};

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 
+use super::peer_load::PeerCells;
 use super::{EndpointHealth, EndpointMetrics, InFlightGuard, LoadMetrics};
 use crate::clock::{Clock, Timestamp};
 
@@ -67,6 +68,7 @@ pub struct Endpoint {
     labels: ArcSwap<EndpointLabels>,
     clock: Arc<dyn Clock>,
     pub(super) counters: Counters,
+    pub(super) peers: PeerCells,
 }
 
 /// An endpoint's labels (the Kubernetes pod labels, or what discovery or an embedder sets),
@@ -86,6 +88,7 @@ impl Endpoint {
             labels: ArcSwap::from_pointee(EndpointLabels::new()),
             clock,
             counters: Counters::default(),
+            peers: PeerCells::default(),
         }
     }
 

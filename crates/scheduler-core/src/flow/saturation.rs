@@ -325,8 +325,8 @@ impl SaturationDetector for ConcurrencyDetector {
         let mut hybrid =
             (pending.requests as f64 / req_cap).max(pending.prompt_tokens as f64 / tok_cap);
         for endpoint in snapshot.endpoints().iter().filter(|e| e.accepts_requests()) {
-            let r = endpoint.in_flight_requests();
-            let t = endpoint.in_flight_prompt_tokens();
+            let r = endpoint.total_in_flight_requests();
+            let t = endpoint.total_in_flight_prompt_tokens();
             requests = requests.saturating_add(r);
             tokens = tokens.saturating_add(t);
             hybrid += (r as f64 / req_cap).max(t as f64 / tok_cap);

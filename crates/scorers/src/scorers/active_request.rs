@@ -4,7 +4,9 @@
 //! Unlike the scraped queue and running counts, the in-flight count
 //! ([`Endpoint::in_flight_requests`]) is the scheduler's own and always fresh: it rises the
 //! moment a pick is made and falls when the response ends. It is therefore the signal that
-//! spreads a burst of simultaneous requests before any scrape can see them.
+//! spreads a burst of simultaneous requests before any scrape can see them. With several
+//! picker replicas exchanging their counts, the count is this scheduler's plus what its peers
+//! last reported ([`Endpoint::total_in_flight_requests`]).
 //!
 //! As upstream: a candidate with at most `idleThreshold` requests in flight scores 1; a busier
 //! one scores `(max − count) / max × maxBusyScore`, where `max` is the busiest candidate's
@@ -116,11 +118,11 @@ impl Scorer for ActiveRequestScorer {
     fn score(&self, _cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         let max = candidates
             .iter()
-            .map(|e| e.in_flight_requests())
+            .map(|e| e.total_in_flight_requests())
             .max()
             .unwrap_or(0);
         for (slot, endpoint) in out.iter_mut().zip(candidates) {
-            *slot = Score::new(self.score_of(endpoint.in_flight_requests(), max));
+            *slot = Score::new(self.score_of(endpoint.total_in_flight_requests(), max));
         }
     }
 }

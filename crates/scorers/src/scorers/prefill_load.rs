@@ -117,7 +117,7 @@ impl PrefillLoadScorer {
             CachedPrefix::uncached_tokens_in(&cycle.extensions, endpoint.id(), prompt_tokens);
         // Saturating float-to-int conversion: never overflows.
         let own = (uncached as f64 * self.uncached_weight) as u64;
-        endpoint.pending_prefill_tokens().saturating_add(own)
+        endpoint.total_pending_prefill_tokens().saturating_add(own)
     }
 }
 

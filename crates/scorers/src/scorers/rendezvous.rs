@@ -185,7 +185,10 @@ impl Scorer for RendezvousAffinityScorer {
         };
         let over = match self.load_factor {
             Some(_) => {
-                let loads: Vec<u64> = candidates.iter().map(|e| e.in_flight_requests()).collect();
+                let loads: Vec<u64> = candidates
+                    .iter()
+                    .map(|e| e.total_in_flight_requests())
+                    .collect();
                 self.overloaded(&loads)
             }
             None => vec![false; candidates.len()],

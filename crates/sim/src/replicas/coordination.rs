@@ -1,13 +1,18 @@
 //! How picker replicas coordinate in the replica study: not at all (each learns only what it
-//! routed), or by agreeing on an unseen prefix's home with `rendezvous-affinity-scorer`, with or
-//! without its bounded-load rule (`loadFactor`).
+//! routed), by agreeing on an unseen prefix's home with `rendezvous-affinity-scorer`, with or
+//! without its bounded-load rule (`loadFactor`), or by exchanging their in-flight counts
+//! (`load-sync`; with a precise policy the index is already shared through the engines' events).
 
 use shepherd_scheduler_core::config::{PluginSpec, ProfilePluginRef};
 
 use crate::policy::Policy;
+use crate::runner::SIMULATION_SECTION;
 
 /// Instance name of the scorer [`Coordination::Rendezvous`] adds.
 pub const RENDEZVOUS_SCORER: &str = "rendezvous-affinity-scorer";
+
+/// Period of `load-sync` when the command line gives none, ms.
+const DEFAULT_LOAD_SYNC_MS: u32 = 10;
 
 /// `loadFactor` of `rendezvous-bounded` when the command line gives none.
 const DEFAULT_LOAD_FACTOR_PERCENT: u32 = 125;
@@ -28,6 +33,11 @@ pub enum Coordination {
     /// order. On the command line `rendezvous-bounded` (factor 1.25) or
     /// `rendezvous-bounded:F` (e.g. `rendezvous-bounded:1.5`).
     RendezvousBounded(u32),
+    /// The replicas exchange their in-flight counts every this many milliseconds
+    /// (`simulation.replicaLoadSyncMs`): load-aware scorers see every replica's requests. On
+    /// the command line `load-sync` (every 10 ms) or `load-sync:MS`; `load-sync:0` exchanges
+    /// before every pick, a bound.
+    LoadSync(u32),
 }
 
 impl Coordination {
@@ -39,6 +49,7 @@ impl Coordination {
             Coordination::RendezvousBounded(percent) => {
                 format!("rendezvous-bounded:{}", f64::from(percent) / 100.0)
             }
+            Coordination::LoadSync(ms) => format!("load-sync:{ms}"),
         }
     }
 
@@ -51,6 +62,20 @@ impl Coordination {
                 policy,
                 serde_json::json!({ "loadFactor": f64::from(percent) / 100.0 }),
             ),
+            Coordination::LoadSync(ms) => {
+                let mut config = policy.config.clone();
+                let section = config
+                    .other
+                    .entry(SIMULATION_SECTION.to_string())
+                    .or_insert_with(|| serde_json::json!({}));
+                if let Some(map) = section.as_object_mut() {
+                    map.insert("replicaLoadSyncMs".into(), serde_json::json!(ms));
+                }
+                Policy {
+                    name: policy.name.clone(),
+                    config,
+                }
+            }
         }
     }
 }
@@ -68,8 +93,14 @@ impl std::str::FromStr for Coordination {
             Some(("rendezvous-bounded", factor)) => parse_factor(factor)
                 .map(Coordination::RendezvousBounded)
                 .ok_or_else(|| format!("bad load factor {factor:?} (a number from 1 to 100)")),
+            None if s == "load-sync" => Ok(Coordination::LoadSync(DEFAULT_LOAD_SYNC_MS)),
+            Some(("load-sync", ms)) => ms
+                .parse::<u32>()
+                .ok()
+                .map(Coordination::LoadSync)
+                .ok_or_else(|| format!("bad load-sync period {ms:?} (whole milliseconds)")),
             _ => Err(format!(
-                "unknown coordination {s:?} (none, rendezvous, rendezvous-bounded[:F])"
+                "unknown coordination {s:?} (none, rendezvous, rendezvous-bounded[:F], load-sync[:MS])"
             )),
         }
     }
@@ -124,6 +155,9 @@ mod tests {
             Coordination::Rendezvous,
             Coordination::RendezvousBounded(125),
             Coordination::RendezvousBounded(200),
+            Coordination::LoadSync(10),
+            Coordination::LoadSync(50),
+            Coordination::LoadSync(0),
         ] {
             assert_eq!(c.name().parse::<Coordination>(), Ok(c));
         }

@@ -29,6 +29,8 @@ pub(super) enum Event {
     FlowTimer,
     /// A server's batch of KV-cache events reaches the router (by batch number).
     KvBatch(u64),
+    /// The picker replicas exchange their in-flight counts.
+    LoadSync,
 }
 
 /// An [`Issue`] in a form the heap can order.

@@ -182,6 +182,11 @@ impl Sim<'_> {
                 .map(|(e, ep)| (ep.id(), e.cached_prefix_blocks(prompt_blocks) as u32));
             replica.feed.publish_cached_blocks(&request.id, cached);
         }
+        if self.load_sync_ns == Some(0) {
+            // The instantaneous exchange (a bound): every replica's view is exact at each pick.
+            self.sync_replica_loads();
+        }
+        let replica = &mut self.replicas[r as usize];
         let started = Instant::now();
         let picked = replica.scheduler.schedule(&request);
         let elapsed = started.elapsed().as_nanos();

@@ -11,19 +11,10 @@
 //! [`PreciseIndex::apply`]: shepherd_scheduler_core::kv_events::PreciseIndex::apply
 
 use ahash::AHashMap;
-use shepherd_scheduler_core::config::EndpointPickerConfig;
 use shepherd_scheduler_core::kv_events::{KvEvent, KvEventBatch};
 
 use super::events::Event;
 use super::{NS, Sim};
-use crate::error::SimError;
-
-/// The top-level policy section the simulator reads its own settings from.
-pub const SIMULATION_SECTION: &str = "simulation";
-
-/// Default time from an engine step's end to its events being applied by the router: 1 ms
-/// (a ZeroMQ message over the data-center network and its decoding).
-pub const DEFAULT_KV_EVENT_DELAY_MS: f64 = 1.0;
 
 /// Batches on their way to the router.
 #[derive(Debug, Default)]
@@ -38,41 +29,13 @@ pub(super) struct KvDelivery {
 }
 
 impl KvDelivery {
-    /// Delivery for a policy (`on` when it has a precise index), its delay from the policy's
-    /// `simulation.kvEventDelayMs`.
-    pub(super) fn from_config(
-        policy: &str,
-        config: &EndpointPickerConfig,
-        on: bool,
-    ) -> Result<Self, SimError> {
-        let mut delay_ms = DEFAULT_KV_EVENT_DELAY_MS;
-        if let Some(section) = config.other.get(SIMULATION_SECTION) {
-            let bad = |reason: &str| SimError::Input {
-                file: format!("<policy {policy}>"),
-                line: 0,
-                field: format!("{SIMULATION_SECTION}.kvEventDelayMs"),
-                reason: reason.into(),
-            };
-            let object = section
-                .as_object()
-                .ok_or_else(|| bad("the section must be a map"))?;
-            for (key, value) in object {
-                match key.as_str() {
-                    "kvEventDelayMs" => {
-                        delay_ms = value
-                            .as_f64()
-                            .filter(|v| v.is_finite() && *v >= 0.0)
-                            .ok_or_else(|| bad("must be a number of milliseconds, at least 0"))?;
-                    }
-                    other => return Err(bad(&format!("unknown setting `{other}`"))),
-                }
-            }
-        }
-        Ok(KvDelivery {
+    /// Delivery for a policy (`on` when it has a precise index) after `delay_ns`.
+    pub(super) fn new(on: bool, delay_ns: u64) -> Self {
+        KvDelivery {
             on,
-            delay_ns: (delay_ms * NS / 1e3).round() as u64,
+            delay_ns,
             ..KvDelivery::default()
-        })
+        }
     }
 }
 

@@ -68,9 +68,11 @@ mod events;
 mod flow;
 mod handlers;
 mod kv_events;
+mod load_sync;
 mod pick_cost;
 mod replica;
 mod results;
+mod simulation;
 mod spread;
 
 use std::sync::Arc;
@@ -81,10 +83,10 @@ use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
 use shepherd_scheduler_core::config::Registry;
 use shepherd_scheduler_core::decision::Decision;
 
-pub use kv_events::{DEFAULT_KV_EVENT_DELAY_MS, SIMULATION_SECTION};
 pub use pick_cost::PickCost;
 pub use results::{Outcome, ReplicaCounts, RequestRecord, RunResult};
 pub use shepherd_adaptive::driver::{AdaptiveSample, TickDriver};
+pub use simulation::{DEFAULT_KV_EVENT_DELAY_MS, SIMULATION_SECTION};
 pub use spread::{Spread, Spreader};
 
 use crate::engine::Engine;
@@ -95,6 +97,7 @@ use events::{Event, EventQueue};
 use flow::FlowGate;
 use kv_events::KvDelivery;
 use replica::Replica;
+use simulation::SimulationSettings;
 
 /// Nanoseconds per second.
 const NS: f64 = 1e9;
@@ -163,6 +166,8 @@ struct Sim<'a> {
     flow: Option<FlowGate>,
     /// The engines' KV-cache events on their way to the precise indexes.
     kv: KvDelivery,
+    /// How often the replicas exchange their in-flight counts (ns), when they do.
+    load_sync_ns: Option<u64>,
     /// Wall-clock nanoseconds of every `schedule` call, in order.
     pick_ns: Vec<u64>,
 }
@@ -196,7 +201,8 @@ pub fn run(
         .map(|p| p.scorers().iter().map(|s| s.name.to_string()).collect())
         .unwrap_or_default();
     let precise = replicas.iter().any(|r| !r.precise.is_empty());
-    let kv = KvDelivery::from_config(&policy.name, &policy.config, precise)?;
+    let settings = SimulationSettings::from_config(&policy.name, &policy.config)?;
+    let kv = KvDelivery::new(precise, settings.kv_event_delay_ns);
     let engines = (0..scenario.servers)
         .map(|_| {
             let mut engine = Engine::new(scenario.engine);
@@ -239,6 +245,7 @@ pub fn run(
         full_tokens: None,
         flow,
         kv,
+        load_sync_ns: settings.replica_load_sync_ns.filter(|_| opts.replicas > 1),
         pick_ns: Vec::new(),
     };
     sim.run_loop();
@@ -294,6 +301,9 @@ impl Sim<'_> {
         if self.replicas.iter().any(|r| r.driver.is_some()) {
             self.queue.push(0, Event::Adapt);
         }
+        if let Some(period) = self.load_sync_ns.filter(|&p| p > 0) {
+            self.queue.push(period, Event::LoadSync);
+        }
         while let Some((now, event)) = self.queue.pop() {
             self.events += 1;
             self.clock.set(Timestamp::from_nanos(now));
@@ -323,6 +333,12 @@ impl Sim<'_> {
                 Event::Timeout(id) => self.on_timeout(now, id),
                 Event::FlowTimer => self.on_flow_timer(now),
                 Event::KvBatch(id) => self.on_kv_batch(id),
+                Event::LoadSync => {
+                    self.sync_replica_loads();
+                    if let (Some(period), false) = (self.load_sync_ns, self.idle()) {
+                        self.queue.push(now + period, Event::LoadSync);
+                    }
+                }
             }
             if self.idle() && !self.engines.iter().any(Engine::in_step) {
                 break;
