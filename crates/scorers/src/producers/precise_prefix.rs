@@ -297,6 +297,9 @@ pub struct PreciseKvEvents {
     pub index: Arc<PreciseIndex>,
     /// What to subscribe to.
     pub subscription: KvEventSubscription,
+    /// How long speculative entries last, when the producer records them
+    /// (`speculativeIndexing`): what a peer replica's speculation sent here should last too.
+    pub speculative_ttl: Option<Duration>,
 }
 
 /// The resource name of the [`PreciseKvEvents`] of the producer named `plugin`.
@@ -426,6 +429,7 @@ fn build(
         name: args.name.to_string(),
         index,
         subscription,
+        speculative_ttl,
     });
     args.resources.insert(args.name, Arc::clone(&producer));
     args.resources.insert(feed_key, Arc::clone(&feed));

@@ -31,6 +31,8 @@ pub(super) enum Event {
     KvBatch(u64),
     /// The picker replicas exchange their in-flight counts.
     LoadSync,
+    /// A replica's speculative index entries reach the other replicas (by delta number).
+    SpeculationDelta(u64),
 }
 
 /// An [`Issue`] in a form the heap can order.

@@ -209,6 +209,7 @@ impl Sim<'_> {
             .get(&decision.primary().id())
             .copied()
             .unwrap_or(0);
+        self.share_speculation(r, server, now);
         self.records[record].server = server;
         let engine_request = EngineRequest {
             id,

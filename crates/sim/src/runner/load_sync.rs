@@ -7,11 +7,36 @@
 //! do that (two replicas picking at the same instant cannot see each other's picks), so it is
 //! a bound.
 //!
+//! With precise indexes that record speculative entries, the exchange also carries each
+//! pick's speculation (the request's block keys on the picked server) to the other replicas,
+//! one period after the pick (at once with a period of 0): the index deltas that cover the
+//! time before the engine's events, which every replica hears anyway.
+//!
 //! [`Endpoint::set_peer_load`]: shepherd_scheduler_core::endpoint::Endpoint::set_peer_load
 
+use ahash::AHashMap;
 use shepherd_scheduler_core::endpoint::PeerLoad;
+use shepherd_scheduler_core::kv_events::precise_seed;
+use shepherd_scheduler_core::prefix::{BlockKey, ChainLink};
 
 use super::Sim;
+use super::events::Event;
+
+/// Speculative entries on their way from the replica that picked to the others.
+#[derive(Debug, Default)]
+pub(super) struct Deltas {
+    pending: AHashMap<u64, Delta>,
+    next: u64,
+}
+
+/// One pick's speculation, for the other replicas: the server and the request's block keys
+/// per precise index (its position in a replica's `precise` list).
+#[derive(Debug)]
+struct Delta {
+    from: u32,
+    server: u32,
+    keys: Vec<Vec<BlockKey>>,
+}
 
 impl Sim<'_> {
     /// One exchange: every replica's endpoints get the other replicas' counts.
@@ -46,6 +71,74 @@ impl Sim<'_> {
                     prompt_tokens: t.prompt_tokens - m.prompt_tokens,
                     prefill_tokens: t.prefill_tokens - m.prefill_tokens,
                 });
+            }
+        }
+    }
+}
+
+impl Sim<'_> {
+    /// After replica `from` picked `server` for the request whose prompt is in `self.tokens`,
+    /// sends its speculation to the other replicas (when the replicas exchange and the policy
+    /// speculates).
+    pub(super) fn share_speculation(&mut self, from: u32, server: u32, now: u64) {
+        let Some(period) = self.load_sync_ns else {
+            return;
+        };
+        let Some(replica) = self.replicas.get(from as usize) else {
+            return;
+        };
+        if replica.precise.iter().all(|f| f.speculative_ttl.is_none()) {
+            return;
+        }
+        let keys: Vec<Vec<BlockKey>> = replica
+            .precise
+            .iter()
+            .map(|feed| {
+                let config = feed.index.config();
+                let mut links = Vec::new();
+                let tokens = &self.tokens[..self
+                    .tokens
+                    .len()
+                    .min(config.block_tokens * config.max_blocks)];
+                ChainLink::extend(
+                    precise_seed(None),
+                    None,
+                    tokens,
+                    config.block_tokens,
+                    &mut links,
+                );
+                links.iter().map(|l| l.key()).collect()
+            })
+            .collect();
+        let delta = Delta { from, server, keys };
+        if period == 0 {
+            self.apply_delta(&delta, now);
+        } else {
+            let id = self.deltas.next;
+            self.deltas.next += 1;
+            self.deltas.pending.insert(id, delta);
+            self.queue.push(now + period, Event::SpeculationDelta(id));
+        }
+    }
+
+    /// Delta `id` reaches the other replicas.
+    pub(super) fn on_speculation_delta(&mut self, id: u64, now: u64) {
+        if let Some(delta) = self.deltas.pending.remove(&id) {
+            self.apply_delta(&delta, now);
+        }
+    }
+
+    fn apply_delta(&self, delta: &Delta, now: u64) {
+        let now = shepherd_scheduler_core::clock::Timestamp::from_nanos(now);
+        for (r, replica) in self.replicas.iter().enumerate() {
+            if r == delta.from as usize {
+                continue;
+            }
+            let endpoint = replica.endpoints[delta.server as usize].id();
+            for (feed, keys) in replica.precise.iter().zip(&delta.keys) {
+                if let Some(ttl) = feed.speculative_ttl {
+                    feed.index.speculate(endpoint, keys, now, ttl);
+                }
             }
         }
     }

@@ -168,6 +168,8 @@ struct Sim<'a> {
     kv: KvDelivery,
     /// How often the replicas exchange their in-flight counts (ns), when they do.
     load_sync_ns: Option<u64>,
+    /// Speculative index entries on their way between replicas.
+    deltas: load_sync::Deltas,
     /// Wall-clock nanoseconds of every `schedule` call, in order.
     pick_ns: Vec<u64>,
 }
@@ -246,6 +248,7 @@ pub fn run(
         flow,
         kv,
         load_sync_ns: settings.replica_load_sync_ns.filter(|_| opts.replicas > 1),
+        deltas: load_sync::Deltas::default(),
         pick_ns: Vec::new(),
     };
     sim.run_loop();
@@ -333,6 +336,7 @@ impl Sim<'_> {
                 Event::Timeout(id) => self.on_timeout(now, id),
                 Event::FlowTimer => self.on_flow_timer(now),
                 Event::KvBatch(id) => self.on_kv_batch(id),
+                Event::SpeculationDelta(id) => self.on_speculation_delta(id, now),
                 Event::LoadSync => {
                     self.sync_replica_loads();
                     if let (Some(period), false) = (self.load_sync_ns, self.idle()) {
