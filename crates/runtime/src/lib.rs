@@ -15,6 +15,7 @@
 //!   while the pool is saturated and leave by priority and fairness, or are shed;
 //! - [`kv_events`]: subscriptions to the model servers' KV-cache events for the precise
 //!   prefix-cache producers;
+//! - [`replicas`]: several active replicas exchanging their in-flight load;
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config`;
 //! - [`Runtime`]: all of it wired, with [`RuntimeHandle::shutdown`] for a graceful end;
 //! - [`usage`]: the token `usage` at the end of a JSON or SSE response, found in a bounded
@@ -74,6 +75,8 @@ pub mod flow;
 pub mod kv_events;
 pub mod mapping;
 pub mod prom;
+#[cfg(feature = "runtime")]
+pub mod replicas;
 #[cfg(feature = "runtime")]
 mod runtime;
 #[cfg(feature = "runtime")]

@@ -17,7 +17,10 @@ use shepherd_scheduler_core::flow::{
     ConcurrencyDetector, FlowConfigError, FlowControlConfig, UsageLimitPolicy, UtilizationDetector,
 };
 
-use super::{EndpointSpec, GatewayConfig, LoadError, RuntimeConfig, ScrapingConfig, ServerConfig};
+use super::{
+    EndpointSpec, GatewayConfig, LoadError, ReplicasConfig, RuntimeConfig, ScrapingConfig,
+    ServerConfig,
+};
 use crate::mapping::{
     CORE_METRICS_EXTRACTOR_TYPE, CoreMetricsExtractorParams, METRICS_DATA_SOURCE_TYPE,
     MetricsDataSourceParams,
@@ -25,11 +28,12 @@ use crate::mapping::{
 
 /// Top-level sections that belong to Shepherd's runtime rather than to the picker schema
 /// (declared to the core's strict loader, which refuses any other unknown key).
-pub(crate) const RUNTIME_SECTIONS: [&str; 5] = [
+pub(crate) const RUNTIME_SECTIONS: [&str; 6] = [
     "endpoints",
     "scraping",
     "server",
     "gateway",
+    "replicas",
     FLOW_CONTROL_SECTION,
 ];
 
@@ -55,6 +59,7 @@ struct Sections {
     scraping: Option<ScrapingConfig>,
     server: Option<ServerConfig>,
     gateway: Option<GatewayConfig>,
+    replicas: Option<ReplicasConfig>,
     #[serde(rename = "flowControl")]
     flow_control: Option<FlowControlConfig>,
 }
@@ -149,6 +154,7 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         scraping,
         server: sections.server.unwrap_or_default(),
         gateway: sections.gateway.unwrap_or_default(),
+        replicas: sections.replicas,
         flow_control,
         path: owned_path(),
     };
@@ -261,6 +267,10 @@ fn validate(config: &RuntimeConfig, path: Option<&Path>) -> Result<(), LoadError
                 format!("{} is listed twice", endpoint.addr),
             ));
         }
+    }
+
+    if let Some((field, reason)) = config.replicas.as_ref().and_then(|r| r.problem()) {
+        return Err(LoadError::invalid(path, field, reason));
     }
 
     let scraping = &config.scraping;

@@ -61,6 +61,7 @@ mod endpoints;
 mod error;
 mod gateway;
 mod load;
+mod replicas;
 mod scraping;
 mod server;
 
@@ -77,6 +78,7 @@ pub use gateway::{
     DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_GATEWAY_MAX_BODY_BYTES, DEFAULT_MODELS_CACHE_MS,
     DEFAULT_MODELS_TIMEOUT_MS, DEFAULT_RETRY_AFTER_SECONDS, GatewayConfig, Secret, SecretError,
 };
+pub use replicas::{DEFAULT_PEER_EXPIRY_MS, DEFAULT_SYNC_INTERVAL_MS, ReplicasConfig};
 pub use scraping::{
     DEFAULT_CLEAR_AFTER_FAILURES, DEFAULT_SCRAPE_INTERVAL_MS, DEFAULT_SCRAPE_TIMEOUT_MS,
     ScrapingConfig,
@@ -104,6 +106,9 @@ pub struct RuntimeConfig {
     pub server: ServerConfig,
     /// The HTTP gateway's settings (read by `shepherd-gateway` only).
     pub gateway: GatewayConfig,
+    /// The load exchange with peer replicas, when the file has a `replicas` section.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<ReplicasConfig>,
     /// Flow control, when the file has a `flowControl` section (upstream's schema; its
     /// detector and policy plugins are taken out of `plugins`).
     #[serde(skip)]
@@ -124,6 +129,7 @@ impl Default for RuntimeConfig {
             scraping: ScrapingConfig::default(),
             server: ServerConfig::default(),
             gateway: GatewayConfig::default(),
+            replicas: None,
             flow_control: None,
             path: None,
         })

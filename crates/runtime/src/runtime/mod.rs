@@ -26,6 +26,7 @@ use crate::discovery::membership::Membership;
 use crate::discovery::{Discovery, FileWatcher, StaticDiscovery};
 use crate::flow::FlowController;
 use crate::kv_events::{KvEventStats, KvEventsManager};
+use crate::replicas::{LoadExchange, ReplicaStats};
 use crate::scrape::scraper::Scraper;
 use crate::scrape::{ScrapeSettings, ScrapeStats, fetch};
 use crate::shutdown::ShutdownSignal;
@@ -48,6 +49,8 @@ pub use reload::{ReloadOutcome, ReloadStats};
 /// - the adaptive tick loop, when the policy has an `adaptive:` section;
 /// - the KV-cache event subscriptions of the policy's precise prefix-cache producers
 ///   ([`kv_events`](crate::kv_events));
+/// - the in-flight load exchange with peer replicas, with a `replicas` section
+///   ([`replicas`](crate::replicas); changes take effect on a restart);
 /// - the config file watcher: an edit that loads is applied through
 ///   [`RuntimeHandle::reload`] (policy rebuilt and swapped in with live counters kept,
 ///   endpoints and scraping updated); one that does not is logged and counted, and the
@@ -155,6 +158,17 @@ impl Runtime {
             None
         };
 
+        let replica_socket = match &config.replicas {
+            Some(replicas) => Some(tokio::net::UdpSocket::bind(replicas.listen).await.map_err(
+                |source| RuntimeError::Bind {
+                    addr: replicas.listen,
+                    source,
+                },
+            )?),
+            None => None,
+        };
+        let replicas_config = config.replicas.clone();
+
         let flow = config
             .flow_control
             .clone()
@@ -205,6 +219,17 @@ impl Runtime {
             };
             tasks.spawn(manager.run(signal.clone()));
             extra.push(kv_event_stats);
+        }
+        if let (Some(config), Some(socket)) = (replicas_config, replica_socket) {
+            let stats = Arc::new(ReplicaStats::default());
+            let exchange = LoadExchange {
+                config,
+                socket,
+                pool: Arc::clone(&shared.pool),
+                stats: Arc::clone(&stats),
+            };
+            tasks.spawn(exchange.run(signal.clone()));
+            extra.push(stats);
         }
         if let Some(flow) = &flow {
             let stop = signal.clone();

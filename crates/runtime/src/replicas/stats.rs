@@ -1,0 +1,86 @@
+//! The load exchange's counters, on `/metrics`.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
+
+/// What the load exchange with peer replicas did.
+#[derive(Debug, Default)]
+pub struct ReplicaStats {
+    pub(crate) peers: AtomicI64,
+    pub(crate) reports_sent: AtomicU64,
+    pub(crate) bytes_sent: AtomicU64,
+    pub(crate) send_errors: AtomicU64,
+    pub(crate) received: AtomicU64,
+    pub(crate) unknown_sender: AtomicU64,
+    pub(crate) malformed: AtomicU64,
+    pub(crate) expired: AtomicU64,
+}
+
+impl ReplicaStats {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Peers whose reports count now.
+    pub fn live_peers(&self) -> i64 {
+        self.peers.load(Ordering::Relaxed)
+    }
+
+    /// Datagrams received from peers and taken in.
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// Bytes sent to peers.
+    pub fn bytes_sent(&self) -> u64 {
+        self.bytes_sent.load(Ordering::Relaxed)
+    }
+}
+
+const PEERS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_live_peers",
+    "Peer replicas whose load reports count now (reported within the expiry).",
+);
+const SENT: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_reports_sent_total",
+    "Load report datagrams sent to peer replicas.",
+);
+const BYTES: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_sent_bytes_total",
+    "Bytes of load reports sent to peer replicas.",
+);
+const SEND_ERRORS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_send_errors_total",
+    "Load reports that could not be sent.",
+);
+const RECEIVED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_reports_received_total",
+    "Load report datagrams received from peer replicas and taken in.",
+);
+const REJECTED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_rejected_datagrams_total",
+    "Datagrams not taken in, by reason: from an address that is not a configured peer, or not a load report.",
+);
+const EXPIRED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_expired_peers_total",
+    "Peers forgotten after falling silent for the expiry.",
+);
+
+impl MetricsSource for ReplicaStats {
+    fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        v.gauge(PEERS, &[], self.peers.load(Ordering::Relaxed) as f64);
+        v.counter(SENT, &[], get(&self.reports_sent));
+        v.counter(BYTES, &[], get(&self.bytes_sent));
+        v.counter(SEND_ERRORS, &[], get(&self.send_errors));
+        v.counter(RECEIVED, &[], get(&self.received));
+        v.counter(
+            REJECTED,
+            &[("reason", "unknown_peer")],
+            get(&self.unknown_sender),
+        );
+        v.counter(REJECTED, &[("reason", "malformed")], get(&self.malformed));
+        v.counter(EXPIRED, &[], get(&self.expired));
+    }
+}

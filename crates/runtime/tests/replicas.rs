@@ -1,0 +1,169 @@
+//! Several runtimes exchanging their in-flight load over UDP on loopback (the `replicas`
+//! section): a replica's requests show as its peers' peer load, go when they end, vanish at
+//! once when it shuts down, expire when it falls silent, and datagrams from strangers are
+//! refused.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+use common::wait_until;
+use shepherd_runtime::config::RuntimeConfig;
+use shepherd_runtime::replicas::wire::{Entry, encode};
+use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
+use shepherd_scheduler_core::endpoint::PeerLoad;
+
+const ENDPOINT: &str = "127.0.0.1:9";
+const WAIT: Duration = Duration::from_secs(5);
+
+/// Free UDP ports on loopback (bound, read, released).
+fn ports(n: usize) -> Vec<SocketAddr> {
+    let sockets: Vec<UdpSocket> = (0..n)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    sockets.iter().map(|s| s.local_addr().unwrap()).collect()
+}
+
+async fn replica(listen: SocketAddr, peers: &[SocketAddr]) -> RuntimeHandle {
+    let peers: Vec<String> = peers.iter().map(ToString::to_string).collect();
+    let yaml = format!(
+        "endpoints: [{ENDPOINT}, 127.0.0.1:10]\nreplicas:\n  listen: {listen}\n  peers: [{}]\n  intervalMs: 10\n  expireMs: 1000\n",
+        peers.join(", ")
+    );
+    let options = RuntimeOptions {
+        scrape: false,
+        serve_admin: false,
+        watch_config: false,
+        ..RuntimeOptions::default()
+    };
+    Runtime::start(RuntimeConfig::from_yaml(&yaml).unwrap(), options)
+        .await
+        .unwrap()
+}
+
+fn peer_requests(handle: &RuntimeHandle) -> u64 {
+    let endpoint = handle
+        .pool()
+        .snapshot()
+        .get_by_address(ENDPOINT)
+        .cloned()
+        .unwrap();
+    endpoint.peer_load().requests
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_see_each_others_load_until_it_ends_stops_or_falls_silent() {
+    let addrs = ports(3);
+    let a = replica(addrs[0], &[addrs[1], addrs[2]]).await;
+    let b = replica(addrs[1], &[addrs[0], addrs[2]]).await;
+    // The third peer is a bare socket speaking the protocol: it reports, then falls silent
+    // (as a crashed replica does: no last report).
+    let c = UdpSocket::bind(addrs[2]).unwrap();
+    let report = |requests: u64| {
+        let entry = Entry {
+            address: ENDPOINT.to_string(),
+            load: PeerLoad {
+                requests,
+                prompt_tokens: requests * 500,
+                prefill_tokens: 0,
+            },
+        };
+        let mut datagrams = Vec::new();
+        encode(77, 1, &[entry], 1_400, &mut datagrams);
+        datagrams.remove(0)
+    };
+    c.send_to(&report(2), addrs[1]).unwrap();
+    c.send_to(&report(2), addrs[0]).unwrap();
+
+    // Three requests in flight on A, two reported by C: B counts five that are not its own.
+    let on = |h: &RuntimeHandle| {
+        h.pool()
+            .snapshot()
+            .get_by_address(ENDPOINT)
+            .cloned()
+            .unwrap()
+    };
+    let held_a: Vec<_> = (0..3).map(|_| on(&a).start_request(1_000)).collect();
+    assert!(
+        wait_until(WAIT, || peer_requests(&b) == 5).await,
+        "{}",
+        peer_requests(&b)
+    );
+    let endpoint = on(&b);
+    assert_eq!(endpoint.in_flight_requests(), 0);
+    assert_eq!(endpoint.total_in_flight_requests(), 5);
+    assert_eq!(endpoint.peer_load().prompt_tokens, 4_000);
+    assert!(
+        b.render_metrics()
+            .contains("shepherd_replicas_live_peers 2")
+    );
+    // A hears B (nothing in flight) and C: two.
+    assert!(wait_until(WAIT, || peer_requests(&a) == 2).await);
+
+    // A's requests end: they leave B's count with A's next report.
+    drop(held_a);
+    assert!(wait_until(WAIT, || peer_requests(&b) == 2).await);
+
+    // C is silent: after the expiry (1 s) its load no longer counts.
+    assert!(wait_until(WAIT, || peer_requests(&b) == 0).await);
+    assert!(
+        b.render_metrics()
+            .contains("shepherd_replicas_expired_peers_total 1")
+    );
+
+    // A shuts down with a request in flight: its last report is empty, and B forgets it
+    // at once instead of after the expiry.
+    let held = on(&a).start_request(100);
+    assert!(wait_until(WAIT, || peer_requests(&b) == 1).await);
+    let start = tokio::time::Instant::now();
+    let _ = a.shutdown(Duration::from_millis(50)).await;
+    assert!(wait_until(WAIT, || peer_requests(&b) == 0).await);
+    assert!(
+        start.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        start.elapsed()
+    );
+    drop(held);
+
+    // Datagrams from an address that is not a peer are refused; garbage from a peer too.
+    let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    stranger.send_to(&report(9), addrs[1]).unwrap();
+    c.send_to(b"SHR1 not really", addrs[1]).unwrap();
+    for reason in ["unknown_peer", "malformed"] {
+        let line = format!("shepherd_replicas_rejected_datagrams_total{{reason=\"{reason}\"}} 1");
+        assert!(
+            wait_until(WAIT, || b.render_metrics().contains(&line)).await,
+            "{}",
+            b.render_metrics()
+        );
+    }
+    assert_eq!(peer_requests(&b), 0);
+    b.shutdown(Duration::from_millis(50)).await;
+}
+
+#[test]
+fn a_bad_replicas_section_is_refused() {
+    for (yaml, field) in [
+        (
+            "replicas: {listen: 127.0.0.1:9400, intervalMs: 0}\n",
+            "intervalMs",
+        ),
+        (
+            "replicas: {listen: 127.0.0.1:9400, intervalMs: 100, expireMs: 50}\n",
+            "expireMs",
+        ),
+        (
+            "replicas: {listen: 127.0.0.1:9400, peers: [127.0.0.1:9400]}\n",
+            "peers",
+        ),
+        (
+            "replicas: {listen: 127.0.0.1:9400, peer: [127.0.0.1:9401]}\n",
+            "peer",
+        ),
+    ] {
+        let err = RuntimeConfig::from_yaml(yaml).unwrap_err().to_string();
+        assert!(err.contains(field), "{yaml}: {err}");
+    }
+}
