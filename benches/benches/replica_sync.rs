@@ -1,0 +1,195 @@
+//! The cost of exchanging in-flight load between picker replicas (issue 16): picks per second
+//! of one replica with the exchange off and on, in one run, and the bytes the exchange sends
+//! per second at about 1,000 picks per second.
+//!
+//! Three runtimes on loopback, each with the adaptive preset over the same 64 endpoints (no
+//! scraping: metrics are set once); replica A picks in a tight loop on one thread, holding
+//! each request for a while so that every endpoint has requests in flight (what the reports
+//! carry). "Off" is the same runtime without a `replicas` section. The rate figure paces A at
+//! 1,000 picks per second, each request held 1 s, and reads how many bytes A sent its two
+//! peers over 3 s.
+//!
+//! ```text
+//! cargo bench -p shepherd-benches --bench replica_sync
+//! ```
+
+use std::collections::VecDeque;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use shepherd_runtime::config::RuntimeConfig;
+use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
+use shepherd_scheduler_core::endpoint::EndpointMetrics;
+use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
+
+const ENDPOINTS: usize = 64;
+
+fn free_ports(n: usize) -> Vec<SocketAddr> {
+    let sockets: Vec<UdpSocket> = (0..n)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").expect("a loopback port"))
+        .collect();
+    sockets
+        .iter()
+        .map(|s| s.local_addr().expect("bound"))
+        .collect()
+}
+
+fn endpoints() -> String {
+    (0..ENDPOINTS)
+        .map(|i| format!("127.0.{}.{}:8000", i / 250, i % 250 + 1))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn start(replicas: Option<(SocketAddr, Vec<SocketAddr>)>) -> RuntimeHandle {
+    let mut yaml = format!("endpoints: [{}]\n", endpoints());
+    if let Some((listen, peers)) = replicas {
+        let peers: Vec<String> = peers.iter().map(ToString::to_string).collect();
+        yaml.push_str(&format!(
+            "replicas: {{listen: {listen}, peers: [{}]}}\n",
+            peers.join(", ")
+        ));
+    }
+    let options = RuntimeOptions {
+        scrape: false,
+        serve_admin: false,
+        watch_config: false,
+        ..RuntimeOptions::default()
+    };
+    let handle = Runtime::start(RuntimeConfig::from_yaml(&yaml).expect("config"), options)
+        .await
+        .expect("runtime");
+    for (i, endpoint) in handle.pool().snapshot().endpoints().iter().enumerate() {
+        endpoint.set_metrics(EndpointMetrics {
+            waiting: (i % 5) as u32,
+            running: (i % 17) as u32,
+            kv_utilization: (i % 10) as f64 / 20.0,
+            ..EndpointMetrics::default()
+        });
+    }
+    handle
+}
+
+fn prompt(i: u64) -> InferenceRequest {
+    // Unique from the first byte: no prefix affinity, so the load spreads over the pool.
+    let text = format!(
+        "{i:08} {}",
+        "an unrelated prompt of about one kilobyte. ".repeat(24)
+    );
+    InferenceRequest::new(format!("r{i}"), "m", Prompt::Text(text))
+}
+
+/// Picks per second on one thread over `for_`, each request held for the last `hold` picks.
+fn picks_per_second(handle: &RuntimeHandle, for_: Duration, hold: usize) -> f64 {
+    let requests: Vec<InferenceRequest> = (0..512).map(prompt).collect();
+    let mut held = VecDeque::with_capacity(hold + 1);
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < for_ {
+        for request in &requests[..64] {
+            if let Ok(decision) = handle.scheduler().schedule(request) {
+                held.push_back(decision.into_handle());
+                if held.len() > hold {
+                    held.pop_front();
+                }
+            }
+            n += 1;
+        }
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("tokio");
+    let addrs = free_ports(3);
+    let (on, peers, off) = runtime.block_on(async {
+        let on = start(Some((addrs[0], vec![addrs[1], addrs[2]]))).await;
+        let b = start(Some((addrs[1], vec![addrs[0], addrs[2]]))).await;
+        let c = start(Some((addrs[2], vec![addrs[0], addrs[1]]))).await;
+        let off = start(None).await;
+        (on, (b, c), off)
+    });
+    // Peers with requests in flight everywhere, so that A's reports and its peer loads are full.
+    let _peer_load: Vec<_> = [&peers.0, &peers.1]
+        .iter()
+        .flat_map(|h| {
+            h.pool()
+                .snapshot()
+                .endpoints()
+                .iter()
+                .map(|e| e.start_request(2_000))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+
+    // Alternate off and on, 5 rounds of 1 s each.
+    let (mut off_rates, mut on_rates) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        off_rates.push(picks_per_second(&off, Duration::from_secs(1), 4_096));
+        on_rates.push(picks_per_second(&on, Duration::from_secs(1), 4_096));
+    }
+    let (off_rate, on_rate) = (median(off_rates), median(on_rates));
+    println!(
+        "picks/s on one thread, 64 endpoints, adaptive preset (median of 5 alternating 1 s rounds):\n  \
+         exchange off {off_rate:.0}\n  exchange on  {on_rate:.0} ({:.3}× off)",
+        on_rate / off_rate
+    );
+
+    // About 1,000 picks per second on A, each held 1 s (about 1,000 in flight).
+    let stats_before = sent_bytes(&on);
+    let requests: Vec<InferenceRequest> = (0..1_000).map(prompt).collect();
+    let mut held = VecDeque::new();
+    let start = Instant::now();
+    let mut i = 0usize;
+    while start.elapsed() < Duration::from_secs(3) {
+        let due = start.elapsed().as_micros() as usize / 1_000;
+        while i < due {
+            if let Ok(decision) = on.scheduler().schedule(&requests[i % requests.len()]) {
+                held.push_back((Instant::now(), decision.into_handle()));
+            }
+            i += 1;
+        }
+        while held
+            .front()
+            .is_some_and(|(t, _)| t.elapsed() > Duration::from_secs(1))
+        {
+            held.pop_front();
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let bytes = sent_bytes(&on) - stats_before;
+    println!(
+        "at {:.0} picks/s with {} in flight: {:.0} bytes/s sent in all to 2 peers ({:.0} per peer)",
+        i as f64 / seconds,
+        held.len(),
+        bytes / seconds,
+        bytes / seconds / 2.0
+    );
+    drop(held);
+    runtime.block_on(async {
+        on.shutdown(Duration::from_millis(100)).await;
+        peers.0.shutdown(Duration::from_millis(100)).await;
+        peers.1.shutdown(Duration::from_millis(100)).await;
+        off.shutdown(Duration::from_millis(100)).await;
+    });
+}
+
+fn sent_bytes(handle: &RuntimeHandle) -> f64 {
+    handle
+        .render_metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix("shepherd_replicas_sent_bytes_total "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
