@@ -106,6 +106,10 @@ pub struct Options {
     pub kv_events: bool,
     /// KV blocks per simulated server (the preset's when `None`).
     pub num_gpu_blocks: Option<u32>,
+    /// `shepherd-epp` replicas (1 by default): with more, each gets the generated config plus
+    /// a `replicas` section naming the others (UDP on loopback), and Envoy's ext_proc cluster
+    /// lists them all.
+    pub replicas: usize,
 }
 
 impl Default for Options {
@@ -123,6 +127,7 @@ impl Default for Options {
             config_text: None,
             kv_events: false,
             num_gpu_blocks: None,
+            replicas: 1,
         }
     }
 }
@@ -465,6 +470,8 @@ impl Reply {
 pub struct Stack {
     pub sims: ServeHandle,
     pub epp: Epp,
+    /// The other `shepherd-epp` replicas (`Options::replicas` − 1).
+    pub more_epps: Vec<Epp>,
     pub envoy: Envoy,
     pub dir: tempfile::TempDir,
     pub config_path: PathBuf,
@@ -502,7 +509,7 @@ impl Stack {
             }
             None => shepherd_config(&listed, &options),
         };
-        std::fs::write(&config_path, config_text).unwrap();
+        std::fs::write(&config_path, &config_text).unwrap();
         let args: Vec<String> = options
             .epp_args
             .iter()
@@ -515,10 +522,55 @@ impl Stack {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         // An empty pool is ready only when flow control holds requests for it.
         let holds = options.extra_config.contains("flowControl");
-        let epp = Epp::start(&config_path, &args, holds || !listed.is_empty()).await;
+        let ready = holds || !listed.is_empty();
+        let replicas = options.replicas.max(1);
+        let udp: Vec<SocketAddr> = {
+            let sockets: Vec<std::net::UdpSocket> = (0..replicas)
+                .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap())
+                .collect();
+            sockets.iter().map(|s| s.local_addr().unwrap()).collect()
+        };
+        let replica_config = |i: usize| {
+            let peers: Vec<String> = (0..replicas)
+                .filter(|&j| j != i)
+                .map(|j| udp[j].to_string())
+                .collect();
+            format!(
+                "{config_text}\nreplicas:\n  listen: {}\n  peers: [{}]\n",
+                udp[i],
+                peers.join(", ")
+            )
+        };
+        if replicas > 1 {
+            std::fs::write(&config_path, replica_config(0)).unwrap();
+        }
+        let epp = Epp::start(&config_path, &args, ready).await;
+        let mut more_epps = Vec::new();
+        for i in 1..replicas {
+            let path = dir.path().join(format!("shepherd-{i}.yaml"));
+            std::fs::write(&path, replica_config(i)).unwrap();
+            more_epps.push(Epp::start(&path, &args, ready).await);
+        }
         let subset: Vec<SocketAddr> = options.subset.iter().map(|&i| sims.addrs()[i]).collect();
         let mut envoy_yaml =
             envoy_config(options.example, epp.extproc.port(), &subset, sims.addrs());
+        if !more_epps.is_empty() {
+            let host = |port: u16| {
+                format!(
+                    "        - endpoint:\n            address:\n              socket_address: {{ address: 127.0.0.1, port_value: {port} }}\n"
+                )
+            };
+            let first = host(epp.extproc.port());
+            assert!(
+                envoy_yaml.contains(&first),
+                "the ext_proc host in the Envoy config"
+            );
+            let all: String = std::iter::once(epp.extproc.port())
+                .chain(more_epps.iter().map(|e| e.extproc.port()))
+                .map(host)
+                .collect();
+            envoy_yaml = envoy_yaml.replacen(&first, &all, 1);
+        }
         for (from, to) in &options.envoy_edits {
             assert!(envoy_yaml.contains(from), "`{from}` in the Envoy config");
             envoy_yaml = envoy_yaml.replace(from, to);
@@ -527,6 +579,7 @@ impl Stack {
         Some(Stack {
             sims,
             epp,
+            more_epps,
             envoy,
             dir,
             config_path,

@@ -11,6 +11,10 @@ const IN_FLIGHT: MetricDesc<'static> = MetricDesc::new(
     "shepherd_endpoint_in_flight_requests",
     "Requests scheduled here that have not ended.",
 );
+const PEER_IN_FLIGHT: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_endpoint_peer_in_flight_requests",
+    "Requests other picker replicas last reported in flight on the endpoint (0 without a load exchange).",
+);
 const PENDING_PREFILL: MetricDesc<'static> = MetricDesc::new(
     "shepherd_endpoint_pending_prefill_tokens",
     "Uncached prompt tokens sent here whose first token has not come back.",
@@ -45,6 +49,7 @@ impl MetricsSource for Pool {
             let load = e.load_metrics();
             v.counter(PICKS, &labels, e.picks_total());
             v.gauge(IN_FLIGHT, &labels, e.in_flight_requests() as f64);
+            v.gauge(PEER_IN_FLIGHT, &labels, e.peer_load().requests as f64);
             v.gauge(PENDING_PREFILL, &labels, e.pending_prefill_tokens() as f64);
             v.gauge(
                 ACCEPTING,

@@ -1,0 +1,156 @@
+//! Two `shepherd-epp` replicas behind one real Envoy (an ext_proc cluster of two hosts), in
+//! precise mode against `shepherd-sim serve` publishing KV-cache events, exchanging their
+//! in-flight load (`replicas` section): both replicas pick, requests sharing a prefix go to the
+//! server that holds it whichever replica picked them, and each replica counts the other's
+//! requests in flight. Skipped without `SHEPHERD_ENVOY` (see `e2e/mod.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod e2e;
+
+use std::time::Duration;
+
+use e2e::{Epp, MODEL, Options, Stack, sample, tally, unique_prompt};
+
+const MAIN: &str = "inference";
+
+const POLICY: &str = "plugins:
+- type: precise-prefix-cache-producer
+- type: prefix-cache-scorer
+  parameters: {prefixMatchInfoProducerName: precise-prefix-cache-producer}
+- type: active-request-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - {pluginRef: prefix-cache-scorer, weight: 3}
+  - {pluginRef: active-request-scorer, weight: 1}
+  - pluginRef: max-score-picker
+";
+
+async fn metrics(stack: &Stack, epp: &Epp) -> String {
+    stack
+        .http
+        .get(format!("http://{}/metrics", epp.admin))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+async fn wait_metric(stack: &Stack, epp: &Epp, series: &str, at_least: f64) {
+    for _ in 0..400 {
+        if sample(&metrics(stack, epp).await, series) >= at_least {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "{series} never reached {at_least}:\n{}",
+        metrics(stack, epp).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_share_the_servers_caches_and_their_load() {
+    let Some(stack) = Stack::start(Options {
+        servers: 3,
+        kv_events: true,
+        replicas: 2,
+        extra_config: POLICY.into(),
+        ..Options::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let epps = [&stack.epp, &stack.more_epps[0]];
+    for epp in epps {
+        wait_metric(&stack, epp, "shepherd_kv_events_connected_publishers", 3.0).await;
+        wait_metric(&stack, epp, "shepherd_replicas_live_peers", 1.0).await;
+    }
+
+    // Server 1 computes a system prompt; both replicas hear its events.
+    let system = unique_prompt("shared across replicas", 2560);
+    let response = stack
+        .http
+        .post(format!("http://{}/v1/completions", stack.server(1)))
+        .json(&serde_json::json!({"model": MODEL, "prompt": system, "max_tokens": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.bytes().await.unwrap();
+    let stored = "shepherd_kv_events_stored_blocks_total{plugin=\"precise-prefix-cache-producer\"}";
+    for epp in epps {
+        wait_metric(&stack, epp, stored, 40.0).await;
+    }
+
+    // Envoy spreads the ext_proc streams over both replicas; every request sharing the prompt
+    // goes to server 1, whichever replica picked it.
+    let mut served = Vec::new();
+    for i in 0..16 {
+        served.push(stack.routed(MAIN, &format!("{system} question {i}")).await);
+    }
+    let servers = tally(served.iter().map(String::as_str));
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    assert_eq!(served[0], stack.server(1));
+    let picks = |m: &str| sample(m, "shepherd_picks_total{profile=\"default\"}");
+    let (a, b) = (
+        picks(&metrics(&stack, epps[0]).await),
+        picks(&metrics(&stack, epps[1]).await),
+    );
+    assert!(a >= 1.0 && b >= 1.0 && a + b >= 16.0, "picks {a} and {b}");
+
+    // Long generations in flight through both replicas: each replica counts the other's
+    // (its endpoints' peer in-flight gauge), and nothing exchanged is refused.
+    let long: Vec<_> = (0..6)
+        .map(|i| {
+            let body = Stack::completion(&unique_prompt(&format!("long {i}"), 512), 8_000);
+            let url = format!("{}/v1/completions", stack.url(MAIN));
+            let http = stack.http.clone();
+            tokio::spawn(async move {
+                http.post(url)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .map(|r| r.status().as_u16())
+            })
+        })
+        .collect();
+    let peer_in_flight = |m: &str| {
+        (0..3)
+            .map(|i| {
+                let series = format!(
+                    "shepherd_endpoint_peer_in_flight_requests{{endpoint=\"{}\"}}",
+                    stack.server(i)
+                );
+                sample(m, &series)
+            })
+            .sum::<f64>()
+    };
+    for epp in epps {
+        let mut seen = 0.0;
+        for _ in 0..400 {
+            seen = peer_in_flight(&metrics(&stack, epp).await);
+            if seen >= 1.0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(seen >= 1.0, "{}", metrics(&stack, epp).await);
+        let m = metrics(&stack, epp).await;
+        assert_eq!(
+            sample(
+                &m,
+                "shepherd_replicas_rejected_datagrams_total{reason=\"malformed\"}"
+            ),
+            0.0
+        );
+    }
+    for request in long {
+        assert_eq!(request.await.unwrap().unwrap(), 200);
+    }
+}
