@@ -28,15 +28,7 @@ schedulingProfiles:
 ";
 
 async fn metrics(stack: &Stack, epp: &Epp) -> String {
-    stack
-        .http
-        .get(format!("http://{}/metrics", epp.admin))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    stack.metrics_of(epp).await
 }
 
 async fn wait_metric(stack: &Stack, epp: &Epp, series: &str, at_least: f64) {

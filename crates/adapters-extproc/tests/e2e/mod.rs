@@ -673,8 +673,13 @@ impl Stack {
 
     /// The picker's Prometheus page.
     pub async fn metrics(&self) -> String {
+        self.metrics_of(&self.epp).await
+    }
+
+    /// The Prometheus page of `epp` (one of the replicas).
+    pub async fn metrics_of(&self, epp: &Epp) -> String {
         self.http
-            .get(format!("http://{}/metrics", self.epp.admin))
+            .get(format!("http://{}/metrics", epp.admin))
             .send()
             .await
             .unwrap()
