@@ -99,110 +99,23 @@
 //! assert_eq!(engine.cached_prefix_blocks(&hashes), 0);
 //! ```
 
+mod config;
 mod cost;
 mod kv;
+mod kv_events;
+mod request;
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use ahash::AHashMap;
-use serde::{Deserialize, Serialize};
-use shepherd_scheduler_core::kv_events::{BlockRemoved, BlockStored, EngineBlockHash, KvEvent};
-use thiserror::Error;
+use shepherd_scheduler_core::kv_events::KvEvent;
 
+pub use config::EngineConfig;
 pub use cost::{BatchShape, CostModel};
 pub use kv::BlockPool;
+pub use request::{EngineError, EngineRequest};
 
-/// Engine geometry, limits and step-time model.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EngineConfig {
-    /// Tokens per KV block.
-    pub block_size: u32,
-    /// KV blocks on the GPU.
-    pub num_gpu_blocks: u32,
-    /// Most requests in a batch.
-    pub max_num_seqs: u32,
-    /// Token budget of one step.
-    pub max_num_batched_tokens: u32,
-    /// Step-time model.
-    pub cost: CostModel,
-}
-
-impl EngineConfig {
-    /// Llama-3-8B on one H100 80GB (vLLM V1 defaults for online serving).
-    pub fn h100_llama8b() -> Self {
-        EngineConfig {
-            block_size: 16,
-            num_gpu_blocks: 24_000,
-            max_num_seqs: 256,
-            max_num_batched_tokens: 8192,
-            cost: CostModel::h100_llama8b(),
-        }
-    }
-
-    /// Llama-3-8B on one A100 80GB.
-    pub fn a100_llama8b() -> Self {
-        EngineConfig {
-            block_size: 16,
-            num_gpu_blocks: 23_000,
-            max_num_seqs: 256,
-            max_num_batched_tokens: 8192,
-            cost: CostModel::a100_llama8b(),
-        }
-    }
-
-    /// The preset called `name` (`h100-llama8b` or `a100-llama8b`).
-    pub fn preset(name: &str) -> Option<Self> {
-        match name {
-            "h100-llama8b" | "h100" => Some(Self::h100_llama8b()),
-            "a100-llama8b" | "a100" => Some(Self::a100_llama8b()),
-            _ => None,
-        }
-    }
-
-    /// Names of the presets.
-    pub const PRESETS: &'static [&'static str] = &["h100-llama8b", "a100-llama8b"];
-}
-
-/// A request as the engine sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EngineRequest {
-    /// Caller's id, unique among live requests.
-    pub id: u64,
-    /// Prompt tokens (at least 1).
-    pub prompt_len: u32,
-    /// Tokens to generate (at least 1).
-    pub output_len: u32,
-    /// Chained hash of every full block of the prompt followed by the output; blocks beyond
-    /// the list are never cached.
-    pub block_hashes: Vec<u64>,
-    /// The tokens `block_hashes` were computed over (prompt, then output), for the
-    /// `token_ids` of KV-cache events; `None` when the caller does not have them (the request
-    /// then publishes no `BlockStored`, see [the module docs](self#kv-cache-events)).
-    pub tokens: Option<Arc<[u32]>>,
-}
-
-/// Why the engine refused a request.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum EngineError {
-    /// Prompt or output is empty.
-    #[error("request {0}: prompt and output must each have at least one token")]
-    Empty(u64),
-    /// The request can never fit in the KV cache.
-    #[error("request {id}: needs {needed} KV blocks, the cache has {capacity}")]
-    TooLong {
-        /// Request id.
-        id: u64,
-        /// Blocks it needs.
-        needed: u64,
-        /// Blocks the engine has.
-        capacity: u32,
-    },
-    /// The id is already in use.
-    #[error("request {0}: id already in use")]
-    DuplicateId(u64),
-}
+use kv_events::KvEventLog;
 
 /// Something that happened to a request during a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -289,10 +202,7 @@ pub struct Engine {
     in_step: bool,
     events: Vec<EngineEvent>,
     stats: EngineStats,
-    /// KV-cache events recorded since the last drain; `None` while recording is off.
-    kv_events: Option<Vec<KvEvent>>,
-    /// Scratch for the pool's eviction log.
-    evicted: Vec<u64>,
+    kv_events: KvEventLog,
 }
 
 impl Engine {
@@ -314,43 +224,36 @@ impl Engine {
             in_step: false,
             events: Vec::new(),
             stats: EngineStats::default(),
-            kv_events: None,
-            evicted: Vec::new(),
+            kv_events: KvEventLog::default(),
         }
     }
 
     /// Starts recording KV-cache events (see [the module docs](self#kv-cache-events)). The
     /// blocks cached before the call are never announced.
     pub fn enable_kv_events(&mut self) {
-        self.kv_events.get_or_insert_with(Vec::new);
-        self.pool.record_evictions();
+        self.kv_events.enable(&mut self.pool);
     }
 
     /// Whether [`Engine::enable_kv_events`] was called.
     pub fn kv_events_enabled(&self) -> bool {
-        self.kv_events.is_some()
+        self.kv_events.enabled()
     }
 
     /// Appends the KV-cache events recorded since the last call to `out`, in order (nothing
     /// while recording is off).
     pub fn drain_kv_events(&mut self, out: &mut Vec<KvEvent>) {
-        self.flush_evictions();
-        if let Some(events) = &mut self.kv_events {
-            out.append(events);
-        }
+        self.kv_events.drain(&mut self.pool, out);
     }
 
     /// Drops every cached block hash, as vLLM's `reset_prefix_cache`: only when no block is in
     /// use (no request is running); records [`KvEvent::AllBlocksCleared`] and returns `true`
     /// when it reset, `false` otherwise.
     pub fn reset_prefix_cache(&mut self) -> bool {
-        self.flush_evictions();
+        self.kv_events.flush_evictions(&mut self.pool);
         if !self.pool.reset_prefix_cache() {
             return false;
         }
-        if let Some(events) = &mut self.kv_events {
-            events.push(KvEvent::AllBlocksCleared);
-        }
+        self.kv_events.cleared(&mut self.pool);
         true
     }
 
@@ -361,22 +264,6 @@ impl Engine {
             .iter()
             .take_while(|&&h| self.pool.lookup(h).is_some())
             .count()
-    }
-
-    /// Moves the pool's eviction log into one [`KvEvent::BlockRemoved`].
-    fn flush_evictions(&mut self) {
-        let Some(events) = &mut self.kv_events else {
-            return;
-        };
-        self.pool.take_evicted(&mut self.evicted);
-        if self.evicted.is_empty() {
-            return;
-        }
-        events.push(KvEvent::BlockRemoved(BlockRemoved {
-            block_hashes: self.evicted.drain(..).map(EngineBlockHash).collect(),
-            medium: Some(MEDIUM_GPU.to_owned()),
-            group_idx: None,
-        }));
     }
 
     /// The configuration.
@@ -594,7 +481,7 @@ impl Engine {
         }
         self.in_step = false;
         // The step's evictions (made when it began) come before its stores.
-        self.flush_evictions();
+        self.kv_events.flush_evictions(&mut self.pool);
         let bs = self.config.block_size;
         let mut finished = Vec::new();
         for &(id, n) in &self.batch {
@@ -605,26 +492,9 @@ impl Engine {
             let full = ((seq.num_computed / bs) as usize)
                 .min(seq.req.block_hashes.len())
                 .min(seq.blocks.len());
-            match &mut self.kv_events {
-                None => {
-                    for j in seq.registered..full {
-                        self.pool.register(seq.blocks[j], seq.req.block_hashes[j]);
-                    }
-                }
-                Some(events) => {
-                    let mut run: Option<usize> = None;
-                    for j in seq.registered..full {
-                        if self.pool.register(seq.blocks[j], seq.req.block_hashes[j]) {
-                            run.get_or_insert(j);
-                        } else if let Some(start) = run.take() {
-                            push_stored(events, &seq.req, start..j, bs);
-                        }
-                    }
-                    if let Some(start) = run {
-                        push_stored(events, &seq.req, start..full, bs);
-                    }
-                }
-            }
+            let range = seq.registered..full;
+            self.kv_events
+                .register(&mut self.pool, &seq.req, &seq.blocks, range, bs);
             seq.registered = seq.registered.max(full);
             if seq.num_computed == seq.num_tokens() {
                 seq.num_generated += 1;
@@ -680,43 +550,6 @@ impl Engine {
         self.stats.preemptions += 1;
         self.waiting.push_front(id);
     }
-}
-
-/// `medium` of the events: vLLM's `MEDIUM_GPU`.
-const MEDIUM_GPU: &str = "GPU";
-
-/// Records the `BlockStored` of `req`'s blocks `blocks` (consecutive, newly cached), unless
-/// the request lacks the tokens they hold.
-fn push_stored(
-    events: &mut Vec<KvEvent>,
-    req: &EngineRequest,
-    blocks: std::ops::Range<usize>,
-    block_size: u32,
-) {
-    let bs = block_size as usize;
-    let Some(token_ids) = req
-        .tokens
-        .as_deref()
-        .and_then(|t| t.get(blocks.start * bs..blocks.end * bs))
-    else {
-        return;
-    };
-    let parent_block_hash = blocks
-        .start
-        .checked_sub(1)
-        .and_then(|p| req.block_hashes.get(p))
-        .map(|&h| EngineBlockHash(h));
-    events.push(KvEvent::BlockStored(BlockStored {
-        block_hashes: req.block_hashes[blocks]
-            .iter()
-            .map(|&h| EngineBlockHash(h))
-            .collect(),
-        parent_block_hash,
-        token_ids: token_ids.to_vec(),
-        block_size,
-        medium: Some(MEDIUM_GPU.to_owned()),
-        ..BlockStored::default()
-    }));
 }
 
 fn add_to_shape(shape: &mut BatchShape, seq: &Seq, n: u32) {
