@@ -54,3 +54,12 @@ pub fn pool(n: usize) -> (Arc<Pool>, Arc<ManualClock>) {
     }
     (t.pool, t.clock)
 }
+
+/// Pseudo tokens of a text prompt: 4 bytes each, little-endian (a trailing partial token is
+/// dropped), as Shepherd hashes them.
+pub fn pseudo_tokens(text: &str) -> Vec<u32> {
+    text.as_bytes()
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}

@@ -26,12 +26,13 @@ use dynamo_kv_router::protocols::{
 };
 use dynamo_kv_router::{ConcurrentRadixTreeCompressed, radix_tree::RadixTree};
 use kv_index::{ChainBlockMap, ChainIndex, StoredBlock, TokenTree};
+use shepherd_benches::workload::pseudo_tokens;
 use shepherd_scheduler_core::endpoint::EndpointId;
 use shepherd_scheduler_core::prefix::{
     BlockLayout, PrefixIndex, PrefixIndexConfig, PrefixMatch, chain_seed,
 };
 use shepherd_scheduler_core::request::Prompt;
-use workload::{BLOCK_TOKENS, Prompts, W1, W2, Workload, pseudo_tokens};
+use workload::{BLOCK_TOKENS, Prompts, W1, W2, Workload};
 
 const CONTENDERS: [&str; 5] = [
     "shepherd",

@@ -28,15 +28,15 @@ use std::borrow::Cow;
 use std::time::Instant;
 
 use shepherd_benches::docs_prompts::{chat, completions, docs_text, tokenizer_dir};
-use shepherd_benches::workload::pool;
+use shepherd_benches::workload::{pool, pseudo_tokens};
 use shepherd_scheduler_core::config::{EndpointPickerConfig, build_scheduler_in};
 use shepherd_scheduler_core::kv_events::{BlockStored, EngineBlockHash, KvEvent, KvEventBatch};
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 use shepherd_scheduler_core::scheduler::{ScheduleOptions, Scheduler};
 use shepherd_scheduler_core::shared::SharedState;
-use shepherd_scorers::builtin_registry;
 use shepherd_scorers::producers::precise_prefix::feed_name;
 use shepherd_scorers::producers::{PreciseKvEvents, TokenProducer};
+use shepherd_scorers::{DEFAULT_CONFIG_YAML, builtin_registry};
 
 const DRY: ScheduleOptions<'static> = ScheduleOptions {
     subset: None,
@@ -46,21 +46,6 @@ const DRY: ScheduleOptions<'static> = ScheduleOptions {
 const SIZES: [(&str, usize); 3] = [("1KB", 1 << 10), ("16KB", 16 << 10), ("400KB", 400 << 10)];
 const ENDPOINTS: usize = 64;
 const HOLDERS: usize = 8;
-
-const APPROX: &str = "
-plugins:
-- type: prefix-cache-scorer
-- type: queue-scorer
-- type: kv-cache-utilization-scorer
-- type: max-score-picker
-schedulingProfiles:
-- name: default
-  plugins:
-  - {pluginRef: prefix-cache-scorer, weight: 3}
-  - {pluginRef: queue-scorer, weight: 2}
-  - {pluginRef: kv-cache-utilization-scorer, weight: 2}
-  - pluginRef: max-score-picker
-";
 
 fn precise(tokenizer: Option<usize>) -> String {
     let token = match tokenizer {
@@ -112,11 +97,7 @@ fn feed(shared: &SharedState, request: &InferenceRequest) {
     };
     let ids: Vec<u32> = match &prompt {
         Prompt::Tokens(ids) => ids.clone(),
-        Prompt::Text(text) => text
-            .as_bytes()
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
+        Prompt::Text(text) => pseudo_tokens(text),
     };
     let blocks = ids.len() / 16;
     for (i, endpoint) in shared
@@ -169,7 +150,7 @@ fn main() {
         let body = docs_text(size);
         let samples = if size > 100_000 { 7 } else { 15 };
 
-        let (approx, _) = scheduler(APPROX);
+        let (approx, _) = scheduler(DEFAULT_CONFIG_YAML);
         let request = completions(&body);
         for _ in 0..HOLDERS {
             drop(approx.schedule(&request));
