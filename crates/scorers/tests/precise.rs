@@ -21,7 +21,9 @@ use shepherd_scorers::producers::{PreciseKvEvents, TokenProducer};
 
 const SERVERS: [&str; 3] = ["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"];
 
-fn config(tokenizer: bool) -> EndpointPickerConfig {
+/// The precise policy (prefix scorer, max-score picker) with the producer's `parameters`
+/// (a flow mapping, or empty) and, with `tokenizer`, a token producer on the test fixture.
+fn config(tokenizer: bool, parameters: &str) -> EndpointPickerConfig {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer");
     let token = if tokenizer {
         format!(
@@ -36,6 +38,7 @@ fn config(tokenizer: bool) -> EndpointPickerConfig {
 - type: prefix-cache-scorer
   parameters: {{prefixMatchInfoProducerName: precise-prefix-cache-producer}}
 - type: precise-prefix-cache-producer
+  parameters: {{{parameters}}}
 {token}- type: max-score-picker
 schedulingProfiles:
 - name: default
@@ -91,7 +94,7 @@ fn chat(question: &str) -> InferenceRequest {
 fn server_token_ids_match_tokenized_chat_and_completions() {
     let shared = SharedState::new(Arc::new(Pool::new()));
     shared.pool.set_members(SERVERS);
-    let scheduler = build_scheduler_in(&config(true), &builtin_registry(), &shared).unwrap();
+    let scheduler = build_scheduler_in(&config(true, ""), &builtin_registry(), &shared).unwrap();
     let tokens = shared
         .resources
         .get::<TokenProducer>("token-producer")
@@ -140,7 +143,7 @@ fn server_token_ids_match_tokenized_chat_and_completions() {
 fn without_a_tokenizer_text_is_cut_into_pseudo_tokens() {
     let shared = SharedState::new(Arc::new(Pool::new()));
     shared.pool.set_members(SERVERS);
-    let scheduler = build_scheduler_in(&config(false), &builtin_registry(), &shared).unwrap();
+    let scheduler = build_scheduler_in(&config(false, ""), &builtin_registry(), &shared).unwrap();
     let text = "pseudo tokens are four bytes each. ".repeat(20);
     let pseudo: Vec<u32> = text
         .as_bytes()
@@ -161,19 +164,7 @@ fn speculative_entries_bridge_the_time_before_the_servers_report() {
     let clock = Arc::new(ManualClock::at(Timestamp::from_millis(1_000)));
     let shared = SharedState::new(Arc::new(Pool::with_clock(clock.clone())));
     shared.pool.set_members(SERVERS);
-    let yaml = "plugins:
-- type: precise-prefix-cache-producer
-  parameters: {speculativeIndexing: true, speculativeTTL: 500ms}
-- type: prefix-cache-scorer
-  parameters: {prefixMatchInfoProducerName: precise-prefix-cache-producer}
-- type: max-score-picker
-schedulingProfiles:
-- name: default
-  plugins:
-  - pluginRef: prefix-cache-scorer
-  - pluginRef: max-score-picker
-";
-    let config = EndpointPickerConfig::from_yaml(yaml).unwrap();
+    let config = config(false, "speculativeIndexing: true, speculativeTTL: 500ms");
     let scheduler = build_scheduler_in(&config, &builtin_registry(), &shared).unwrap();
     let system = "a long shared system prompt, ".repeat(40);
     let ask = |q: &str| InferenceRequest::new(q, "m", Prompt::Text(format!("{system}{q}")));
