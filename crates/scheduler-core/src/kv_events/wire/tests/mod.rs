@@ -1,5 +1,5 @@
 //! Unit tests of the msgpack reader and writer, and of the decoder on hand-built payloads
-//! (the byte-level tests against msgspec's own output are in `tests/kv_events_wire.rs`),
+//! (the byte-level tests against msgspec's own output are in `tests/kv_events_wire/`),
 //! with the helpers that build payloads by hand.
 
 use super::msgpack::{Head, Reader, Writer};
