@@ -10,6 +10,9 @@ pub struct Epp {
     pub health: SocketAddr,
     pub admin: SocketAddr,
     pub log: Arc<Mutex<Vec<String>>>,
+    /// What it was started with, for [`Epp::restart`].
+    config: PathBuf,
+    args: Vec<String>,
 }
 
 fn field(line: &str, key: &str) -> Option<SocketAddr> {
@@ -65,6 +68,8 @@ impl Epp {
             health: field(&line, "health=").unwrap(),
             admin: field(&line, "admin=").unwrap(),
             log,
+            config: config.to_path_buf(),
+            args: extra_args.iter().map(|a| a.to_string()).collect(),
         };
         if ready {
             epp.wait_ready().await;
@@ -99,6 +104,33 @@ impl Epp {
             .status()
             .unwrap();
         assert!(status.success());
+    }
+
+    /// Sends SIGKILL (a crash: nothing is drained, nothing is said to the peers).
+    pub fn kill(&mut self) {
+        self.child.start_kill().expect("still running");
+    }
+
+    /// Starts the same config again on the same ports (after it exited), keeping the log of
+    /// the earlier run at the front of [`Epp::log`].
+    pub async fn restart(&mut self, ready: bool) {
+        let ports = [
+            "--port".to_string(),
+            self.extproc.port().to_string(),
+            "--health-port".to_string(),
+            self.health.port().to_string(),
+            "--metrics-port".to_string(),
+            self.admin.port().to_string(),
+        ];
+        let args: Vec<&str> = self.args.iter().chain(&ports).map(String::as_str).collect();
+        let earlier = self.log();
+        let next = Epp::start(&self.config, &args, ready).await;
+        assert_eq!(next.extproc, self.extproc, "restarted on the same port");
+        next.log.lock().insert(0, earlier);
+        *self = Epp {
+            args: std::mem::take(&mut self.args),
+            ..next
+        };
     }
 
     /// Waits for the process to exit.

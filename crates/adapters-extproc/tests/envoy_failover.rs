@@ -1,0 +1,335 @@
+//! Failover of active-active `shepherd-epp` replicas behind one real Envoy: a replica killed
+//! mid-run (SIGKILL) loses only the requests whose ext_proc stream it held; every request sent
+//! after it died is routed by the survivor, with the same prefix affinity; the killed replica
+//! restarted on its ports rebuilds its index from the servers' replay buffers and rejoins the
+//! load exchange. Skipped without `SHEPHERD_ENVOY` (see `e2e/mod.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod e2e;
+
+use std::time::Duration;
+
+use e2e::{Epp, MODEL, Options, Stack, sample, tally, unique_prompt};
+
+const MAIN: &str = "inference";
+
+const POLICY: &str = "plugins:
+- type: precise-prefix-cache-producer
+- type: prefix-cache-scorer
+  parameters: {prefixMatchInfoProducerName: precise-prefix-cache-producer}
+- type: active-request-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - {pluginRef: prefix-cache-scorer, weight: 3}
+  - {pluginRef: active-request-scorer, weight: 1}
+  - pluginRef: max-score-picker
+";
+
+async fn wait_metric(stack: &Stack, epp: &Epp, series: &str, at_least: f64) {
+    for _ in 0..400 {
+        if sample(&stack.metrics_of(epp).await, series) >= at_least {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "{series} never reached {at_least}:\n{}",
+        stack.metrics_of(epp).await
+    );
+}
+
+/// The outcome of one streamed completion: the status, whether the whole stream arrived
+/// (`[DONE]`), and the server that answered.
+#[derive(Debug)]
+struct Outcome {
+    status: Option<u16>,
+    complete: bool,
+    served: Option<String>,
+    /// Why the body did not arrive whole, if it did not.
+    #[allow(dead_code)]
+    error: Option<String>,
+}
+
+async fn stream(http: reqwest::Client, url: String, prompt: String, tokens: u32) -> Outcome {
+    let body = serde_json::json!({
+        "model": MODEL, "prompt": prompt, "max_tokens": tokens, "stream": true
+    });
+    let response = match http.post(&url).json(&body).send().await {
+        Ok(response) => response,
+        Err(error) => {
+            return Outcome {
+                status: None,
+                complete: false,
+                served: None,
+                error: Some(error.to_string()),
+            };
+        }
+    };
+    let status = response.status().as_u16();
+    let served = response
+        .headers()
+        .get(e2e::SERVED)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    match response.text().await {
+        Ok(text) => Outcome {
+            status: Some(status),
+            complete: text.contains("[DONE]"),
+            served,
+            error: None,
+        },
+        Err(error) => Outcome {
+            status: Some(status),
+            complete: false,
+            served,
+            error: Some(error.to_string()),
+        },
+    }
+}
+
+/// `count` streamed completions sharing `system`, through Envoy, left running.
+fn long_streams(
+    stack: &Stack,
+    system: &str,
+    tag: &str,
+    count: usize,
+) -> Vec<tokio::task::JoinHandle<Outcome>> {
+    let url = format!("{}/v1/completions", stack.url(MAIN));
+    (0..count)
+        .map(|i| {
+            let prompt = format!("{system} {tag} {i}");
+            tokio::spawn(stream(stack.http.clone(), url.clone(), prompt, 4_000))
+        })
+        .collect()
+}
+
+async fn outcomes(tasks: Vec<tokio::task::JoinHandle<Outcome>>) -> Vec<Outcome> {
+    let mut done = Vec::new();
+    for task in tasks {
+        done.push(task.await.unwrap());
+    }
+    done
+}
+
+/// The requests each replica has in flight, summed over the servers.
+async fn held(stack: &Stack, epp: &Epp) -> f64 {
+    let metrics = stack.metrics_of(epp).await;
+    (0..stack.sims.len())
+        .map(|i| {
+            let series = format!(
+                "shepherd_endpoint_in_flight_requests{{endpoint=\"{}\"}}",
+                stack.server(i)
+            );
+            sample(&metrics, &series)
+        })
+        .sum()
+}
+
+/// Waits until the replicas hold `total` requests between them; returns each one's share.
+async fn wait_held(stack: &Stack, epps: [&Epp; 2], total: f64) -> (f64, f64) {
+    let mut seen = (0.0, 0.0);
+    for _ in 0..500 {
+        seen = (held(stack, epps[0]).await, held(stack, epps[1]).await);
+        if seen.0 + seen.1 >= total {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the replicas hold {seen:?} requests, not {total}");
+}
+
+/// Short completions sharing `system`, one after another: each must be answered, by the
+/// server holding the prefix.
+async fn short_requests(stack: &Stack, system: &str, tag: &str, count: usize) {
+    let mut served = Vec::new();
+    for i in 0..count {
+        served.push(stack.routed(MAIN, &format!("{system} {tag} {i}")).await);
+    }
+    let servers = tally(served.iter().map(String::as_str));
+    assert_eq!(
+        servers.keys().collect::<Vec<_>>(),
+        [&stack.server(1)],
+        "{tag}: {servers:?}"
+    );
+}
+
+/// Envoy's counter `name` (`/stats`, `name: value` lines).
+async fn envoy_stat(stack: &Stack, name: &str) -> f64 {
+    let text = stack
+        .http
+        .get(format!(
+            "http://{}/stats?filter=^{name}$",
+            stack.envoy.admin
+        ))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix(name)?
+                .strip_prefix(": ")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0)
+}
+
+const STORED: &str =
+    "shepherd_kv_events_stored_blocks_total{plugin=\"precise-prefix-cache-producer\"}";
+
+/// Restarts replica B on its ports and waits until it is back: subscribed to every server,
+/// its index rebuilt from their replay buffers, in the exchange with A, and picking again
+/// (once Envoy's ejection of it ends) with the same affinity.
+async fn restart_b(stack: &mut Stack, system: &str, tag: &str) {
+    stack.more_epps[0].restart(true).await;
+    let (a, b) = (&stack.epp, &stack.more_epps[0]);
+    wait_metric(stack, b, "shepherd_kv_events_connected_publishers", 3.0).await;
+    wait_metric(stack, b, STORED, 40.0).await;
+    for epp in [a, b] {
+        wait_metric(stack, epp, "shepherd_replicas_live_peers", 1.0).await;
+    }
+    let picks = "shepherd_picks_total{profile=\"default\"}";
+    let mut round = 0;
+    while sample(&stack.metrics_of(b).await, picks) < 4.0 {
+        short_requests(stack, system, &format!("{tag}, round {round}"), 4).await;
+        round += 1;
+        assert!(round < 100, "the restarted replica never picks again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until each replica counts at least one of the other's requests in flight.
+async fn wait_peer_load(stack: &Stack) {
+    for epp in [&stack.epp, &stack.more_epps[0]] {
+        let peer = |m: &str| {
+            (0..stack.sims.len())
+                .map(|i| {
+                    let series = format!(
+                        "shepherd_endpoint_peer_in_flight_requests{{endpoint=\"{}\"}}",
+                        stack.server(i)
+                    );
+                    sample(m, &series)
+                })
+                .sum::<f64>()
+        };
+        let mut seen = 0.0;
+        for _ in 0..400 {
+            seen = peer(&stack.metrics_of(epp).await);
+            if seen >= 1.0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(seen >= 1.0, "each replica counts the other's requests");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replica_costs_only_its_own_streams_and_rejoins() {
+    let Some(mut stack) = Stack::start(Options {
+        servers: 3,
+        kv_events: true,
+        replicas: 2,
+        extra_config: POLICY.into(),
+        // The example leaves a failing replica out for 5 s; 1 s keeps the test short.
+        envoy_edits: vec![("base_ejection_time: 5s", "base_ejection_time: 1s")],
+        ..Options::default()
+    })
+    .await
+    else {
+        return;
+    };
+    for epp in [&stack.epp, &stack.more_epps[0]] {
+        wait_metric(&stack, epp, "shepherd_kv_events_connected_publishers", 3.0).await;
+        wait_metric(&stack, epp, "shepherd_replicas_live_peers", 1.0).await;
+    }
+
+    // Server 1 holds a system prompt; both replicas hear its events.
+    let system = unique_prompt("failover system prompt", 2560);
+    let response = stack
+        .http
+        .post(format!("http://{}/v1/completions", stack.server(1)))
+        .json(&serde_json::json!({"model": MODEL, "prompt": system, "max_tokens": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.bytes().await.unwrap();
+    for epp in [&stack.epp, &stack.more_epps[0]] {
+        wait_metric(&stack, epp, STORED, 40.0).await;
+    }
+    short_requests(&stack, &system, "warm-up", 8).await;
+
+    // 1. An idle replica crashes: Envoy's streams to it are refused, retried on A, and B is
+    // left out; every request is answered, by the prefix's server.
+    stack.more_epps[0].kill();
+    stack.more_epps[0].wait_exit(Duration::from_secs(5)).await;
+    short_requests(&stack, &system, "after an idle crash", 20).await;
+    let refused = envoy_stat(&stack, "cluster.shepherd-epp.upstream_cx_connect_fail").await;
+    let retried = envoy_stat(&stack, "cluster.shepherd-epp.upstream_rq_retry_success").await;
+    assert!(
+        refused >= 1.0 && retried >= refused,
+        "refused {refused}, retried {retried}"
+    );
+    let ejected = "cluster.shepherd-epp.outlier_detection.ejections_enforced_total";
+    assert_eq!(envoy_stat(&stack, ejected).await, 1.0);
+
+    // 2. B restarts and rejoins.
+    restart_b(&mut stack, &system, "after the first restart").await;
+
+    // 3. B crashes holding streams: those break (some before their first token: Envoy cannot
+    // replay an ext_proc stream under way), A's finish, and every request sent after the crash
+    // is answered by A, by the prefix's server.
+    let long = long_streams(&stack, &system, "before the crash", 8);
+    let (on_a, on_b) = wait_held(&stack, [&stack.epp, &stack.more_epps[0]], 8.0).await;
+    assert!(
+        on_a >= 1.0 && on_b >= 1.0,
+        "both replicas hold streams: {on_a} and {on_b}"
+    );
+    stack.more_epps[0].kill();
+    stack.more_epps[0].wait_exit(Duration::from_secs(5)).await;
+    short_requests(&stack, &system, "after the crash", 20).await;
+    let done = outcomes(long).await;
+    let complete = done.iter().filter(|o| o.complete).count();
+    assert_eq!(
+        complete as f64, on_a,
+        "A's streams finish, B's break: {done:?}"
+    );
+    for outcome in &done {
+        if outcome.complete {
+            assert_eq!(outcome.served.as_deref(), Some(stack.server(1).as_str()));
+        } else {
+            assert!(matches!(outcome.status, Some(200 | 500)), "{outcome:?}");
+        }
+    }
+    assert_eq!(envoy_stat(&stack, ejected).await, 2.0);
+    eprintln!(
+        "idle crash: {refused} refused streams, {retried} retried; crash under load: {on_a} streams of A finished, {on_b} of B broke"
+    );
+
+    // 4. B restarts again, and the exchange resumes: each replica counts the other's load.
+    restart_b(&mut stack, &system, "after the second restart").await;
+    let long = long_streams(&stack, &system, "after the restart", 6);
+    let (on_a, on_b) = wait_held(&stack, [&stack.epp, &stack.more_epps[0]], 6.0).await;
+    assert!(
+        on_a >= 1.0 && on_b >= 1.0,
+        "both replicas hold streams: {on_a} and {on_b}"
+    );
+    wait_peer_load(&stack).await;
+
+    // 5. A graceful stop (a rolling update): SIGTERM to A while streams are in flight through
+    // both. A finishes its streams and refuses new ones, which B routes: nothing is lost.
+    stack.epp.terminate();
+    short_requests(&stack, &system, "while A drains", 10).await;
+    for outcome in outcomes(long).await {
+        assert!(outcome.complete, "{outcome:?}");
+    }
+    stack.epp.wait_exit(Duration::from_secs(15)).await;
+    short_requests(&stack, &system, "after A stopped", 10).await;
+}
