@@ -128,6 +128,13 @@ pub struct StreamSpec {
     /// Trace timestamps are multiplied by this (0.5 replays twice as fast).
     #[serde(default = "one_f64")]
     pub time_scale: f64,
+    /// The resolution the trace's timestamps were recorded at, in milliseconds (traces
+    /// only; 0, the default, replays them as written). The Mooncake trace's are 3-second
+    /// bins: read as written, every request of a bin arrives at the same instant. With a
+    /// resolution, each request arrives at a seeded uniform point of its interval
+    /// `[t, t + resolution)` instead, in the order of those points.
+    #[serde(default)]
+    pub timestamp_resolution_ms: f64,
     /// Priority of the stream's requests, as a flow controller reads it from the request's
     /// objective: higher is more important, negative is sheddable (default 0).
     #[serde(default)]
@@ -351,6 +358,13 @@ impl Scenario {
                 if !(s.time_scale.is_finite() && s.time_scale > 0.0) {
                     return Err(bad(field("timeScale"), "timeScale", "must be > 0".into()));
                 }
+                if !(s.timestamp_resolution_ms.is_finite() && s.timestamp_resolution_ms >= 0.0) {
+                    return Err(bad(
+                        field("timestampResolutionMs"),
+                        "timestampResolutionMs",
+                        "must be ≥ 0".into(),
+                    ));
+                }
                 trace = if let Some((name, bytes)) = embedded
                     .iter()
                     .find(|(n, _)| Path::new(n) == path.as_path())
@@ -371,6 +385,13 @@ impl Scenario {
                 };
                 s.end_s.unwrap_or(f64::INFINITY)
             } else {
+                if s.timestamp_resolution_ms != 0.0 {
+                    return Err(bad(
+                        field("timestampResolutionMs"),
+                        "timestampResolutionMs",
+                        "only for trace streams".into(),
+                    ));
+                }
                 load = Some(match s.load.unwrap_or_default() {
                     LoadSpec {
                         closed: Some(c),

@@ -99,12 +99,17 @@ impl Traffic {
             .streams
             .iter()
             .enumerate()
-            .map(|(i, s)| StreamState {
-                stream: s.clone(),
-                rng: PickRng::seed_from(seed ^ (i as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407)),
-                next_session: 0,
-                conversations: AHashMap::new(),
-                trace_pos: 0,
+            .map(|(i, s)| {
+                let stream_seed = seed ^ (i as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407);
+                let mut stream = s.clone();
+                spread_within_resolution(&mut stream, stream_seed);
+                StreamState {
+                    stream,
+                    rng: PickRng::seed_from(stream_seed),
+                    next_session: 0,
+                    conversations: AHashMap::new(),
+                    trace_pos: 0,
+                }
             })
             .collect();
         Traffic { streams }
@@ -312,6 +317,22 @@ impl StreamState {
             },
         })
     }
+}
+
+/// Places each trace record at a uniform point of its recorded interval (its own generator,
+/// so the stream's other draws do not move), then sorts the records by arrival.
+fn spread_within_resolution(stream: &mut Stream, seed: u64) {
+    let resolution = stream.spec.timestamp_resolution_ms;
+    if resolution <= 0.0 {
+        return;
+    }
+    let mut rng = PickRng::seed_from(seed ^ 0x5EED_0F_A2_41_7A1);
+    for record in &mut stream.trace {
+        record.timestamp_ms += rng.unit_f64() * resolution;
+    }
+    stream
+        .trace
+        .sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
 }
 
 fn exponential(rng: &mut PickRng, rate: f64) -> f64 {
