@@ -62,16 +62,25 @@ fn spread_within_each_bin_in_order_and_seeded() {
     let spread = scenario("    timestampResolutionMs: 3000\n");
     let replay = arrivals(&spread, 7);
     assert_eq!(replay.len(), 12);
-    assert!(replay.windows(2).all(|w| w[0].0 <= w[1].0), "in order: {replay:?}");
+    assert!(
+        replay.windows(2).all(|w| w[0].0 <= w[1].0),
+        "in order: {replay:?}"
+    );
     for &(t, output) in &replay {
         // Output lengths 10 + bin * 4 + i name each record's bin.
         let bin = f64::from((output - 10) / 4);
-        assert!(t >= bin * 3000.0 && t < (bin + 1.0) * 3000.0, "{t} in bin {bin}");
+        assert!(
+            t >= bin * 3000.0 && t < (bin + 1.0) * 3000.0,
+            "{t} in bin {bin}"
+        );
     }
-    let distinct: std::collections::BTreeSet<u64> =
-        replay.iter().map(|a| a.0.to_bits()).collect();
+    let distinct: std::collections::BTreeSet<u64> = replay.iter().map(|a| a.0.to_bits()).collect();
     assert_eq!(distinct.len(), 12, "no two arrive at once");
-    assert_eq!(arrivals(&spread, 7), replay, "the same seed, the same replay");
+    assert_eq!(
+        arrivals(&spread, 7),
+        replay,
+        "the same seed, the same replay"
+    );
     assert_ne!(arrivals(&spread, 8), replay, "another seed, other points");
 }
 
@@ -79,8 +88,14 @@ fn spread_within_each_bin_in_order_and_seeded() {
 fn refused_where_it_means_nothing() {
     let negative = yaml("    timestampResolutionMs: -1\n");
     let error = Scenario::from_yaml(&negative, "t.yaml").unwrap_err();
-    assert!(error.to_string().contains("timestampResolutionMs"), "{error}");
+    assert!(
+        error.to_string().contains("timestampResolutionMs"),
+        "{error}"
+    );
     let open_loop = "name: t\nservers: 1\nstreams:\n  - kind: shared-prefix\n    name: s\n    load: { rate: 1 }\n    endS: 10\n    timestampResolutionMs: 100\n";
     let error = Scenario::from_yaml(open_loop, "t.yaml").unwrap_err();
-    assert!(error.to_string().contains("only for trace streams"), "{error}");
+    assert!(
+        error.to_string().contains("only for trace streams"),
+        "{error}"
+    );
 }

@@ -1,5 +1,6 @@
 //! The replica study's plots, per scenario: cache hit rate against R, and TTFT p90 against R
-//! (both log x), one line per (policy, coordination, spread).
+//! (both log x; TTFT log y too, since uncoordinated replicas can cost orders of magnitude), one
+//! line per (policy, coordination, spread).
 
 use super::{ReplicaReport, ReplicaRow};
 use crate::svg::{Axes, Series, chart_with};
@@ -56,7 +57,10 @@ pub fn plots(report: &ReplicaReport) -> Vec<(String, String)> {
                 "replicas (log)",
                 "TTFT p90 (ms)",
                 &series(scenario, &|r| r.ttft_p90_ms),
-                axes,
+                Axes {
+                    log_y: true,
+                    ..axes
+                },
             ),
         ));
     }

@@ -326,7 +326,7 @@ fn spread_within_resolution(stream: &mut Stream, seed: u64) {
     if resolution <= 0.0 {
         return;
     }
-    let mut rng = PickRng::seed_from(seed ^ 0x5EED_0F_A2_41_7A1);
+    let mut rng = PickRng::seed_from(seed ^ 0x0005_EED0_FA24_17A1);
     for record in &mut stream.trace {
         record.timestamp_ms += rng.unit_f64() * resolution;
     }
