@@ -141,9 +141,10 @@ struct ReplicasArgs {
     /// Spread mode: random, round-robin or connection (repeatable; default random, connection).
     #[arg(long)]
     spread: Vec<Spread>,
-    /// Coordination between replicas: none, rendezvous, rendezvous-bounded (load factor 1.25) or
-    /// rendezvous-bounded:F (repeatable; default none and rendezvous). Include
-    /// none for the relative figures.
+    /// Coordination between replicas: none, rendezvous, rendezvous-bounded (load factor 1.25),
+    /// rendezvous-bounded:F, load-sync[:MS] (in-flight counts every MS ms, default 10) or
+    /// deltas[:MS] (in-flight counts and approximate-index inserts) (repeatable; default none
+    /// and rendezvous). Include none for the relative figures.
     #[arg(long)]
     coordination: Vec<Coordination>,
     #[command(flatten)]

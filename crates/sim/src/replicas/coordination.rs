@@ -1,7 +1,8 @@
 //! How picker replicas coordinate in the replica study: not at all (each learns only what it
 //! routed), by agreeing on an unseen prefix's home with `rendezvous-affinity-scorer`, with or
-//! without its bounded-load rule (`loadFactor`), or by exchanging their in-flight counts
-//! (`load-sync`; with a precise policy the index is already shared through the engines' events).
+//! without its bounded-load rule (`loadFactor`), by exchanging their in-flight counts
+//! (`load-sync`; with a precise policy the index is already shared through the engines' events),
+//! or their in-flight counts and approximate-index inserts (`deltas`).
 
 use shepherd_scheduler_core::config::{PluginSpec, ProfilePluginRef};
 
@@ -38,6 +39,11 @@ pub enum Coordination {
     /// the command line `load-sync` (every 10 ms) or `load-sync:MS`; `load-sync:0` exchanges
     /// before every pick, a bound.
     LoadSync(u32),
+    /// As [`Coordination::LoadSync`], and each pick's approximate-index insert (the request's
+    /// block keys on the picked server) reaches the other replicas one period later
+    /// (`simulation.replicaIndexSync`): the index deltas of an approximate policy. On the
+    /// command line `deltas` (every 10 ms) or `deltas:MS`.
+    Deltas(u32),
 }
 
 impl Coordination {
@@ -50,6 +56,7 @@ impl Coordination {
                 format!("rendezvous-bounded:{}", f64::from(percent) / 100.0)
             }
             Coordination::LoadSync(ms) => format!("load-sync:{ms}"),
+            Coordination::Deltas(ms) => format!("deltas:{ms}"),
         }
     }
 
@@ -62,7 +69,7 @@ impl Coordination {
                 policy,
                 serde_json::json!({ "loadFactor": f64::from(percent) / 100.0 }),
             ),
-            Coordination::LoadSync(ms) => {
+            Coordination::LoadSync(ms) | Coordination::Deltas(ms) => {
                 let mut config = policy.config.clone();
                 let section = config
                     .other
@@ -70,6 +77,9 @@ impl Coordination {
                     .or_insert_with(|| serde_json::json!({}));
                 if let Some(map) = section.as_object_mut() {
                     map.insert("replicaLoadSyncMs".into(), serde_json::json!(ms));
+                    if matches!(self, Coordination::Deltas(_)) {
+                        map.insert("replicaIndexSync".into(), serde_json::json!(true));
+                    }
                 }
                 Policy {
                     name: policy.name.clone(),
@@ -99,8 +109,14 @@ impl std::str::FromStr for Coordination {
                 .ok()
                 .map(Coordination::LoadSync)
                 .ok_or_else(|| format!("bad load-sync period {ms:?} (whole milliseconds)")),
+            None if s == "deltas" => Ok(Coordination::Deltas(DEFAULT_LOAD_SYNC_MS)),
+            Some(("deltas", ms)) => ms
+                .parse::<u32>()
+                .ok()
+                .map(Coordination::Deltas)
+                .ok_or_else(|| format!("bad deltas period {ms:?} (whole milliseconds)")),
             _ => Err(format!(
-                "unknown coordination {s:?} (none, rendezvous, rendezvous-bounded[:F], load-sync[:MS])"
+                "unknown coordination {s:?} (none, rendezvous, rendezvous-bounded[:F], load-sync[:MS], deltas[:MS])"
             )),
         }
     }

@@ -18,6 +18,9 @@ use super::flow::Held;
 use super::results::{Outcome, RequestRecord};
 use super::{Live, NS, Sim};
 
+/// The model every simulated request names.
+pub(super) const MODEL: &str = "llama-3-8b";
+
 impl Sim<'_> {
     /// Stores server `s`'s metrics, stamped by the pool's clock (set to the event's time).
     pub(super) fn scrape(&self, s: u32) {
@@ -163,7 +166,7 @@ impl Sim<'_> {
         let stream = &self.scenario.streams[spec.stream].spec;
         let mut request = InferenceRequest::new(
             id.to_string(),
-            "llama-3-8b",
+            MODEL,
             Prompt::Tokens(self.tokens.clone()),
         );
         request.max_tokens = Some(spec.output.len);

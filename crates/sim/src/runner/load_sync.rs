@@ -12,12 +12,18 @@
 //! one period after the pick (at once with a period of 0): the index deltas that cover the
 //! time before the engine's events, which every replica hears anyway.
 //!
+//! With `simulation.replicaIndexSync` it also carries each pick's approximate-index insert
+//! (the request's block keys on the picked server, as the picking replica recorded them) to the
+//! other replicas' approximate indexes, one period after the pick: the index deltas of an
+//! approximate policy.
+//!
 //! [`Endpoint::set_peer_load`]: shepherd_scheduler_core::endpoint::Endpoint::set_peer_load
 
 use ahash::AHashMap;
 use shepherd_scheduler_core::endpoint::PeerLoad;
 use shepherd_scheduler_core::kv_events::precise_seed;
-use shepherd_scheduler_core::prefix::{BlockKey, ChainLink};
+use shepherd_scheduler_core::prefix::{BlockKey, ChainLink, chain_seed};
+use shepherd_scheduler_core::request::Prompt;
 
 use super::Sim;
 use super::events::Event;
@@ -29,13 +35,15 @@ pub(super) struct Deltas {
     next: u64,
 }
 
-/// One pick's speculation, for the other replicas: the server and the request's block keys
-/// per precise index (its position in a replica's `precise` list).
+/// One pick's index delta, for the other replicas: the server, the request's block keys per
+/// precise index (its position in a replica's `precise` list; empty without speculation) and
+/// per approximate index (its position in `approximate`; empty without index sync).
 #[derive(Debug)]
 struct Delta {
     from: u32,
     server: u32,
     keys: Vec<Vec<BlockKey>>,
+    approximate: Vec<Vec<BlockKey>>,
 }
 
 impl Sim<'_> {
@@ -87,30 +95,54 @@ impl Sim<'_> {
         let Some(replica) = self.replicas.get(from as usize) else {
             return;
         };
-        if replica.precise.iter().all(|f| f.speculative_ttl.is_none()) {
+        let speculates = replica.precise.iter().any(|f| f.speculative_ttl.is_some());
+        let syncs_index = self.index_sync && !replica.approximate.is_empty();
+        if !speculates && !syncs_index {
             return;
         }
-        let keys: Vec<Vec<BlockKey>> = replica
-            .precise
-            .iter()
-            .map(|feed| {
-                let config = feed.index.config();
-                let mut links = Vec::new();
-                let tokens = &self.tokens[..self
-                    .tokens
-                    .len()
-                    .min(config.block_tokens * config.max_blocks)];
-                ChainLink::extend(
-                    precise_seed(None),
-                    None,
-                    tokens,
-                    config.block_tokens,
-                    &mut links,
-                );
-                links.iter().map(|l| l.key()).collect()
-            })
-            .collect();
-        let delta = Delta { from, server, keys };
+        let keys: Vec<Vec<BlockKey>> = if !speculates {
+            Vec::new()
+        } else {
+            replica
+                .precise
+                .iter()
+                .map(|feed| {
+                    let config = feed.index.config();
+                    let mut links = Vec::new();
+                    let tokens = &self.tokens[..self
+                        .tokens
+                        .len()
+                        .min(config.block_tokens * config.max_blocks)];
+                    ChainLink::extend(
+                        precise_seed(None),
+                        None,
+                        tokens,
+                        config.block_tokens,
+                        &mut links,
+                    );
+                    links.iter().map(|l| l.key()).collect()
+                })
+                .collect()
+        };
+        let approximate: Vec<Vec<BlockKey>> = if !syncs_index {
+            Vec::new()
+        } else {
+            // The chain the picking replica's producer recorded: seeded by model and adapter,
+            // over the prompt the request carried.
+            let prompt = Prompt::Tokens(self.tokens.clone());
+            let seed = chain_seed(super::handlers::MODEL, None, "");
+            replica
+                .approximate
+                .iter()
+                .map(|index| index.chain(seed, &prompt).complete(&prompt).to_vec())
+                .collect()
+        };
+        let delta = Delta {
+            from,
+            server,
+            keys,
+            approximate,
+        };
         if period == 0 {
             self.apply_delta(&delta, now);
         } else {
@@ -139,6 +171,9 @@ impl Sim<'_> {
                 if let Some(ttl) = feed.speculative_ttl {
                     feed.index.speculate(endpoint, keys, now, ttl);
                 }
+            }
+            for (index, keys) in replica.approximate.iter().zip(&delta.approximate) {
+                index.insert_blocks(endpoint, keys, None);
             }
         }
     }

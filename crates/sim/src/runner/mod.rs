@@ -168,6 +168,8 @@ struct Sim<'a> {
     kv: KvDelivery,
     /// How often the replicas exchange their in-flight counts (ns), when they do.
     load_sync_ns: Option<u64>,
+    /// With the load exchange, approximate-index inserts travel too.
+    index_sync: bool,
     /// Speculative index entries on their way between replicas.
     deltas: load_sync::Deltas,
     /// Wall-clock nanoseconds of every `schedule` call, in order.
@@ -248,6 +250,7 @@ pub fn run(
         flow,
         kv,
         load_sync_ns: settings.replica_load_sync_ns.filter(|_| opts.replicas > 1),
+        index_sync: settings.replica_index_sync,
         deltas: load_sync::Deltas::default(),
         pick_ns: Vec::new(),
     };

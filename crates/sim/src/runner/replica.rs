@@ -21,7 +21,8 @@ use shepherd_scheduler_core::scheduler::Scheduler;
 use shepherd_scheduler_core::shared::SharedState;
 
 use shepherd_adaptive::driver::TickDriver;
-use shepherd_scorers::producers::PreciseKvEvents;
+use shepherd_scheduler_core::prefix::PrefixIndex;
+use shepherd_scorers::producers::{PreciseKvEvents, PrefixProducer};
 
 use crate::error::SimError;
 use crate::policy::{EngineFeed, FEED_NAME, Policy};
@@ -36,6 +37,9 @@ pub(super) struct Replica {
     pub(super) feed: Arc<EngineFeed>,
     /// The policy's precise prefix indexes, fed the engines' KV-cache events.
     pub(super) precise: Vec<Arc<PreciseKvEvents>>,
+    /// The policy's approximate prefix indexes, by name (they learn from this replica's picks,
+    /// and from the others' with `simulation.replicaIndexSync`).
+    pub(super) approximate: Vec<Arc<PrefixIndex>>,
     pub(super) driver: Option<Box<dyn TickDriver>>,
     /// Requests this replica picked a server for.
     pub(super) picks: u64,
@@ -81,6 +85,7 @@ impl Replica {
             .into_iter()
             .map(|(_, feed)| feed)
             .collect();
+        let approximate = approximate_indexes(&shared);
         Ok(Replica {
             pool,
             scheduler,
@@ -88,6 +93,7 @@ impl Replica {
             by_id,
             feed,
             precise,
+            approximate,
             driver,
             picks: 0,
             completions: 0,
@@ -98,4 +104,27 @@ impl Replica {
     pub(super) fn in_flight(&self) -> u64 {
         self.pool.snapshot().in_flight_requests()
     }
+}
+
+/// Every approximate prefix index the scheduler's plugins registered (a `prefix-cache-scorer`'s
+/// own, or an `approx-prefix-cache-producer`'s), once each, ordered by name so that replicas
+/// built from one policy list them alike.
+fn approximate_indexes(shared: &SharedState) -> Vec<Arc<PrefixIndex>> {
+    let mut named: Vec<(String, Arc<PrefixIndex>)> = shared.resources.all::<PrefixIndex>();
+    named.extend(
+        shared
+            .resources
+            .all::<PrefixProducer>()
+            .into_iter()
+            .filter(|(_, producer)| !producer.is_precise())
+            .map(|(name, producer)| (name, Arc::clone(producer.index()))),
+    );
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out: Vec<Arc<PrefixIndex>> = Vec::new();
+    for (_, index) in named {
+        if !out.iter().any(|known| Arc::ptr_eq(known, &index)) {
+            out.push(index);
+        }
+    }
+    out
 }

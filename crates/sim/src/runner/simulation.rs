@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `kvEventDelayMs` | 1 | from an engine step's end to its KV-cache events being applied by the router's precise indexes (policies with a precise producer) |
 //! | `replicaLoadSyncMs` | — (off) | picker replicas exchange their in-flight counts this often: each replica's endpoints then carry the others' counts as of the last exchange ([`Endpoint::set_peer_load`]); only with several replicas. 0: before every pick (a bound no network exchange reaches) |
+//! | `replicaIndexSync` | `false` | with `replicaLoadSyncMs`: each pick's approximate-index insert (the request's block keys on the picked server) also reaches the other replicas, one period later |
 //!
 //! [`Endpoint::set_peer_load`]: shepherd_scheduler_core::endpoint::Endpoint::set_peer_load
 
@@ -24,6 +25,7 @@ pub const DEFAULT_KV_EVENT_DELAY_MS: f64 = 1.0;
 pub(super) struct SimulationSettings {
     pub(super) kv_event_delay_ns: u64,
     pub(super) replica_load_sync_ns: Option<u64>,
+    pub(super) replica_index_sync: bool,
 }
 
 impl SimulationSettings {
@@ -35,6 +37,7 @@ impl SimulationSettings {
         let mut settings = SimulationSettings {
             kv_event_delay_ns: ms_to_ns(DEFAULT_KV_EVENT_DELAY_MS),
             replica_load_sync_ns: None,
+            replica_index_sync: false,
         };
         let Some(section) = config.other.get(SIMULATION_SECTION) else {
             return Ok(settings);
@@ -68,6 +71,11 @@ impl SimulationSettings {
             match key.as_str() {
                 "kvEventDelayMs" => settings.kv_event_delay_ns = ms(false)?,
                 "replicaLoadSyncMs" => settings.replica_load_sync_ns = Some(ms(false)?),
+                "replicaIndexSync" => {
+                    settings.replica_index_sync = value
+                        .as_bool()
+                        .ok_or_else(|| bad(key, "must be true or false"))?;
+                }
                 other => return Err(bad(other, "unknown setting")),
             }
         }
