@@ -1,7 +1,7 @@
 //! Several runtimes exchanging their in-flight load over UDP on loopback (the `replicas`
 //! section): a replica's requests show as its peers' peer load, go when they end, vanish at
 //! once when it shuts down, expire when it falls silent, and datagrams from strangers are
-//! refused.
+//! refused; a replica's picks reach its peers' approximate prefix indexes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -14,6 +14,9 @@ use shepherd_runtime::config::RuntimeConfig;
 use shepherd_runtime::replicas::wire::{Entry, encode};
 use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
 use shepherd_scheduler_core::endpoint::PeerLoad;
+use shepherd_scheduler_core::prefix::chain_seed;
+use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
+use shepherd_scorers::producers::approximate_indexes;
 
 const ENDPOINT: &str = "127.0.0.1:9";
 const WAIT: Duration = Duration::from_secs(5);
@@ -166,4 +169,111 @@ fn a_bad_replicas_section_is_refused() {
         let err = RuntimeConfig::from_yaml(yaml).unwrap_err().to_string();
         assert!(err.contains(field), "{yaml}: {err}");
     }
+}
+
+async fn replica_with(listen: SocketAddr, peers: &[SocketAddr], extra: &str) -> RuntimeHandle {
+    let peers: Vec<String> = peers.iter().map(ToString::to_string).collect();
+    let yaml = format!(
+        "endpoints: [{ENDPOINT}, 127.0.0.1:10, 127.0.0.1:11]\nreplicas:\n  listen: {listen}\n  peers: [{}]\n  intervalMs: 10\n{extra}",
+        peers.join(", ")
+    );
+    let options = RuntimeOptions {
+        scrape: false,
+        serve_admin: false,
+        watch_config: false,
+        ..RuntimeOptions::default()
+    };
+    Runtime::start(RuntimeConfig::from_yaml(&yaml).unwrap(), options)
+        .await
+        .unwrap()
+}
+
+/// Blocks of `prompt` that `handle`'s approximate index believes `address` holds.
+fn known_blocks(handle: &RuntimeHandle, prompt: &Prompt, address: &str) -> usize {
+    let indexes = approximate_indexes(&handle.shared().resources);
+    let (_, index) = indexes
+        .first()
+        .expect("the preset has an approximate index");
+    let id = handle
+        .pool()
+        .snapshot()
+        .get_by_address(address)
+        .unwrap()
+        .id();
+    let mut chain = index.chain(chain_seed("m", None, ""), prompt);
+    index.match_prefix(&mut chain, prompt).matched_blocks(id)
+}
+
+fn counter(handle: &RuntimeHandle, series: &str) -> f64 {
+    handle
+        .render_metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicas_picks_teach_its_peers_index() {
+    let addrs = ports(3);
+    let a = replica_with(addrs[0], &[addrs[1]], "").await;
+    let b = replica_with(addrs[1], &[addrs[0]], "").await;
+    // A prompt of 16 blocks that only A routes.
+    let prompt = Prompt::Text("a system prompt only A has seen ".repeat(128));
+    let decision = a
+        .scheduler()
+        .schedule(&InferenceRequest::new("a-1", "m", prompt.clone()))
+        .unwrap();
+    let home = decision.primary().address().to_string();
+    drop(decision);
+    assert!(known_blocks(&a, &prompt, &home) > 0);
+    // Within an interval or so B's index holds it too, on the same server.
+    assert!(
+        wait_until(WAIT, || known_blocks(&b, &prompt, &home) > 0).await,
+        "{}",
+        b.render_metrics()
+    );
+    let blocks = known_blocks(&a, &prompt, &home);
+    assert_eq!(known_blocks(&b, &prompt, &home), blocks);
+    assert_eq!(
+        counter(&b, "shepherd_replicas_index_keys_received_total"),
+        blocks as f64
+    );
+    // Recording a peer's keys journals nothing: they do not echo back to A.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        counter(&a, "shepherd_replicas_index_keys_received_total"),
+        0.0
+    );
+    // B routes the prompt's next request where A did; its own pick goes to A (a refresh).
+    let again = b
+        .scheduler()
+        .schedule(&InferenceRequest::new("b-1", "m", prompt.clone()))
+        .unwrap();
+    assert_eq!(again.primary().address(), home);
+    drop(again);
+    assert!(
+        wait_until(WAIT, || counter(
+            &a,
+            "shepherd_replicas_index_keys_received_total"
+        ) == blocks as f64)
+        .await
+    );
+
+    // With `indexDeltas: false` a replica neither sends its inserts nor records a peer's.
+    let c = replica_with(addrs[2], &[addrs[0]], "  indexDeltas: false\n").await;
+    let other = Prompt::Text("a prompt only C has seen ".repeat(160));
+    drop(
+        c.scheduler()
+            .schedule(&InferenceRequest::new("c-1", "m", other.clone()))
+            .unwrap(),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        counter(&c, "shepherd_replicas_index_deltas_sent_total"),
+        0.0
+    );
+    assert_eq!(
+        counter(&a, "shepherd_replicas_index_keys_received_total"),
+        blocks as f64
+    );
 }

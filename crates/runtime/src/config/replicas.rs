@@ -43,6 +43,14 @@ pub struct ReplicasConfig {
     /// A peer silent this long is forgotten, in milliseconds (default 1000).
     #[serde(default = "default_expiry")]
     pub expire_ms: u64,
+    /// Whether the replicas also send each other the block keys their picks record in the
+    /// policy's approximate prefix indexes (default true; precise indexes need none).
+    #[serde(default = "default_index_deltas")]
+    pub index_deltas: bool,
+}
+
+fn default_index_deltas() -> bool {
+    true
 }
 
 fn default_interval() -> u64 {

@@ -1,4 +1,5 @@
-//! The task that sends this replica's load to its peers and takes in theirs.
+//! The task that sends this replica's load (and its approximate-index inserts) to its peers and
+//! takes in theirs.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,6 +8,8 @@ use std::sync::atomic::Ordering;
 use shepherd_scheduler_core::endpoint::{PeerLoad, Pool};
 use tokio::net::UdpSocket;
 
+use super::index_sync::{IndexSync, Refusal};
+use super::index_wire;
 use super::stats::ReplicaStats;
 use super::table::PeerTable;
 use super::wire::{self, Entry};
@@ -24,6 +27,8 @@ pub(crate) struct LoadExchange {
     pub(crate) socket: UdpSocket,
     pub(crate) pool: Arc<Pool>,
     pub(crate) stats: Arc<ReplicaStats>,
+    /// The index deltas (`None` with `indexDeltas: false`).
+    pub(crate) index: Option<IndexSync>,
 }
 
 /// A sender id for this process: different for every start, so peers tell a restarted
@@ -70,6 +75,7 @@ impl LoadExchange {
                     self.apply(&table);
                     seq += 1;
                     self.send(sender, seq, &self.own_loads()).await;
+                    self.send_index_deltas(sender).await;
                 }
                 () = stop.wait() => break,
             }
@@ -83,6 +89,10 @@ impl LoadExchange {
             ReplicaStats::add(&self.stats.unknown_sender, 1);
             return;
         }
+        if bytes.starts_with(index_wire::MAGIC) {
+            self.take_in_delta(bytes, from);
+            return;
+        }
         match wire::decode(bytes) {
             Ok(report) => {
                 ReplicaStats::add(&self.stats.received, 1);
@@ -91,6 +101,60 @@ impl LoadExchange {
             Err(error) => {
                 ReplicaStats::add(&self.stats.malformed, 1);
                 tracing::debug!(%from, %error, "not a load report");
+            }
+        }
+    }
+
+    fn take_in_delta(&self, bytes: &[u8], from: SocketAddr) {
+        let Some(index) = &self.index else {
+            ReplicaStats::add(&self.stats.deltas_ignored, 1);
+            return;
+        };
+        let delta = match index_wire::decode(bytes) {
+            Ok(delta) => delta,
+            Err(error) => {
+                ReplicaStats::add(&self.stats.malformed, 1);
+                tracing::debug!(%from, %error, "not an index delta");
+                return;
+            }
+        };
+        match index.apply(&delta) {
+            Ok(keys) => {
+                ReplicaStats::add(&self.stats.deltas_received, 1);
+                ReplicaStats::add(&self.stats.keys_received, keys);
+            }
+            Err(refusal) => {
+                let counter = match refusal {
+                    Refusal::UnknownIndex => &self.stats.deltas_unknown_index,
+                    Refusal::OtherBlocks => &self.stats.deltas_other_blocks,
+                };
+                if counter.fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::warn!(%from, index = delta.index, block_tokens = delta.block_tokens, ?refusal, "a peer's index delta does not fit this replica's policy; ignored (do the replicas run one config?)");
+                }
+            }
+        }
+    }
+
+    async fn send_index_deltas(&self, sender: u64) {
+        let Some(index) = &self.index else {
+            return;
+        };
+        let mut datagrams = Vec::new();
+        let sent = index.outgoing(sender, MAX_DATAGRAM, &mut datagrams);
+        ReplicaStats::add(&self.stats.keys_dropped, sent.dropped);
+        if datagrams.is_empty() {
+            return;
+        }
+        for peer in &self.config.peers {
+            ReplicaStats::add(&self.stats.keys_sent, sent.keys);
+            for datagram in &datagrams {
+                match self.socket.send_to(datagram, peer).await {
+                    Ok(n) => {
+                        ReplicaStats::add(&self.stats.deltas_sent, 1);
+                        ReplicaStats::add(&self.stats.delta_bytes_sent, n as u64);
+                    }
+                    Err(_) => ReplicaStats::add(&self.stats.send_errors, 1),
+                }
             }
         }
     }

@@ -11,12 +11,21 @@
 //! with their own counts. Nothing waits on the exchange: a pick reads atomics. A lost
 //! datagram costs one interval; a peer silent for the expiry is forgotten; a restarted peer
 //! draws a new id, and its previous self expires; a replica shutting down sends an empty
-//! report so its load vanishes at once. `docs/replicas.md` has the deployment side.
+//! report so its load vanishes at once.
+//!
+//! With an approximate prefix index (no KV events), each replica also sends the block keys its
+//! picks recorded since the last interval ([`index_wire`], one datagram set per index, each
+//! endpoint's keys once however often it was picked), and records its peers' in its own index:
+//! every replica learns every replica's picks one interval late (`indexDeltas: false` turns it
+//! off). `docs/replicas.md` has the deployment side.
 
 mod exchange;
+mod index_sync;
+pub mod index_wire;
 mod stats;
 mod table;
 pub mod wire;
 
 pub(crate) use exchange::LoadExchange;
+pub(crate) use index_sync::IndexSync;
 pub use stats::ReplicaStats;

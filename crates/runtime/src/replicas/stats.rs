@@ -15,6 +15,15 @@ pub struct ReplicaStats {
     pub(crate) unknown_sender: AtomicU64,
     pub(crate) malformed: AtomicU64,
     pub(crate) expired: AtomicU64,
+    pub(crate) deltas_sent: AtomicU64,
+    pub(crate) delta_bytes_sent: AtomicU64,
+    pub(crate) keys_sent: AtomicU64,
+    pub(crate) keys_dropped: AtomicU64,
+    pub(crate) deltas_received: AtomicU64,
+    pub(crate) keys_received: AtomicU64,
+    pub(crate) deltas_ignored: AtomicU64,
+    pub(crate) deltas_unknown_index: AtomicU64,
+    pub(crate) deltas_other_blocks: AtomicU64,
 }
 
 impl ReplicaStats {
@@ -32,9 +41,19 @@ impl ReplicaStats {
         self.received.load(Ordering::Relaxed)
     }
 
-    /// Bytes sent to peers.
+    /// Bytes of load reports sent to peers.
     pub fn bytes_sent(&self) -> u64 {
         self.bytes_sent.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of index deltas sent to peers.
+    pub fn delta_bytes_sent(&self) -> u64 {
+        self.delta_bytes_sent.load(Ordering::Relaxed)
+    }
+
+    /// Block keys recorded from peers' index deltas.
+    pub fn keys_received(&self) -> u64 {
+        self.keys_received.load(Ordering::Relaxed)
     }
 }
 
@@ -67,6 +86,35 @@ const EXPIRED: MetricDesc<'static> = MetricDesc::new(
     "Peers forgotten after falling silent for the expiry.",
 );
 
+const DELTAS_SENT: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_index_deltas_sent_total",
+    "Index delta datagrams sent to peer replicas (the block keys this replica's picks recorded).",
+);
+const DELTA_BYTES: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_index_delta_bytes_sent_total",
+    "Bytes of index deltas sent to peer replicas.",
+);
+const KEYS_SENT: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_index_keys_sent_total",
+    "Block keys sent to peer replicas (each key counted once per peer).",
+);
+const KEYS_DROPPED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_index_keys_dropped_total",
+    "Block keys not sent because an interval's journal was full.",
+);
+const DELTAS_RECEIVED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_index_deltas_received_total",
+    "Index delta datagrams received from peer replicas and recorded.",
+);
+const KEYS_RECEIVED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_index_keys_received_total",
+    "Block keys recorded from peer replicas' index deltas.",
+);
+const DELTAS_REFUSED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_index_deltas_refused_total",
+    "Index deltas not recorded, by reason: index deltas are off here, no index of that name, or an index with other blocks.",
+);
+
 impl MetricsSource for ReplicaStats {
     fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -82,5 +130,18 @@ impl MetricsSource for ReplicaStats {
         );
         v.counter(REJECTED, &[("reason", "malformed")], get(&self.malformed));
         v.counter(EXPIRED, &[], get(&self.expired));
+        v.counter(DELTAS_SENT, &[], get(&self.deltas_sent));
+        v.counter(DELTA_BYTES, &[], get(&self.delta_bytes_sent));
+        v.counter(KEYS_SENT, &[], get(&self.keys_sent));
+        v.counter(KEYS_DROPPED, &[], get(&self.keys_dropped));
+        v.counter(DELTAS_RECEIVED, &[], get(&self.deltas_received));
+        v.counter(KEYS_RECEIVED, &[], get(&self.keys_received));
+        for (reason, counter) in [
+            ("off", &self.deltas_ignored),
+            ("unknown_index", &self.deltas_unknown_index),
+            ("other_blocks", &self.deltas_other_blocks),
+        ] {
+            v.counter(DELTAS_REFUSED, &[("reason", reason)], get(counter));
+        }
     }
 }

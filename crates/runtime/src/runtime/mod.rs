@@ -26,7 +26,7 @@ use crate::discovery::membership::Membership;
 use crate::discovery::{Discovery, FileWatcher, StaticDiscovery};
 use crate::flow::FlowController;
 use crate::kv_events::{KvEventStats, KvEventsManager};
-use crate::replicas::{LoadExchange, ReplicaStats};
+use crate::replicas::{IndexSync, LoadExchange, ReplicaStats};
 use crate::scrape::scraper::Scraper;
 use crate::scrape::{ScrapeSettings, ScrapeStats, fetch};
 use crate::shutdown::ShutdownSignal;
@@ -222,11 +222,15 @@ impl Runtime {
         }
         if let (Some(config), Some(socket)) = (replicas_config, replica_socket) {
             let stats = Arc::new(ReplicaStats::default());
+            let index = config
+                .index_deltas
+                .then(|| IndexSync::new(Arc::clone(&shared.resources), Arc::clone(&shared.pool)));
             let exchange = LoadExchange {
                 config,
                 socket,
                 pool: Arc::clone(&shared.pool),
                 stats: Arc::clone(&stats),
+                index,
             };
             tasks.spawn(exchange.run(signal.clone()));
             extra.push(stats);

@@ -83,5 +83,6 @@ pub use chain::{
 };
 pub use config::{MAX_CAPACITY_PER_ENDPOINT, PrefixIndexConfig};
 pub use index::PrefixIndex;
+pub use index::journal::Journal;
 pub use matched::PrefixMatch;
 pub use stats::PrefixIndexStats;

@@ -10,12 +10,14 @@
 //! profile. Their consumers find them by name in the shared resources.
 
 pub mod approx_prefix;
+mod indexes;
 pub(crate) mod link;
 pub mod precise_prefix;
 mod prefix_producer;
 pub mod token;
 
 pub use approx_prefix::ApproxPrefixParameters;
+pub use indexes::approximate_indexes;
 pub use precise_prefix::{KvEventSubscription, PreciseKvEvents, PrecisePrefixParameters};
 pub use prefix_producer::{PrefixMatchInfo, PrefixProducer};
 pub use token::{TokenCount, TokenProducer};

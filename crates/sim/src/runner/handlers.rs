@@ -164,11 +164,8 @@ impl Sim<'_> {
             }
         }
         let stream = &self.scenario.streams[spec.stream].spec;
-        let mut request = InferenceRequest::new(
-            id.to_string(),
-            MODEL,
-            Prompt::Tokens(self.tokens.clone()),
-        );
+        let mut request =
+            InferenceRequest::new(id.to_string(), MODEL, Prompt::Tokens(self.tokens.clone()));
         request.max_tokens = Some(spec.output.len);
         request.priority = stream.priority;
         request.fairness_id = stream.fairness_id.clone();

@@ -22,7 +22,7 @@ use shepherd_scheduler_core::shared::SharedState;
 
 use shepherd_adaptive::driver::TickDriver;
 use shepherd_scheduler_core::prefix::PrefixIndex;
-use shepherd_scorers::producers::{PreciseKvEvents, PrefixProducer};
+use shepherd_scorers::producers::{PreciseKvEvents, approximate_indexes};
 
 use crate::error::SimError;
 use crate::policy::{EngineFeed, FEED_NAME, Policy};
@@ -85,7 +85,10 @@ impl Replica {
             .into_iter()
             .map(|(_, feed)| feed)
             .collect();
-        let approximate = approximate_indexes(&shared);
+        let approximate = approximate_indexes(&shared.resources)
+            .into_iter()
+            .map(|(_, index)| index)
+            .collect();
         Ok(Replica {
             pool,
             scheduler,
@@ -104,27 +107,4 @@ impl Replica {
     pub(super) fn in_flight(&self) -> u64 {
         self.pool.snapshot().in_flight_requests()
     }
-}
-
-/// Every approximate prefix index the scheduler's plugins registered (a `prefix-cache-scorer`'s
-/// own, or an `approx-prefix-cache-producer`'s), once each, ordered by name so that replicas
-/// built from one policy list them alike.
-fn approximate_indexes(shared: &SharedState) -> Vec<Arc<PrefixIndex>> {
-    let mut named: Vec<(String, Arc<PrefixIndex>)> = shared.resources.all::<PrefixIndex>();
-    named.extend(
-        shared
-            .resources
-            .all::<PrefixProducer>()
-            .into_iter()
-            .filter(|(_, producer)| !producer.is_precise())
-            .map(|(name, producer)| (name, Arc::clone(producer.index()))),
-    );
-    named.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut out: Vec<Arc<PrefixIndex>> = Vec::new();
-    for (_, index) in named {
-        if !out.iter().any(|known| Arc::ptr_eq(known, &index)) {
-            out.push(index);
-        }
-    }
-    out
 }

@@ -19,6 +19,7 @@ impl PrefixIndex {
         capacity: Option<usize>,
     ) {
         let keys = chain.complete(prompt);
+        self.journal.note(endpoint, keys);
         self.insert_keys(endpoint, keys, capacity, true);
     }
 

@@ -5,11 +5,13 @@
 //! - [`lookup`]: the walk down a request's chain under one shard read lock;
 //! - [`insert`]: recording and forgetting blocks for an endpoint;
 //! - [`evict`]: the eviction clock that keeps each endpoint within its capacity;
-//! - [`endpoints`]: the registry of endpoints the index knows, and forgetting one.
+//! - [`endpoints`]: the registry of endpoints the index knows, and forgetting one;
+//! - [`journal`]: the picks' inserts kept for peer replicas (off by default).
 
 mod endpoints;
 mod evict;
 mod insert;
+pub(super) mod journal;
 mod lookup;
 
 use parking_lot::{RwLock, RwLockWriteGuard};
@@ -48,6 +50,7 @@ pub struct PrefixIndex {
     shards: Box<[Shard]>,
     endpoints: Registry,
     counters: Counters,
+    journal: journal::InsertJournal,
 }
 
 impl Default for PrefixIndex {
@@ -64,6 +67,7 @@ impl PrefixIndex {
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
             endpoints: Registry::default(),
             counters: Counters::default(),
+            journal: journal::InsertJournal::default(),
         }
     }
 
