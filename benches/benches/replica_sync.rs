@@ -1,12 +1,15 @@
-//! The cost of exchanging in-flight load between picker replicas (issue 16): picks per second
-//! of one replica with the exchange off and on, in one run, and the bytes the exchange sends
-//! per second at about 1,000 picks per second.
+//! The cost of exchanging in-flight load and index deltas between picker replicas (issue 16):
+//! picks per second of one replica with the exchange off and on, in one run, and the bytes the
+//! exchange sends per second at about 1,000 picks per second (load reports and index deltas
+//! apart).
 //!
 //! Three runtimes on loopback, each with the adaptive preset over the same 64 endpoints (no
 //! scraping: metrics are set once); replica A picks in a tight loop on one thread, holding
 //! each request for a while so that every endpoint has requests in flight (what the reports
-//! carry). "Off" is the same runtime without a `replicas` section. The rate figure paces A at
-//! 1,000 picks per second, each request held 1 s, and reads how many bytes A sent its two
+//! carry). Every prompt is unique (4 blocks of 64 pseudo tokens, none shared), so every pick
+//! journals 4 new keys: the index deltas' worst case per pick (shared prefixes travel once per
+//! interval). "Off" is the same runtime without a `replicas` section. The rate figure paces A
+//! at 1,000 picks per second, each request held 1 s, and reads how many bytes A sent its two
 //! peers over 3 s.
 //!
 //! ```text
@@ -146,7 +149,10 @@ fn main() {
     );
 
     // About 1,000 picks per second on A, each held 1 s (about 1,000 in flight).
-    let stats_before = sent_bytes(&on);
+    let stats_before = (
+        counter(&on, "shepherd_replicas_sent_bytes_total"),
+        counter(&on, "shepherd_replicas_index_delta_bytes_sent_total"),
+    );
     let requests: Vec<InferenceRequest> = (0..1_000).map(prompt).collect();
     let mut held = VecDeque::new();
     let start = Instant::now();
@@ -168,13 +174,15 @@ fn main() {
         std::thread::sleep(Duration::from_micros(200));
     }
     let seconds = start.elapsed().as_secs_f64();
-    let bytes = sent_bytes(&on) - stats_before;
+    let load = counter(&on, "shepherd_replicas_sent_bytes_total") - stats_before.0;
+    let deltas = counter(&on, "shepherd_replicas_index_delta_bytes_sent_total") - stats_before.1;
     println!(
-        "at {:.0} picks/s with {} in flight: {:.0} bytes/s sent in all to 2 peers ({:.0} per peer)",
+        "at {:.0} picks/s with {} in flight, to each of 2 peers: load reports {:.0} bytes/s, index deltas {:.0} bytes/s ({:.0} in all)",
         i as f64 / seconds,
         held.len(),
-        bytes / seconds,
-        bytes / seconds / 2.0
+        load / seconds / 2.0,
+        deltas / seconds / 2.0,
+        (load + deltas) / seconds / 2.0
     );
     drop(held);
     runtime.block_on(async {
@@ -185,11 +193,11 @@ fn main() {
     });
 }
 
-fn sent_bytes(handle: &RuntimeHandle) -> f64 {
+fn counter(handle: &RuntimeHandle, series: &str) -> f64 {
     handle
         .render_metrics()
         .lines()
-        .find_map(|l| l.strip_prefix("shepherd_replicas_sent_bytes_total "))
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0)
 }
