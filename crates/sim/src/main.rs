@@ -143,8 +143,8 @@ struct ReplicasArgs {
     spread: Vec<Spread>,
     /// Coordination between replicas: none, rendezvous, rendezvous-bounded (load factor 1.25),
     /// rendezvous-bounded:F, load-sync[:MS] (in-flight counts every MS ms, default 10) or
-    /// deltas[:MS] (in-flight counts and approximate-index inserts) (repeatable; default none
-    /// and rendezvous). Include none for the relative figures.
+    /// deltas[:MS] (in-flight counts and approximate-index inserts) or rendezvous+deltas[:MS]
+    /// (repeatable; default none and rendezvous). Include none for the relative figures.
     #[arg(long)]
     coordination: Vec<Coordination>,
     #[command(flatten)]

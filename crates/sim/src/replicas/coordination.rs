@@ -2,7 +2,7 @@
 //! routed), by agreeing on an unseen prefix's home with `rendezvous-affinity-scorer`, with or
 //! without its bounded-load rule (`loadFactor`), by exchanging their in-flight counts
 //! (`load-sync`; with a precise policy the index is already shared through the engines' events),
-//! or their in-flight counts and approximate-index inserts (`deltas`).
+//! or their in-flight counts and approximate-index inserts (`deltas`, alone or with rendezvous).
 
 use shepherd_scheduler_core::config::{PluginSpec, ProfilePluginRef};
 
@@ -44,6 +44,10 @@ pub enum Coordination {
     /// (`simulation.replicaIndexSync`): the index deltas of an approximate policy. On the
     /// command line `deltas` (every 10 ms) or `deltas:MS`.
     Deltas(u32),
+    /// [`Coordination::Rendezvous`] and [`Coordination::Deltas`] together: agreed homes for
+    /// prefixes no replica has seen yet, shared inserts for those one has. On the command line
+    /// `rendezvous+deltas` (every 10 ms) or `rendezvous+deltas:MS`.
+    RendezvousDeltas(u32),
 }
 
 impl Coordination {
@@ -57,6 +61,7 @@ impl Coordination {
             }
             Coordination::LoadSync(ms) => format!("load-sync:{ms}"),
             Coordination::Deltas(ms) => format!("deltas:{ms}"),
+            Coordination::RendezvousDeltas(ms) => format!("rendezvous+deltas:{ms}"),
         }
     }
 
@@ -69,6 +74,9 @@ impl Coordination {
                 policy,
                 serde_json::json!({ "loadFactor": f64::from(percent) / 100.0 }),
             ),
+            Coordination::RendezvousDeltas(ms) => {
+                Coordination::Deltas(ms).apply(&Coordination::Rendezvous.apply(policy))
+            }
             Coordination::LoadSync(ms) | Coordination::Deltas(ms) => {
                 let mut config = policy.config.clone();
                 let section = config
@@ -110,13 +118,21 @@ impl std::str::FromStr for Coordination {
                 .map(Coordination::LoadSync)
                 .ok_or_else(|| format!("bad load-sync period {ms:?} (whole milliseconds)")),
             None if s == "deltas" => Ok(Coordination::Deltas(DEFAULT_LOAD_SYNC_MS)),
+            None if s == "rendezvous+deltas" => {
+                Ok(Coordination::RendezvousDeltas(DEFAULT_LOAD_SYNC_MS))
+            }
+            Some(("rendezvous+deltas", ms)) => ms
+                .parse::<u32>()
+                .ok()
+                .map(Coordination::RendezvousDeltas)
+                .ok_or_else(|| format!("bad deltas period {ms:?} (whole milliseconds)")),
             Some(("deltas", ms)) => ms
                 .parse::<u32>()
                 .ok()
                 .map(Coordination::Deltas)
                 .ok_or_else(|| format!("bad deltas period {ms:?} (whole milliseconds)")),
             _ => Err(format!(
-                "unknown coordination {s:?} (none, rendezvous, rendezvous-bounded[:F], load-sync[:MS], deltas[:MS])"
+                "unknown coordination {s:?} (none, rendezvous, rendezvous-bounded[:F], load-sync[:MS], deltas[:MS], rendezvous+deltas[:MS])"
             )),
         }
     }
