@@ -279,3 +279,47 @@ fn precise_replicas_share_the_engines_events_and_load_sync_changes_only_load() {
     );
     assert!(run(&s, &bad, &sim_registry(), with(2, Spread::Random)).is_err());
 }
+
+#[test]
+fn index_deltas_give_every_replica_the_others_picks() {
+    let s = small();
+    let approximate = builtin_policy("static-default").unwrap();
+    let hit = |r: &RunResult| r.cached_tokens as f64 / r.prompt_tokens.max(1) as f64;
+    let one = run(&s, &approximate, &sim_registry(), RunOptions::default()).unwrap();
+    let alone = run(&s, &approximate, &sim_registry(), with(4, Spread::Random)).unwrap();
+    let policy = Coordination::Deltas(5).apply(&approximate);
+    let shared = run(&s, &policy, &sim_registry(), with(4, Spread::Random)).unwrap();
+    assert!(
+        shared
+            .records
+            .iter()
+            .all(|x| x.outcome == Outcome::Completed)
+    );
+    assert_eq!(
+        shared.replicas.iter().map(|c| c.picks).sum::<u64>(),
+        routed(&shared)
+    );
+    // Four replicas sharing their inserts keep (about) one replica's hit rate; alone they
+    // lose part of it.
+    assert!(
+        hit(&shared) >= 0.95 * hit(&one),
+        "{} vs {}",
+        hit(&shared),
+        hit(&one)
+    );
+    assert!(
+        hit(&shared) > hit(&alone),
+        "{} vs {}",
+        hit(&shared),
+        hit(&alone)
+    );
+    // With one replica the deltas have nobody to reach: the plain run.
+    let single = run(&s, &policy, &sim_registry(), RunOptions::default()).unwrap();
+    assert_eq!(single.cached_tokens, one.cached_tokens);
+    let mut bad = approximate.clone();
+    bad.config.other.insert(
+        "simulation".into(),
+        serde_json::json!({"replicaLoadSyncMs": 5, "replicaIndexSync": "yes"}),
+    );
+    assert!(run(&s, &bad, &sim_registry(), with(2, Spread::Random)).is_err());
+}

@@ -190,6 +190,9 @@ mod tests {
             Coordination::LoadSync(10),
             Coordination::LoadSync(50),
             Coordination::LoadSync(0),
+            Coordination::Deltas(10),
+            Coordination::Deltas(0),
+            Coordination::RendezvousDeltas(10),
         ] {
             assert_eq!(c.name().parse::<Coordination>(), Ok(c));
         }
@@ -197,7 +200,17 @@ mod tests {
             "rendezvous-bounded".parse::<Coordination>(),
             Ok(Coordination::RendezvousBounded(125))
         );
+        assert_eq!(
+            "deltas".parse::<Coordination>(),
+            Ok(Coordination::Deltas(10))
+        );
+        assert_eq!(
+            "rendezvous+deltas".parse::<Coordination>(),
+            Ok(Coordination::RendezvousDeltas(10))
+        );
         for bad in [
+            "deltas:x",
+            "rendezvous+deltas:-1",
             "rendezvous-bounded:0.5",
             "rendezvous-bounded:x",
             "rendezvous:1.5",
