@@ -2,7 +2,9 @@
 //! precise mode against `shepherd-sim serve` publishing KV-cache events, exchanging their
 //! in-flight load (`replicas` section): both replicas pick, requests sharing a prefix go to the
 //! server that holds it whichever replica picked them, and each replica counts the other's
-//! requests in flight. Skipped without `SHEPHERD_ENVOY` (see `e2e/mod.rs`).
+//! requests in flight; and in approximate mode, where the replicas' index deltas keep requests
+//! sharing a new prefix on one server whichever replica picks them. Skipped without
+//! `SHEPHERD_ENVOY` (see `e2e/mod.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod e2e;
@@ -145,4 +147,44 @@ async fn two_replicas_share_the_servers_caches_and_their_load() {
     for request in long {
         assert_eq!(request.await.unwrap().unwrap(), 200);
     }
+}
+
+/// Approximate mode (the adaptive preset, no KV events): the replicas' index deltas make a
+/// prompt one replica routed known to the other within an interval, so requests sharing a new
+/// prefix stay on one server whichever replica picks them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_share_their_approximate_index() {
+    let Some(stack) = Stack::start(Options {
+        servers: 3,
+        replicas: 2,
+        ..Options::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let epps = [&stack.epp, &stack.more_epps[0]];
+    for epp in epps {
+        wait_metric(&stack, epp, "shepherd_replicas_live_peers", 1.0).await;
+    }
+    let system = unique_prompt("a prefix no replica has seen", 4096);
+    let mut served = Vec::new();
+    for i in 0..16 {
+        served.push(stack.routed(MAIN, &format!("{system} question {i}")).await);
+    }
+    let servers = tally(served.iter().map(String::as_str));
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    let picks = |m: &str| sample(m, "shepherd_picks_total{profile=\"default\"}");
+    let received = |m: &str| sample(m, "shepherd_replicas_index_keys_received_total");
+    let (a, b) = (
+        metrics(&stack, epps[0]).await,
+        metrics(&stack, epps[1]).await,
+    );
+    assert!(
+        picks(&a) >= 1.0 && picks(&b) >= 1.0,
+        "both replicas picked: {} and {}",
+        picks(&a),
+        picks(&b)
+    );
+    assert!(received(&a) > 0.0 && received(&b) > 0.0, "deltas both ways");
 }
