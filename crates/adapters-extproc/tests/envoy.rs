@@ -510,7 +510,7 @@ async fn the_deployment_example_is_valid() {
         "127.0.0.1:18101".parse().unwrap(),
     ];
     let mut configs = Vec::new();
-    for example in ["envoy.yaml", "envoy-fallbacks.yaml"] {
+    for example in ["envoy.yaml", "envoy-fallbacks.yaml", "envoy-replicas.yaml"] {
         let path = workspace().join("examples/deploy/envoy").join(example);
         configs.push((example.to_string(), std::fs::read_to_string(path).unwrap()));
         configs.push((

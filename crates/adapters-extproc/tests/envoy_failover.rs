@@ -1,8 +1,12 @@
-//! Failover of active-active `shepherd-epp` replicas behind one real Envoy: a replica killed
-//! mid-run (SIGKILL) loses only the requests whose ext_proc stream it held; every request sent
-//! after it died is routed by the survivor, with the same prefix affinity; the killed replica
-//! restarted on its ports rebuilds its index from the servers' replay buffers and rejoins the
-//! load exchange. Skipped without `SHEPHERD_ENVOY` (see `e2e/mod.rs`).
+//! Failover of active-active `shepherd-epp` replicas behind one real Envoy running
+//! `examples/deploy/envoy/envoy-replicas.yaml`: a replica killed mid-run (SIGKILL) loses no
+//! request — Envoy retries the streams it refuses on the survivor, and the requests it had
+//! already picked for carry on to their servers (fail-open past the pick) —, every request is
+//! routed with the same prefix affinity, the killed replica restarted on its ports rebuilds its
+//! index from the servers' replay buffers and rejoins the load exchange, and a replica stopped
+//! with SIGTERM costs nothing. With `envoy.yaml` (fail-closed), the same crash breaks the
+//! streams the dead replica held (`crash_under_load_with_the_fail_closed_example`). Skipped
+//! without `SHEPHERD_ENVOY` (see `e2e/mod.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod e2e;
@@ -230,28 +234,28 @@ async fn wait_peer_load(stack: &Stack) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_replica_costs_only_its_own_streams_and_rejoins() {
-    let Some(mut stack) = Stack::start(Options {
+/// Two replicas in precise mode, three simulated servers, Envoy running `example`.
+async fn stack(example: &'static str) -> Option<Stack> {
+    let stack = Stack::start(Options {
         servers: 3,
         kv_events: true,
         replicas: 2,
         extra_config: POLICY.into(),
+        example,
         // The example leaves a failing replica out for 5 s; 1 s keeps the test short.
         envoy_edits: vec![("base_ejection_time: 5s", "base_ejection_time: 1s")],
         ..Options::default()
     })
-    .await
-    else {
-        return;
-    };
+    .await?;
     for epp in [&stack.epp, &stack.more_epps[0]] {
         wait_metric(&stack, epp, "shepherd_kv_events_connected_publishers", 3.0).await;
         wait_metric(&stack, epp, "shepherd_replicas_live_peers", 1.0).await;
     }
+    Some(stack)
+}
 
-    // Server 1 holds a system prompt; both replicas hear its events.
-    let system = unique_prompt("failover system prompt", 2560);
+/// Server 1 computes `system`; both replicas hear its events.
+async fn hold_on_server_1(stack: &Stack, system: &str) {
     let response = stack
         .http
         .post(format!("http://{}/v1/completions", stack.server(1)))
@@ -262,8 +266,18 @@ async fn a_killed_replica_costs_only_its_own_streams_and_rejoins() {
     assert_eq!(response.status(), 200);
     response.bytes().await.unwrap();
     for epp in [&stack.epp, &stack.more_epps[0]] {
-        wait_metric(&stack, epp, STORED, 40.0).await;
+        wait_metric(stack, epp, STORED, 40.0).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replica_costs_no_request_and_rejoins() {
+    let Some(mut stack) = stack("envoy-replicas.yaml").await else {
+        return;
+    };
+    // Server 1 holds a system prompt; both replicas hear its events.
+    let system = unique_prompt("failover system prompt", 2560);
+    hold_on_server_1(&stack, &system).await;
     short_requests(&stack, &system, "warm-up", 8).await;
 
     // 1. An idle replica crashes: Envoy's streams to it are refused, retried on A, and B is
@@ -283,9 +297,9 @@ async fn a_killed_replica_costs_only_its_own_streams_and_rejoins() {
     // 2. B restarts and rejoins.
     restart_b(&mut stack, &system, "after the first restart").await;
 
-    // 3. B crashes holding streams: those break (some before their first token: Envoy cannot
-    // replay an ext_proc stream under way), A's finish, and every request sent after the crash
-    // is answered by A, by the prefix's server.
+    // 3. B crashes holding streams: Envoy carries each of them on to the server B picked, so
+    // every stream finishes, and every request sent after the crash is answered by A, by the
+    // prefix's server.
     let long = long_streams(&stack, &system, "before the crash", 8);
     let (on_a, on_b) = wait_held(&stack, [&stack.epp, &stack.more_epps[0]], 8.0).await;
     assert!(
@@ -295,22 +309,27 @@ async fn a_killed_replica_costs_only_its_own_streams_and_rejoins() {
     stack.more_epps[0].kill();
     stack.more_epps[0].wait_exit(Duration::from_secs(5)).await;
     short_requests(&stack, &system, "after the crash", 20).await;
-    let done = outcomes(long).await;
-    let complete = done.iter().filter(|o| o.complete).count();
-    assert_eq!(
-        complete as f64, on_a,
-        "A's streams finish, B's break: {done:?}"
-    );
-    for outcome in &done {
-        if outcome.complete {
-            assert_eq!(outcome.served.as_deref(), Some(stack.server(1).as_str()));
-        } else {
-            assert!(matches!(outcome.status, Some(200 | 500)), "{outcome:?}");
-        }
+    for outcome in outcomes(long).await {
+        assert!(outcome.complete, "{outcome:?}");
+        assert_eq!(outcome.served.as_deref(), Some(stack.server(1).as_str()));
     }
     assert_eq!(envoy_stat(&stack, ejected).await, 2.0);
+    // A saw its streams end (the STREAMED response reaches it to the last chunk): nothing is
+    // left in flight on it.
+    for _ in 0..200 {
+        if held(&stack, &stack.epp).await == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(held(&stack, &stack.epp).await, 0.0);
+    let completed = sample(
+        &stack.metrics().await,
+        "shepherd_completions_total{outcome=\"success\"}",
+    );
+    assert!(completed >= on_a + 20.0, "{completed} completions on A");
     eprintln!(
-        "idle crash: {refused} refused streams, {retried} retried; crash under load: {on_a} streams of A finished, {on_b} of B broke"
+        "idle crash: {refused} refused streams, {retried} retried; crash under load: {on_a} streams of A and {on_b} of the dead B, all finished"
     );
 
     // 4. B restarts again, and the exchange resumes: each replica counts the other's load.
@@ -332,4 +351,34 @@ async fn a_killed_replica_costs_only_its_own_streams_and_rejoins() {
     }
     stack.epp.wait_exit(Duration::from_secs(15)).await;
     short_requests(&stack, &system, "after A stopped", 10).await;
+}
+
+/// The same crash under load with `envoy.yaml`, which fails closed: the streams the dead
+/// replica held break (some before their first token, answered 500), the survivor's finish, and
+/// every request sent after the crash is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_under_load_with_the_fail_closed_example() {
+    let Some(mut stack) = stack("envoy.yaml").await else {
+        return;
+    };
+    let system = unique_prompt("fail-closed system prompt", 2560);
+    hold_on_server_1(&stack, &system).await;
+    let long = long_streams(&stack, &system, "before the crash", 8);
+    let (on_a, on_b) = wait_held(&stack, [&stack.epp, &stack.more_epps[0]], 8.0).await;
+    assert!(
+        on_a >= 1.0 && on_b >= 1.0,
+        "both replicas hold streams: {on_a} and {on_b}"
+    );
+    stack.more_epps[0].kill();
+    stack.more_epps[0].wait_exit(Duration::from_secs(5)).await;
+    short_requests(&stack, &system, "after the crash", 20).await;
+    let done = outcomes(long).await;
+    let complete = done.iter().filter(|o| o.complete).count();
+    assert_eq!(
+        complete as f64, on_a,
+        "A's streams finish, B's break: {done:?}"
+    );
+    for outcome in done.iter().filter(|o| !o.complete) {
+        assert!(matches!(outcome.status, Some(200 | 500)), "{outcome:?}");
+    }
 }
