@@ -4,13 +4,16 @@
 #   direct    client → Envoy → upstream                        (no ext_proc filter)
 #   noop      client → Envoy ⇄ noop_extproc → upstream         (a fixed destination, no work)
 #   shepherd  client → Envoy ⇄ shepherd-epp → upstream         (the deployment example)
+#   replicas  the same with envoy-replicas.yaml (fail-open past the pick: BUFFERED request,
+#             STREAMED response), the same shepherd-epp
 #
 # For each: p50 / p99 latency and requests per second at 1 and 16 concurrent clients with
 # 16 KB bodies (each prompt unique); then the RSS of shepherd-epp before and after 100k more
 # requests at 16 clients. The upstream is `bench_upstream`, which answers at once, so Envoy
 # and the processor are what is measured. The noop and shepherd runs use the example Envoy
-# config (examples/deploy/envoy/envoy.yaml) with only its ports changed. The three Envoys run
-# side by side and the runs alternate (direct, noop, shepherd; BENCH_ROUNDS rounds); each
+# config (examples/deploy/envoy/envoy.yaml) with only its ports changed, the replicas run
+# envoy-replicas.yaml likewise. The four Envoys run side by side and the runs alternate
+# (direct, noop, shepherd, replicas; BENCH_ROUNDS rounds); each
 # figure is the median over the rounds, so a burst of load from elsewhere on the machine
 # lands on one round of one path rather than on one path's only run.
 #
@@ -35,8 +38,8 @@ mkdir -p "$OUT"
 UP0=$((BASE)); UP1=$((BASE + 1))
 NOOP=$((BASE + 2))
 EPP=$((BASE + 3)); EPP_HEALTH=$((BASE + 4)); EPP_ADMIN=$((BASE + 5))
-declare -A LISTEN=([direct]=$((BASE + 10)) [noop]=$((BASE + 12)) [shepherd]=$((BASE + 14)))
-declare -A ENVOY_ADMIN=([direct]=$((BASE + 11)) [noop]=$((BASE + 13)) [shepherd]=$((BASE + 15)))
+declare -A LISTEN=([direct]=$((BASE + 10)) [noop]=$((BASE + 12)) [shepherd]=$((BASE + 14)) [replicas]=$((BASE + 16)))
+declare -A ENVOY_ADMIN=([direct]=$((BASE + 11)) [noop]=$((BASE + 13)) [shepherd]=$((BASE + 15)) [replicas]=$((BASE + 17)))
 
 for port in $UP0 $UP1 $NOOP $EPP $EPP_HEALTH $EPP_ADMIN "${LISTEN[@]}" "${ENVOY_ADMIN[@]}"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
@@ -96,12 +99,13 @@ PIDS+=($EPP_PID)
 wait_http "http://127.0.0.1:$UP0/metrics"
 wait_http "http://127.0.0.1:$EPP_ADMIN/readyz"
 
-# The example config with its ports changed: scenario $1, ext_proc port $2.
+# An example config with its ports changed: scenario $1, ext_proc port $2, example file $3
+# (envoy.yaml by default).
 example_config() {
   sed -e "s/port_value: 9901/port_value: ${ENVOY_ADMIN[$1]}/" \
       -e "s/port_value: 8081/port_value: ${LISTEN[$1]}/" \
       -e "s/port_value: 9002/port_value: $2/" \
-      examples/deploy/envoy/envoy.yaml
+      "examples/deploy/envoy/${3:-envoy.yaml}"
 }
 
 # The same listener without the ext_proc filter, straight to one upstream.
@@ -162,13 +166,14 @@ rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 start_envoy direct "$(direct_config)"
 start_envoy noop "$(example_config noop "$NOOP")"
 start_envoy shepherd "$(example_config shepherd "$EPP")"
+start_envoy replicas "$(example_config replicas "$EPP" envoy-replicas.yaml)"
 RSS_START=$(rss_kb "$EPP_PID")
 
 for round in $(seq 1 "$ROUNDS"); do
   echo "== round $round of $ROUNDS" >&2
   for clients in 1 16; do
     if [ "$clients" = 1 ]; then n=$N1; warm=500; else n=$N16; warm=1000; fi
-    for scenario in direct noop shepherd; do
+    for scenario in direct noop shepherd replicas; do
       load "$scenario" "$scenario-$clients" "$clients" "$n" "$warm"
     done
   done
@@ -204,7 +209,7 @@ by["rss"] = runs["rss"][0]
 rounds = by["direct-1"]["rounds"]
 print(f"loopback, {sys.argv[2]} cores, load average after the runs: {sys.argv[3]}; medians of {rounds} alternating round(s)")
 print(f"{'path':<10} {'clients':>7} {'p50 ms':>8} {'p99 ms':>8} {'p99 range':>15} {'req/s':>8} {'errors':>7}")
-for s in ("direct", "noop", "shepherd"):
+for s in ("direct", "noop", "shepherd", "replicas"):
     for c in (1, 16):
         r = by[f"{s}-{c}"]
         lo, hi = r["p99_range"]
@@ -219,6 +224,9 @@ def mark(ok): return "ok" if ok else "MISSED"
 print(f"shepherd-epp adds at 1 client: p50 {add50:+.3f} ms (target <= 0.4: {mark(add50 <= 0.4)}), "
       f"p99 {add99:+.3f} ms (target <= 1: {mark(add99 <= 1.0)})")
 print(f"shepherd-epp / noop req/s at 16 clients: {ratio:.2f} (target >= 0.75: {mark(ratio >= 0.75)})")
+r1, r16 = by["replicas-1"], by["replicas-16"]
+print(f"envoy-replicas.yaml vs envoy.yaml: p50 {r1['p50_ms'] - s1['p50_ms']:+.3f} ms, p99 {r1['p99_ms'] - s1['p99_ms']:+.3f} ms "
+      f"at 1 client; req/s at 16 clients {r16['rps'] / s16['rps']:.2f}x")
 parts = runs["shepherd-rss"]
 steps = " -> ".join(f"{kb/1024:.1f}" for kb in rss["steps_kb"])
 print(f"shepherd-epp RSS: {rss['start_kb']/1024:.1f} MiB at start, {rss['before_kb']/1024:.1f} MiB before "
