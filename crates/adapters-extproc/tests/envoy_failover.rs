@@ -13,36 +13,9 @@ mod e2e;
 
 use std::time::Duration;
 
-use e2e::{Epp, MODEL, Options, Stack, sample, tally, unique_prompt};
+use e2e::{Epp, MODEL, Options, PRECISE_POLICY, STORED, Stack, sample, tally, unique_prompt};
 
 const MAIN: &str = "inference";
-
-const POLICY: &str = "plugins:
-- type: precise-prefix-cache-producer
-- type: prefix-cache-scorer
-  parameters: {prefixMatchInfoProducerName: precise-prefix-cache-producer}
-- type: active-request-scorer
-- type: max-score-picker
-schedulingProfiles:
-- name: default
-  plugins:
-  - {pluginRef: prefix-cache-scorer, weight: 3}
-  - {pluginRef: active-request-scorer, weight: 1}
-  - pluginRef: max-score-picker
-";
-
-async fn wait_metric(stack: &Stack, epp: &Epp, series: &str, at_least: f64) {
-    for _ in 0..400 {
-        if sample(&stack.metrics_of(epp).await, series) >= at_least {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!(
-        "{series} never reached {at_least}:\n{}",
-        stack.metrics_of(epp).await
-    );
-}
 
 /// The outcome of one streamed completion: the status, whether the whole stream arrived
 /// (`[DONE]`), and the server that answered.
@@ -119,16 +92,9 @@ async fn outcomes(tasks: Vec<tokio::task::JoinHandle<Outcome>>) -> Vec<Outcome> 
 
 /// The requests each replica has in flight, summed over the servers.
 async fn held(stack: &Stack, epp: &Epp) -> f64 {
-    let metrics = stack.metrics_of(epp).await;
-    (0..stack.sims.len())
-        .map(|i| {
-            let series = format!(
-                "shepherd_endpoint_in_flight_requests{{endpoint=\"{}\"}}",
-                stack.server(i)
-            );
-            sample(&metrics, &series)
-        })
-        .sum()
+    stack
+        .endpoint_sum(epp, "shepherd_endpoint_in_flight_requests")
+        .await
 }
 
 /// Waits until the replicas hold `total` requests between them; returns each one's share.
@@ -184,19 +150,20 @@ async fn envoy_stat(stack: &Stack, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-const STORED: &str =
-    "shepherd_kv_events_stored_blocks_total{plugin=\"precise-prefix-cache-producer\"}";
-
 /// Restarts replica B on its ports and waits until it is back: subscribed to every server,
 /// its index rebuilt from their replay buffers, in the exchange with A, and picking again
 /// (once Envoy's ejection of it ends) with the same affinity.
 async fn restart_b(stack: &mut Stack, system: &str, tag: &str) {
     stack.more_epps[0].restart(true).await;
     let (a, b) = (&stack.epp, &stack.more_epps[0]);
-    wait_metric(stack, b, "shepherd_kv_events_connected_publishers", 3.0).await;
-    wait_metric(stack, b, STORED, 40.0).await;
+    stack
+        .wait_metric(b, "shepherd_kv_events_connected_publishers", 3.0)
+        .await;
+    stack.wait_metric(b, STORED, 40.0).await;
     for epp in [a, b] {
-        wait_metric(stack, epp, "shepherd_replicas_live_peers", 1.0).await;
+        stack
+            .wait_metric(epp, "shepherd_replicas_live_peers", 1.0)
+            .await;
     }
     let picks = "shepherd_picks_total{profile=\"default\"}";
     let mut round = 0;
@@ -208,30 +175,24 @@ async fn restart_b(stack: &mut Stack, system: &str, tag: &str) {
     }
 }
 
-/// Waits until each replica counts at least one of the other's requests in flight.
-async fn wait_peer_load(stack: &Stack) {
-    for epp in [&stack.epp, &stack.more_epps[0]] {
-        let peer = |m: &str| {
-            (0..stack.sims.len())
-                .map(|i| {
-                    let series = format!(
-                        "shepherd_endpoint_peer_in_flight_requests{{endpoint=\"{}\"}}",
-                        stack.server(i)
-                    );
-                    sample(m, &series)
-                })
-                .sum::<f64>()
-        };
-        let mut seen = 0.0;
-        for _ in 0..400 {
-            seen = peer(&stack.metrics_of(epp).await);
-            if seen >= 1.0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(seen >= 1.0, "each replica counts the other's requests");
-    }
+/// Long streams through both replicas (`count`, at least one held by each), then replica B
+/// killed; then 20 short requests, each answered by the prefix's server. Returns what A and B
+/// held, and the long streams' outcomes.
+async fn crash_b_under_load(
+    stack: &mut Stack,
+    system: &str,
+    count: usize,
+) -> ((f64, f64), Vec<Outcome>) {
+    let long = long_streams(stack, system, "before the crash", count);
+    let (on_a, on_b) = wait_held(stack, [&stack.epp, &stack.more_epps[0]], count as f64).await;
+    assert!(
+        on_a >= 1.0 && on_b >= 1.0,
+        "both replicas hold streams: {on_a} and {on_b}"
+    );
+    stack.more_epps[0].kill();
+    stack.more_epps[0].wait_exit(Duration::from_secs(5)).await;
+    short_requests(stack, system, "after the crash", 20).await;
+    ((on_a, on_b), outcomes(long).await)
 }
 
 /// Two replicas in precise mode, three simulated servers, Envoy running `example`.
@@ -240,34 +201,22 @@ async fn stack(example: &'static str) -> Option<Stack> {
         servers: 3,
         kv_events: true,
         replicas: 2,
-        extra_config: POLICY.into(),
+        extra_config: PRECISE_POLICY.into(),
         example,
         // The example leaves a failing replica out for 5 s; 1 s keeps the test short.
         envoy_edits: vec![("base_ejection_time: 5s", "base_ejection_time: 1s")],
         ..Options::default()
     })
     .await?;
-    for epp in [&stack.epp, &stack.more_epps[0]] {
-        wait_metric(&stack, epp, "shepherd_kv_events_connected_publishers", 3.0).await;
-        wait_metric(&stack, epp, "shepherd_replicas_live_peers", 1.0).await;
+    for epp in stack.epps() {
+        stack
+            .wait_metric(epp, "shepherd_kv_events_connected_publishers", 3.0)
+            .await;
+        stack
+            .wait_metric(epp, "shepherd_replicas_live_peers", 1.0)
+            .await;
     }
     Some(stack)
-}
-
-/// Server 1 computes `system`; both replicas hear its events.
-async fn hold_on_server_1(stack: &Stack, system: &str) {
-    let response = stack
-        .http
-        .post(format!("http://{}/v1/completions", stack.server(1)))
-        .json(&serde_json::json!({"model": MODEL, "prompt": system, "max_tokens": 2}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    response.bytes().await.unwrap();
-    for epp in [&stack.epp, &stack.more_epps[0]] {
-        wait_metric(stack, epp, STORED, 40.0).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,7 +226,7 @@ async fn a_killed_replica_costs_no_request_and_rejoins() {
     };
     // Server 1 holds a system prompt; both replicas hear its events.
     let system = unique_prompt("failover system prompt", 2560);
-    hold_on_server_1(&stack, &system).await;
+    stack.hold_on_server(1, &system).await;
     short_requests(&stack, &system, "warm-up", 8).await;
 
     // 1. An idle replica crashes: Envoy's streams to it are refused, retried on A, and B is
@@ -300,16 +249,8 @@ async fn a_killed_replica_costs_no_request_and_rejoins() {
     // 3. B crashes holding streams: Envoy carries each of them on to the server B picked, so
     // every stream finishes, and every request sent after the crash is answered by A, by the
     // prefix's server.
-    let long = long_streams(&stack, &system, "before the crash", 8);
-    let (on_a, on_b) = wait_held(&stack, [&stack.epp, &stack.more_epps[0]], 8.0).await;
-    assert!(
-        on_a >= 1.0 && on_b >= 1.0,
-        "both replicas hold streams: {on_a} and {on_b}"
-    );
-    stack.more_epps[0].kill();
-    stack.more_epps[0].wait_exit(Duration::from_secs(5)).await;
-    short_requests(&stack, &system, "after the crash", 20).await;
-    for outcome in outcomes(long).await {
+    let ((on_a, on_b), done) = crash_b_under_load(&mut stack, &system, 8).await;
+    for outcome in done {
         assert!(outcome.complete, "{outcome:?}");
         assert_eq!(outcome.served.as_deref(), Some(stack.server(1).as_str()));
     }
@@ -340,7 +281,7 @@ async fn a_killed_replica_costs_no_request_and_rejoins() {
         on_a >= 1.0 && on_b >= 1.0,
         "both replicas hold streams: {on_a} and {on_b}"
     );
-    wait_peer_load(&stack).await;
+    stack.wait_peer_load().await;
 
     // 5. A graceful stop (a rolling update): SIGTERM to A while streams are in flight through
     // both. A finishes its streams and refuses new ones, which B routes: nothing is lost.
@@ -362,17 +303,8 @@ async fn crash_under_load_with_the_fail_closed_example() {
         return;
     };
     let system = unique_prompt("fail-closed system prompt", 2560);
-    hold_on_server_1(&stack, &system).await;
-    let long = long_streams(&stack, &system, "before the crash", 8);
-    let (on_a, on_b) = wait_held(&stack, [&stack.epp, &stack.more_epps[0]], 8.0).await;
-    assert!(
-        on_a >= 1.0 && on_b >= 1.0,
-        "both replicas hold streams: {on_a} and {on_b}"
-    );
-    stack.more_epps[0].kill();
-    stack.more_epps[0].wait_exit(Duration::from_secs(5)).await;
-    short_requests(&stack, &system, "after the crash", 20).await;
-    let done = outcomes(long).await;
+    stack.hold_on_server(1, &system).await;
+    let ((on_a, _), done) = crash_b_under_load(&mut stack, &system, 8).await;
     let complete = done.iter().filter(|o| o.complete).count();
     assert_eq!(
         complete as f64, on_a,

@@ -9,42 +9,9 @@
 
 mod e2e;
 
-use std::time::Duration;
-
-use e2e::{Epp, MODEL, Options, Stack, sample, tally, unique_prompt};
+use e2e::{Options, PRECISE_POLICY, Stack, sample, tally, unique_prompt};
 
 const MAIN: &str = "inference";
-
-const POLICY: &str = "plugins:
-- type: precise-prefix-cache-producer
-- type: prefix-cache-scorer
-  parameters: {prefixMatchInfoProducerName: precise-prefix-cache-producer}
-- type: active-request-scorer
-- type: max-score-picker
-schedulingProfiles:
-- name: default
-  plugins:
-  - {pluginRef: prefix-cache-scorer, weight: 3}
-  - {pluginRef: active-request-scorer, weight: 1}
-  - pluginRef: max-score-picker
-";
-
-async fn metrics(stack: &Stack, epp: &Epp) -> String {
-    stack.metrics_of(epp).await
-}
-
-async fn wait_metric(stack: &Stack, epp: &Epp, series: &str, at_least: f64) {
-    for _ in 0..400 {
-        if sample(&metrics(stack, epp).await, series) >= at_least {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!(
-        "{series} never reached {at_least}:\n{}",
-        metrics(stack, epp).await
-    );
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_share_the_servers_caches_and_their_load() {
@@ -52,7 +19,7 @@ async fn two_replicas_share_the_servers_caches_and_their_load() {
         servers: 3,
         kv_events: true,
         replicas: 2,
-        extra_config: POLICY.into(),
+        extra_config: PRECISE_POLICY.into(),
         ..Options::default()
     })
     .await
@@ -61,25 +28,17 @@ async fn two_replicas_share_the_servers_caches_and_their_load() {
     };
     let epps = [&stack.epp, &stack.more_epps[0]];
     for epp in epps {
-        wait_metric(&stack, epp, "shepherd_kv_events_connected_publishers", 3.0).await;
-        wait_metric(&stack, epp, "shepherd_replicas_live_peers", 1.0).await;
+        stack
+            .wait_metric(epp, "shepherd_kv_events_connected_publishers", 3.0)
+            .await;
+        stack
+            .wait_metric(epp, "shepherd_replicas_live_peers", 1.0)
+            .await;
     }
 
     // Server 1 computes a system prompt; both replicas hear its events.
     let system = unique_prompt("shared across replicas", 2560);
-    let response = stack
-        .http
-        .post(format!("http://{}/v1/completions", stack.server(1)))
-        .json(&serde_json::json!({"model": MODEL, "prompt": system, "max_tokens": 2}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    response.bytes().await.unwrap();
-    let stored = "shepherd_kv_events_stored_blocks_total{plugin=\"precise-prefix-cache-producer\"}";
-    for epp in epps {
-        wait_metric(&stack, epp, stored, 40.0).await;
-    }
+    stack.hold_on_server(1, &system).await;
 
     // Envoy spreads the ext_proc streams over both replicas; every request sharing the prompt
     // goes to server 1, whichever replica picked it.
@@ -92,8 +51,8 @@ async fn two_replicas_share_the_servers_caches_and_their_load() {
     assert_eq!(served[0], stack.server(1));
     let picks = |m: &str| sample(m, "shepherd_picks_total{profile=\"default\"}");
     let (a, b) = (
-        picks(&metrics(&stack, epps[0]).await),
-        picks(&metrics(&stack, epps[1]).await),
+        picks(&stack.metrics_of(epps[0]).await),
+        picks(&stack.metrics_of(epps[1]).await),
     );
     assert!(a >= 1.0 && b >= 1.0 && a + b >= 16.0, "picks {a} and {b}");
 
@@ -114,28 +73,9 @@ async fn two_replicas_share_the_servers_caches_and_their_load() {
             })
         })
         .collect();
-    let peer_in_flight = |m: &str| {
-        (0..3)
-            .map(|i| {
-                let series = format!(
-                    "shepherd_endpoint_peer_in_flight_requests{{endpoint=\"{}\"}}",
-                    stack.server(i)
-                );
-                sample(m, &series)
-            })
-            .sum::<f64>()
-    };
+    stack.wait_peer_load().await;
     for epp in epps {
-        let mut seen = 0.0;
-        for _ in 0..400 {
-            seen = peer_in_flight(&metrics(&stack, epp).await);
-            if seen >= 1.0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(seen >= 1.0, "{}", metrics(&stack, epp).await);
-        let m = metrics(&stack, epp).await;
+        let m = stack.metrics_of(epp).await;
         assert_eq!(
             sample(
                 &m,
@@ -165,7 +105,9 @@ async fn two_replicas_share_their_approximate_index() {
     };
     let epps = [&stack.epp, &stack.more_epps[0]];
     for epp in epps {
-        wait_metric(&stack, epp, "shepherd_replicas_live_peers", 1.0).await;
+        stack
+            .wait_metric(epp, "shepherd_replicas_live_peers", 1.0)
+            .await;
     }
     let system = unique_prompt("a prefix no replica has seen", 4096);
     let mut served = Vec::new();
@@ -177,8 +119,8 @@ async fn two_replicas_share_their_approximate_index() {
     let picks = |m: &str| sample(m, "shepherd_picks_total{profile=\"default\"}");
     let received = |m: &str| sample(m, "shepherd_replicas_index_keys_received_total");
     let (a, b) = (
-        metrics(&stack, epps[0]).await,
-        metrics(&stack, epps[1]).await,
+        stack.metrics_of(epps[0]).await,
+        stack.metrics_of(epps[1]).await,
     );
     assert!(
         picks(&a) >= 1.0 && picks(&b) >= 1.0,

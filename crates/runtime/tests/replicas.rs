@@ -30,9 +30,15 @@ fn ports(n: usize) -> Vec<SocketAddr> {
 }
 
 async fn replica(listen: SocketAddr, peers: &[SocketAddr]) -> RuntimeHandle {
+    replica_with(listen, peers, "  expireMs: 1000\n").await
+}
+
+/// A runtime over three endpoints (no scraping, no admin server) with a `replicas` section
+/// listening on `listen`, naming `peers`, plus `extra` lines of that section.
+async fn replica_with(listen: SocketAddr, peers: &[SocketAddr], extra: &str) -> RuntimeHandle {
     let peers: Vec<String> = peers.iter().map(ToString::to_string).collect();
     let yaml = format!(
-        "endpoints: [{ENDPOINT}, 127.0.0.1:10]\nreplicas:\n  listen: {listen}\n  peers: [{}]\n  intervalMs: 10\n  expireMs: 1000\n",
+        "endpoints: [{ENDPOINT}, 127.0.0.1:10, 127.0.0.1:11]\nreplicas:\n  listen: {listen}\n  peers: [{}]\n  intervalMs: 10\n{extra}",
         peers.join(", ")
     );
     let options = RuntimeOptions {
@@ -169,23 +175,6 @@ fn a_bad_replicas_section_is_refused() {
         let err = RuntimeConfig::from_yaml(yaml).unwrap_err().to_string();
         assert!(err.contains(field), "{yaml}: {err}");
     }
-}
-
-async fn replica_with(listen: SocketAddr, peers: &[SocketAddr], extra: &str) -> RuntimeHandle {
-    let peers: Vec<String> = peers.iter().map(ToString::to_string).collect();
-    let yaml = format!(
-        "endpoints: [{ENDPOINT}, 127.0.0.1:10, 127.0.0.1:11]\nreplicas:\n  listen: {listen}\n  peers: [{}]\n  intervalMs: 10\n{extra}",
-        peers.join(", ")
-    );
-    let options = RuntimeOptions {
-        scrape: false,
-        serve_admin: false,
-        watch_config: false,
-        ..RuntimeOptions::default()
-    };
-    Runtime::start(RuntimeConfig::from_yaml(&yaml).unwrap(), options)
-        .await
-        .unwrap()
 }
 
 /// Blocks of `prompt` that `handle`'s approximate index believes `address` holds.

@@ -35,6 +35,7 @@ use tokio::time::{Instant, sleep};
 
 mod envoy;
 mod epp;
+mod replicas;
 mod stack;
 
 // Each test binary uses its own part of the harness.
@@ -42,6 +43,7 @@ mod stack;
 pub use {
     envoy::{Envoy, envoy_config},
     epp::Epp,
+    replicas::{PRECISE_POLICY, STORED},
     stack::{Reply, Stack},
 };
 

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use shepherd_scheduler_core::endpoint::{PeerLoad, Pool};
 use tokio::net::UdpSocket;
@@ -145,18 +145,13 @@ impl LoadExchange {
         if datagrams.is_empty() {
             return;
         }
-        for peer in &self.config.peers {
-            ReplicaStats::add(&self.stats.keys_sent, sent.keys);
-            for datagram in &datagrams {
-                match self.socket.send_to(datagram, peer).await {
-                    Ok(n) => {
-                        ReplicaStats::add(&self.stats.deltas_sent, 1);
-                        ReplicaStats::add(&self.stats.delta_bytes_sent, n as u64);
-                    }
-                    Err(_) => ReplicaStats::add(&self.stats.send_errors, 1),
-                }
-            }
-        }
+        ReplicaStats::add(
+            &self.stats.keys_sent,
+            sent.keys * self.config.peers.len() as u64,
+        );
+        let stats = &self.stats;
+        self.send_to_peers(&datagrams, &stats.deltas_sent, &stats.delta_bytes_sent)
+            .await;
     }
 
     /// Stores the peers' sums on the endpoints (zero where no peer has anything in flight).
@@ -189,14 +184,23 @@ impl LoadExchange {
     async fn send(&self, sender: u64, seq: u64, entries: &[Entry]) {
         let mut datagrams = Vec::new();
         wire::encode(sender, seq, entries, MAX_DATAGRAM, &mut datagrams);
+        let stats = &self.stats;
+        self.send_to_peers(&datagrams, &stats.reports_sent, &stats.bytes_sent)
+            .await;
+    }
+
+    /// Sends every datagram to every peer, counting datagrams and bytes sent in `sent` and
+    /// `bytes`.
+    async fn send_to_peers(&self, datagrams: &[Vec<u8>], sent: &AtomicU64, bytes: &AtomicU64) {
         for peer in &self.config.peers {
-            for datagram in &datagrams {
+            for datagram in datagrams {
                 match self.socket.send_to(datagram, peer).await {
                     Ok(n) => {
-                        ReplicaStats::add(&self.stats.reports_sent, 1);
-                        ReplicaStats::add(&self.stats.bytes_sent, n as u64);
+                        ReplicaStats::add(sent, 1);
+                        ReplicaStats::add(bytes, n as u64);
                     }
-                    // A peer that is down refuses (ICMP) or drops; its reports resume when it is back.
+                    // A peer that is down refuses (ICMP) or drops; what it misses is resent
+                    // (a report) or only stays this replica's own (a delta).
                     Err(_) => ReplicaStats::add(&self.stats.send_errors, 1),
                 }
             }

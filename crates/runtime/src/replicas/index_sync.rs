@@ -48,11 +48,13 @@ impl IndexSync {
     /// already built start at once, so no pick made before the first interval is missed.
     pub(crate) fn new(resources: Arc<Resources>, pool: Arc<Pool>) -> Self {
         let sync = IndexSync { resources, pool };
-        sync.indexes();
+        sync.journaled();
         sync
     }
 
-    fn indexes(&self) -> Vec<(String, Arc<PrefixIndex>)> {
+    /// The indexes, with their journals on (an index a reload built since the last call starts
+    /// journaling here).
+    fn journaled(&self) -> Vec<(String, Arc<PrefixIndex>)> {
         let indexes = approximate_indexes(&self.resources);
         for (_, index) in &indexes {
             index.journal_inserts(MAX_JOURNAL_KEYS);
@@ -69,7 +71,7 @@ impl IndexSync {
     ) -> Outgoing {
         let mut sent = Outgoing::default();
         let mut addresses: Option<HashMap<_, String>> = None;
-        for (name, index) in self.indexes() {
+        for (name, index) in self.journaled() {
             let journal = index.take_journal();
             sent.dropped += journal.dropped;
             if journal.inserts.is_empty() {
@@ -98,7 +100,7 @@ impl IndexSync {
     /// Records a peer's delta; returns the keys recorded (those of endpoints this replica's
     /// pool has).
     pub(crate) fn apply(&self, delta: &Delta) -> Result<u64, Refusal> {
-        let indexes = self.indexes();
+        let indexes = approximate_indexes(&self.resources);
         let (_, index) = indexes
             .iter()
             .find(|(name, _)| *name == delta.index)

@@ -45,16 +45,6 @@ impl ReplicaStats {
     pub fn bytes_sent(&self) -> u64 {
         self.bytes_sent.load(Ordering::Relaxed)
     }
-
-    /// Bytes of index deltas sent to peers.
-    pub fn delta_bytes_sent(&self) -> u64 {
-        self.delta_bytes_sent.load(Ordering::Relaxed)
-    }
-
-    /// Block keys recorded from peers' index deltas.
-    pub fn keys_received(&self) -> u64 {
-        self.keys_received.load(Ordering::Relaxed)
-    }
 }
 
 const PEERS: MetricDesc<'static> = MetricDesc::new(
