@@ -15,7 +15,7 @@ fn scenario(yaml: &str) -> Scenario {
 const SMALL: &str = "
 name: small
 servers: 3
-engine: { numGpuBlocks: 300, maxNumBatchedTokens: 512, maxNumSeqs: 16 }
+engine: { numGpuBlocks: 250, maxNumBatchedTokens: 512, maxNumSeqs: 16 }
 streams:
   - kind: shared-prefix
     groups: 6

@@ -73,6 +73,8 @@ impl KvEventLog {
         range: Range<usize>,
         block_size: u32,
     ) {
+        // The evictions that made room for these blocks come before their stores.
+        self.flush_evictions(pool);
         let Some(events) = &mut self.events else {
             for j in range {
                 pool.register(blocks[j], req.block_hashes[j]);

@@ -40,7 +40,9 @@
 //! pool publishes (`vllm/v1/core/block_pool.py`), for [`Engine::drain_kv_events`]:
 //!
 //! - [`KvEvent::BlockStored`] when blocks of a request become cached under their hash (only
-//!   hashes not cached already): one event per request and step with its consecutive newly
+//!   hashes not cached already). As in vLLM V1 (`KVCacheManager::allocate_slots`), blocks are
+//!   cached when the step that fills them is scheduled, so a request admitted later in the
+//!   same step already reuses them: one event per request and step with its consecutive newly
 //!   cached blocks (should a block whose hash another block already caches interrupt them,
 //!   one event per run), `parent_block_hash` the hash of the block before the first one in the
 //!   request's list (`None` for its first block), `token_ids` exactly those blocks' tokens,
@@ -48,8 +50,8 @@
 //!   its hashes cover) produces no `BlockStored`: its blocks are cached all the same, so
 //!   their later `BlockRemoved` names hashes a subscriber never saw stored.
 //! - [`KvEvent::BlockRemoved`] when a cached block is reused for other content and its hash
-//!   leaves the cache; the evictions of one step come in one event, in eviction order, before
-//!   the step's stores.
+//!   leaves the cache; the evictions made while allocating a request's blocks come in one
+//!   event, in eviction order, before that request's stores.
 //! - [`KvEvent::AllBlocksCleared`] when [`Engine::reset_prefix_cache`] succeeds.
 //!
 //! Replaying the events in order into a set gives exactly the hashes the engine holds.
@@ -405,6 +407,7 @@ impl Engine {
                 break;
             }
             self.grow(id, target);
+            self.cache_scheduled(id, n);
             if let Some(seq) = self.seqs.get(&id) {
                 add_to_shape(&mut shape, seq, n);
             }
@@ -456,6 +459,7 @@ impl Engine {
                 self.events.push(EngineEvent::Scheduled { id });
             }
             self.grow(id, target);
+            self.cache_scheduled(id, n);
             if let Some(seq) = self.seqs.get(&id) {
                 add_to_shape(&mut shape, seq, n);
             }
@@ -480,22 +484,12 @@ impl Engine {
             return;
         }
         self.in_step = false;
-        // The step's evictions (made when it began) come before its stores.
-        self.kv_events.flush_evictions(&mut self.pool);
-        let bs = self.config.block_size;
         let mut finished = Vec::new();
         for &(id, n) in &self.batch {
             let Some(seq) = self.seqs.get_mut(&id) else {
                 continue;
             };
             seq.num_computed += n;
-            let full = ((seq.num_computed / bs) as usize)
-                .min(seq.req.block_hashes.len())
-                .min(seq.blocks.len());
-            let range = seq.registered..full;
-            self.kv_events
-                .register(&mut self.pool, &seq.req, &seq.blocks, range, bs);
-            seq.registered = seq.registered.max(full);
             if seq.num_computed == seq.num_tokens() {
                 seq.num_generated += 1;
                 self.stats.generated_tokens += 1;
@@ -523,6 +517,26 @@ impl Engine {
             }
         }
         self.running.retain(|r| !finished.contains(r));
+    }
+
+    /// Caches the full blocks request `id` will hold once this step computes its next `n`
+    /// tokens, as vLLM V1's `allocate_slots` does when it schedules them: a request admitted
+    /// later in the same step (or in any later one) reuses them at once.
+    fn cache_scheduled(&mut self, id: u64, n: u32) {
+        let bs = self.config.block_size;
+        let Some(seq) = self.seqs.get_mut(&id) else {
+            return;
+        };
+        let full = (((seq.num_computed + n) / bs) as usize)
+            .min(seq.req.block_hashes.len())
+            .min(seq.blocks.len());
+        if full <= seq.registered {
+            return;
+        }
+        let range = seq.registered..full;
+        self.kv_events
+            .register(&mut self.pool, &seq.req, &seq.blocks, range, bs);
+        seq.registered = full;
     }
 
     fn grow(&mut self, id: u64, target: usize) {

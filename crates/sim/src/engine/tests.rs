@@ -107,6 +107,38 @@ fn repeated_identical_prompt_hits_the_cache() {
 }
 
 #[test]
+fn a_prefix_scheduled_in_a_step_is_reused_by_a_request_admitted_in_the_same_step() {
+    let mut engine = Engine::new(EngineConfig {
+        max_num_batched_tokens: 8192,
+        ..small(1000)
+    });
+    engine.add_request(request(1, 800, 4, 7), 0).unwrap();
+    engine.add_request(request(2, 800, 4, 7), 0).unwrap();
+    let d = engine.begin_step(0).unwrap();
+    // One step prefills request 1's 800 tokens and only the last block of request 2.
+    let expected = engine.config().cost.step_nanos(&BatchShape {
+        requests: 2,
+        prefill_tokens: 800 + 16,
+        prefill_pairs: 800.0 * 400.0 + 16.0 * (784.0 + 8.0),
+        ..Default::default()
+    });
+    assert_eq!(d, expected);
+    engine.finish_step(d);
+    run_to_idle(&mut engine, d);
+    let cached: Vec<_> = engine
+        .drain_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            EngineEvent::Finished {
+                id, cached_tokens, ..
+            } => Some((id, cached_tokens)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cached, vec![(1, 0), (2, 784)]);
+}
+
+#[test]
 fn prompt_that_can_never_fit_is_refused() {
     let mut engine = Engine::new(small(10));
     let err = engine.add_request(request(1, 400, 4, 1), 0).unwrap_err();
