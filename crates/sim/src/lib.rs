@@ -6,6 +6,8 @@
 //!
 //! - [`engine`]: one simulated server (continuous batching, chunked prefill, paged KV cache
 //!   with automatic prefix caching, preemption) and its step-time cost model;
+//! - [`calibration`]: that model against published measurements of vLLM (`shepherd-sim
+//!   calibrate`, `docs/calibration.md`);
 //! - [`workload`]: scenario files, traffic generators and trace replay;
 //! - [`policy`]: the routing policies compared, as Shepherd configs;
 //! - [`runner`]: the discrete-event loop that runs a scenario under a policy (and ticks the
@@ -26,6 +28,7 @@
 
 pub mod aggregate;
 pub mod best;
+pub mod calibration;
 pub mod compare;
 pub mod engine;
 pub mod error;

@@ -49,6 +49,9 @@ enum Command {
     /// own scheduler, prefix index and in-flight counts), requests spread over them by a load
     /// balancer; hit rate, TTFT p90 and load imbalance against R = 1.
     Replicas(ReplicasArgs),
+    /// The engine model against published measurements of vLLM serving Llama-3-8B: quantity,
+    /// published figure, simulated figure, ratio, source (the table of docs/calibration.md).
+    Calibrate,
     /// Serve simulated vLLM servers over HTTP on loopback ports.
     #[cfg(feature = "serve")]
     Serve(shepherd_sim::serve::ServeArgs),
@@ -178,6 +181,13 @@ fn main() -> ExitCode {
         Some(Command::Overload(args)) => overload_main(args).map_err(Into::into),
         Some(Command::Scale(args)) => scale_main(args).map_err(Into::into),
         Some(Command::Replicas(args)) => replicas_main(args).map_err(Into::into),
+        Some(Command::Calibrate) => {
+            print!(
+                "{}",
+                shepherd_sim::calibration::table(&shepherd_sim::calibration::rows())
+            );
+            Ok(())
+        }
         #[cfg(feature = "serve")]
         Some(Command::Serve(args)) => args.run().map_err(Into::into),
     };

@@ -245,7 +245,7 @@ async fn metrics_use_vllm_names_and_track_load() {
         .find(|l| l.starts_with("vllm:cache_config_info{"))
         .unwrap();
     assert!(info.contains("block_size=\"16\""), "{info}");
-    assert!(info.contains("num_gpu_blocks=\"24000\""), "{info}");
+    assert!(info.contains("num_gpu_blocks=\"27793\""), "{info}");
     assert!(
         info.contains(&format!("model_name=\"{DEFAULT_MODEL}\"")),
         "{info}"

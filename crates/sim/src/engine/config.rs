@@ -21,24 +21,28 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
-    /// Llama-3-8B on one H100 80GB (vLLM V1 defaults for online serving).
+    /// Llama-3-8B on one H100 80GB: the KV blocks vLLM reports at `gpu_memory_utilization`
+    /// 0.9, and vLLM V1's defaults for the OpenAI server on a GPU of 70 GiB or more that is
+    /// not an A100 (`EngineArgs::_set_default_args`: 1024 sequences, 8192 tokens per step).
     pub fn h100_llama8b() -> Self {
         EngineConfig {
             block_size: 16,
-            num_gpu_blocks: 24_000,
-            max_num_seqs: 256,
+            num_gpu_blocks: 27_793,
+            max_num_seqs: 1024,
             max_num_batched_tokens: 8192,
             cost: CostModel::h100_llama8b(),
         }
     }
 
-    /// Llama-3-8B on one A100 80GB.
+    /// Llama-3-8B on one A100 80GB: the KV blocks of vLLM's memory profile at
+    /// `gpu_memory_utilization` 0.9, and vLLM V1's defaults for the OpenAI server on an A100
+    /// (256 sequences, 2048 tokens per step).
     pub fn a100_llama8b() -> Self {
         EngineConfig {
             block_size: 16,
-            num_gpu_blocks: 23_000,
+            num_gpu_blocks: 27_800,
             max_num_seqs: 256,
-            max_num_batched_tokens: 8192,
+            max_num_batched_tokens: 2048,
             cost: CostModel::a100_llama8b(),
         }
     }

@@ -25,6 +25,8 @@ pub(super) enum Event {
     Adapt,
     /// A request's timeout expires (by request id).
     Timeout(u64),
+    /// A routed request has passed its server's frontend and reaches its engine (by id).
+    Deliver(u64),
     /// A request may have reached its time-to-live in the flow-control queue.
     FlowTimer,
     /// A server's batch of KV-cache events reaches the router (by batch number).

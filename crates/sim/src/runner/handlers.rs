@@ -220,19 +220,6 @@ impl Sim<'_> {
             // which carry the blocks' tokens.
             tokens: self.full_tokens.take(),
         };
-        if self.engines[server as usize]
-            .add_request(engine_request, now)
-            .is_err()
-        {
-            decision.finish(Completion::failed());
-            self.replicas[r as usize].completions += 1;
-            self.end_request(record, now, Outcome::Dropped);
-            let next = self
-                .traffic
-                .after(spec.stream, spec.session, now as f64 / NS);
-            self.queue.push_issue(next);
-            return;
-        }
         self.live.insert(
             id,
             Live {
@@ -246,6 +233,37 @@ impl Sim<'_> {
         if !timeout_armed {
             let timeout = (self.scenario.request_timeout_s * NS) as u64;
             self.queue.push(now + timeout, Event::Timeout(id));
+        }
+        let frontend = self.scenario.engine.cost.frontend_nanos(prompt_len);
+        if frontend == 0 {
+            self.deliver(now, engine_request);
+        } else {
+            self.delivering.insert(id, engine_request);
+            self.queue.push(now + frontend, Event::Deliver(id));
+        }
+    }
+
+    /// A routed request has passed its server's frontend: unless it timed out meanwhile, it
+    /// reaches the engine.
+    pub(super) fn on_deliver(&mut self, now: u64, id: u64) {
+        if let Some(request) = self.delivering.remove(&id) {
+            self.deliver(now, request);
+        }
+    }
+
+    fn deliver(&mut self, now: u64, request: EngineRequest) {
+        let id = request.id;
+        let Some(server) = self.live.get(&id).map(|l| l.server) else {
+            return;
+        };
+        if self.engines[server as usize]
+            .add_request(request, now)
+            .is_err()
+        {
+            if let Some(live) = self.live.remove(&id) {
+                self.finish(live, now, Outcome::Dropped, None);
+            }
+            return;
         }
         self.kick(server, now);
     }
@@ -352,7 +370,9 @@ impl Sim<'_> {
             self.cancel_held(now, id);
             return;
         };
-        self.engines[live.server as usize].abort(id);
+        if self.delivering.remove(&id).is_none() {
+            self.engines[live.server as usize].abort(id);
+        }
         self.finish(live, now, Outcome::TimedOut, None);
         self.pump(now);
     }

@@ -89,7 +89,7 @@ pub use shepherd_adaptive::driver::{AdaptiveSample, TickDriver};
 pub use simulation::{DEFAULT_KV_EVENT_DELAY_MS, SIMULATION_SECTION};
 pub use spread::{Spread, Spreader};
 
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineRequest};
 use crate::error::SimError;
 use crate::policy::Policy;
 use crate::workload::{Scenario, Traffic};
@@ -174,6 +174,9 @@ struct Sim<'a> {
     deltas: load_sync::Deltas,
     /// Wall-clock nanoseconds of every `schedule` call, in order.
     pick_ns: Vec<u64>,
+    /// Requests routed and on their way through their server's frontend (HTTP, tokenization)
+    /// to its engine, by id.
+    delivering: AHashMap<u64, EngineRequest>,
 }
 
 /// Runs `scenario` under `policy`, building the policy's scheduler with `registry`.
@@ -253,6 +256,7 @@ pub fn run(
         index_sync: settings.replica_index_sync,
         deltas: load_sync::Deltas::default(),
         pick_ns: Vec::new(),
+        delivering: AHashMap::new(),
     };
     sim.run_loop();
     let mut preemptions = 0;
@@ -337,6 +341,7 @@ impl Sim<'_> {
                     }
                 }
                 Event::Timeout(id) => self.on_timeout(now, id),
+                Event::Deliver(id) => self.on_deliver(now, id),
                 Event::FlowTimer => self.on_flow_timer(now),
                 Event::KvBatch(id) => self.on_kv_batch(id),
                 Event::SpeculationDelta(id) => self.on_speculation_delta(id, now),

@@ -153,7 +153,7 @@ mod tests {
             .find(|l| l.starts_with("vllm:cache_config_info{"))
             .unwrap();
         assert!(info.contains("block_size=\"16\""), "{info}");
-        assert!(info.contains("num_gpu_blocks=\"24000\""), "{info}");
+        assert!(info.contains("num_gpu_blocks=\"27793\""), "{info}");
         assert!(info.ends_with("} 1.0"), "{info}");
         // Every sample line belongs to a family announced by # HELP and # TYPE.
         for l in text.lines().filter(|l| !l.starts_with('#')) {
