@@ -2,12 +2,13 @@
 //! next to the static one ([`shepherd_scorers::DEFAULT_CONFIG_YAML`], prefix 3 : queue 2 :
 //! KV 2).
 //!
-//! The preset is the static default plus two scheduler-own Distribution scorers, with weights
-//! retuned every tick from the pool's imbalance:
+//! The preset is the static default plus two scheduler-own Distribution scorers and the
+//! hot-prefix scorer, with weights retuned every tick from the pool's imbalance:
 //!
 //! | scorer | weight | category | why |
 //! |---|---:|---|---|
 //! | `prefix-cache-scorer` | 3 | Affinity | prompts go where their prefix is cached |
+//! | `hot-prefix-scorer` | 4 | Affinity | a prefix with a large share of the work in flight gets as many homes as that share of the servers, one new home per request; neutral for every other prefix |
 //! | `queue-scorer` | 2 | Distribution | waiting requests the server reports |
 //! | `kv-cache-utilization-scorer` | 2 | Distribution | free KV-cache memory |
 //! | `active-request-scorer` | 1 | Distribution | this scheduler's own in-flight requests, fresh at every pick: it sees a hot node whose requests sit in the running batch, which queue and KV scorers do not |
@@ -28,10 +29,10 @@
 //! let pool = Arc::new(Pool::new());
 //! pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000"]);
 //! let (scheduler, controller) = build_adaptive_scheduler(Arc::clone(&pool)).unwrap();
-//! assert_eq!(scheduler.profiles()[0].scorers().len(), 5);
+//! assert_eq!(scheduler.profiles()[0].scorers().len(), 6);
 //! // A driver (the runtime, or your own loop) ticks the controller on its interval:
 //! let record = controller.tick(&pool.snapshot(), scheduler.clock().now());
-//! assert_eq!(record.weights, vec![3.0, 2.0, 2.0, 1.0, 2.0]); // nothing to adapt to yet
+//! assert_eq!(record.weights, vec![3.0, 4.0, 2.0, 2.0, 1.0, 2.0]); // nothing to adapt to yet
 //! ```
 
 use std::sync::Arc;
@@ -102,6 +103,6 @@ mod tests {
             .iter()
             .filter_map(|p| p.weight)
             .collect();
-        assert_eq!(weights, vec![3.0, 2.0, 2.0, 1.0, 2.0]);
+        assert_eq!(weights, vec![3.0, 4.0, 2.0, 2.0, 1.0, 2.0]);
     }
 }

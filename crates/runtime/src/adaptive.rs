@@ -24,7 +24,7 @@
 //! let runner = AdaptiveRunner::new();
 //! runner.replace(Some(controller));
 //! let record = runner.controller().unwrap().tick(&shared.pool.snapshot(), scheduler.clock().now());
-//! assert_eq!(record.weights, vec![3.0, 2.0, 2.0, 1.0, 2.0]);
+//! assert_eq!(record.weights, vec![3.0, 4.0, 2.0, 2.0, 1.0, 2.0]);
 //! let json = runner.debug_json(None);
 //! assert_eq!(json["enabled"], true);
 //! assert_eq!(json["records"].as_array().unwrap().len(), 1);

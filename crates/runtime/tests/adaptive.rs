@@ -12,7 +12,7 @@ use shepherd_runtime::RuntimeHandle;
 use shepherd_scheduler_core::prelude::*;
 
 const FOUR: &str = "endpoints: [127.0.0.1:8000, 127.0.0.1:8001, 127.0.0.1:8002, 127.0.0.1:8003]\n";
-const PRESET_WEIGHTS: [f64; 5] = [3.0, 2.0, 2.0, 1.0, 2.0];
+const PRESET_WEIGHTS: [f64; 6] = [3.0, 4.0, 2.0, 2.0, 1.0, 2.0];
 
 /// Feeds the pool a hot node, as the scraper would, every 50 ms for `duration`.
 async fn feed_hot_node(handle: &RuntimeHandle, duration: Duration) {

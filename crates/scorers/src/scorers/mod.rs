@@ -11,6 +11,7 @@
 //! | `prefill-load-scorer` | distribution | shortest expected prefill wait: pending prefill + this request's uncached tokens (relative to the worst) |
 //! | `lora-affinity-scorer` | affinity | adapter running 1, room to load 0.8, waiting 0.6, else 0 |
 //! | `session-affinity-scorer` | affinity | 1 for the endpoint that served the session before |
+//! | `hot-prefix-scorer` | affinity | Shepherd's: a prefix with a large share of the work in flight and fewer homes than that share deserves scores its non-holders 1 and its holders 0 (a new home); otherwise neutral |
 //! | `rendezvous-affinity-scorer` | affinity | Shepherd's: rank of the endpoint in the rendezvous hash of the prompt's first blocks (1 for the home every replica agrees on, down to 0; optional `loadFactor` passes over overloaded homes) |
 //!
 //! Scorers that read scraped metrics give [`Score::NEUTRAL`](shepherd_scheduler_core::plugin::Score::NEUTRAL)
@@ -19,6 +20,7 @@
 //! scores as neutral.
 
 pub mod active_request;
+pub mod hot_prefix;
 pub mod kv_cache;
 pub mod load_aware;
 pub mod lora_affinity;
@@ -33,6 +35,7 @@ pub mod session_source;
 mod session_store;
 
 pub use active_request::{ActiveRequestParameters, ActiveRequestScorer};
+pub use hot_prefix::{HotPrefixParameters, HotPrefixScorer};
 pub use kv_cache::KvCacheUtilizationScorer;
 pub use load_aware::LoadAwareScorer;
 pub use lora_affinity::LoraAffinityScorer;

@@ -164,7 +164,14 @@ mod tests {
         let misses: Vec<String> = rows
             .iter()
             .filter(|r| !(r.ratio() <= GOAL && r.ratio() >= 1.0 / GOAL))
-            .map(|r| format!("{}: {} ({:.2}×)", r.reference.preset, r.reference.quantity, r.ratio()))
+            .map(|r| {
+                format!(
+                    "{}: {} ({:.2}×)",
+                    r.reference.preset,
+                    r.reference.quantity,
+                    r.ratio()
+                )
+            })
             .collect();
         assert!(misses.is_empty(), "{misses:#?}\n{}", table(&rows));
     }
@@ -172,9 +179,11 @@ mod tests {
     #[test]
     fn the_table_numbers_its_sources_once() {
         let text = table(&rows());
-        let listed = text.lines().filter(|l| l.starts_with(char::is_numeric)).count();
-        let distinct: std::collections::BTreeSet<_> =
-            REFERENCES.iter().map(|r| r.source).collect();
+        let listed = text
+            .lines()
+            .filter(|l| l.starts_with(char::is_numeric))
+            .count();
+        let distinct: std::collections::BTreeSet<_> = REFERENCES.iter().map(|r| r.source).collect();
         assert_eq!(listed, distinct.len());
         assert_eq!(figure(27_793.0), "27,793");
         assert_eq!(figure(6.441), "6.44");
