@@ -50,8 +50,9 @@ async fn ticks_move_the_weights_and_show_in_the_debug_view() {
     feed_hot_node(&handle, Duration::from_secs(4)).await;
     let moved = weights(&handle);
     assert_ne!(moved, PRESET_WEIGHTS);
-    // Distribution scorers (queue, kv, in-flight, prefill) gained on prefix affinity.
-    assert!(moved[0] < 3.0 && moved[1] > 2.0, "{moved:?}");
+    // Distribution scorers (queue, kv, in-flight, prefill) gained on the affinity scorers
+    // (prefix, hot prefix).
+    assert!(moved[0] < 3.0 && moved[2] > 2.0, "{moved:?}");
 
     let (status, body) = get(handle.admin_router(), "/debug/adaptive").await;
     assert_eq!(status, 200);
