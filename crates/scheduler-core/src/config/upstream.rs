@@ -245,7 +245,11 @@ pub const OLDER_UPSTREAM_NAMES: &[(&str, Option<&str>)] = &[
 ];
 
 /// Type names that are Shepherd's own additions, not upstream's.
-pub const SHEPHERD_EXTENSIONS: &[&str] = &["prefill-load-scorer", "rendezvous-affinity-scorer"];
+pub const SHEPHERD_EXTENSIONS: &[&str] = &[
+    "prefill-load-scorer",
+    "rendezvous-affinity-scorer",
+    "hot-prefix-scorer",
+];
 
 /// The upstream entry for `name`.
 pub fn upstream_type(name: &str) -> Option<&'static UpstreamType> {
