@@ -53,16 +53,24 @@ fn address(d: &Decision) -> String {
     d.primary().address().to_string()
 }
 
+/// Schedules requests `tags` of system prompt `group`, keeping them in flight; returns the
+/// decisions and the servers they went to.
+fn schedule_all(
+    s: &Scheduler,
+    group: u32,
+    tags: std::ops::Range<u32>,
+) -> (Vec<Decision>, BTreeSet<String>) {
+    let live: Vec<Decision> = tags
+        .map(|tag| s.schedule(&request(group, 1600, 40, tag)).unwrap())
+        .collect();
+    let homes = live.iter().map(address).collect();
+    (live, homes)
+}
+
 #[test]
 fn a_prefix_with_all_the_work_opens_a_home_per_request_until_every_server_has_it() {
     let s = scheduler(4, ", minRequests: 1");
-    let mut live = Vec::new();
-    let mut homes = BTreeSet::new();
-    for tag in 0..4 {
-        let d = s.schedule(&request(0, 1600, 40, tag)).unwrap();
-        homes.insert(address(&d));
-        live.push(d);
-    }
+    let (_live, homes) = schedule_all(&s, 0, 0..4);
     assert_eq!(homes.len(), 4, "one new home per request: {homes:?}");
     // Every server holds it now: the scorer is neutral and affinity keeps it on a holder.
     let d = s.schedule(&request(0, 1600, 40, 9)).unwrap();
@@ -73,26 +81,14 @@ fn a_prefix_with_all_the_work_opens_a_home_per_request_until_every_server_has_it
 fn without_the_scorer_the_same_requests_stay_on_one_server() {
     // The control: the same profile with the hot scorer capped at one home.
     let s = scheduler(4, ", maxHomes: 1");
-    let mut live = Vec::new();
-    let mut homes = BTreeSet::new();
-    for tag in 0..4 {
-        let d = s.schedule(&request(0, 1600, 40, tag)).unwrap();
-        homes.insert(address(&d));
-        live.push(d);
-    }
+    let (_live, homes) = schedule_all(&s, 0, 0..4);
     assert_eq!(homes.len(), 1, "{homes:?}");
 }
 
 #[test]
 fn max_homes_bounds_the_homes_of_a_key() {
     let s = scheduler(6, ", maxHomes: 2");
-    let mut live = Vec::new();
-    let mut homes = BTreeSet::new();
-    for tag in 0..6 {
-        let d = s.schedule(&request(0, 1600, 40, tag)).unwrap();
-        homes.insert(address(&d));
-        live.push(d);
-    }
+    let (_live, homes) = schedule_all(&s, 0, 0..6);
     assert_eq!(homes.len(), 2, "{homes:?}");
 }
 
@@ -120,13 +116,7 @@ fn finished_requests_stop_counting() {
         others.push(s.schedule(&request(group, 1600, 40, 0)).unwrap());
     }
     // A burst of one prefix among them opens homes while it is in flight...
-    let mut burst = Vec::new();
-    let mut homes = BTreeSet::new();
-    for tag in 0..12 {
-        let d = s.schedule(&request(0, 1600, 40, tag)).unwrap();
-        homes.insert(address(&d));
-        burst.push(d);
-    }
+    let (burst, homes) = schedule_all(&s, 0, 0..12);
     assert!(homes.len() >= 3, "{homes:?}");
     for d in burst {
         d.finish(Completion::success(None));

@@ -41,7 +41,8 @@ const KV_ARITHMETIC: &str = "vLLM's memory profile for an 80 GB A100 (79.15 GiB 
     of KV cache at 2 MiB per 16-token block (32 layers × 8 KV heads × 128 × 2 × 2 bytes per \
     token); the H100 log above gives the same within 1 %";
 
-const fn h100(
+const fn reference(
+    preset: &'static str,
     quantity: &'static str,
     published: f64,
     unit: &'static str,
@@ -50,7 +51,7 @@ const fn h100(
     measure: Measure,
 ) -> Reference {
     Reference {
-        preset: "h100-llama8b",
+        preset,
         quantity,
         published,
         unit,
@@ -58,6 +59,25 @@ const fn h100(
         source,
         measure,
     }
+}
+
+const fn h100(
+    quantity: &'static str,
+    published: f64,
+    unit: &'static str,
+    provenance: Provenance,
+    source: &'static str,
+    measure: Measure,
+) -> Reference {
+    reference(
+        "h100-llama8b",
+        quantity,
+        published,
+        unit,
+        provenance,
+        source,
+        measure,
+    )
 }
 
 const fn a100(
@@ -68,11 +88,15 @@ const fn a100(
     source: &'static str,
     measure: Measure,
 ) -> Reference {
-    Reference {
-        preset: "a100-llama8b",
+    reference(
+        "a100-llama8b",
         quantity,
-        ..h100(quantity, published, unit, provenance, source, measure)
-    }
+        published,
+        unit,
+        provenance,
+        source,
+        measure,
+    )
 }
 
 use Provenance::{Chart, Derived, Printed};

@@ -33,6 +33,20 @@ fn request(id: u64, prompt_len: u32, output_len: u32, prefix: u64) -> EngineRequ
     }
 }
 
+/// (id, cached prompt tokens) of every request that finished since the last drain.
+fn cached_tokens_of_finished(engine: &mut Engine) -> Vec<(u64, u32)> {
+    engine
+        .drain_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            EngineEvent::Finished {
+                id, cached_tokens, ..
+            } => Some((id, cached_tokens)),
+            _ => None,
+        })
+        .collect()
+}
+
 fn run_to_idle(engine: &mut Engine, mut now: u64) -> u64 {
     while let Some(d) = engine.begin_step(now) {
         now += d;
@@ -92,16 +106,7 @@ fn repeated_identical_prompt_hits_the_cache() {
     let now = run_to_idle(&mut engine, 0);
     engine.add_request(request(2, 800, 4, 7), now).unwrap();
     run_to_idle(&mut engine, now);
-    let finished: Vec<_> = engine
-        .drain_events()
-        .into_iter()
-        .filter_map(|e| match e {
-            EngineEvent::Finished {
-                id, cached_tokens, ..
-            } => Some((id, cached_tokens)),
-            _ => None,
-        })
-        .collect();
+    let finished = cached_tokens_of_finished(&mut engine);
     // The whole prompt but the last block (at least one token is recomputed).
     assert_eq!(finished, vec![(1, 0), (2, 784)]);
 }
@@ -125,16 +130,7 @@ fn a_prefix_scheduled_in_a_step_is_reused_by_a_request_admitted_in_the_same_step
     assert_eq!(d, expected);
     engine.finish_step(d);
     run_to_idle(&mut engine, d);
-    let cached: Vec<_> = engine
-        .drain_events()
-        .into_iter()
-        .filter_map(|e| match e {
-            EngineEvent::Finished {
-                id, cached_tokens, ..
-            } => Some((id, cached_tokens)),
-            _ => None,
-        })
-        .collect();
+    let cached = cached_tokens_of_finished(&mut engine);
     assert_eq!(cached, vec![(1, 0), (2, 784)]);
 }
 
