@@ -65,6 +65,7 @@
 mod default_config;
 pub mod error;
 pub mod filters;
+pub mod latency;
 mod lora;
 pub mod params;
 pub mod pickers;

@@ -1,0 +1,397 @@
+//! [`LatencyModel`]: TTFT and TPOT predicted per candidate from a few load features, learned
+//! online from finished requests.
+//!
+//! Each target is a ridge regression over the same design vector ([`LatencyFeatures::design`]):
+//! a constant, the uncached prompt tokens and their square (prefill work, and attention growing
+//! with the prompt), the pending prefill tokens already sent to the endpoint, its waiting and
+//! running requests, this scheduler's in flight, and its KV-cache utilization. The samples of
+//! the last `window` finished requests are kept; every `refit_every` samples the model is
+//! refitted over them and the new coefficients swapped in behind an [`ArcSwap`], so a
+//! prediction is a lock-free load and two dot products.
+//!
+//! **Cold start.** A target is *ready* once it has `min_samples` samples and its recent
+//! error — the mean absolute percentage error of each new sample as predicted before it was
+//! learned, smoothed over the last `min_samples` or so — is at most `max_error`. Until then
+//! [`LatencyModel::predict`] says `None` for it, and callers fall back to their other scorers.
+//!
+//! Predictions are never negative or non-finite: garbage features are clamped first
+//! ([`LatencyFeatures::design`]) and the result is floored at 0.
+//!
+//! ```
+//! use shepherd_scorers::latency::{LatencyFeatures, LatencyModel, LatencyModelParameters};
+//!
+//! let model = LatencyModel::new(LatencyModelParameters { min_samples: 50, ..Default::default() });
+//! // An endpoint whose TTFT is 10 ms + 0.05 ms per uncached token, TPOT 6 ms + 0.1 ms per running request.
+//! for i in 0..400u32 {
+//!     let f = LatencyFeatures {
+//!         uncached_tokens: f64::from(i % 40) * 100.0,
+//!         running: f64::from(i % 16),
+//!         ..LatencyFeatures::default()
+//!     };
+//!     model.learn(&f, Some(10.0 + 0.05 * f.uncached_tokens), Some(6.0 + 0.1 * f.running));
+//! }
+//! let f = LatencyFeatures { uncached_tokens: 2000.0, running: 4.0, ..LatencyFeatures::default() };
+//! let p = model.predict(&f);
+//! assert!((p.ttft_ms.unwrap() - 110.0).abs() < 1.0);
+//! assert!((p.tpot_ms.unwrap() - 6.4).abs() < 0.1);
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+
+use super::NormalEquations;
+
+/// Entries of the design vector.
+pub const DESIGN: usize = 8;
+
+/// What the model reads about one candidate at pick time.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LatencyFeatures {
+    /// Prompt tokens of the request.
+    pub prompt_tokens: f64,
+    /// Of those, tokens the candidate is not believed to cache.
+    pub uncached_tokens: f64,
+    /// Prefill tokens this scheduler sent to the candidate whose first token is not back.
+    pub pending_prefill_tokens: f64,
+    /// Requests waiting on the candidate (scraped).
+    pub waiting: f64,
+    /// Requests running on the candidate (scraped).
+    pub running: f64,
+    /// Requests this scheduler has in flight there.
+    pub in_flight: f64,
+    /// KV-cache utilization in [0, 1] (scraped).
+    pub kv_utilization: f64,
+    /// Seconds since the candidate's metrics were scraped.
+    pub metrics_age_s: f64,
+}
+
+/// Largest value a count feature is taken at (beyond it, garbage).
+const MAX_COUNT: f64 = 1e6;
+
+impl LatencyFeatures {
+    /// The design vector: every feature clamped to a sane range (non-finite → 0), token
+    /// counts in thousands.
+    pub fn design(&self) -> [f64; DESIGN] {
+        let count = |v: f64| {
+            if v.is_finite() {
+                v.clamp(0.0, MAX_COUNT)
+            } else {
+                0.0
+            }
+        };
+        let k = |v: f64| count(v) / 1000.0;
+        let uncached = k(self.uncached_tokens);
+        let kv = if self.kv_utilization.is_finite() {
+            self.kv_utilization.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        [
+            1.0,
+            uncached,
+            uncached * uncached,
+            k(self.pending_prefill_tokens),
+            count(self.waiting),
+            count(self.running),
+            count(self.in_flight),
+            kv,
+        ]
+    }
+}
+
+/// The model's parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatencyModelParameters {
+    /// Finished requests kept for fitting.
+    pub window: usize,
+    /// Samples between refits.
+    pub refit_every: usize,
+    /// Samples a target needs before it is used.
+    pub min_samples: usize,
+    /// Largest recent MAPE at which a target is used.
+    pub max_error: f64,
+    /// Ridge strength (relative to the samples' count).
+    pub lambda: f64,
+}
+
+impl Default for LatencyModelParameters {
+    fn default() -> Self {
+        LatencyModelParameters {
+            window: 4096,
+            refit_every: 64,
+            min_samples: 200,
+            max_error: 0.3,
+            lambda: 1e-6,
+        }
+    }
+}
+
+/// Predicted latencies of one candidate; `None` for a target that is not ready.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Prediction {
+    /// Time to first token, ms.
+    pub ttft_ms: Option<f64>,
+    /// Time per output token, ms.
+    pub tpot_ms: Option<f64>,
+}
+
+/// One target's fitted coefficients, if it is ready.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Fitted {
+    ttft: Option<[f64; DESIGN]>,
+    tpot: Option<[f64; DESIGN]>,
+}
+
+/// One target's learning state.
+#[derive(Debug, Default)]
+struct Target {
+    samples: VecDeque<([f64; DESIGN], f64)>,
+    coefficients: Option<[f64; DESIGN]>,
+    /// Smoothed absolute percentage error of new samples, predicted before learning them.
+    recent_error: Option<f64>,
+}
+
+impl Target {
+    fn learn(&mut self, x: [f64; DESIGN], y: f64, params: &LatencyModelParameters) {
+        if !(y.is_finite() && y >= 0.0) {
+            return;
+        }
+        if let Some(c) = &self.coefficients {
+            let error = (dot(c, &x).max(0.0) - y).abs() / y.max(1e-3);
+            let alpha = 1.0 / params.min_samples.max(1) as f64;
+            self.recent_error = Some(match self.recent_error {
+                Some(e) => e + alpha * (error.min(10.0) - e),
+                None => error.min(10.0),
+            });
+        }
+        self.samples.push_back((x, y));
+        while self.samples.len() > params.window.max(1) {
+            self.samples.pop_front();
+        }
+    }
+
+    fn refit(&mut self, params: &LatencyModelParameters) {
+        // Relative error is what counts: weight each sample by 1 / y², so a 10 % miss on a
+        // 20 ms TTFT counts as much as one on a 2 s TTFT.
+        let mut eq = NormalEquations::<DESIGN>::default();
+        for (x, y) in &self.samples {
+            eq.add(x, *y, 1.0 / (y * y).max(1e-6));
+        }
+        if let Some(c) = eq.solve(params.lambda) {
+            self.coefficients = Some(c);
+        }
+    }
+
+    fn ready(&self, params: &LatencyModelParameters) -> Option<[f64; DESIGN]> {
+        let enough = self.samples.len() >= params.min_samples;
+        let accurate = self.recent_error.is_some_and(|e| e <= params.max_error);
+        self.coefficients.filter(|_| enough && accurate)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Training {
+    ttft: Target,
+    tpot: Target,
+    since_refit: usize,
+}
+
+/// TTFT and TPOT predicted per candidate (see the module docs).
+#[derive(Debug)]
+pub struct LatencyModel {
+    params: LatencyModelParameters,
+    fitted: ArcSwap<Fitted>,
+    training: Mutex<Training>,
+}
+
+impl LatencyModel {
+    /// An untrained model.
+    pub fn new(params: LatencyModelParameters) -> Self {
+        LatencyModel {
+            params,
+            fitted: ArcSwap::from_pointee(Fitted::default()),
+            training: Mutex::new(Training::default()),
+        }
+    }
+
+    /// Learns one finished request: the features it was picked with and the latencies it
+    /// saw (`None` for one it did not report, e.g. no TPOT for a one-token answer).
+    pub fn learn(&self, features: &LatencyFeatures, ttft_ms: Option<f64>, tpot_ms: Option<f64>) {
+        let x = features.design();
+        let mut t = self.training.lock();
+        if let Some(y) = ttft_ms {
+            t.ttft.learn(x, y, &self.params);
+        }
+        if let Some(y) = tpot_ms {
+            t.tpot.learn(x, y, &self.params);
+        }
+        t.since_refit += 1;
+        let first = t.ttft.coefficients.is_none() || t.tpot.coefficients.is_none();
+        if t.since_refit >= self.params.refit_every.max(1) || first {
+            t.since_refit = 0;
+            t.ttft.refit(&self.params);
+            t.tpot.refit(&self.params);
+        }
+        let fitted = Fitted {
+            ttft: t.ttft.ready(&self.params),
+            tpot: t.tpot.ready(&self.params),
+        };
+        if **self.fitted.load() != fitted {
+            self.fitted.store(Arc::new(fitted));
+        }
+    }
+
+    /// The predictions for a candidate with `features` (lock-free).
+    pub fn predict(&self, features: &LatencyFeatures) -> Prediction {
+        let fitted = self.fitted.load();
+        let x = features.design();
+        let at = |c: &Option<[f64; DESIGN]>| c.as_ref().map(|c| finite_or_zero(dot(c, &x)));
+        Prediction {
+            ttft_ms: at(&fitted.ttft),
+            tpot_ms: at(&fitted.tpot),
+        }
+    }
+
+    /// The recent error of each target (TTFT, TPOT), once it has a model.
+    pub fn recent_errors(&self) -> (Option<f64>, Option<f64>) {
+        let t = self.training.lock();
+        (t.ttft.recent_error, t.tpot.recent_error)
+    }
+}
+
+impl Default for LatencyModel {
+    fn default() -> Self {
+        LatencyModel::new(LatencyModelParameters::default())
+    }
+}
+
+fn dot(c: &[f64; DESIGN], x: &[f64; DESIGN]) -> f64 {
+    c.iter().zip(x).map(|(a, b)| a * b).sum()
+}
+
+fn finite_or_zero(v: f64) -> f64 {
+    if v.is_finite() { v.max(0.0) } else { 0.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A deterministic stream of varied features.
+    fn features(i: u64) -> LatencyFeatures {
+        let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let pick = |shift: u32, n: u64| ((h >> shift) % n) as f64;
+        let prompt = 200.0 + pick(0, 16_000);
+        LatencyFeatures {
+            prompt_tokens: prompt,
+            uncached_tokens: prompt * pick(14, 100) / 100.0,
+            pending_prefill_tokens: pick(21, 20_000),
+            waiting: pick(35, 10),
+            running: pick(40, 128),
+            in_flight: pick(47, 140),
+            kv_utilization: pick(54, 100) / 100.0,
+            metrics_age_s: 0.1,
+        }
+    }
+
+    /// A known latency function of the shape an engine has, with ±5 % deterministic noise.
+    fn truth(f: &LatencyFeatures, i: u64) -> (f64, f64) {
+        let noise = 1.0 + 0.05 * (((i * 7919) % 201) as f64 / 100.0 - 1.0);
+        let u = f.uncached_tokens / 1000.0;
+        let ttft = 15.0
+            + 23.0 * u
+            + 0.9 * u * u
+            + 25.0 * f.pending_prefill_tokens / 1000.0
+            + 8.0 * f.waiting;
+        let tpot = 6.4 + 0.06 * f.running + 2.0 * f.kv_utilization;
+        (ttft * noise, tpot * noise)
+    }
+
+    #[test]
+    fn the_model_learns_a_known_latency_function_within_ten_percent() {
+        let model = LatencyModel::default();
+        for i in 0..3000 {
+            let f = features(i);
+            let (ttft, tpot) = truth(&f, i);
+            model.learn(&f, Some(ttft), Some(tpot));
+        }
+        let mut errors = (0.0, 0.0);
+        let n = 1000;
+        for i in 10_000..10_000 + n {
+            let f = features(i);
+            let (ttft, tpot) = truth(&f, i);
+            let p = model.predict(&f);
+            errors.0 += (p.ttft_ms.unwrap() - ttft).abs() / ttft;
+            errors.1 += (p.tpot_ms.unwrap() - tpot).abs() / tpot;
+        }
+        let (ttft_mape, tpot_mape) = (errors.0 / n as f64, errors.1 / n as f64);
+        assert!(ttft_mape < 0.10, "TTFT MAPE {ttft_mape}");
+        assert!(tpot_mape < 0.10, "TPOT MAPE {tpot_mape}");
+    }
+
+    #[test]
+    fn a_cold_model_predicts_nothing() {
+        let model = LatencyModel::default();
+        assert_eq!(model.predict(&features(1)), Prediction::default());
+        for i in 0..100 {
+            let f = features(i);
+            let (ttft, tpot) = truth(&f, i);
+            model.learn(&f, Some(ttft), Some(tpot));
+        }
+        // 100 of the 200 samples it needs.
+        assert_eq!(model.predict(&features(1)), Prediction::default());
+    }
+
+    #[test]
+    fn a_target_it_cannot_learn_stays_unused() {
+        let model = LatencyModel::default();
+        for i in 0..2000 {
+            let f = features(i);
+            // TTFT pure noise (no relation to the features), TPOT learnable.
+            let noise = ((i * 2_654_435_761) % 1000) as f64 + 1.0;
+            model.learn(&f, Some(noise), Some(truth(&f, i).1));
+        }
+        let p = model.predict(&features(5));
+        assert_eq!(p.ttft_ms, None, "errors {:?}", model.recent_errors());
+        assert!(p.tpot_ms.is_some());
+    }
+
+    proptest! {
+        /// Whatever garbage the metrics hold, a prediction is finite and never negative.
+        #[test]
+        fn predictions_are_finite_and_never_negative(
+            raw in proptest::array::uniform8(proptest::num::f64::ANY),
+        ) {
+            let model = LatencyModel::new(LatencyModelParameters { min_samples: 10, ..Default::default() });
+            for i in 0..300 {
+                let f = features(i);
+                let (ttft, tpot) = truth(&f, i);
+                model.learn(&f, Some(ttft), Some(tpot));
+            }
+            let f = LatencyFeatures {
+                prompt_tokens: raw[0],
+                uncached_tokens: raw[1],
+                pending_prefill_tokens: raw[2],
+                waiting: raw[3],
+                running: raw[4],
+                in_flight: raw[5],
+                kv_utilization: raw[6],
+                metrics_age_s: raw[7],
+            };
+            let p = model.predict(&f);
+            for v in [p.ttft_ms, p.tpot_ms].into_iter().flatten() {
+                prop_assert!(v.is_finite() && v >= 0.0, "{v}");
+            }
+            // Garbage targets are not learned.
+            model.learn(&f, Some(raw[0]), Some(raw[1]));
+            let p = model.predict(&features(3));
+            for v in [p.ttft_ms, p.tpot_ms].into_iter().flatten() {
+                prop_assert!(v.is_finite() && v >= 0.0, "{v}");
+            }
+        }
+    }
+}
