@@ -8,8 +8,8 @@ use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
 use crate::producers::{approx_prefix, precise_prefix, token};
 use crate::scorers::{
-    active_request, hot_prefix, kv_cache, load_aware, lora_affinity, no_hit_lru, prefill_load,
-    queue, rendezvous, running_requests, session_affinity,
+    active_request, hot_prefix, kv_cache, latency, load_aware, lora_affinity, no_hit_lru,
+    prefill_load, queue, rendezvous, running_requests, session_affinity,
 };
 
 /// A [`Registry`] holding every built-in plugin type under the llm-d router's (formerly the
@@ -64,6 +64,7 @@ pub fn builtin_registry() -> Registry {
         .register(session_affinity::TYPE_NAME, session_affinity::factory)
         .register(rendezvous::TYPE_NAME, rendezvous::factory)
         .register(hot_prefix::TYPE_NAME, hot_prefix::factory)
+        .register(latency::TYPE_NAME, latency::factory)
         .register(lora_filter::TYPE_NAME, lora_filter::factory)
         .register(label_selector::TYPE_NAME, label_selector::factory)
         .register(

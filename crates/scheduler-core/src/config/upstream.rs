@@ -208,7 +208,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("probabilistic-admitter", Control, NotYet(RequestControl)),
     noted("prefix-cache-affinity-filter", Filter, Registry, "the exploration draw is a hash of the request id and the scheduler's seed; `ttftSource: latencyPredictor` skips the load gate, as upstream does without predictions"),
     entry("slo-headroom-tier-filter", Filter, NotYet(PredictedLatency)),
-    entry("latency-scorer", Scorer, NotYet(PredictedLatency)),
+    noted("latency-scorer", Scorer, Registry, "all in one: it learns its own TTFT/TPOT model in process from the scheduler's finished requests (ridge regression over load features; no training or prediction sidecars, no `predicted-latency-producer` yet) and ranks by predicted TTFT + `tpotWeight` × TPOT; neutral until the model has `minSamples` samples and a recent MAPE under `maxError`; its parameters are Shepherd's"),
     entry("header-based-testing-filter", Test, NotYet(ConformanceTests)),
     entry("destination-endpoint-served-verifier", Test, NotYet(ConformanceTests)),
     noted("metrics-data-source", DataSource, Framework, "https scraping is not built in; the runtime scrapes every endpoint itself"),

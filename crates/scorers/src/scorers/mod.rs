@@ -9,6 +9,7 @@
 //! | `load-aware-scorer` | distribution | 0.5 × (1 − waiting / threshold), empty queue 0.5 |
 //! | `no-hit-lru-scorer` | distribution | cold requests: endpoints least recently given a cold request first; warm requests 0.5 |
 //! | `prefill-load-scorer` | distribution | shortest expected prefill wait: pending prefill + this request's uncached tokens (relative to the worst) |
+//! | `latency-scorer` | distribution | lowest predicted TTFT (+ `tpotWeight` × TPOT) from a model learned online from finished requests; neutral until the model is ready |
 //! | `lora-affinity-scorer` | affinity | adapter running 1, room to load 0.8, waiting 0.6, else 0 |
 //! | `session-affinity-scorer` | affinity | 1 for the endpoint that served the session before |
 //! | `hot-prefix-scorer` | affinity | Shepherd's: a prefix with a large share of the work in flight and fewer homes than that share deserves scores its non-holders 1 and its holders 0 (a new home); otherwise neutral |
@@ -22,6 +23,7 @@
 pub mod active_request;
 pub mod hot_prefix;
 pub mod kv_cache;
+pub mod latency;
 pub mod load_aware;
 pub mod lora_affinity;
 pub mod no_hit_lru;
@@ -37,6 +39,7 @@ mod session_store;
 pub use active_request::{ActiveRequestParameters, ActiveRequestScorer};
 pub use hot_prefix::{HotPrefixParameters, HotPrefixScorer};
 pub use kv_cache::KvCacheUtilizationScorer;
+pub use latency::{LatencyScorer, LatencyScorerParameters};
 pub use load_aware::LoadAwareScorer;
 pub use lora_affinity::LoraAffinityScorer;
 pub use no_hit_lru::NoHitLruScorer;
