@@ -10,5 +10,8 @@
 mod model;
 mod ridge;
 
-pub use model::{DESIGN, LatencyFeatures, LatencyModel, LatencyModelParameters, Prediction};
+pub use model::{
+    DESIGN, ErrorTally, LOAD_LEVELS, LatencyFeatures, LatencyModel, LatencyModelParameters,
+    Prediction,
+};
 pub use ridge::NormalEquations;

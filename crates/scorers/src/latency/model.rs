@@ -145,6 +145,43 @@ struct Fitted {
     tpot: Option<[f64; DESIGN]>,
 }
 
+/// Upper bounds of the load levels errors are tallied by: the candidate's running requests
+/// at pick time (the last level is everything above).
+pub const LOAD_LEVELS: [f64; 3] = [8.0, 32.0, 128.0];
+
+/// Prediction errors of one target, tallied by load level ([`LOAD_LEVELS`]): each finished
+/// request predicted before it was learned, once the target had a model.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ErrorTally {
+    /// Σ absolute percentage error per level.
+    pub sum: [f64; LOAD_LEVELS.len() + 1],
+    /// Requests per level.
+    pub count: [u64; LOAD_LEVELS.len() + 1],
+}
+
+impl ErrorTally {
+    /// The mean absolute percentage error of level `i` (0 = the lightest), if it has samples.
+    pub fn mape(&self, i: usize) -> Option<f64> {
+        let n = *self.count.get(i)?;
+        (n > 0).then(|| self.sum[i] / n as f64)
+    }
+
+    /// The mean absolute percentage error over every level.
+    pub fn overall(&self) -> Option<f64> {
+        let n: u64 = self.count.iter().sum();
+        (n > 0).then(|| self.sum.iter().sum::<f64>() / n as f64)
+    }
+
+    fn add(&mut self, running: f64, error: f64) {
+        let level = LOAD_LEVELS
+            .iter()
+            .position(|&bound| running < bound)
+            .unwrap_or(LOAD_LEVELS.len());
+        self.sum[level] += error;
+        self.count[level] += 1;
+    }
+}
+
 /// One target's learning state.
 #[derive(Debug, Default)]
 struct Target {
@@ -152,6 +189,7 @@ struct Target {
     coefficients: Option<[f64; DESIGN]>,
     /// Smoothed absolute percentage error of new samples, predicted before learning them.
     recent_error: Option<f64>,
+    tally: ErrorTally,
 }
 
 impl Target {
@@ -161,6 +199,8 @@ impl Target {
         }
         if let Some(c) = &self.coefficients {
             let error = (dot(c, &x).max(0.0) - y).abs() / y.max(1e-3);
+            // x[5] is the running requests (see `LatencyFeatures::design`).
+            self.tally.add(x[5], error);
             let alpha = 1.0 / params.min_samples.max(1) as f64;
             self.recent_error = Some(match self.recent_error {
                 Some(e) => e + alpha * (error.min(10.0) - e),
@@ -260,6 +300,12 @@ impl LatencyModel {
         let t = self.training.lock();
         (t.ttft.recent_error, t.tpot.recent_error)
     }
+
+    /// Every prediction error so far of each target (TTFT, TPOT), by load level.
+    pub fn error_tallies(&self) -> (ErrorTally, ErrorTally) {
+        let t = self.training.lock();
+        (t.ttft.tally, t.tpot.tally)
+    }
 }
 
 impl Default for LatencyModel {
@@ -331,6 +377,12 @@ mod tests {
         let (ttft_mape, tpot_mape) = (errors.0 / n as f64, errors.1 / n as f64);
         assert!(ttft_mape < 0.10, "TTFT MAPE {ttft_mape}");
         assert!(tpot_mape < 0.10, "TPOT MAPE {tpot_mape}");
+        // The model's own tally of what it predicted before learning each sample agrees.
+        let (ttft, tpot) = model.error_tallies();
+        assert!(ttft.overall().unwrap() < 0.10, "{ttft:?}");
+        assert!(tpot.overall().unwrap() < 0.10, "{tpot:?}");
+        // Features drawn from 0..128 running requests fill the three lower levels.
+        assert!((0..3).all(|i| ttft.mape(i).is_some()), "{ttft:?}");
     }
 
     #[test]

@@ -76,6 +76,7 @@ impl Default for LatencyScorerParameters {
 /// Scores candidates by predicted latency (see the module docs).
 #[derive(Debug)]
 pub struct LatencyScorer {
+    params: LatencyScorerParameters,
     model: LatencyModel,
     tpot_weight: f64,
     max_tracked: usize,
@@ -92,6 +93,7 @@ impl LatencyScorer {
         let max_error = ParameterError::require_range("maxError", params.max_error, 0.0, 1e9)?;
         let max_tracked = ParameterError::require_positive("maxTracked", params.max_tracked)?;
         Ok(LatencyScorer {
+            params,
             model: LatencyModel::new(LatencyModelParameters {
                 window,
                 min_samples,
@@ -130,6 +132,7 @@ impl LatencyScorer {
 impl Default for LatencyScorer {
     fn default() -> Self {
         LatencyScorer {
+            params: LatencyScorerParameters::default(),
             model: LatencyModel::default(),
             tpot_weight: 0.0,
             max_tracked: 1 << 16,
@@ -209,10 +212,16 @@ impl CompletionHook for LatencyScorer {
     }
 }
 
-/// Builds a `latency-scorer`.
+/// Builds a `latency-scorer`, kept in the shared resources under the plugin's name (so a
+/// report can read its model's errors); a reload with the same parameters keeps what the
+/// model learned.
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let params = args.parse::<LatencyScorerParameters>()?;
-    let scorer = Arc::new(LatencyScorer::new(params)?);
+    let scorer = match args.resources.get::<LatencyScorer>(args.name) {
+        Some(old) if old.params == params => old,
+        _ => Arc::new(LatencyScorer::new(params)?),
+    };
+    args.resources.insert(args.name, Arc::clone(&scorer));
     Ok(PluginInstance::scorer(scorer.clone())
         .with_pick_hook(scorer.clone())
         .with_completion_hook(scorer))
