@@ -113,7 +113,7 @@ pub(crate) fn run_all(
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                         match &result {
                             Ok(r) => eprintln!(
-                                "[{n:>3}/{}] {:<14} {:<22} seed {:<20} {:>6.1} s wall, {:>9} events ({:.0}k events/s), pick {:.1} µs mean, {:.1} µs p99",
+                                "[{n:>3}/{}] {:<14} {:<22} seed {:<20} {:>6.1} s wall, {:>9} events ({:.0}k events/s), pick {:.1} µs mean, {:.1} µs p99{}",
                                 jobs.len(),
                                 job.scenario.name,
                                 if job.replicas > 1 {
@@ -126,7 +126,11 @@ pub(crate) fn run_all(
                                 r.events,
                                 r.events as f64 / r.wall_seconds.max(1e-9) / 1e3,
                                 r.pick_cost.mean_us,
-                                r.pick_cost.p99_us
+                                r.pick_cost.p99_us,
+                                r.latency_errors
+                                    .as_ref()
+                                    .map(latency_error_summary)
+                                    .unwrap_or_default()
                             ),
                             Err(e) => eprintln!(
                                 "[{n:>3}/{}] {} {}: {e}",
@@ -302,4 +306,27 @@ pub fn compare(
         events: rows.events,
         run_count: rows.runs,
     })
+}
+
+/// `, latency MAPE TTFT a/b/c/d TPOT …` over the load levels, for a progress line.
+fn latency_error_summary(
+    (ttft, tpot): &(
+        shepherd_scorers::latency::ErrorTally,
+        shepherd_scorers::latency::ErrorTally,
+    ),
+) -> String {
+    let levels = |t: &shepherd_scorers::latency::ErrorTally| {
+        (0..t.count.len())
+            .map(|i| match t.mape(i) {
+                Some(m) => format!("{:.0}%({})", m * 100.0, t.count[i]),
+                None => "-".to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    format!(
+        ", latency MAPE by running <8/<32/<128/more: TTFT {} TPOT {}",
+        levels(ttft),
+        levels(tpot)
+    )
 }

@@ -58,6 +58,10 @@ pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
         include_str!("../../policies/static-default-plus.yaml"),
     ),
     ("adaptive", shepherd_adaptive::preset::ADAPTIVE_CONFIG_YAML),
+    (
+        "predicted-latency",
+        include_str!("../../policies/predicted-latency.yaml"),
+    ),
     ("sglang", include_str!("../../policies/sglang.yaml")),
     (
         "sglang-library-defaults",

@@ -82,6 +82,7 @@ use ahash::{AHashMap, AHashSet};
 use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
 use shepherd_scheduler_core::config::Registry;
 use shepherd_scheduler_core::decision::Decision;
+use shepherd_scorers::latency::ErrorTally;
 
 pub use pick_cost::PickCost;
 pub use results::{Outcome, ReplicaCounts, RequestRecord, RunResult};
@@ -289,9 +290,26 @@ pub fn run(
                 in_flight_at_end: r.in_flight(),
             })
             .collect(),
+        latency_errors: latency_errors(&sim.replicas),
         pick_cost: PickCost::from_nanos(sim.pick_ns),
         wall_seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The latency scorers' error tallies summed over the replicas, if the policy has any.
+fn latency_errors(replicas: &[Replica]) -> Option<(ErrorTally, ErrorTally)> {
+    let mut out: Option<(ErrorTally, ErrorTally)> = None;
+    for scorer in replicas.iter().flat_map(|r| &r.latency) {
+        let (ttft, tpot) = scorer.model().error_tallies();
+        let sum = out.get_or_insert_with(Default::default);
+        for (acc, add) in [(&mut sum.0, ttft), (&mut sum.1, tpot)] {
+            for i in 0..acc.sum.len() {
+                acc.sum[i] += add.sum[i];
+                acc.count[i] += add.count[i];
+            }
+        }
+    }
+    out
 }
 
 impl Sim<'_> {

@@ -23,6 +23,7 @@ use shepherd_scheduler_core::shared::SharedState;
 use shepherd_adaptive::driver::TickDriver;
 use shepherd_scheduler_core::prefix::PrefixIndex;
 use shepherd_scorers::producers::{PreciseKvEvents, approximate_indexes};
+use shepherd_scorers::scorers::LatencyScorer;
 
 use crate::error::SimError;
 use crate::policy::{EngineFeed, FEED_NAME, Policy};
@@ -40,6 +41,8 @@ pub(super) struct Replica {
     /// The policy's approximate prefix indexes, by name (they learn from this replica's picks,
     /// and from the others' with `simulation.replicaIndexSync`).
     pub(super) approximate: Vec<Arc<PrefixIndex>>,
+    /// The policy's latency scorers (their models learn from this replica's requests).
+    pub(super) latency: Vec<Arc<LatencyScorer>>,
     pub(super) driver: Option<Box<dyn TickDriver>>,
     /// Requests this replica picked a server for.
     pub(super) picks: u64,
@@ -89,7 +92,14 @@ impl Replica {
             .into_iter()
             .map(|(_, index)| index)
             .collect();
+        let latency = shared
+            .resources
+            .all::<LatencyScorer>()
+            .into_iter()
+            .map(|(_, scorer)| scorer)
+            .collect();
         Ok(Replica {
+            latency,
             pool,
             scheduler,
             endpoints,

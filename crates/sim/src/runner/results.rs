@@ -4,6 +4,7 @@
 
 use shepherd_adaptive::AdaptiveSample;
 use shepherd_scheduler_core::flow::DropReason;
+use shepherd_scorers::latency::ErrorTally;
 
 use super::PickCost;
 
@@ -92,6 +93,9 @@ pub struct RunResult {
     pub replicas: Vec<ReplicaCounts>,
     /// Wall-clock cost of the routing decisions (not part of any deterministic output).
     pub pick_cost: PickCost,
+    /// The prediction errors of the policy's `latency-scorer` models (TTFT, TPOT by load
+    /// level), summed over the replicas; `None` without one.
+    pub latency_errors: Option<(ErrorTally, ErrorTally)>,
     /// Wall-clock seconds the run took (not part of any deterministic output).
     pub wall_seconds: f64,
 }
