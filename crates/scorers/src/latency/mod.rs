@@ -12,6 +12,6 @@ mod ridge;
 
 pub use model::{
     DESIGN, ErrorTally, LOAD_LEVELS, LatencyFeatures, LatencyModel, LatencyModelParameters,
-    Prediction,
+    Prediction, Predictor,
 };
 pub use ridge::NormalEquations;

@@ -286,13 +286,12 @@ impl LatencyModel {
 
     /// The predictions for a candidate with `features` (lock-free).
     pub fn predict(&self, features: &LatencyFeatures) -> Prediction {
-        let fitted = self.fitted.load();
-        let x = features.design();
-        let at = |c: &Option<[f64; DESIGN]>| c.as_ref().map(|c| finite_or_zero(dot(c, &x)));
-        Prediction {
-            ttft_ms: at(&fitted.ttft),
-            tpot_ms: at(&fitted.tpot),
-        }
+        self.predictor().predict(features)
+    }
+
+    /// The coefficients in force, to predict many candidates with one load.
+    pub fn predictor(&self) -> Predictor {
+        Predictor(self.fitted.load_full())
     }
 
     /// The recent error of each target (TTFT, TPOT), once it has a model.
@@ -311,6 +310,38 @@ impl LatencyModel {
 impl Default for LatencyModel {
     fn default() -> Self {
         LatencyModel::new(LatencyModelParameters::default())
+    }
+}
+
+/// The model's coefficients at one moment ([`LatencyModel::predictor`]).
+#[derive(Debug, Clone)]
+pub struct Predictor(Arc<Fitted>);
+
+impl Predictor {
+    /// Both targets' predictions for `features` (`None` for one not ready).
+    pub fn predict(&self, features: &LatencyFeatures) -> Prediction {
+        let x = features.design();
+        let at = |c: &Option<[f64; DESIGN]>| c.as_ref().map(|c| finite_or_zero(dot(c, &x)));
+        Prediction {
+            ttft_ms: at(&self.0.ttft),
+            tpot_ms: at(&self.0.tpot),
+        }
+    }
+
+    /// The TTFT prediction alone, if that target is ready.
+    pub fn ttft_ms(&self, features: &LatencyFeatures) -> Option<f64> {
+        let c = self.0.ttft.as_ref()?;
+        Some(finite_or_zero(dot(c, &features.design())))
+    }
+
+    /// Whether the TTFT target is ready.
+    pub fn ttft_ready(&self) -> bool {
+        self.0.ttft.is_some()
+    }
+
+    /// Whether the TPOT target is ready.
+    pub fn tpot_ready(&self) -> bool {
+        self.0.tpot.is_some()
     }
 }
 

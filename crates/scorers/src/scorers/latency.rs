@@ -114,8 +114,18 @@ impl LatencyScorer {
     /// What the model reads about `endpoint` for the request of `cycle`.
     pub fn features(cycle: &CycleState<'_>, endpoint: &Endpoint) -> LatencyFeatures {
         let prompt = cycle.request.prompt.estimated_tokens() as u64;
-        let uncached = CachedPrefix::uncached_tokens_in(&cycle.extensions, endpoint.id(), prompt);
-        let metrics = endpoint.metrics();
+        Self::features_with(prompt, cycle.extensions.get::<CachedPrefix>(), endpoint)
+    }
+
+    /// [`LatencyScorer::features`] with the prompt's tokens and the cycle's cached-prefix
+    /// estimates already looked up.
+    fn features_with(
+        prompt: u64,
+        cached: Option<&CachedPrefix>,
+        endpoint: &Endpoint,
+    ) -> LatencyFeatures {
+        let uncached = cached.map_or(prompt, |c| c.uncached_tokens(endpoint.id(), prompt));
+        let metrics = endpoint.load_metrics();
         LatencyFeatures {
             prompt_tokens: prompt as f64,
             uncached_tokens: uncached as f64,
@@ -123,7 +133,7 @@ impl LatencyScorer {
             waiting: f64::from(metrics.waiting),
             running: f64::from(metrics.running),
             in_flight: endpoint.total_in_flight_requests() as f64,
-            kv_utilization: metrics.kv_utilization_clamped(),
+            kv_utilization: metrics.kv_utilization,
             metrics_age_s: 0.0,
         }
     }
@@ -147,31 +157,31 @@ impl Scorer for LatencyScorer {
     }
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
-        let mut costs = Vec::with_capacity(candidates.len());
-        for ep in candidates {
-            let p = self.model.predict(&Self::features(cycle, ep));
-            let Some(ttft) = p.ttft_ms else {
-                out.iter_mut().for_each(|s| *s = Score::NEUTRAL);
-                return;
-            };
-            let tpot = if self.tpot_weight > 0.0 {
-                match p.tpot_ms {
-                    Some(t) => t,
-                    None => {
-                        out.iter_mut().for_each(|s| *s = Score::NEUTRAL);
-                        return;
-                    }
-                }
-            } else {
-                0.0
-            };
-            costs.push(ttft + self.tpot_weight * tpot);
+        let predictor = self.model.predictor();
+        let with_tpot = self.tpot_weight > 0.0;
+        if !predictor.ttft_ready() || (with_tpot && !predictor.tpot_ready()) {
+            out.iter_mut().for_each(|s| *s = Score::NEUTRAL);
+            return;
         }
-        let lo = costs.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = costs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        for (slot, c) in out.iter_mut().zip(&costs) {
+        let prompt = cycle.request.prompt.estimated_tokens() as u64;
+        let cached = cycle.extensions.get::<CachedPrefix>();
+        // Costs first, in the output slots; then scaled to scores.
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for (slot, ep) in out.iter_mut().zip(candidates) {
+            let features = Self::features_with(prompt, cached, ep);
+            let cost = if with_tpot {
+                let p = predictor.predict(&features);
+                p.ttft_ms.unwrap_or(0.0) + self.tpot_weight * p.tpot_ms.unwrap_or(0.0)
+            } else {
+                predictor.ttft_ms(&features).unwrap_or(0.0)
+            };
+            lo = lo.min(cost);
+            hi = hi.max(cost);
+            slot.value = cost;
+        }
+        for slot in out.iter_mut() {
             let v = if hi > lo {
-                1.0 - (c - lo) / (hi - lo)
+                1.0 - (slot.value - lo) / (hi - lo)
             } else {
                 1.0
             };
