@@ -88,19 +88,32 @@ impl HolderSets {
     /// Counts one more use of the live set `id`.
     #[inline]
     pub(crate) fn reuse(&mut self, id: u32) {
+        self.reuse_n(id, 1);
+    }
+
+    /// Counts `n` more uses of the live set `id`.
+    #[inline]
+    pub(crate) fn reuse_n(&mut self, id: u32, n: u32) {
         if let Some(set) = self.sets.get_mut(id as usize) {
-            set.uses += 1;
+            set.uses = set.uses.saturating_add(n);
         }
     }
 
     /// Counts one use fewer of set `id`; returns whether that freed it (its id may then be
     /// handed out again for another set).
+    #[cfg(test)]
     pub(crate) fn release(&mut self, id: u32) -> bool {
-        let Some(set) = self.sets.get_mut(id as usize) else {
+        self.release_n(id, 1)
+    }
+
+    /// Counts `n` uses fewer of set `id` (`n` blocks left it); returns whether that freed it
+    /// (its id may then be handed out again for another set).
+    pub(crate) fn release_n(&mut self, id: u32, n: u32) -> bool {
+        let Some(set) = self.sets.get_mut(id as usize).filter(|_| n > 0) else {
             return false;
         };
-        set.uses = set.uses.saturating_sub(1);
-        set.departures = set.departures.wrapping_add(1);
+        set.uses = set.uses.saturating_sub(n);
+        set.departures = set.departures.wrapping_add(n);
         if set.uses > 0 {
             return false;
         }

@@ -68,6 +68,7 @@ mod chain;
 mod config;
 mod endpoint_blocks;
 mod holder_sets;
+mod home_filter;
 mod index;
 mod locking;
 mod matched;

@@ -3,9 +3,47 @@
 use super::{PrefixIndex, ShardGuard};
 use crate::endpoint::EndpointId;
 use crate::prefix::locking;
-use crate::prefix::table::{Added, MAX_ENDPOINT_ID, tag_of};
+use crate::prefix::table::{MAX_ENDPOINT_ID, MAX_STRETCH, tag_of};
 use crate::prefix::{BlockChain, BlockKey};
 use crate::request::Prompt;
+
+/// The keys one insert added, in order: one stretch's worth on the stack, the rest (inserts of
+/// more than [`MAX_STRETCH`] new blocks) on the heap.
+struct AddedKeys {
+    first: [u64; MAX_STRETCH],
+    len: usize,
+    more: Vec<u64>,
+}
+
+impl Default for AddedKeys {
+    fn default() -> Self {
+        AddedKeys {
+            first: [0; MAX_STRETCH],
+            len: 0,
+            more: Vec::new(),
+        }
+    }
+}
+
+impl AddedKeys {
+    #[inline]
+    fn push(&mut self, key: u64) {
+        match self.first.get_mut(self.len) {
+            Some(slot) => *slot = key,
+            None => self.more.push(key),
+        }
+        self.len += 1;
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        let stacked = self.len.min(MAX_STRETCH);
+        self.first[..stacked].iter().chain(&self.more).copied()
+    }
+}
 
 impl PrefixIndex {
     /// Records that `endpoint` now holds every block of `chain` (finishing its hashing).
@@ -50,32 +88,32 @@ impl PrefixIndex {
         // The tables first, with the endpoint unlocked: inserts for one endpoint from several
         // threads overlap, and only the queue work below is serialized.
         let tag = tag_of(endpoint.0);
-        let mut added_keys = Vec::with_capacity(keys.len());
+        let mut added_keys = AddedKeys::default();
         let mut guard: ShardGuard<'_> = None;
         let mut following = None;
-        if whole_chain && let Some(first) = keys.first() {
-            // A chain lives in one shard: bring its slots in with overlapping misses first.
-            let mut raw = [0u64; 64];
-            let table = self.lock_shard(&mut guard, first.shard());
-            for chunk in keys.chunks(64) {
-                for (r, k) in raw.iter_mut().zip(chunk) {
-                    *r = k.get();
-                }
-                table.warm(&raw[..chunk.len()]);
+        // Backwards in stretches of keys in one shard (a chain is all one stretch of its
+        // shard), each located in one batch.
+        let mut raw = [0u64; MAX_STRETCH];
+        let mut end = keys.len();
+        while let Some(last) = end.checked_sub(1).and_then(|i| keys.get(i)) {
+            let shard = last.shard();
+            let start = end.saturating_sub(MAX_STRETCH);
+            let start = keys[start..end]
+                .iter()
+                .rposition(|k| k.shard() != shard)
+                .map_or(start, |i| start + i + 1);
+            let stretch = &mut raw[..end - start];
+            for (r, k) in stretch.iter_mut().zip(&keys[start..end]) {
+                *r = k.get();
             }
-        }
-        for key in keys.iter().rev() {
-            let table = self.lock_shard(&mut guard, key.shard());
-            let added = if whole_chain {
-                let (added, run) = table.add_in_chain(key.get(), tag, following);
-                following = run;
-                added
-            } else {
-                table.add(key.get(), tag)
-            };
-            if added == Added::New {
-                added_keys.push(key.get());
-            }
+            self.lock_shard(&mut guard, shard).add_stretch(
+                stretch,
+                tag,
+                whole_chain,
+                &mut following,
+                |key| added_keys.push(key),
+            );
+            end = start;
         }
         drop(guard);
         let mut ep = locking::lock(&state);
@@ -83,7 +121,7 @@ impl PrefixIndex {
             // The endpoint left meanwhile: take back what was added for it.
             drop(ep);
             let mut guard: ShardGuard<'_> = None;
-            for &key in &added_keys {
+            for key in added_keys.iter() {
                 self.lock_shard(&mut guard, BlockKey::from_raw(key).shard())
                     .remove(key, tag);
             }
@@ -93,7 +131,7 @@ impl PrefixIndex {
             ep.set_capacity(capacity);
         }
         let before = ep.live;
-        ep.queue.extend(added_keys.iter().copied());
+        ep.queue.extend(added_keys.iter());
         ep.counted(added_keys.len());
         self.counters.inserted(added_keys.len());
         self.counters.held(before, ep.live);

@@ -26,17 +26,29 @@ pub(super) struct Transition {
 }
 
 impl BlockTable {
+    /// The set the remembered transition gives for this very change (holders `from`, `tag`
+    /// added or removed), counting one more use of it.
+    #[inline]
+    fn remembered(&mut self, from: u64, tag: u32, adding: bool) -> Option<u32> {
+        let t = if adding { self.added } else { self.removed }?;
+        if t.from != from || t.tag != tag {
+            return None;
+        }
+        self.sets.reuse(t.to);
+        Some(t.to)
+    }
+
     /// The id of the set in `scratch` (sorted), reusing the remembered transition when it
     /// describes this very change.
     fn set_for(&mut self, from: u64, tag: u32, adding: bool) -> Option<u32> {
-        let memo = if adding { self.added } else { self.removed };
-        if let Some(t) = memo
-            && t.from == from
-            && t.tag == tag
-        {
-            self.sets.reuse(t.to);
-            return Some(t.to);
+        if let Some(to) = self.remembered(from, tag, adding) {
+            return Some(to);
         }
+        self.new_set(from, tag, adding)
+    }
+
+    /// The id of the set in `scratch` (sorted), remembered as the transition for this change.
+    fn new_set(&mut self, from: u64, tag: u32, adding: bool) -> Option<u32> {
         let to = self.sets.acquire(&self.scratch)?;
         let t = Some(Transition { from, tag, to });
         if adding {
@@ -49,19 +61,35 @@ impl BlockTable {
 
     /// Releases one use of set `id`, forgetting remembered transitions if that freed it.
     fn release(&mut self, id: u32) {
-        if self.sets.release(id) {
+        self.release_n(id, 1);
+    }
+
+    /// Releases `n` uses of set `id`, forgetting remembered transitions if that freed it.
+    pub(super) fn release_n(&mut self, id: u32, n: u32) {
+        if self.sets.release_n(id, n) {
             self.added = None;
             self.removed = None;
         }
     }
 
-    /// Records that endpoint `tag` holds `key` (setting its reference bit if it already did).
+    /// The last change an add made to a shared block's holders, when it added `tag`: the
+    /// block's `a` word before and the set id after.
     #[inline]
+    pub(super) fn last_join(&self, tag: u32) -> Option<(u32, u32)> {
+        let t = self.added?;
+        let before = (t.from >> 32) as u32;
+        (t.tag == tag && t.from as u32 == 0 && before & SHARED_BIT != 0).then_some((before, t.to))
+    }
+
+    /// Records that endpoint `tag` holds `key` (setting its reference bit if it already did):
+    /// one key at a time, as [`add_stretch`](Self::add_stretch) does for many (for tests).
+    #[cfg(test)]
     pub(crate) fn add(&mut self, key: u64, tag: u32) -> Added {
         self.add_locating(key, tag).0
     }
 
-    /// [`add`](Self::add), also returning the block's index in the hot array when it is there.
+    /// Records that endpoint `tag` holds `key` (setting its reference bit if it already did);
+    /// also returns the block's index in the hot array when it is there.
     pub(super) fn add_locating(&mut self, key: u64, tag: u32) -> (Added, Option<usize>) {
         if let Some(i) = self.hot.find(key) {
             return (self.add_to_set(i, tag), Some(i));
@@ -69,24 +97,37 @@ impl BlockTable {
         self.add_cold(key, tag)
     }
 
-    /// [`add`](Self::add) for a block not in the hot array; returns its hot index if it moved
-    /// there.
-    fn add_cold(&mut self, key: u64, tag: u32) -> (Added, Option<usize>) {
-        let Some(i) = self.cold.find(key) else {
-            if self.len() >= MAX_LEN {
-                return (Added::Full, None);
-            }
-            self.cold.insert(Slot { key, a: tag, b: 0 });
-            return (Added::New, None);
-        };
+    /// [`add_locating`](Self::add_locating) for a block not in the hot array; returns its hot
+    /// index if it moved there.
+    pub(super) fn add_cold(&mut self, key: u64, tag: u32) -> (Added, Option<usize>) {
+        match self.cold.probe(key) {
+            Ok(i) => self.add_to_cold(i, tag),
+            Err(vacancy) => self.add_new(key, tag, vacancy),
+        }
+    }
+
+    /// Records a block nobody holds yet for endpoint `tag`, in the cold array at `vacancy`
+    /// (from a [`probe`](super::Slots::probe) for `key` just before).
+    pub(super) fn add_new(&mut self, key: u64, tag: u32, vacancy: usize) -> (Added, Option<usize>) {
+        if self.len() >= MAX_LEN {
+            return (Added::Full, None);
+        }
+        self.cold.insert_at(Slot { key, a: tag, b: 0 }, vacancy);
+        (Added::New, None)
+    }
+
+    /// [`add_locating`](Self::add_locating) for the block in cold slot `i`; returns its hot
+    /// index if it moved there.
+    pub(super) fn add_to_cold(&mut self, i: usize, tag: u32) -> (Added, Option<usize>) {
         let Some(Slot {
+            key,
             a: slot_a,
             b: slot_b,
-            ..
         }) = self.cold.get_mut(i)
         else {
             return (Added::Full, None);
         };
+        let key = *key;
         let (a, b) = (*slot_a & !REF_BIT, *slot_b & !REF_BIT);
         if a == tag {
             *slot_a |= REF_BIT;
@@ -107,11 +148,17 @@ impl BlockTable {
             (tag, false),
         ];
         members.sort_unstable_by_key(|m| m.0);
-        self.scratch.clear();
-        self.scratch.extend(members.iter().map(|m| m.0));
         let from = (u64::from(a.min(b)) << 32) | u64::from(a.max(b));
-        let Some(to) = self.set_for(from, tag, true) else {
-            return (Added::Full, None);
+        let to = match self.remembered(from, tag, true) {
+            Some(to) => to,
+            None => {
+                self.scratch.clear();
+                self.scratch.extend(members.iter().map(|m| m.0));
+                let Some(to) = self.new_set(from, tag, true) else {
+                    return (Added::Full, None);
+                };
+                to
+            }
         };
         let bits = members
             .iter()
@@ -130,7 +177,7 @@ impl BlockTable {
         (Added::New, Some(at))
     }
 
-    fn add_to_set(&mut self, i: usize, tag: u32) -> Added {
+    pub(super) fn add_to_set(&mut self, i: usize, tag: u32) -> Added {
         let Some(&HotSlot { slot, .. }) = self.hot.get(i) else {
             return Added::Full;
         };
@@ -145,12 +192,20 @@ impl BlockTable {
             }
             Err(p) => p,
         };
-        self.scratch.clear();
-        self.scratch.extend_from_slice(members);
-        self.scratch.insert(position, tag);
         let from = u64::from(slot.a) << 32;
-        let Some(to) = self.set_for(from, tag, true) else {
-            return Added::Full;
+        // The blocks of a shared prefix make the same change one after the other: the set
+        // after it is only built for the first.
+        let to = match self.remembered(from, tag, true) {
+            Some(to) => to,
+            None => {
+                self.scratch.clear();
+                self.scratch.extend_from_slice(self.sets.members(id));
+                self.scratch.insert(position, tag);
+                let Some(to) = self.new_set(from, tag, true) else {
+                    return Added::Full;
+                };
+                to
+            }
         };
         self.release(id);
         if let Some(hot) = self.hot.get_mut(i) {

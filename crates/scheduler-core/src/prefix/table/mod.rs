@@ -5,7 +5,9 @@
 //! more lives in the *hot* array and refers to an interned [`HolderSets`] set (how a slot says
 //! which: [`slot`]). Shared prefixes are what lookups walk most, and the hot array holds only
 //! them, so it is a small fraction of the table and stays in cache while the cold array (every
-//! request's unique tail) does not.
+//! request's unique tail) does not. The hot array keeps a few filter bits per slot
+//! ([`HomeFilter`](super::home_filter::HomeFilter)) that settle most absent keys without
+//! reading it, so an insert looks for each block of a request's tail in the cold array alone.
 //!
 //! One file per part:
 //!
@@ -13,6 +15,7 @@
 //! - [`probe`]: finding keys, one at a time or in batches whose cache misses overlap;
 //! - [`holders`]: adding and removing a block's holders, moving it between the arrays;
 //! - [`runs`]: the runs of same-holder blocks an insert records for lookups to skip;
+//! - [`stretch`]: adding a stretch of keys located together;
 //! - [`clock`]: the eviction clock's step over one (block, endpoint) entry.
 
 mod clock;
@@ -20,14 +23,15 @@ mod holders;
 mod probe;
 mod runs;
 mod slot;
+mod stretch;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use clock::ClockHand;
-pub(crate) use holders::Added;
 pub(crate) use probe::ABSENT;
 pub(crate) use runs::Run;
 pub(crate) use slot::{MAX_ENDPOINT_ID, id_of, tag_of};
+pub(crate) use stretch::MAX_STRETCH;
 
 use super::holder_sets::{HolderSets, MAX_SETS};
 use super::slots::{Keyed, Slot, Slots};
@@ -44,6 +48,8 @@ struct HotSlot {
 }
 
 impl Keyed for HotSlot {
+    const FILTERED: bool = true;
+
     #[inline]
     fn key(&self) -> u64 {
         self.slot.key
@@ -92,6 +98,12 @@ impl BlockTable {
             self.holders_of(slot).for_each(|t| out.push((slot.key, t)));
         }
         out
+    }
+
+    /// Whether the hot array's filter lets every hot block through (for tests).
+    #[cfg(test)]
+    pub(crate) fn filter_holds_every_hot_block(&self) -> bool {
+        self.hot.iter().all(|h| self.hot.may_hold(h.slot.key))
     }
 
     /// Distinct interned sets alive (for tests).

@@ -2,6 +2,7 @@
 //! the same holder set, so that a lookup reaching it can skip their probes.
 
 use super::BlockTable;
+#[cfg(test)]
 use super::holders::Added;
 use super::probe::{ABSENT, HOT};
 use super::slot::SHARED_BIT;
@@ -17,8 +18,32 @@ pub(crate) struct Run {
     departures: u32,
 }
 
+impl Run {
+    /// The run to record on the block keyed `key`, whose set `set` has had `departures`
+    /// departures, given what was recorded on the next block of its chain; and what to pass
+    /// on to the block before it.
+    #[inline]
+    pub(super) fn chained(
+        key: u64,
+        set: u32,
+        departures: u32,
+        following: Option<Following>,
+    ) -> (Run, Following) {
+        let (end, len) = match following {
+            Some(f) if f.set == set && f.len < u32::MAX => (f.end, f.len + 1),
+            _ => (key, 1),
+        };
+        let run = Run {
+            end,
+            len,
+            departures,
+        };
+        (run, Following { set, end, len })
+    }
+}
+
 /// The run recorded on the block after the one being recorded (inserts walk a chain backwards).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Following {
     set: u32,
     end: u64,
@@ -29,8 +54,9 @@ impl BlockTable {
     /// [`add`](Self::add), then (the block being one of a whole chain inserted backwards)
     /// records the run of blocks from `key` on that share its holder set; `following` is what
     /// the call for the next block of the chain returned. Blocks with fewer than three holders
-    /// have no run.
-    #[inline]
+    /// have no run. One key at a time, as [`add_stretch`](Self::add_stretch) does for a
+    /// stretch (for tests).
+    #[cfg(test)]
     pub(crate) fn add_in_chain(
         &mut self,
         key: u64,
@@ -38,20 +64,24 @@ impl BlockTable {
         following: Option<Following>,
     ) -> (Added, Option<Following>) {
         let (added, hot) = self.add_locating(key, tag);
-        let Some(hot) = hot.and_then(|i| self.hot.get_mut(i)) else {
-            return (added, None);
-        };
+        (added, self.record_run(hot, key, following))
+    }
+
+    /// Records on the block just added (keyed `key`, at `hot` in the hot array when it is
+    /// there) the run of blocks from it that share its holder set, given what the call for the
+    /// next block of the chain returned; returns what to pass for the block before.
+    #[inline]
+    pub(super) fn record_run(
+        &mut self,
+        hot: Option<usize>,
+        key: u64,
+        following: Option<Following>,
+    ) -> Option<Following> {
+        let hot = hot.and_then(|i| self.hot.get_mut(i))?;
         let set = hot.slot.a & !SHARED_BIT;
-        let (end, len) = match following {
-            Some(f) if f.set == set && f.len < u32::MAX => (f.end, f.len + 1),
-            _ => (key, 1),
-        };
-        hot.run = Run {
-            end,
-            len,
-            departures: self.sets.departures(set),
-        };
-        (added, Some(Following { set, end, len }))
+        let (run, before) = Run::chained(key, set, self.sets.departures(set), following);
+        hot.run = run;
+        Some(before)
     }
 
     /// The still valid run recorded on the block at `found` (from

@@ -115,3 +115,94 @@ fn touched_entries_get_a_second_chance() {
     assert_eq!(table.clock(8, 1), ClockHand::Absent);
     assert_eq!(table.len(), 0);
 }
+
+/// A key, its holders, whether they are a shared set, and the run recorded on it.
+type Observed = (u64, Vec<u32>, bool, Option<(u64, u32)>);
+
+/// Everything a table says about `keys`: each one's holders (sorted, with the set id or the
+/// inline tags standing for how they are stored) and the run a lookup would find on it.
+fn observe(table: &BlockTable, keys: impl Iterator<Item = u64>) -> Vec<Observed> {
+    keys.map(|key| {
+        let holders = table.holders(key);
+        let mut tags = Vec::new();
+        holders.inspect(|h| h.for_each(|t| tags.push(t)));
+        tags.sort_unstable();
+        let shared = holders.is_some_and(|h| matches!(h, slot::Holders::Shared(..)));
+        let run = table.run_at(table.locate(key)).map(|r| (r.end, r.len));
+        (key, tags, shared, run)
+    })
+    .collect()
+}
+
+proptest! {
+    /// Adding a stretch of keys at once is adding them one at a time, last first: the same
+    /// holders, reference bits, sets, runs and newly added keys, whatever the stretch holds
+    /// (repeated keys, blocks moving to the hot array, arrays growing on the way), with or
+    /// without runs; and the hot array's filter never hides a hot block.
+    #[test]
+    fn a_stretch_adds_like_one_key_at_a_time(
+        ops in prop::collection::vec(
+            (0u8..4, prop::collection::vec(1u64..48, 1..24), 1u32..8),
+            0..80,
+        ),
+    ) {
+        let (mut one, mut many) = (BlockTable::default(), BlockTable::default());
+        for (op, keys, tag) in ops {
+            // Small keys collide in the low bits: exercise long probe runs. Half the stretches
+            // are a prefix of one chain, so that many endpoints share its blocks.
+            let keys: Vec<u64> = if keys[0] % 2 == 0 {
+                (1..=keys.len() as u64).map(|k| k << 3).collect()
+            } else {
+                keys.iter().map(|k| k << 3).collect()
+            };
+            match op {
+                0 | 1 => {
+                    let runs = op == 0;
+                    let (mut new_one, mut new_many) = (Vec::new(), Vec::new());
+                    let mut following = None;
+                    for &key in keys.iter().rev() {
+                        let added = if runs {
+                            let (added, next) = one.add_in_chain(key, tag, following);
+                            following = next;
+                            added
+                        } else {
+                            one.add(key, tag)
+                        };
+                        if added == Added::New {
+                            new_one.push(key);
+                        }
+                    }
+                    let mut following_many = None;
+                    many.add_stretch(&keys, tag, runs, &mut following_many, |k| new_many.push(k));
+                    prop_assert_eq!(new_one, new_many);
+                    if runs {
+                        prop_assert_eq!(following, following_many);
+                    }
+                }
+                2 => {
+                    for &key in &keys {
+                        prop_assert_eq!(one.remove(key, tag), many.remove(key, tag));
+                    }
+                }
+                _ => {
+                    for &key in &keys {
+                        prop_assert_eq!(one.clock(key, tag), many.clock(key, tag));
+                    }
+                }
+            }
+            prop_assert_eq!(observe(&one, 1..48u64), observe(&many, 1..48u64));
+            let mut entries = (one.entries(), many.entries());
+            entries.0.sort_unstable();
+            entries.1.sort_unstable();
+            prop_assert_eq!(entries.0, entries.1);
+            prop_assert_eq!(one.live_sets(), many.live_sets());
+            prop_assert!(many.filter_holds_every_hot_block());
+        }
+        // The reference bits: the clock passes every entry the same way in both.
+        for key in 1..48u64 {
+            for tag in 1..8 {
+                prop_assert_eq!(one.clock(key << 3, tag), many.clock(key << 3, tag));
+            }
+        }
+    }
+}
