@@ -141,21 +141,7 @@ impl<T: Keyed> Slots<T> {
     /// The index of `key`, when present.
     #[inline]
     pub(crate) fn find(&self, key: u64) -> Option<usize> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = key as usize & mask;
-        loop {
-            let slot_key = self.slots[i].key();
-            if slot_key == key {
-                return Some(i);
-            }
-            if slot_key == 0 {
-                return None;
-            }
-            i = (i + 1) & mask;
-        }
+        self.probe(key).ok()
     }
 
     /// Loads the home slot of each of `keys` into `homes`, with no dependency between the

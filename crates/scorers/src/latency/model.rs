@@ -64,8 +64,6 @@ pub struct LatencyFeatures {
     pub in_flight: f64,
     /// KV-cache utilization in [0, 1] (scraped).
     pub kv_utilization: f64,
-    /// Seconds since the candidate's metrics were scraped.
-    pub metrics_age_s: f64,
 }
 
 /// Largest value a count feature is taken at (beyond it, garbage).
@@ -371,7 +369,6 @@ mod tests {
             running: pick(40, 128),
             in_flight: pick(47, 140),
             kv_utilization: pick(54, 100) / 100.0,
-            metrics_age_s: 0.1,
         }
     }
 
@@ -447,7 +444,7 @@ mod tests {
         /// Whatever garbage the metrics hold, a prediction is finite and never negative.
         #[test]
         fn predictions_are_finite_and_never_negative(
-            raw in proptest::array::uniform8(proptest::num::f64::ANY),
+            raw in proptest::array::uniform7(proptest::num::f64::ANY),
         ) {
             let model = LatencyModel::new(LatencyModelParameters { min_samples: 10, ..Default::default() });
             for i in 0..300 {
@@ -463,7 +460,6 @@ mod tests {
                 running: raw[4],
                 in_flight: raw[5],
                 kv_utilization: raw[6],
-                metrics_age_s: raw[7],
             };
             let p = model.predict(&f);
             for v in [p.ttft_ms, p.tpot_ms].into_iter().flatten() {

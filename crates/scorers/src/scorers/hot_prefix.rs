@@ -133,6 +133,13 @@ impl Default for HotPrefixParameters {
     }
 }
 
+/// The request's key and prompt tokens, computed while scoring and read by the pick hook.
+#[derive(Debug, Clone, Copy)]
+struct ScoredKey {
+    key: u64,
+    tokens: u64,
+}
+
 /// Prompt tokens in flight, per key and in total.
 #[derive(Debug, Default)]
 struct Work {
@@ -234,6 +241,7 @@ impl Scorer for HotPrefixScorer {
         };
         let prompt = cycle.request.prompt.estimated_tokens();
         let tokens = prompt as u64;
+        cycle.extensions.insert(ScoredKey { key, tokens });
         let homes = self.homes(key, tokens, candidates.len());
         if homes <= 1 {
             return neutral(out);
@@ -255,10 +263,16 @@ impl Scorer for HotPrefixScorer {
 
 impl PickHook for HotPrefixScorer {
     fn on_pick(&self, cycle: &mut CycleState<'_>, _picked: &Arc<Endpoint>) {
-        let Some(key) = self.keys.key(cycle.request) else {
+        // The key scoring computed; a profile that did not score with this plugin computes it.
+        let scored = cycle.extensions.remove::<ScoredKey>().or_else(|| {
+            self.keys.key(cycle.request).map(|key| ScoredKey {
+                key,
+                tokens: cycle.request.prompt.estimated_tokens() as u64,
+            })
+        });
+        let Some(ScoredKey { key, tokens }) = scored else {
             return;
         };
-        let tokens = cycle.request.prompt.estimated_tokens() as u64;
         let mut work = self.work.lock();
         if work.requests.len() >= self.max_tracked {
             return;

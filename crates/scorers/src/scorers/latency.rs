@@ -134,7 +134,6 @@ impl LatencyScorer {
             running: f64::from(metrics.running),
             in_flight: endpoint.total_in_flight_requests() as f64,
             kv_utilization: metrics.kv_utilization,
-            metrics_age_s: 0.0,
         }
     }
 }

@@ -41,6 +41,9 @@ const KV_ARITHMETIC: &str = "vLLM's memory profile for an 80 GB A100 (79.15 GiB 
     of KV cache at 2 MiB per 16-token block (32 layers × 8 KV heads × 128 × 2 × 2 bytes per \
     token); the H100 log above gives the same within 1 %";
 
+const H100: &str = "h100-llama8b";
+const A100: &str = "a100-llama8b";
+
 const fn reference(
     preset: &'static str,
     quantity: &'static str,
@@ -61,49 +64,12 @@ const fn reference(
     }
 }
 
-const fn h100(
-    quantity: &'static str,
-    published: f64,
-    unit: &'static str,
-    provenance: Provenance,
-    source: &'static str,
-    measure: Measure,
-) -> Reference {
-    reference(
-        "h100-llama8b",
-        quantity,
-        published,
-        unit,
-        provenance,
-        source,
-        measure,
-    )
-}
-
-const fn a100(
-    quantity: &'static str,
-    published: f64,
-    unit: &'static str,
-    provenance: Provenance,
-    source: &'static str,
-    measure: Measure,
-) -> Reference {
-    reference(
-        "a100-llama8b",
-        quantity,
-        published,
-        unit,
-        provenance,
-        source,
-        measure,
-    )
-}
-
 use Provenance::{Chart, Derived, Printed};
 
 /// Every published figure, H100 first.
 pub const REFERENCES: &[Reference] = &[
-    h100(
+    reference(
+        H100,
         "TTFT, short chat prompt (taken as 50 tokens), idle server",
         13.98,
         "ms",
@@ -111,7 +77,8 @@ pub const REFERENCES: &[Reference] = &[
         INFERENCE_BENCH,
         Measure::Ttft { prompt: 50 },
     ),
-    h100(
+    reference(
+        H100,
         "TTFT, 1k-token prompt, idle server",
         27.0,
         "ms",
@@ -119,7 +86,8 @@ pub const REFERENCES: &[Reference] = &[
         OFFLOAD_BLOG,
         Measure::Ttft { prompt: 1024 },
     ),
-    h100(
+    reference(
+        H100,
         "TTFT, 4k-token prompt (between the chart's 1k and 10k points)",
         95.0,
         "ms",
@@ -127,7 +95,8 @@ pub const REFERENCES: &[Reference] = &[
         OFFLOAD_BLOG,
         Measure::Ttft { prompt: 4096 },
     ),
-    h100(
+    reference(
+        H100,
         "TTFT, 10k-token prompt",
         260.0,
         "ms",
@@ -135,7 +104,8 @@ pub const REFERENCES: &[Reference] = &[
         OFFLOAD_BLOG,
         Measure::Ttft { prompt: 10_000 },
     ),
-    h100(
+    reference(
+        H100,
         "TTFT, 16k-token prompt (between the chart's 10k and 20k points)",
         480.0,
         "ms",
@@ -143,7 +113,8 @@ pub const REFERENCES: &[Reference] = &[
         OFFLOAD_BLOG,
         Measure::Ttft { prompt: 16_384 },
     ),
-    h100(
+    reference(
+        H100,
         "TTFT, 20k-token prompt",
         640.0,
         "ms",
@@ -151,7 +122,8 @@ pub const REFERENCES: &[Reference] = &[
         OFFLOAD_BLOG,
         Measure::Ttft { prompt: 20_000 },
     ),
-    h100(
+    reference(
+        H100,
         "TTFT, 100k-token prompt",
         6850.0,
         "ms",
@@ -159,7 +131,8 @@ pub const REFERENCES: &[Reference] = &[
         OFFLOAD_BLOG,
         Measure::Ttft { prompt: 100_000 },
     ),
-    h100(
+    reference(
+        H100,
         "prefill throughput, 10k-token prompt (prompt / TTFT)",
         38_500.0,
         "tok/s",
@@ -167,7 +140,8 @@ pub const REFERENCES: &[Reference] = &[
         OFFLOAD_BLOG,
         Measure::PrefillThroughput { prompt: 10_000 },
     ),
-    h100(
+    reference(
+        H100,
         "decode step, batch 1, 1k context (from the fit)",
         6.49,
         "ms",
@@ -178,7 +152,8 @@ pub const REFERENCES: &[Reference] = &[
             context: 1024,
         },
     ),
-    h100(
+    reference(
+        H100,
         "decode step, batch 1, 16k context (from the fit)",
         7.16,
         "ms",
@@ -189,7 +164,8 @@ pub const REFERENCES: &[Reference] = &[
             context: 16_384,
         },
     ),
-    h100(
+    reference(
+        H100,
         "TPOT, concurrency 1 (short chat: taken as 300 context tokens)",
         6.48,
         "ms",
@@ -200,7 +176,8 @@ pub const REFERENCES: &[Reference] = &[
             context: 300,
         },
     ),
-    h100(
+    reference(
+        H100,
         "decode step, batch of 10 ShareGPT requests (taken as 400 context tokens each)",
         7.23,
         "ms",
@@ -211,7 +188,8 @@ pub const REFERENCES: &[Reference] = &[
             context: 400,
         },
     ),
-    h100(
+    reference(
+        H100,
         "KV-cache blocks at gpu_memory_utilization 0.9",
         27_793.0,
         "blocks",
@@ -219,7 +197,8 @@ pub const REFERENCES: &[Reference] = &[
         NIM_LOG,
         Measure::KvBlocks,
     ),
-    a100(
+    reference(
+        A100,
         "linear layers of one forward pass, 32 tokens",
         10.9,
         "ms",
@@ -227,7 +206,8 @@ pub const REFERENCES: &[Reference] = &[
         VIDUR_A100,
         Measure::LinearLayers { tokens: 32 },
     ),
-    a100(
+    reference(
+        A100,
         "linear layers, 128 tokens",
         13.2,
         "ms",
@@ -235,7 +215,8 @@ pub const REFERENCES: &[Reference] = &[
         VIDUR_A100,
         Measure::LinearLayers { tokens: 128 },
     ),
-    a100(
+    reference(
+        A100,
         "linear layers, 256 tokens",
         19.5,
         "ms",
@@ -243,7 +224,8 @@ pub const REFERENCES: &[Reference] = &[
         VIDUR_A100,
         Measure::LinearLayers { tokens: 256 },
     ),
-    a100(
+    reference(
+        A100,
         "linear layers, 512 tokens",
         34.6,
         "ms",
@@ -251,7 +233,8 @@ pub const REFERENCES: &[Reference] = &[
         VIDUR_A100,
         Measure::LinearLayers { tokens: 512 },
     ),
-    a100(
+    reference(
+        A100,
         "linear layers, 2,048 tokens (the A100's default step budget)",
         145.6,
         "ms",
@@ -259,7 +242,8 @@ pub const REFERENCES: &[Reference] = &[
         VIDUR_A100,
         Measure::LinearLayers { tokens: 2048 },
     ),
-    a100(
+    reference(
+        A100,
         "linear layers, 16k tokens",
         1082.8,
         "ms",
@@ -267,7 +251,8 @@ pub const REFERENCES: &[Reference] = &[
         VIDUR_A100,
         Measure::LinearLayers { tokens: 16_384 },
     ),
-    a100(
+    reference(
+        A100,
         "decode step, batch of 10 ShareGPT requests (taken as 400 context tokens each)",
         11.49,
         "ms",
@@ -278,7 +263,8 @@ pub const REFERENCES: &[Reference] = &[
             context: 400,
         },
     ),
-    a100(
+    reference(
+        A100,
         "KV-cache blocks at gpu_memory_utilization 0.9",
         27_800.0,
         "blocks",
