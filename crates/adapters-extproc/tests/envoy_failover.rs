@@ -155,16 +155,9 @@ async fn envoy_stat(stack: &Stack, name: &str) -> f64 {
 /// (once Envoy's ejection of it ends) with the same affinity.
 async fn restart_b(stack: &mut Stack, system: &str, tag: &str) {
     stack.more_epps[0].restart(true).await;
-    let (a, b) = (&stack.epp, &stack.more_epps[0]);
-    stack
-        .wait_metric(b, "shepherd_kv_events_connected_publishers", 3.0)
-        .await;
+    stack.wait_replicas_ready(true).await;
+    let b = &stack.more_epps[0];
     stack.wait_metric(b, STORED, 40.0).await;
-    for epp in [a, b] {
-        stack
-            .wait_metric(epp, "shepherd_replicas_live_peers", 1.0)
-            .await;
-    }
     let picks = "shepherd_picks_total{profile=\"default\"}";
     let mut round = 0;
     while sample(&stack.metrics_of(b).await, picks) < 4.0 {
@@ -208,14 +201,7 @@ async fn stack(example: &'static str) -> Option<Stack> {
         ..Options::default()
     })
     .await?;
-    for epp in stack.epps() {
-        stack
-            .wait_metric(epp, "shepherd_kv_events_connected_publishers", 3.0)
-            .await;
-        stack
-            .wait_metric(epp, "shepherd_replicas_live_peers", 1.0)
-            .await;
-    }
+    stack.wait_replicas_ready(true).await;
     Some(stack)
 }
 

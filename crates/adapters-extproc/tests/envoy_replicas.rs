@@ -26,15 +26,8 @@ async fn two_replicas_share_the_servers_caches_and_their_load() {
     else {
         return;
     };
-    let epps = [&stack.epp, &stack.more_epps[0]];
-    for epp in epps {
-        stack
-            .wait_metric(epp, "shepherd_kv_events_connected_publishers", 3.0)
-            .await;
-        stack
-            .wait_metric(epp, "shepherd_replicas_live_peers", 1.0)
-            .await;
-    }
+    stack.wait_replicas_ready(true).await;
+    let epps = stack.epps();
 
     // Server 1 computes a system prompt; both replicas hear its events.
     let system = unique_prompt("shared across replicas", 2560);
@@ -103,12 +96,8 @@ async fn two_replicas_share_their_approximate_index() {
     else {
         return;
     };
-    let epps = [&stack.epp, &stack.more_epps[0]];
-    for epp in epps {
-        stack
-            .wait_metric(epp, "shepherd_replicas_live_peers", 1.0)
-            .await;
-    }
+    stack.wait_replicas_ready(false).await;
+    let epps = stack.epps();
     let system = unique_prompt("a prefix no replica has seen", 4096);
     let mut served = Vec::new();
     for i in 0..16 {

@@ -55,6 +55,21 @@ impl Stack {
             .sum()
     }
 
+    /// Waits until every replica sees its peers in the exchange, and, in precise mode
+    /// (`kv_events`), is subscribed to every server's KV events.
+    pub async fn wait_replicas_ready(&self, kv_events: bool) {
+        let peers = self.epps().len() as f64 - 1.0;
+        for epp in self.epps() {
+            if kv_events {
+                let servers = self.sims.len() as f64;
+                self.wait_metric(epp, "shepherd_kv_events_connected_publishers", servers)
+                    .await;
+            }
+            self.wait_metric(epp, "shepherd_replicas_live_peers", peers)
+                .await;
+        }
+    }
+
     /// Waits until every replica counts at least one of the others' requests in flight.
     pub async fn wait_peer_load(&self) {
         for epp in self.epps() {
