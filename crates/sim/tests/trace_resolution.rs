@@ -20,9 +20,15 @@ fn trace() -> Vec<u8> {
     text.into_bytes()
 }
 
-/// The trace written to a file of this test's own, and a scenario replaying it.
+/// The trace written to a file of this call's own (tests run in parallel: a file shared
+/// between them could be read while another rewrites it), and a scenario replaying it.
 fn yaml(resolution: &str) -> String {
-    let path = std::env::temp_dir().join(format!("shepherd-trace-{}.jsonl", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!(
+        "shepherd-trace-{}-{call}.jsonl",
+        std::process::id()
+    ));
     std::fs::write(&path, trace()).unwrap();
     format!(
         "name: t\nservers: 1\nstreams:\n  - kind: trace\n    name: trace\n    path: {:?}\n{resolution}",
