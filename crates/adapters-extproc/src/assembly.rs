@@ -24,7 +24,9 @@
 //! ```
 
 use envoy_types::pb::envoy::config::core::v3::HeaderMap;
-use shepherd_scheduler_core::request::{InferenceRequest, ParserSet};
+use shepherd_scheduler_core::request::{
+    InferenceRequest, MAX_PLUGIN_HEADER_LEN, PLUGIN_HEADERS, ParserSet,
+};
 
 use crate::error::Rejection;
 use crate::headers::{has_header, header_value};
@@ -38,6 +40,8 @@ pub struct RequestAssembly {
     fairness_id: Option<String>,
     priority: Option<i32>,
     session: Option<String>,
+    /// Headers plugins read (the latency objectives), as sent.
+    plugin_headers: Vec<(String, String)>,
     /// Owned routing headers the client sent, to be removed.
     client_owned: Vec<String>,
     body: Vec<u8>,
@@ -76,6 +80,11 @@ impl RequestAssembly {
             fairness_id: text(&names.fairness_id).or_else(|| text(&names.fairness_id_legacy)),
             priority: text(&names.priority).and_then(|v| v.parse().ok()),
             session: text(&names.session),
+            plugin_headers: PLUGIN_HEADERS
+                .iter()
+                .filter_map(|name| Some(((*name).to_string(), text(name)?)))
+                .filter(|(_, v)| v.len() <= MAX_PLUGIN_HEADER_LEN)
+                .collect(),
             client_owned,
             // Preallocate what the client announced (already checked against the limit).
             body: Vec::with_capacity(declared.unwrap_or(0)),
@@ -135,6 +144,7 @@ impl RequestAssembly {
         }
         request.fairness_id = self.fairness_id;
         request.session_key = self.session;
+        request.headers = self.plugin_headers;
         Ok((request, self.body))
     }
 }

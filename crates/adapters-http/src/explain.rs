@@ -58,6 +58,7 @@ async fn run(
     let mut request = parsed.map_err(|e| ApiError::bad_body(&e))?;
     request.assign_id(headers::text(&parts.headers, REQUEST_ID));
     request.session_key = headers::text(&parts.headers, SESSION).map(str::to_owned);
+    request.headers = headers::plugin_headers(&parts.headers);
     let options = ScheduleOptions {
         dry_run: true,
         ..ScheduleOptions::default()

@@ -15,7 +15,8 @@
 //!   not echo one.
 //!
 //! The request headers Shepherd's scheduler reads are those of the ext_proc picker:
-//! [`REQUEST_ID`], [`FAIRNESS_ID`], [`PRIORITY`], [`SESSION`].
+//! [`REQUEST_ID`], [`FAIRNESS_ID`], [`PRIORITY`], [`SESSION`], and the latency objectives
+//! handed to plugins ([`plugin_headers`]).
 //!
 //! ```
 //! use axum::http::{HeaderMap, HeaderValue};
@@ -30,6 +31,7 @@
 //! ```
 
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use shepherd_scheduler_core::request::{MAX_PLUGIN_HEADER_LEN, PLUGIN_HEADERS};
 
 /// The caller's request id.
 pub const REQUEST_ID: &str = "x-request-id";
@@ -110,6 +112,16 @@ pub fn client_response_headers(upstream: &HeaderMap) -> HeaderMap {
         out.append(name.clone(), value.clone());
     }
     out
+}
+
+/// The headers plugins read ([`PLUGIN_HEADERS`]: the latency objectives) the client sent,
+/// trimmed, for [`InferenceRequest::headers`](shepherd_scheduler_core::request::InferenceRequest::headers).
+pub fn plugin_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    PLUGIN_HEADERS
+        .iter()
+        .filter_map(|name| Some(((*name).to_string(), text(headers, name)?.to_string())))
+        .filter(|(_, v)| v.len() <= MAX_PLUGIN_HEADER_LEN)
+        .collect()
 }
 
 /// The trimmed, non-empty text of header `name`.

@@ -100,6 +100,7 @@ async fn forward(
         .or_else(|| headers::text(client_headers, FAIRNESS_ID_LEGACY))
         .map(str::to_owned);
     request.session_key = headers::text(client_headers, SESSION).map(str::to_owned);
+    request.headers = headers::plugin_headers(client_headers);
 
     // Flow control: wait while the pool is saturated (dropped with this future if the client
     // goes away), or be refused.

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::completion::{Completion, RequestHandle};
 use crate::endpoint::{Endpoint, EndpointId, PoolSnapshot};
-use crate::plugin::{Category, Score};
+use crate::plugin::{Annotations, Category, Score};
 use crate::profile::Profile;
 
 /// The scheduler's answer for one request: where to send it, why, and the
@@ -109,6 +109,10 @@ pub struct BreakdownRow {
     pub total: f64,
     /// Position in the pick (0 = primary), when picked.
     pub rank: Option<usize>,
+    /// Figures plugins recorded for this candidate beside their scores (a predicted latency,
+    /// a headroom), by column; see [`Annotations`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<(Arc<str>, f64)>,
 }
 
 /// Every scorer's raw score and weight for every candidate that survived the filters, so any
@@ -126,6 +130,7 @@ pub struct Breakdown {
     pub(crate) scores: Vec<Score>,
     pub(crate) totals: Vec<f64>,
     pub(crate) picked: Vec<usize>,
+    pub(crate) annotations: Annotations,
 }
 
 impl Breakdown {
@@ -162,6 +167,11 @@ impl Breakdown {
     /// Candidate indexes picked, primary first.
     pub fn picked(&self) -> &[usize] {
         &self.picked
+    }
+
+    /// The figures plugins recorded beside their scores this cycle.
+    pub fn annotations(&self) -> &Annotations {
+        &self.annotations
     }
 
     /// The picker's plugin name.
@@ -205,6 +215,11 @@ impl Breakdown {
                 scores: (0..m).map(|s| self.scores[s * n + i]).collect(),
                 total: self.totals[i],
                 rank: rank[i],
+                notes: self
+                    .annotations
+                    .columns()
+                    .filter_map(|c| Some((Arc::clone(c), self.annotations.get(c, *id)?)))
+                    .collect(),
             })
             .collect()
     }
@@ -248,7 +263,11 @@ impl fmt::Display for Breakdown {
         for c in self.scorers() {
             write!(f, " {:>30}", format!("{}×{:.2}", c.name, c.weight))?;
         }
-        writeln!(f, " {:>8} {:>5}", "total", "rank")?;
+        write!(f, " {:>8} {:>5}", "total", "rank")?;
+        for c in self.annotations.columns() {
+            write!(f, " {:>36}", c)?;
+        }
+        writeln!(f)?;
         for row in self.rows() {
             write!(f, "{:<24}", row.address)?;
             for s in &row.scores {
@@ -256,7 +275,14 @@ impl fmt::Display for Breakdown {
                 write!(f, " {:>29.3}{}", s.value, mark)?;
             }
             let rank = row.rank.map(|r| r.to_string()).unwrap_or_default();
-            writeln!(f, " {:>8.3} {:>5}", row.total, rank)?;
+            write!(f, " {:>8.3} {:>5}", row.total, rank)?;
+            for c in self.annotations.columns() {
+                match row.notes.iter().find(|(n, _)| n == c) {
+                    Some((_, v)) => write!(f, " {v:>36.3}")?,
+                    None => write!(f, " {:>36}", "-")?,
+                }
+            }
+            writeln!(f)?;
         }
         write!(
             f,

@@ -1,4 +1,4 @@
-//! Scheduling profiles: a named list of filters, weighted scorers and one picker.
+//! Scheduling profiles: a named list of admitters, filters, weighted scorers and one picker.
 //!
 //! Profiles are usually built from config (see [`crate::config`]); building one by hand:
 //!
@@ -19,8 +19,17 @@
 
 use std::sync::Arc;
 
-use crate::plugin::{Category, Filter, PickHook, Picker, Scorer};
+use crate::plugin::{Admitter, Category, Filter, PickHook, Picker, Scorer};
 use crate::weights::{WeightTable, Weights};
+
+/// An admitter as used in a profile.
+#[derive(Clone)]
+pub struct AdmitterEntry {
+    /// Plugin name.
+    pub name: Arc<str>,
+    /// The admitter.
+    pub admitter: Arc<dyn Admitter>,
+}
 
 /// A filter as used in a profile.
 #[derive(Clone)]
@@ -49,6 +58,7 @@ pub struct ScorerEntry {
 #[repr(align(128))]
 pub struct Profile {
     name: Arc<str>,
+    admitters: Vec<AdmitterEntry>,
     filters: Vec<FilterEntry>,
     scorers: Vec<ScorerEntry>,
     weights: Arc<Weights>,
@@ -62,6 +72,7 @@ impl Profile {
     pub fn builder(name: impl Into<Arc<str>>) -> ProfileBuilder {
         ProfileBuilder {
             name: name.into(),
+            admitters: Vec::new(),
             filters: Vec::new(),
             scorers: Vec::new(),
             weights: Vec::new(),
@@ -78,6 +89,11 @@ impl Profile {
     /// The profile's name, shared.
     pub fn name_arc(&self) -> &Arc<str> {
         &self.name
+    }
+
+    /// Its admitters, in order (run before the filters).
+    pub fn admitters(&self) -> &[AdmitterEntry] {
+        &self.admitters
     }
 
     /// Its filters, in order.
@@ -114,6 +130,7 @@ impl Profile {
 /// Builds a [`Profile`].
 pub struct ProfileBuilder {
     name: Arc<str>,
+    admitters: Vec<AdmitterEntry>,
     filters: Vec<FilterEntry>,
     scorers: Vec<ScorerEntry>,
     weights: Vec<f64>,
@@ -122,6 +139,15 @@ pub struct ProfileBuilder {
 }
 
 impl ProfileBuilder {
+    /// Adds an admitter named `name`.
+    pub fn admitter(mut self, name: impl Into<Arc<str>>, admitter: Arc<dyn Admitter>) -> Self {
+        self.admitters.push(AdmitterEntry {
+            name: name.into(),
+            admitter,
+        });
+        self
+    }
+
     /// Adds a filter named `name`.
     pub fn filter(mut self, name: impl Into<Arc<str>>, filter: Arc<dyn Filter>) -> Self {
         self.filters.push(FilterEntry {
@@ -177,6 +203,7 @@ impl ProfileBuilder {
             .unwrap_or_else(|| (Arc::from("highest-total"), Arc::new(HighestTotal)));
         Profile {
             name: self.name,
+            admitters: self.admitters,
             filters: self.filters,
             scorers: self.scorers,
             weights: Arc::new(Weights::new(WeightTable::new(self.weights))),
@@ -196,6 +223,14 @@ impl Picker for HighestTotal {
         order.sort_by(|&a, &b| totals[b].total_cmp(&totals[a]).then(a.cmp(&b)));
         order.truncate(count);
         order
+    }
+}
+
+impl std::fmt::Debug for AdmitterEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmitterEntry")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -220,6 +255,7 @@ impl std::fmt::Debug for Profile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Profile")
             .field("name", &self.name)
+            .field("admitters", &self.admitters)
             .field("filters", &self.filters)
             .field("scorers", &self.scorers)
             .field("weights", &self.weights.load().as_slice())
@@ -233,6 +269,7 @@ impl std::fmt::Debug for ProfileBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProfileBuilder")
             .field("name", &self.name)
+            .field("admitters", &self.admitters)
             .field("filters", &self.filters)
             .field("scorers", &self.scorers)
             .field("weights", &self.weights)

@@ -36,7 +36,7 @@ pub fn build_scheduler(
 /// with [`ConfigError::UnknownPluginType`] otherwise.
 ///
 /// A config without `schedulingProfiles` gets the profile upstream's loader makes: one named
-/// `default` with every filter, scorer and picker declared, in declaration order, scorers at
+/// `default` with every admitter, filter, scorer and picker declared, in declaration order, scorers at
 /// weight 1.
 ///
 /// Every plugin is built once even when several profiles use it, so they share its state (a
@@ -104,6 +104,10 @@ pub fn build_scheduler_in(
                         plugin_ref: r.plugin_ref.clone(),
                     })?;
             let mut used = false;
+            if let Some(admitter) = instance.as_admitter() {
+                profile = profile.admitter(r.plugin_ref.as_str(), Arc::clone(admitter));
+                used = true;
+            }
             if let Some(filter) = instance.as_filter() {
                 profile = profile.filter(r.plugin_ref.as_str(), Arc::clone(filter));
                 used = true;
@@ -173,8 +177,8 @@ pub fn build_scheduler_in(
     })
 }
 
-/// The profile upstream makes for a config without one: `default`, with every filter, scorer
-/// and picker declared, in declaration order, at the default weight.
+/// The profile upstream makes for a config without one: `default`, with every admitter,
+/// filter, scorer and picker declared, in declaration order, at the default weight.
 fn default_profile(
     config: &EndpointPickerConfig,
     instances: &BTreeMap<String, PluginInstance>,
@@ -184,7 +188,10 @@ fn default_profile(
         .iter()
         .filter(|spec| {
             instances.get(spec.name()).is_some_and(|i| {
-                i.as_filter().is_some() || i.as_scorer().is_some() || i.as_picker().is_some()
+                i.as_admitter().is_some()
+                    || i.as_filter().is_some()
+                    || i.as_scorer().is_some()
+                    || i.as_picker().is_some()
             })
         })
         .map(|spec| ProfilePluginRef {

@@ -64,7 +64,7 @@ pub struct CoreMetrics {
 }
 
 /// Reason labels of [`ScheduleError`], in the order of the error counters.
-const ERROR_REASONS: [&str; 7] = [
+const ERROR_REASONS: [&str; 8] = [
     "no_endpoints",
     "empty_subset",
     "no_candidates",
@@ -72,6 +72,7 @@ const ERROR_REASONS: [&str; 7] = [
     "unknown_profile",
     "picker_returned_nothing",
     "other",
+    "rejected",
 ];
 
 impl CoreMetrics {
@@ -143,6 +144,7 @@ fn error_reason_index(error: &ScheduleError) -> usize {
         ScheduleError::NoHealthyEndpoint => 3,
         ScheduleError::UnknownProfile(_) => 4,
         ScheduleError::PickerReturnedNothing(_) => 5,
+        ScheduleError::Rejected { .. } => 7,
     }
 }
 

@@ -2,6 +2,7 @@ use std::any::{Any, TypeId};
 use std::borrow::Cow;
 use std::time::Duration;
 
+use super::Annotations;
 use crate::clock::Timestamp;
 use crate::request::InferenceRequest;
 
@@ -59,6 +60,8 @@ pub struct CycleState<'r> {
     pub staleness_bound: Duration,
     /// Plugin scratch space for this cycle.
     pub extensions: Extensions,
+    /// Per-candidate figures shown in the pick's breakdown (see [`Annotations`]).
+    pub annotations: Annotations,
     request_id: Cow<'r, str>,
 }
 
@@ -76,6 +79,7 @@ impl<'r> CycleState<'r> {
             now,
             staleness_bound,
             extensions: Extensions::default(),
+            annotations: Annotations::default(),
             request_id,
         }
     }

@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use super::{CompletionHook, Filter, PickHook, Picker, Scorer};
+use super::{Admitter, CompletionHook, Filter, PickHook, Picker, Scorer};
 use crate::endpoint::MembershipListener;
 use crate::metrics::MetricsSource;
 
@@ -23,6 +23,7 @@ use crate::metrics::MetricsSource;
 /// ```
 #[derive(Clone, Default)]
 pub struct PluginInstance {
+    admitter: Option<Arc<dyn Admitter>>,
     filter: Option<Arc<dyn Filter>>,
     scorer: Option<Arc<dyn Scorer>>,
     picker: Option<Arc<dyn Picker>>,
@@ -33,6 +34,14 @@ pub struct PluginInstance {
 }
 
 impl PluginInstance {
+    /// A plugin that is an admitter.
+    pub fn admitter(admitter: Arc<dyn Admitter>) -> Self {
+        PluginInstance {
+            admitter: Some(admitter),
+            ..Default::default()
+        }
+    }
+
     /// A plugin that is a filter.
     pub fn filter(filter: Arc<dyn Filter>) -> Self {
         PluginInstance {
@@ -85,6 +94,11 @@ impl PluginInstance {
     pub fn with_filter(mut self, filter: Arc<dyn Filter>) -> Self {
         self.filter = Some(filter);
         self
+    }
+
+    /// The admitter facet.
+    pub fn as_admitter(&self) -> Option<&Arc<dyn Admitter>> {
+        self.admitter.as_ref()
     }
 
     /// The filter facet.

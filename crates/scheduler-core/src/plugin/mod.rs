@@ -1,4 +1,4 @@
-//! The plugin traits: [`Filter`], [`Scorer`], [`Picker`], and the [`PickHook`] /
+//! The plugin traits: [`Admitter`], [`Filter`], [`Scorer`], [`Picker`], and the [`PickHook`] /
 //! [`CompletionHook`] that run after a pick and after a response (the latter lives in
 //! [`crate::completion`] and is re-exported here).
 //!
@@ -28,13 +28,15 @@
 //! }
 //! ```
 
+mod annotations;
 mod cached_prefix;
 mod cycle;
 mod instance;
 mod traits;
 
 pub use crate::completion::{CompletedRequest, Completion, CompletionHook, Outcome, Usage};
+pub use annotations::Annotations;
 pub use cached_prefix::CachedPrefix;
 pub use cycle::{CycleState, Extensions};
 pub use instance::PluginInstance;
-pub use traits::{Category, Filter, PickHook, Picker, Score, Scorer};
+pub use traits::{Admitter, Category, Filter, PickHook, Picker, Score, Scorer};

@@ -90,6 +90,18 @@ pub trait Picker: Send + Sync {
     fn pick(&self, totals: &[f64], count: usize, rng: &mut PickRng) -> Vec<usize>;
 }
 
+/// Decides whether a request is served at all, before the profile's filters run: a request an
+/// admitter refuses fails with
+/// [`ScheduleError::Rejected`](crate::scheduler::ScheduleError::Rejected) (HTTP 429).
+pub trait Admitter: Send + Sync {
+    /// `Ok` to let the request of `cycle` through to `candidates`, else why it is refused.
+    fn admit(
+        &self,
+        cycle: &mut CycleState<'_>,
+        candidates: &[&Arc<Endpoint>],
+    ) -> Result<(), String>;
+}
+
 /// Runs once an endpoint is picked, before the request is forwarded.
 pub trait PickHook: Send + Sync {
     /// `picked` will serve the request of `cycle`.

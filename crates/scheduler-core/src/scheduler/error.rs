@@ -29,6 +29,15 @@ pub enum ScheduleError {
     /// The picker returned nothing usable (a plugin bug).
     #[error("picker `{0}` returned no valid endpoint")]
     PickerReturnedNothing(String),
+    /// An admitter refused the request (for example, no endpoint is predicted to meet its
+    /// latency objective); the client may retry later.
+    #[error("request refused by `{plugin}`: {reason}")]
+    Rejected {
+        /// The admitter's plugin name.
+        plugin: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl ScheduleError {
@@ -36,6 +45,7 @@ impl ScheduleError {
     pub fn http_status(&self) -> u16 {
         match self {
             ScheduleError::UnknownProfile(_) | ScheduleError::PickerReturnedNothing(_) => 500,
+            ScheduleError::Rejected { .. } => 429,
             _ => 503,
         }
     }
@@ -50,6 +60,7 @@ impl ScheduleError {
             ScheduleError::NoCandidates { .. } => "no_candidates",
             ScheduleError::UnknownProfile(_) => "unknown_profile",
             ScheduleError::PickerReturnedNothing(_) => "picker_returned_nothing",
+            ScheduleError::Rejected { .. } => "rejected",
         }
     }
 }

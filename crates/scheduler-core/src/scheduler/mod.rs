@@ -194,6 +194,14 @@ impl Scheduler {
         let before_filters = candidates.len();
         let mut cycle = CycleState::new(request, started, self.staleness_bound);
 
+        for entry in profile.admitters() {
+            if let Err(reason) = entry.admitter.admit(&mut cycle, &candidates) {
+                return Err(ScheduleError::Rejected {
+                    plugin: entry.name.to_string(),
+                    reason,
+                });
+            }
+        }
         for entry in profile.filters() {
             entry.filter.filter(&mut cycle, &mut candidates);
             if candidates.is_empty() {
@@ -274,6 +282,7 @@ impl Scheduler {
             scores,
             totals,
             picked,
+            annotations: cycle.annotations,
         };
         if let Some(m) = profile_metrics {
             m.schedule_duration
