@@ -23,8 +23,8 @@ use shepherd_scheduler_core::config::{EndpointPickerConfig, build_scheduler_in};
 use shepherd_scheduler_core::request::InferenceRequest;
 use shepherd_scheduler_core::scheduler::{ScheduleOptions, Scheduler};
 use shepherd_scheduler_core::shared::SharedState;
+use shepherd_scorers::latency::LatencyProducer;
 use shepherd_scorers::latency::{LatencyFeatures, LatencyModel};
-use shepherd_scorers::scorers::LatencyScorer;
 use shepherd_scorers::{DEFAULT_CONFIG_YAML, builtin_registry};
 
 const DRY: ScheduleOptions<'static> = ScheduleOptions {
@@ -85,12 +85,15 @@ fn scheduler(yaml: &str, request: &InferenceRequest, train: bool) -> Scheduler {
             })));
         }
         // The timed picks must use the model, not its neutral cold start.
-        for (_, scorer) in shared.resources.all::<LatencyScorer>() {
-            let ready = scorer.model().predict(&LatencyFeatures::default()).ttft_ms;
+        for (_, producer) in shared.resources.all::<LatencyProducer>() {
+            let ready = producer
+                .model()
+                .predict(&LatencyFeatures::default())
+                .ttft_ms;
             assert!(
                 ready.is_some(),
                 "the latency model is not ready: {:?}",
-                scorer.model().recent_errors()
+                producer.model().recent_errors()
             );
         }
     }

@@ -62,6 +62,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod admitters;
 mod default_config;
 pub mod error;
 pub mod filters;

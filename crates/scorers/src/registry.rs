@@ -2,11 +2,12 @@
 
 use shepherd_scheduler_core::config::Registry;
 
+use crate::admitters::latency_slo;
 use crate::filters::lora_affinity as lora_filter;
-use crate::filters::{by_label, label_selector, prefix_affinity};
+use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
-use crate::producers::{approx_prefix, precise_prefix, token};
+use crate::producers::{approx_prefix, precise_prefix, predicted_latency, token};
 use crate::scorers::{
     active_request, hot_prefix, kv_cache, latency, load_aware, lora_affinity, no_hit_lru,
     prefill_load, queue, rendezvous, running_requests, session_affinity,
@@ -15,14 +16,17 @@ use crate::scorers::{
 /// A [`Registry`] holding every built-in plugin type under the llm-d router's (formerly the
 /// Gateway API Inference Extension's) type names:
 ///
-/// - producers: `approx-prefix-cache-producer`, `token-producer` (also `tokenizer`);
+/// - producers: `approx-prefix-cache-producer`, `precise-prefix-cache-producer`,
+///   `predicted-latency-producer`, `token-producer` (also `tokenizer`);
 /// - scorers: `prefix-cache-scorer`, `kv-cache-utilization-scorer`, `queue-scorer`,
 ///   `running-requests-size-scorer`, `active-request-scorer`, `load-aware-scorer`,
-///   `no-hit-lru-scorer`, `lora-affinity-scorer`, `session-affinity-scorer`, and Shepherd's
-///   `prefill-load-scorer` and `rendezvous-affinity-scorer`;
+///   `no-hit-lru-scorer`, `lora-affinity-scorer`, `session-affinity-scorer`, `latency-scorer`,
+///   and Shepherd's `prefill-load-scorer`, `rendezvous-affinity-scorer` and
+///   `hot-prefix-scorer`;
 /// - filters: `lora-affinity-filter`, `label-selector-filter` (also `by-label-selector`),
 ///   `by-label`, `decode-filter`, `prefill-filter`, `encode-filter`,
-///   `prefix-cache-affinity-filter`;
+///   `prefix-cache-affinity-filter`, `slo-headroom-tier-filter`;
+/// - admitters: `latency-slo-admitter`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
 ///
 /// Earlier names of renamed types load too: `kv-cache-scorer`, and the short names of the
@@ -65,6 +69,9 @@ pub fn builtin_registry() -> Registry {
         .register(rendezvous::TYPE_NAME, rendezvous::factory)
         .register(hot_prefix::TYPE_NAME, hot_prefix::factory)
         .register(latency::TYPE_NAME, latency::factory)
+        .register(predicted_latency::TYPE_NAME, predicted_latency::factory)
+        .register(slo_headroom_tier::TYPE_NAME, slo_headroom_tier::factory)
+        .register(latency_slo::TYPE_NAME, latency_slo::factory)
         .register(lora_filter::TYPE_NAME, lora_filter::factory)
         .register(label_selector::TYPE_NAME, label_selector::factory)
         .register(

@@ -26,11 +26,14 @@ use std::sync::Arc;
 
 use crate::endpoint::EndpointId;
 
+/// One column: its name and each annotated candidate's value.
+type Column = (Arc<str>, Vec<(EndpointId, f64)>);
+
 /// Per-candidate figures by column (see the [module docs](self)).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Annotations {
     /// `(column, [(endpoint, value)])`, columns in the order first recorded.
-    columns: Vec<(Arc<str>, Vec<(EndpointId, f64)>)>,
+    columns: Vec<Column>,
 }
 
 impl Annotations {

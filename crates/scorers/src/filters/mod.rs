@@ -12,8 +12,10 @@ pub mod by_label;
 pub mod label_selector;
 pub mod lora_affinity;
 pub mod prefix_affinity;
+pub mod slo_headroom_tier;
 
 pub use by_label::ByLabelFilter;
 pub use label_selector::{LabelSelector, LabelSelectorFilter};
 pub use lora_affinity::{LoraAffinityFilter, LoraAffinityFilterParameters};
 pub use prefix_affinity::PrefixAffinityFilter;
+pub use slo_headroom_tier::{SloHeadroomTierFilter, SloHeadroomTierParameters};

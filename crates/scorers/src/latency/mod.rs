@@ -1,17 +1,27 @@
 //! Latency prediction: a small model learned online that predicts, per candidate, the TTFT
-//! and TPOT a request would see there ([`LatencyModel`]), over a tiny ridge-regression solver
-//! ([`NormalEquations`]).
+//! and TPOT a request would see there ([`LatencyModel`], over a tiny ridge-regression solver,
+//! [`NormalEquations`]); the producer that judges those predictions against the request's
+//! objectives ([`LatencyProducer`], [`Objectives`]); and the link its consumers find it by
+//! ([`LatencyLink`]).
 //!
 //! Why a linear model on engineered features rather than trees or a network: an engine's
 //! latencies are close to linear in a few known quantities (prefill work queued and uncached,
 //! attention growing with the prompt, batch size), so a ridge fit over them is accurate,
 //! learns from a few hundred requests, needs no dependency, and predicts in two dot products.
 
+pub mod link;
 mod model;
+mod objectives;
+mod prediction_info;
+pub mod producer;
 mod ridge;
 
+pub use link::LatencyLink;
 pub use model::{
     DESIGN, ErrorTally, LOAD_LEVELS, LatencyFeatures, LatencyModel, LatencyModelParameters,
     Prediction, Predictor,
 };
+pub use objectives::Objectives;
+pub use prediction_info::{LatencyPredictionInfo, LatencyPredictions};
+pub use producer::{LatencyProducer, LatencyProducerSettings};
 pub use ridge::NormalEquations;

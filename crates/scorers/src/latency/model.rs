@@ -4,10 +4,10 @@
 //! Each target is a ridge regression over the same design vector ([`LatencyFeatures::design`]):
 //! a constant, the uncached prompt tokens and their square (prefill work, and attention growing
 //! with the prompt), the pending prefill tokens already sent to the endpoint, its waiting and
-//! running requests, this scheduler's in flight, and its KV-cache utilization. The samples of
-//! the last `window` finished requests are kept; every `refit_every` samples the model is
-//! refitted over them and the new coefficients swapped in behind an [`ArcSwap`], so a
-//! prediction is a lock-free load and two dot products.
+//! running requests, this scheduler's in flight, its KV-cache utilization, and the age of the
+//! scraped figures. The samples of the last `window` finished requests are kept; every
+//! `refit_every` samples the model is refitted over them and the new coefficients swapped in
+//! behind an [`ArcSwap`], so a prediction is a lock-free load and two dot products.
 //!
 //! **Cold start.** A target is *ready* once it has `min_samples` samples and its recent
 //! error — the mean absolute percentage error of each new sample as predicted before it was
@@ -45,7 +45,7 @@ use parking_lot::Mutex;
 use super::NormalEquations;
 
 /// Entries of the design vector.
-pub const DESIGN: usize = 8;
+pub const DESIGN: usize = 9;
 
 /// What the model reads about one candidate at pick time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -64,10 +64,16 @@ pub struct LatencyFeatures {
     pub in_flight: f64,
     /// KV-cache utilization in [0, 1] (scraped).
     pub kv_utilization: f64,
+    /// Milliseconds since the candidate's metrics were scraped (how stale the three scraped
+    /// figures are).
+    pub metrics_age_ms: f64,
 }
 
 /// Largest value a count feature is taken at (beyond it, garbage).
 const MAX_COUNT: f64 = 1e6;
+
+/// Largest metrics age taken, in seconds (older metrics are as good as none).
+const MAX_AGE_S: f64 = 60.0;
 
 impl LatencyFeatures {
     /// The design vector: every feature clamped to a sane range (non-finite → 0), token
@@ -96,6 +102,7 @@ impl LatencyFeatures {
             count(self.running),
             count(self.in_flight),
             kv,
+            (count(self.metrics_age_ms) / 1000.0).min(MAX_AGE_S),
         ]
     }
 }
@@ -369,6 +376,7 @@ mod tests {
             running: pick(40, 128),
             in_flight: pick(47, 140),
             kv_utilization: pick(54, 100) / 100.0,
+            metrics_age_ms: pick(8, 200),
         }
     }
 
@@ -444,7 +452,7 @@ mod tests {
         /// Whatever garbage the metrics hold, a prediction is finite and never negative.
         #[test]
         fn predictions_are_finite_and_never_negative(
-            raw in proptest::array::uniform7(proptest::num::f64::ANY),
+            raw in proptest::array::uniform8(proptest::num::f64::ANY),
         ) {
             let model = LatencyModel::new(LatencyModelParameters { min_samples: 10, ..Default::default() });
             for i in 0..300 {
@@ -460,6 +468,7 @@ mod tests {
                 running: raw[4],
                 in_flight: raw[5],
                 kv_utilization: raw[6],
+                metrics_age_ms: raw[7],
             };
             let p = model.predict(&f);
             for v in [p.ttft_ms, p.tpot_ms].into_iter().flatten() {

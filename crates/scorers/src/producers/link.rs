@@ -49,14 +49,31 @@ impl ProducerLink {
         self.resolved.get_or_init(|| self.resolve())
     }
 
-    fn resolve(&self) -> Arc<PrefixProducer> {
+    /// The producer found under one of the names or the fallback, never creating one (for a
+    /// consumer that reads a prefix match only when the config has one). Not memoized: call
+    /// it from a consumer's own once-resolved slot.
+    pub(crate) fn find_existing(&self) -> Option<Arc<PrefixProducer>> {
+        if let Some(found) = self.resolved.get() {
+            return Some(Arc::clone(found));
+        }
+        self.find().or_else(|| self.fallback.clone())
+    }
+
+    fn find(&self) -> Option<Arc<PrefixProducer>> {
         for name in &self.names {
             if let Some(producer) = self.resources.get::<PrefixProducer>(name) {
-                return producer;
+                return Some(producer);
             }
             if let Some(index) = self.resources.get(name) {
-                return Arc::new(PrefixProducer::new(index, true, name));
+                return Some(Arc::new(PrefixProducer::new(index, true, name)));
             }
+        }
+        None
+    }
+
+    fn resolve(&self) -> Arc<PrefixProducer> {
+        if let Some(found) = self.find() {
+            return found;
         }
         if let Some(fallback) = &self.fallback {
             return Arc::clone(fallback);

@@ -13,11 +13,13 @@ pub mod approx_prefix;
 mod indexes;
 pub(crate) mod link;
 pub mod precise_prefix;
+pub mod predicted_latency;
 mod prefix_producer;
 pub mod token;
 
 pub use approx_prefix::ApproxPrefixParameters;
 pub use indexes::approximate_indexes;
 pub use precise_prefix::{KvEventSubscription, PreciseKvEvents, PrecisePrefixParameters};
+pub use predicted_latency::PredictedLatencyParameters;
 pub use prefix_producer::{PrefixMatchInfo, PrefixProducer};
 pub use token::{TokenCount, TokenProducer};

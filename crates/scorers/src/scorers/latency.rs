@@ -1,35 +1,44 @@
-//! `latency-scorer`: ranks candidates by the TTFT (and, weighted, TPOT) a [`LatencyModel`]
-//! learned online predicts for this request on each of them.
+//! `latency-scorer`: scores candidates by the headroom between the request's latency
+//! objectives and the latencies a `predicted-latency-producer` predicts for it on each of them,
+//! with upstream's rules.
 //!
-//! At every pick the scorer reads each candidate's features ([`LatencyFeatures`]: the
-//! prompt's tokens and the part the candidate is not believed to cache — from the profile's
-//! prefix scorer, so list it after `prefix-cache-scorer` —, the prefill work this scheduler
-//! has pending there, its scraped waiting and running requests and KV use, this scheduler's
-//! requests in flight there) and asks the model. The cost of a candidate is
-//! `TTFT + tpotWeight × TPOT`; scores go from 1 for the cheapest to 0 for the dearest,
-//! linearly (all equal: all 1). When the model is not ready (cold start, or its recent error
-//! above `maxError`) every candidate scores [`Score::NEUTRAL`] and the other scorers decide.
+//! Headroom is `objective − predicted` for TTFT and TPOT (see
+//! [`LatencyPredictionInfo`]); without objectives it is `−predicted`, so the scorer prefers the
+//! lowest predicted latency. For each request:
 //!
-//! The model learns from the scheduler's own requests: the pick hook keeps the picked
-//! candidate's features (bounded by `maxTracked`), the completion hook turns a successful
-//! request's first-token and finish times into its TTFT and TPOT and learns them. It is a
-//! [`Category::Distribution`] scorer (it prefers the candidate that would answer soonest,
-//! whatever it caches).
+//! 1. **positive tier**: if some candidates have both headrooms ≥ 0, only they are scored
+//!    (the others score 0), with `headroomSelectionStrategy`: `least` prefers the candidate
+//!    closest to its objectives (packing, so the others keep room for later requests), `most`
+//!    the one with the most headroom;
+//! 2. otherwise (every candidate predicted to miss), **idle first**: if some candidates have no
+//!    request of this scheduler in flight, only they are scored;
+//! 3. otherwise **the least severe deficit**: the candidates missing only the TPOT objective,
+//!    else only the TTFT one, else both; always with `least` (the smallest deficit wins).
+//!
+//! Within the scored group each headroom's magnitude is normalized to [0, 1] over the group and
+//! blended `ttftWeight : tpotWeight` (a dimension with no spread gives its weight to the other);
+//! scores are in hundredths, as upstream's. Before the model is ready (no predictions), the
+//! **composite fallback** scores `compositeKVWeight × free KV + compositeQueueWeight × relative
+//! queue + compositePrefixWeight × cached share of the prompt`.
+//!
+//! It is a [`Category::Balance`] scorer, as upstream: the adaptive weights leave it alone.
+//! Its pick and completion hooks feed the producer (which learns once per request however many
+//! consumers forward). A config that does not declare the producer gets one with the defaults
+//! under `predicted-latency-producer` (see [`crate::latency::link`]).
 //!
 //! ## Parameters
 //!
 //! | parameter | default | meaning |
 //! |---|---|---|
-//! | `tpotWeight` | 0 | weight of the predicted TPOT (ms) in the cost, beside the TTFT (ms); e.g. the expected output tokens |
-//! | `window` | 4096 | finished requests kept for fitting |
-//! | `minSamples` | 200 | samples before the model is used |
-//! | `maxError` | 0.3 | largest recent MAPE at which it is used |
-//! | `maxTracked` | 65536 | most requests in flight whose features are kept |
+//! | `ttftWeight` | 0.8 | weight of the TTFT headroom (≥ 0) |
+//! | `tpotWeight` | 0.2 | weight of the TPOT headroom (≥ 0) |
+//! | `headroomSelectionStrategy` | `least` | `least` or `most` (positive tier only) |
+//! | `compositeKVWeight`, `compositeQueueWeight`, `compositePrefixWeight` | 1, 1, 1 | the fallback's weights (≥ 0) |
+//! | `latencyPredictionInfoProducerName` | `predicted-latency-producer` | the producer read |
+//! | `prefixMatchInfoProducerName` | — | the prefix producer the fallback reads (default: the declared `approx-prefix-cache-producer`, else an all-in-one `prefix-cache-scorer`'s index) |
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use ahash::AHashMap;
-use parking_lot::Mutex;
 use serde::Deserialize;
 use shepherd_scheduler_core::completion::{CompletedRequest, Completion, CompletionHook};
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
@@ -39,198 +48,286 @@ use shepherd_scheduler_core::plugin::{
 };
 
 use crate::error::ParameterError;
-use crate::latency::{LatencyFeatures, LatencyModel, LatencyModelParameters};
+use crate::latency::link::default_prefix_link;
+use crate::latency::{LatencyLink, LatencyPredictionInfo};
+use crate::producers::PrefixProducer;
+use crate::producers::link::ProducerLink;
 
 /// Registry type name.
 pub const TYPE_NAME: &str = "latency-scorer";
 
+/// How headroom maps to scores in the positive tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HeadroomStrategy {
+    /// Prefer the candidate closest to its objectives.
+    #[default]
+    Least,
+    /// Prefer the candidate with the most headroom.
+    Most,
+}
+
 /// The `latency-scorer` parameters (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct LatencyScorerParameters {
-    /// Weight of the predicted TPOT in the cost.
+    /// Weight of the TTFT headroom.
+    pub ttft_weight: f64,
+    /// Weight of the TPOT headroom.
     pub tpot_weight: f64,
-    /// Finished requests kept for fitting.
-    pub window: usize,
-    /// Samples before the model is used.
-    pub min_samples: usize,
-    /// Largest recent MAPE at which the model is used.
-    pub max_error: f64,
-    /// Most requests in flight whose features are kept.
-    pub max_tracked: usize,
+    /// Positive-tier strategy.
+    pub headroom_selection_strategy: HeadroomStrategy,
+    /// Fallback weight of free KV cache.
+    #[serde(rename = "compositeKVWeight")]
+    pub composite_kv_weight: f64,
+    /// Fallback weight of the relative queue.
+    pub composite_queue_weight: f64,
+    /// Fallback weight of the cached share of the prompt.
+    pub composite_prefix_weight: f64,
+    /// The latency producer read.
+    pub latency_prediction_info_producer_name: Option<String>,
+    /// The prefix producer the fallback reads.
+    pub prefix_match_info_producer_name: Option<String>,
 }
 
 impl Default for LatencyScorerParameters {
     fn default() -> Self {
-        let model = LatencyModelParameters::default();
         LatencyScorerParameters {
-            tpot_weight: 0.0,
-            window: model.window,
-            min_samples: model.min_samples,
-            max_error: model.max_error,
-            max_tracked: 1 << 16,
+            ttft_weight: 0.8,
+            tpot_weight: 0.2,
+            headroom_selection_strategy: HeadroomStrategy::Least,
+            composite_kv_weight: 1.0,
+            composite_queue_weight: 1.0,
+            composite_prefix_weight: 1.0,
+            latency_prediction_info_producer_name: None,
+            prefix_match_info_producer_name: None,
         }
     }
 }
 
-/// Scores candidates by predicted latency (see the module docs).
+impl LatencyScorerParameters {
+    fn validate(&self) -> Result<(), ParameterError> {
+        for (field, v) in [
+            ("ttftWeight", self.ttft_weight),
+            ("tpotWeight", self.tpot_weight),
+            ("compositeKVWeight", self.composite_kv_weight),
+            ("compositeQueueWeight", self.composite_queue_weight),
+            ("compositePrefixWeight", self.composite_prefix_weight),
+        ] {
+            ParameterError::require_range(field, v, 0.0, 1e9)?;
+        }
+        Ok(())
+    }
+}
+
+/// Scores candidates by predicted latency headroom (see the module docs).
 #[derive(Debug)]
 pub struct LatencyScorer {
     params: LatencyScorerParameters,
-    model: LatencyModel,
-    tpot_weight: f64,
-    max_tracked: usize,
-    picked: Mutex<AHashMap<String, LatencyFeatures>>,
+    link: LatencyLink,
+    prefix: ProducerLink,
+    prefix_resolved: OnceLock<Option<Arc<PrefixProducer>>>,
 }
+
+/// Scores are in hundredths, as upstream's (`wMax`).
+const STEPS: f64 = 100.0;
+const EPS: f64 = 1e-9;
 
 impl LatencyScorer {
-    /// A scorer with these parameters, or why they are invalid.
-    pub fn new(params: LatencyScorerParameters) -> Result<Self, ParameterError> {
-        let tpot_weight =
-            ParameterError::require_range("tpotWeight", params.tpot_weight, 0.0, 1e9)?;
-        let window = ParameterError::require_positive("window", params.window)?;
-        let min_samples = ParameterError::require_positive("minSamples", params.min_samples)?;
-        let max_error = ParameterError::require_range("maxError", params.max_error, 0.0, 1e9)?;
-        let max_tracked = ParameterError::require_positive("maxTracked", params.max_tracked)?;
-        Ok(LatencyScorer {
-            params,
-            model: LatencyModel::new(LatencyModelParameters {
-                window,
-                min_samples,
-                max_error,
-                ..LatencyModelParameters::default()
-            }),
-            tpot_weight,
-            max_tracked,
-            picked: Mutex::new(AHashMap::new()),
-        })
+    /// The producer it reads (resolved or created on first use).
+    pub fn producer(&self) -> &Arc<crate::latency::LatencyProducer> {
+        self.link.get()
     }
 
-    /// The model (for reports: its recent errors, its predictions).
-    pub fn model(&self) -> &LatencyModel {
-        &self.model
+    fn prefix_producer(&self) -> Option<&Arc<PrefixProducer>> {
+        self.prefix_resolved
+            .get_or_init(|| self.prefix.find_existing())
+            .as_ref()
     }
 
-    /// What the model reads about `endpoint` for the request of `cycle`.
-    pub fn features(cycle: &CycleState<'_>, endpoint: &Endpoint) -> LatencyFeatures {
+    /// Upstream's headroom scoring of `infos` (one per candidate) into `out`.
+    pub fn score_headroom(&self, infos: &[Option<LatencyPredictionInfo>], out: &mut [Score]) {
+        out.iter_mut().for_each(|s| *s = Score::new(0.0));
+        let headroom =
+            |i: usize| infos[i].map_or((0.0, 0.0), |p| (p.ttft_headroom_ms, p.tpot_headroom_ms));
+        let negative = |i: usize| {
+            infos[i].is_some_and(|p| p.ttft_headroom_ms < 0.0 || p.tpot_headroom_ms < 0.0)
+        };
+        let all: Vec<usize> = (0..infos.len()).collect();
+        let positive: Vec<usize> = all.iter().copied().filter(|&i| !negative(i)).collect();
+        if !positive.is_empty() {
+            let most = self.params.headroom_selection_strategy == HeadroomStrategy::Most;
+            self.score_group(&positive, &headroom, most, out);
+            return;
+        }
+        let idle: Vec<usize> = all
+            .iter()
+            .copied()
+            .filter(|&i| infos[i].is_some_and(|p| p.dispatched == 0))
+            .collect();
+        if !idle.is_empty() {
+            self.score_group(&idle, &headroom, false, out);
+            return;
+        }
+        let bucket = |ttft_neg: bool, tpot_neg: bool| -> Vec<usize> {
+            all.iter()
+                .copied()
+                .filter(|&i| {
+                    let (t, p) = headroom(i);
+                    infos[i].is_some() && (t < 0.0) == ttft_neg && (p < 0.0) == tpot_neg
+                })
+                .collect()
+        };
+        for group in [bucket(false, true), bucket(true, false)] {
+            if !group.is_empty() {
+                self.score_group(&group, &headroom, false, out);
+                return;
+            }
+        }
+        self.score_group(&all, &headroom, false, out);
+    }
+
+    fn score_group(
+        &self,
+        group: &[usize],
+        headroom: &dyn Fn(usize) -> (f64, f64),
+        most: bool,
+        out: &mut [Score],
+    ) {
+        let (mut alpha, mut beta) = normalized(self.params.ttft_weight, self.params.tpot_weight);
+        let (mut t_lo, mut t_hi, mut p_lo, mut p_hi) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+        for &i in group {
+            let (t, p) = headroom(i);
+            (t_lo, t_hi) = (t_lo.min(t.abs()), t_hi.max(t.abs()));
+            (p_lo, p_hi) = (p_lo.min(p.abs()), p_hi.max(p.abs()));
+        }
+        let (t_range, p_range) = (t_hi - t_lo, p_hi - p_lo);
+        if t_range <= EPS && p_range > EPS {
+            (alpha, beta) = (0.0, 1.0);
+        } else if p_range <= EPS && t_range > EPS {
+            (alpha, beta) = (1.0, 0.0);
+        }
+        let norm = |v: f64, lo: f64, range: f64| {
+            if range > EPS {
+                (v.abs() - lo) / range
+            } else {
+                0.5
+            }
+        };
+        for &i in group {
+            let (t, p) = headroom(i);
+            let combined = alpha * norm(t, t_lo, t_range) + beta * norm(p, p_lo, p_range);
+            let toward = if most { combined } else { 1.0 - combined };
+            out[i] = Score::new(((toward * STEPS).floor() + 1.0) / STEPS);
+        }
+    }
+
+    /// Upstream's fallback without predictions.
+    fn score_composite(
+        &self,
+        cycle: &CycleState<'_>,
+        candidates: &[&Arc<Endpoint>],
+        out: &mut [Score],
+    ) {
+        let p = &self.params;
+        let (mut kv_w, mut queue_w, mut prefix_w) = (
+            p.composite_kv_weight,
+            p.composite_queue_weight,
+            p.composite_prefix_weight,
+        );
+        let sum = kv_w + queue_w + prefix_w;
+        if sum <= 0.0 {
+            (kv_w, queue_w, prefix_w) = (1.0, 0.0, 0.0);
+        } else {
+            (kv_w, queue_w, prefix_w) = (kv_w / sum, queue_w / sum, prefix_w / sum);
+        }
+        let max_queue = candidates
+            .iter()
+            .map(|e| e.load_metrics().waiting)
+            .max()
+            .unwrap_or(0);
         let prompt = cycle.request.prompt.estimated_tokens() as u64;
-        Self::features_with(prompt, cycle.extensions.get::<CachedPrefix>(), endpoint)
-    }
-
-    /// [`LatencyScorer::features`] with the prompt's tokens and the cycle's cached-prefix
-    /// estimates already looked up.
-    fn features_with(
-        prompt: u64,
-        cached: Option<&CachedPrefix>,
-        endpoint: &Endpoint,
-    ) -> LatencyFeatures {
-        let uncached = cached.map_or(prompt, |c| c.uncached_tokens(endpoint.id(), prompt));
-        let metrics = endpoint.load_metrics();
-        LatencyFeatures {
-            prompt_tokens: prompt as f64,
-            uncached_tokens: uncached as f64,
-            pending_prefill_tokens: endpoint.pending_prefill_tokens() as f64,
-            waiting: f64::from(metrics.waiting),
-            running: f64::from(metrics.running),
-            in_flight: endpoint.total_in_flight_requests() as f64,
-            kv_utilization: metrics.kv_utilization,
+        for (slot, ep) in out.iter_mut().zip(candidates) {
+            let metrics = ep.load_metrics();
+            let queue = if max_queue > 0 {
+                f64::from(max_queue - metrics.waiting.min(max_queue)) / f64::from(max_queue)
+            } else {
+                1.0
+            };
+            let kv_free = 1.0 - metrics.kv_utilization_clamped();
+            let cached = if prompt > 0 {
+                let uncached = CachedPrefix::uncached_tokens_in(&cycle.extensions, ep.id(), prompt);
+                (prompt - uncached.min(prompt)) as f64 / prompt as f64
+            } else {
+                0.0
+            };
+            let composite = kv_w * kv_free + queue_w * queue + prefix_w * cached;
+            *slot = Score::new((composite * STEPS).round() / STEPS);
         }
     }
 }
 
-impl Default for LatencyScorer {
-    fn default() -> Self {
-        LatencyScorer {
-            params: LatencyScorerParameters::default(),
-            model: LatencyModel::default(),
-            tpot_weight: 0.0,
-            max_tracked: 1 << 16,
-            picked: Mutex::new(AHashMap::new()),
-        }
+fn normalized(a: f64, b: f64) -> (f64, f64) {
+    let sum = a + b;
+    if sum <= 0.0 {
+        (1.0, 0.0)
+    } else {
+        (a / sum, b / sum)
     }
 }
 
 impl Scorer for LatencyScorer {
     fn category(&self) -> Category {
-        Category::Distribution
+        Category::Balance
     }
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
-        let predictor = self.model.predictor();
-        let with_tpot = self.tpot_weight > 0.0;
-        if !predictor.ttft_ready() || (with_tpot && !predictor.tpot_ready()) {
-            out.iter_mut().for_each(|s| *s = Score::NEUTRAL);
-            return;
-        }
-        let prompt = cycle.request.prompt.estimated_tokens() as u64;
-        let cached = cycle.extensions.get::<CachedPrefix>();
-        // Costs first, in the output slots; then scaled to scores.
-        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-        for (slot, ep) in out.iter_mut().zip(candidates) {
-            let features = Self::features_with(prompt, cached, ep);
-            let cost = if with_tpot {
-                let p = predictor.predict(&features);
-                p.ttft_ms.unwrap_or(0.0) + self.tpot_weight * p.tpot_ms.unwrap_or(0.0)
-            } else {
-                predictor.ttft_ms(&features).unwrap_or(0.0)
-            };
-            lo = lo.min(cost);
-            hi = hi.max(cost);
-            slot.value = cost;
-        }
-        for slot in out.iter_mut() {
-            let v = if hi > lo {
-                1.0 - (slot.value - lo) / (hi - lo)
-            } else {
-                1.0
-            };
-            *slot = Score::new(v);
+        let producer = Arc::clone(self.link.get());
+        let infos: Option<Vec<Option<LatencyPredictionInfo>>> = producer
+            .produce(cycle, candidates)
+            .map(|p| candidates.iter().map(|e| p.get(e.id()).copied()).collect());
+        match infos {
+            Some(infos) => self.score_headroom(&infos, out),
+            None => {
+                if let Some(prefix) = self.prefix_producer() {
+                    prefix.produce(cycle);
+                }
+                self.score_composite(cycle, candidates, out);
+            }
         }
     }
 }
 
 impl PickHook for LatencyScorer {
     fn on_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
-        let features = Self::features(cycle, picked);
-        let mut map = self.picked.lock();
-        if map.len() < self.max_tracked {
-            map.insert(cycle.request_id().to_owned(), features);
-        }
+        self.link.get().record_pick(cycle, picked);
     }
 }
 
 impl CompletionHook for LatencyScorer {
     fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
-        let Some(features) = self.picked.lock().remove(request.id) else {
-            return;
-        };
-        if !completion.is_success() || request.used_fallback {
-            return;
-        }
-        let Some(first) = request.first_token_at else {
-            return;
-        };
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-        let ttft = ms(first.saturating_since(request.scheduled_at));
-        let tpot = completion
-            .usage
-            .map(|u| u.completion_tokens)
-            .filter(|&n| n > 1)
-            .map(|n| ms(request.finished_at.saturating_since(first)) / (n - 1) as f64);
-        self.model.learn(&features, Some(ttft), tpot);
+        self.link.get().record_completion(request, completion);
     }
 }
 
-/// Builds a `latency-scorer`, kept in the shared resources under the plugin's name (so a
-/// report can read its model's errors); a reload with the same parameters keeps what the
-/// model learned.
+/// Builds a `latency-scorer`.
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let params = args.parse::<LatencyScorerParameters>()?;
-    let scorer = match args.resources.get::<LatencyScorer>(args.name) {
-        Some(old) if old.params == params => old,
-        _ => Arc::new(LatencyScorer::new(params)?),
-    };
-    args.resources.insert(args.name, Arc::clone(&scorer));
+    params.validate()?;
+    let scorer = Arc::new(LatencyScorer {
+        link: LatencyLink::new(
+            args.resources,
+            args.pool,
+            params.latency_prediction_info_producer_name.as_deref(),
+        ),
+        prefix: default_prefix_link(
+            args.resources,
+            args.pool,
+            params.prefix_match_info_producer_name.as_deref(),
+        ),
+        prefix_resolved: OnceLock::new(),
+        params,
+    });
     Ok(PluginInstance::scorer(scorer.clone())
         .with_pick_hook(scorer.clone())
         .with_completion_hook(scorer))

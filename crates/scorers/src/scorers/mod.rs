@@ -39,7 +39,7 @@ mod session_store;
 pub use active_request::{ActiveRequestParameters, ActiveRequestScorer};
 pub use hot_prefix::{HotPrefixParameters, HotPrefixScorer};
 pub use kv_cache::KvCacheUtilizationScorer;
-pub use latency::{LatencyScorer, LatencyScorerParameters};
+pub use latency::{HeadroomStrategy, LatencyScorer, LatencyScorerParameters};
 pub use load_aware::LoadAwareScorer;
 pub use lora_affinity::LoraAffinityScorer;
 pub use no_hit_lru::NoHitLruScorer;

@@ -296,11 +296,11 @@ pub fn run(
     })
 }
 
-/// The latency scorers' error tallies summed over the replicas, if the policy has any.
+/// The latency producers' error tallies summed over the replicas, if the policy has any.
 fn latency_errors(replicas: &[Replica]) -> Option<(ErrorTally, ErrorTally)> {
     let mut out: Option<(ErrorTally, ErrorTally)> = None;
-    for scorer in replicas.iter().flat_map(|r| &r.latency) {
-        let (ttft, tpot) = scorer.model().error_tallies();
+    for producer in replicas.iter().flat_map(Replica::latency_producers) {
+        let (ttft, tpot) = producer.model().error_tallies();
         let sum = out.get_or_insert_with(Default::default);
         for (acc, add) in [(&mut sum.0, ttft), (&mut sum.1, tpot)] {
             for i in 0..acc.sum.len() {

@@ -17,13 +17,14 @@ use ahash::AHashMap;
 use shepherd_scheduler_core::clock::ManualClock;
 use shepherd_scheduler_core::config::{EndpointPickerConfig, Registry, build_scheduler_in};
 use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId, Pool};
+use shepherd_scheduler_core::resources::Resources;
 use shepherd_scheduler_core::scheduler::Scheduler;
 use shepherd_scheduler_core::shared::SharedState;
 
 use shepherd_adaptive::driver::TickDriver;
 use shepherd_scheduler_core::prefix::PrefixIndex;
+use shepherd_scorers::latency::LatencyProducer;
 use shepherd_scorers::producers::{PreciseKvEvents, approximate_indexes};
-use shepherd_scorers::scorers::LatencyScorer;
 
 use crate::error::SimError;
 use crate::policy::{EngineFeed, FEED_NAME, Policy};
@@ -41,8 +42,10 @@ pub(super) struct Replica {
     /// The policy's approximate prefix indexes, by name (they learn from this replica's picks,
     /// and from the others' with `simulation.replicaIndexSync`).
     pub(super) approximate: Vec<Arc<PrefixIndex>>,
-    /// The policy's latency scorers (their models learn from this replica's requests).
-    pub(super) latency: Vec<Arc<LatencyScorer>>,
+    /// The shared resources, where the policy's latency producers are (a consumer creates its
+    /// producer on its first pick when the config declares none, so they are looked up at the
+    /// end of the run).
+    pub(super) resources: Arc<Resources>,
     pub(super) driver: Option<Box<dyn TickDriver>>,
     /// Requests this replica picked a server for.
     pub(super) picks: u64,
@@ -51,6 +54,15 @@ pub(super) struct Replica {
 }
 
 impl Replica {
+    /// The policy's latency producers (their models learn from this replica's requests).
+    pub(super) fn latency_producers(&self) -> Vec<Arc<LatencyProducer>> {
+        self.resources
+            .all::<LatencyProducer>()
+            .into_iter()
+            .map(|(_, producer)| producer)
+            .collect()
+    }
+
     /// Replica `index` over `servers` servers: `config` (flow-control detectors already
     /// removed, run seed applied) built with `registry`, its clock `clock`.
     pub(super) fn build(
@@ -92,14 +104,8 @@ impl Replica {
             .into_iter()
             .map(|(_, index)| index)
             .collect();
-        let latency = shared
-            .resources
-            .all::<LatencyScorer>()
-            .into_iter()
-            .map(|(_, scorer)| scorer)
-            .collect();
         Ok(Replica {
-            latency,
+            resources: Arc::clone(&shared.resources),
             pool,
             scheduler,
             endpoints,

@@ -1,0 +1,442 @@
+//! [`LatencyProducer`]: the in-process `predicted-latency-producer`. It owns a
+//! [`LatencyModel`], predicts every candidate's TTFT and TPOT for the current request once per
+//! cycle, judges them against the request's [`Objectives`], and learns from the scheduler's
+//! own finished requests.
+//!
+//! **Per cycle** ([`LatencyProducer::produce`]): the first consumer that asks (the
+//! `latency-slo-admitter`, the `slo-headroom-tier-filter`, the `latency-scorer`) makes the
+//! producer compute the request's prefix match through the config's prefix producer (if it
+//! has one, so the uncached tokens are known), read each candidate's [`LatencyFeatures`], and
+//! leave a [`LatencyPredictions`] in the cycle; later consumers, and candidates already
+//! predicted, reuse it. Each candidate's predicted TTFT (and TPOT, in streaming mode) is shown
+//! in the pick's breakdown as `<name>/ttft_ms` and `<name>/tpot_ms`. Until the model is ready
+//! (see [`LatencyModel`]) there are no predictions, and every consumer falls back.
+//!
+//! **Judging**, as upstream: the TTFT is valid when under the request's TTFT objective
+//! (headroom `objective − predicted`). In streaming mode the TPOT is judged against
+//! `tpotObjective × sloBufferFactor`, lowered to the tightest TPOT objective of the requests
+//! this producer has running on that candidate (× the same factor), so a new request does not
+//! break a running one's objective. Out of streaming mode, on an endpoint whose
+//! `endpointRoleLabel` label is `prefill`, or while the TPOT model is not ready, the TPOT is
+//! not judged (valid, headroom 0). A request without any objective is measured against 0, as
+//! upstream (every headroom is `−predicted`, which ranks by predicted latency). One
+//! difference: a request that carries only one of the two objectives is not judged on the
+//! other (upstream measures the missing one against 0, so a request with only a TTFT objective
+//! could never be predicted to meet it in streaming mode).
+//!
+//! **Learning**: the pick keeps the picked candidate's features (bounded by `maxTracked`;
+//! entries older than `contextTTL` make room); a successful request that was not moved to a
+//! fallback teaches the model. In streaming mode the TTFT is the first token's time and the
+//! TPOT the rest of the answer over its tokens; otherwise, as upstream, the "TTFT" learned is
+//! the whole request's latency and no TPOT is learned.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use ahash::AHashMap;
+use parking_lot::Mutex;
+use shepherd_scheduler_core::clock::Timestamp;
+use shepherd_scheduler_core::completion::{CompletedRequest, Completion, CompletionHook};
+use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId};
+use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, PickHook};
+
+use super::prediction_info::Produced;
+use super::{
+    LatencyFeatures, LatencyModel, LatencyModelParameters, LatencyPredictionInfo,
+    LatencyPredictions, Objectives,
+};
+use crate::producers::PrefixProducer;
+use crate::producers::link::ProducerLink;
+
+/// How a [`LatencyProducer`] judges and learns (validated by the plugin's factory).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatencyProducerSettings {
+    /// Multiplier of the TPOT objective.
+    pub slo_buffer_factor: f64,
+    /// TTFT at the first token and TPOT learned and judged (else end-to-end latency only).
+    pub streaming_mode: bool,
+    /// Label whose value `prefill` marks a prefill-only endpoint (TPOT not judged there).
+    pub endpoint_role_label: Option<String>,
+    /// Whether predictions are made at all (`false`: learn only).
+    pub predict_in_produce: bool,
+    /// Most requests in flight whose features are kept.
+    pub max_tracked: usize,
+    /// Age after which a kept request's features may be dropped to make room.
+    pub context_ttl: Duration,
+    /// The model's parameters.
+    pub model: LatencyModelParameters,
+}
+
+impl Default for LatencyProducerSettings {
+    fn default() -> Self {
+        LatencyProducerSettings {
+            slo_buffer_factor: 1.0,
+            streaming_mode: false,
+            endpoint_role_label: None,
+            predict_in_produce: true,
+            max_tracked: 1 << 16,
+            context_ttl: Duration::from_secs(300),
+            model: LatencyModelParameters::default(),
+        }
+    }
+}
+
+/// A picked request's learning context.
+#[derive(Debug, Clone, Copy)]
+struct Tracked {
+    features: LatencyFeatures,
+    endpoint: EndpointId,
+    /// Its TPOT objective, counted on `endpoint` while it runs (streaming mode only).
+    tpot_objective: Option<f64>,
+    at: Timestamp,
+}
+
+#[derive(Debug, Default)]
+struct Tracking {
+    requests: AHashMap<String, Tracked>,
+    /// TPOT objectives of the tracked requests running on each endpoint.
+    tpot_objectives: AHashMap<EndpointId, Vec<f64>>,
+}
+
+impl Tracking {
+    fn min_tpot_objective(&self, endpoint: EndpointId) -> Option<f64> {
+        self.tpot_objectives
+            .get(&endpoint)
+            .and_then(|v| v.iter().copied().reduce(f64::min))
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Tracked> {
+        let tracked = self.requests.remove(id)?;
+        if let Some(objective) = tracked.tpot_objective
+            && let Some(list) = self.tpot_objectives.get_mut(&tracked.endpoint)
+        {
+            if let Some(i) = list.iter().position(|&o| o == objective) {
+                list.swap_remove(i);
+            }
+            if list.is_empty() {
+                self.tpot_objectives.remove(&tracked.endpoint);
+            }
+        }
+        Some(tracked)
+    }
+
+    /// Drops the entries older than `ttl` at `now` (requests whose completion never came).
+    fn expire(&mut self, now: Timestamp, ttl: Duration) {
+        let old: Vec<String> = self
+            .requests
+            .iter()
+            .filter(|(_, t)| now.saturating_since(t.at) > ttl)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in old {
+            self.remove(&id);
+        }
+    }
+}
+
+/// The `predicted-latency-producer` (see the [module docs](self)).
+#[derive(Debug)]
+pub struct LatencyProducer {
+    settings: LatencyProducerSettings,
+    model: LatencyModel,
+    prefix: Option<ProducerLink>,
+    prefix_resolved: OnceLock<Option<Arc<PrefixProducer>>>,
+    tracking: Mutex<Tracking>,
+    ttft_column: Arc<str>,
+    tpot_column: Arc<str>,
+}
+
+impl LatencyProducer {
+    /// A producer named `name` (the breakdown's column prefix), reading the prefix match of
+    /// the producer `prefix` finds, if any.
+    pub(crate) fn new(
+        name: &str,
+        settings: LatencyProducerSettings,
+        prefix: Option<ProducerLink>,
+    ) -> Self {
+        LatencyProducer {
+            model: LatencyModel::new(settings.model),
+            settings,
+            prefix,
+            prefix_resolved: OnceLock::new(),
+            tracking: Mutex::new(Tracking::default()),
+            ttft_column: Arc::from(format!("{name}/ttft_ms")),
+            tpot_column: Arc::from(format!("{name}/tpot_ms")),
+        }
+    }
+
+    /// A producer with `settings` and no prefix producer (every prompt token counts as
+    /// uncached unless a prefix scorer ran earlier in the cycle).
+    pub fn standalone(name: &str, settings: LatencyProducerSettings) -> Self {
+        LatencyProducer::new(name, settings, None)
+    }
+
+    /// Its settings.
+    pub fn settings(&self) -> &LatencyProducerSettings {
+        &self.settings
+    }
+
+    /// The model (for reports: its errors, its predictions).
+    pub fn model(&self) -> &LatencyModel {
+        &self.model
+    }
+
+    fn key(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
+    /// The predictions this producer left in `cycle` (without computing any).
+    pub fn find<'c>(&self, cycle: &'c CycleState<'_>) -> Option<&'c LatencyPredictions> {
+        let key = self.key();
+        cycle
+            .extensions
+            .get::<Produced>()
+            .and_then(|p| p.0.iter().find(|m| m.key == key))
+    }
+
+    /// Every candidate's predictions for the request of `cycle`: computed for candidates not
+    /// predicted yet this cycle, reused for the others. `None` while the model is not ready
+    /// or when `predictInProduce` is off.
+    pub fn produce<'c>(
+        &self,
+        cycle: &'c mut CycleState<'_>,
+        candidates: &[&Arc<Endpoint>],
+    ) -> Option<&'c LatencyPredictions> {
+        if !self.settings.predict_in_produce {
+            return None;
+        }
+        let predictor = self.model.predictor();
+        if !predictor.ttft_ready() {
+            return None;
+        }
+        if let Some(prefix) = self.prefix_producer() {
+            prefix.produce(cycle);
+        }
+        let key = self.key();
+        if cycle.extensions.get::<Produced>().is_none() {
+            cycle.extensions.insert(Produced::default());
+        }
+        let position = cycle
+            .extensions
+            .get::<Produced>()
+            .and_then(|p| p.0.iter().position(|m| m.key == key));
+        let missing: Vec<&Arc<Endpoint>> = match position {
+            Some(i) => {
+                let done = cycle.extensions.get::<Produced>().map(|p| &p.0[i])?;
+                candidates
+                    .iter()
+                    .copied()
+                    .filter(|e| done.get(e.id()).is_none())
+                    .collect()
+            }
+            None => candidates.to_vec(),
+        };
+        if !missing.is_empty() {
+            let objectives = Objectives::of(cycle.request);
+            let prompt = cycle.request.prompt.estimated_tokens() as u64;
+            let tracking = self.tracking.lock();
+            let judged: Vec<(EndpointId, LatencyPredictionInfo)> = missing
+                .iter()
+                .map(|ep| {
+                    let features = features_of(cycle, prompt, ep);
+                    let min_running = tracking.min_tpot_objective(ep.id());
+                    let info = self.judge(&predictor, features, &objectives, min_running, ep);
+                    (ep.id(), info)
+                })
+                .collect();
+            drop(tracking);
+            for (id, info) in &judged {
+                cycle
+                    .annotations
+                    .record(&self.ttft_column, *id, info.ttft_ms);
+                if self.judges_tpot(&predictor) {
+                    cycle
+                        .annotations
+                        .record(&self.tpot_column, *id, info.tpot_ms);
+                }
+            }
+            let produced = cycle.extensions.get_mut::<Produced>()?;
+            let entry = match position {
+                Some(i) => &mut produced.0[i],
+                None => {
+                    produced.0.push(LatencyPredictions {
+                        key,
+                        by_endpoint: AHashMap::with_capacity(judged.len()),
+                    });
+                    produced.0.last_mut()?
+                }
+            };
+            entry.by_endpoint.extend(judged);
+        }
+        self.find(cycle)
+    }
+
+    fn judges_tpot(&self, predictor: &super::Predictor) -> bool {
+        self.settings.streaming_mode && predictor.tpot_ready()
+    }
+
+    fn judge(
+        &self,
+        predictor: &super::Predictor,
+        features: LatencyFeatures,
+        objectives: &Objectives,
+        min_running_tpot: Option<f64>,
+        endpoint: &Endpoint,
+    ) -> LatencyPredictionInfo {
+        let predicted = predictor.predict(&features);
+        let ttft = predicted.ttft_ms.unwrap_or(0.0);
+        // With no objective at all, both are measured against 0 (upstream's ranking by
+        // predicted latency); with some, one the request lacks is not judged.
+        let any = objectives.any();
+        let judged = |predicted: f64, allowed: Option<f64>| match allowed {
+            Some(allowed) => (allowed - predicted, predicted < allowed),
+            None if any => (0.0, true),
+            None => (-predicted, false),
+        };
+        let (ttft_headroom, ttft_valid) = judged(ttft, objectives.ttft_ms);
+        let prefill_only = self
+            .settings
+            .endpoint_role_label
+            .as_ref()
+            .is_some_and(|label| endpoint.labels().get(label).is_some_and(|v| v == "prefill"));
+        let (tpot, tpot_headroom, tpot_valid) = match predicted.tpot_ms {
+            Some(tpot) if self.settings.streaming_mode && !prefill_only => {
+                let buffer = self.settings.slo_buffer_factor;
+                let own = objectives.tpot_ms.map(|o| o * buffer);
+                let running = min_running_tpot.map(|o| o * buffer).filter(|_| any);
+                let allowed = match (own, running) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                let (headroom, valid) = judged(tpot, allowed);
+                (tpot, headroom, valid)
+            }
+            _ => (0.0, 0.0, true),
+        };
+        LatencyPredictionInfo {
+            ttft_ms: ttft,
+            tpot_ms: tpot,
+            ttft_valid,
+            tpot_valid,
+            ttft_headroom_ms: ttft_headroom,
+            tpot_headroom_ms: tpot_headroom,
+            dispatched: endpoint.in_flight_requests(),
+            features,
+        }
+    }
+
+    fn prefix_producer(&self) -> Option<&Arc<PrefixProducer>> {
+        self.prefix_resolved
+            .get_or_init(|| self.prefix.as_ref().and_then(ProducerLink::find_existing))
+            .as_ref()
+    }
+
+    /// Keeps the picked candidate's features for learning when the request finishes (called
+    /// by every consumer's pick hook: once per request is kept).
+    pub fn record_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
+        let features = self
+            .find(cycle)
+            .and_then(|p| p.get(picked.id()))
+            .map(|info| info.features)
+            .unwrap_or_else(|| {
+                let prompt = cycle.request.prompt.estimated_tokens() as u64;
+                features_of(cycle, prompt, picked)
+            });
+        let tpot_objective = if self.settings.streaming_mode {
+            Objectives::of(cycle.request).tpot_ms
+        } else {
+            None
+        };
+        let mut tracking = self.tracking.lock();
+        if tracking.requests.contains_key(cycle.request_id()) {
+            return;
+        }
+        if tracking.requests.len() >= self.settings.max_tracked {
+            tracking.expire(cycle.now, self.settings.context_ttl);
+            if tracking.requests.len() >= self.settings.max_tracked {
+                return;
+            }
+        }
+        tracking.requests.insert(
+            cycle.request_id().to_owned(),
+            Tracked {
+                features,
+                endpoint: picked.id(),
+                tpot_objective,
+                at: cycle.now,
+            },
+        );
+        if let Some(objective) = tpot_objective {
+            tracking
+                .tpot_objectives
+                .entry(picked.id())
+                .or_default()
+                .push(objective);
+        }
+    }
+
+    /// Learns a finished request (called by every consumer's completion hook: the first call
+    /// learns, later ones find nothing).
+    pub fn record_completion(&self, request: &CompletedRequest<'_>, completion: &Completion) {
+        let Some(tracked) = self.tracking.lock().remove(request.id) else {
+            return;
+        };
+        if !completion.is_success() || request.used_fallback {
+            return;
+        }
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        if !self.settings.streaming_mode {
+            let e2e = ms(request.finished_at.saturating_since(request.scheduled_at));
+            self.model.learn(&tracked.features, Some(e2e), None);
+            return;
+        }
+        let Some(first) = request.first_token_at else {
+            return;
+        };
+        let ttft = ms(first.saturating_since(request.scheduled_at));
+        let tpot = completion
+            .usage
+            .map(|u| u.completion_tokens)
+            .filter(|&n| n > 1)
+            .map(|n| ms(request.finished_at.saturating_since(first)) / (n - 1) as f64);
+        self.model.learn(&tracked.features, Some(ttft), tpot);
+    }
+
+    /// Requests whose features are kept.
+    pub fn tracked(&self) -> usize {
+        self.tracking.lock().requests.len()
+    }
+}
+
+impl PickHook for LatencyProducer {
+    fn on_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
+        self.record_pick(cycle, picked);
+    }
+}
+
+impl CompletionHook for LatencyProducer {
+    fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
+        self.record_completion(request, completion);
+    }
+}
+
+/// What the model reads about `endpoint` for the request of `cycle`, whose prompt has
+/// `prompt` tokens.
+pub fn features_of(cycle: &CycleState<'_>, prompt: u64, endpoint: &Endpoint) -> LatencyFeatures {
+    let uncached = CachedPrefix::uncached_tokens_in(&cycle.extensions, endpoint.id(), prompt);
+    let metrics = endpoint.load_metrics();
+    // Never scraped: as old as the model takes.
+    let age_ms = metrics
+        .scraped_at
+        .map_or(1e6, |at| cycle.now.saturating_since(at).as_secs_f64() * 1e3);
+    LatencyFeatures {
+        prompt_tokens: prompt as f64,
+        uncached_tokens: uncached as f64,
+        pending_prefill_tokens: endpoint.pending_prefill_tokens() as f64,
+        waiting: f64::from(metrics.waiting),
+        running: f64::from(metrics.running),
+        in_flight: endpoint.total_in_flight_requests() as f64,
+        kv_utilization: metrics.kv_utilization,
+        metrics_age_ms: age_ms,
+    }
+}
