@@ -206,7 +206,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("session-id-producer", Producer, NotYet(SchedulingPlugins)),
     noted("latency-slo-admitter", Control, Registry, "runs before the profile's filters (listed in a profile); a refusal is HTTP 429"),
     entry("probabilistic-admitter", Control, NotYet(RequestControl)),
-    noted("prefix-cache-affinity-filter", Filter, Registry, "the exploration draw is a hash of the request id and the scheduler's seed; `ttftSource: latencyPredictor` skips the load gate, as upstream does without predictions"),
+    noted("prefix-cache-affinity-filter", Filter, Registry, "the exploration draw is a hash of the request id and the scheduler's seed; `ttftSource: latencyPredictor` reads the `predicted-latency-producer`'s TTFT (the gate is skipped while it has no predictions, as upstream does without them)"),
     noted("slo-headroom-tier-filter", Filter, Registry, "the exploration draw is a hash of the request id and the scheduler's seed; Shepherd's `latencyPredictionInfoProducerName` names the producer"),
     noted("latency-scorer", Scorer, Registry, "upstream's headroom tiers, idle preference, deficit buckets and composite fallback over the in-process `predicted-latency-producer` (one with the defaults is created when the config declares none)"),
     entry("header-based-testing-filter", Test, NotYet(ConformanceTests)),

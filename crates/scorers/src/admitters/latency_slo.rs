@@ -18,6 +18,7 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
+use shepherd_scheduler_core::completion::{CompletedRequest, Completion, CompletionHook};
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{Admitter, CycleState, PickHook, PluginInstance};
@@ -77,6 +78,12 @@ impl PickHook for LatencySloAdmitter {
     }
 }
 
+impl CompletionHook for LatencySloAdmitter {
+    fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
+        self.link.get().record_completion(request, completion);
+    }
+}
+
 /// Builds a `latency-slo-admitter`.
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters: LatencySloAdmitterParameters = args.parse()?;
@@ -87,5 +94,7 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
             parameters.latency_prediction_info_producer_name.as_deref(),
         ),
     });
-    Ok(PluginInstance::admitter(admitter.clone()).with_pick_hook(admitter))
+    Ok(PluginInstance::admitter(admitter.clone())
+        .with_pick_hook(admitter.clone())
+        .with_completion_hook(admitter))
 }

@@ -26,10 +26,11 @@
 //! | `affinityThreshold` | 0.80 | matched ratio that makes an endpoint sticky (at most 1) |
 //! | `explorationProbability` | 0 | probability of skipping the filter, in [0, 1] |
 //! | `maxTTFTPenaltyMs` | 18000 | largest TTFT penalty accepted to stay sticky; 0 = always stick |
-//! | `ttftSource` | `prefillThroughput` | `prefillThroughput` as above; `latencyPredictor` is accepted but Shepherd has no latency predictor, so the gate is skipped, as upstream does when the prediction is missing |
+//! | `ttftSource` | `prefillThroughput` | `prefillThroughput` as above; `latencyPredictor`: the TTFT the `predicted-latency-producer` predicts for each candidate (the gate is skipped while it has no predictions, as upstream does when they are missing) |
 //! | `peakPrefillThroughput` | 15928 | prefill tokens per second (must be above 0 when the gate uses it) |
 //! | `prefixMatchInfoProducerName` | — | the prefix producer read |
-//! | `latencyPredictionInfoProducerName`, `inFlightLoadProducerName` | — | accepted and ignored (no such producers in Shepherd; in-flight counts are the endpoints' own) |
+//! | `latencyPredictionInfoProducerName` | `predicted-latency-producer` | the latency producer read with `ttftSource: latencyPredictor` |
+//! | `inFlightLoadProducerName` | — | accepted and ignored (in-flight counts are the endpoints' own) |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -73,11 +74,13 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
+use shepherd_scheduler_core::completion::{CompletedRequest, Completion, CompletionHook};
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{CycleState, Filter, PickHook, PluginInstance};
 
 use crate::error::ParameterError;
+use crate::latency::LatencyLink;
 use crate::prefix_cache;
 use crate::producers::approx_prefix;
 use crate::producers::link::ProducerLink;
@@ -91,7 +94,7 @@ pub const TYPE_NAME: &str = "prefix-cache-affinity-filter";
 pub enum TtftSource {
     /// In-flight prompt tokens over the peak prefill throughput.
     PrefillThroughput,
-    /// A latency predictor (none in Shepherd: the gate is skipped).
+    /// The `predicted-latency-producer`'s predicted TTFT.
     LatencyPredictor,
 }
 
@@ -112,7 +115,7 @@ pub struct PrefixAffinityParameters {
     pub peak_prefill_throughput: f64,
     /// The prefix producer read.
     pub prefix_match_info_producer_name: Option<String>,
-    /// Ignored.
+    /// The latency producer read with `ttftSource: latencyPredictor`.
     pub latency_prediction_info_producer_name: Option<String>,
     /// Ignored.
     pub in_flight_load_producer_name: Option<String>,
@@ -170,6 +173,7 @@ impl PrefixAffinityParameters {
 pub struct PrefixAffinityFilter {
     parameters: PrefixAffinityParameters,
     link: ProducerLink,
+    latency: Option<LatencyLink>,
     hasher: ahash::RandomState,
 }
 
@@ -189,19 +193,42 @@ impl PrefixAffinityFilter {
     }
 
     /// Whether the sticky set costs more than `maxTTFTPenaltyMs` over the best other.
-    fn gate_broken(&self, sticky: &[&Arc<Endpoint>], others: &[&Arc<Endpoint>]) -> bool {
+    fn gate_broken(
+        &self,
+        cycle: &mut CycleState<'_>,
+        candidates: &[&Arc<Endpoint>],
+        sticky: &[&Arc<Endpoint>],
+        others: &[&Arc<Endpoint>],
+    ) -> bool {
         let p = &self.parameters;
-        if p.max_ttft_penalty_ms <= 0.0
-            || others.is_empty()
-            || p.ttft_source == TtftSource::LatencyPredictor
-        {
+        if p.max_ttft_penalty_ms <= 0.0 || others.is_empty() {
             return false;
         }
-        let best = |set: &[&Arc<Endpoint>]| {
-            set.iter()
-                .map(|e| self.ttft_ms(e))
-                .fold(f64::INFINITY, f64::min)
+        let predicted: Option<Vec<Option<f64>>> = match &self.latency {
+            Some(link) => {
+                let producer = Arc::clone(link.get());
+                let Some(predictions) = producer.produce(cycle, candidates) else {
+                    return false;
+                };
+                Some(
+                    candidates
+                        .iter()
+                        .map(|e| predictions.get(e.id()).map(|p| p.ttft_ms))
+                        .collect(),
+                )
+            }
+            None => None,
         };
+        let ttft = |e: &Arc<Endpoint>| match &predicted {
+            Some(values) => candidates
+                .iter()
+                .position(|c| c.id() == e.id())
+                .and_then(|i| values[i])
+                .unwrap_or(f64::INFINITY),
+            None => self.ttft_ms(e),
+        };
+        let best =
+            |set: &[&Arc<Endpoint>]| set.iter().map(|e| ttft(e)).fold(f64::INFINITY, f64::min);
         best(sticky) - best(others) > p.max_ttft_penalty_ms
     }
 }
@@ -217,7 +244,7 @@ impl Filter for PrefixAffinityFilter {
         };
         let (sticky, others): (Vec<&Arc<Endpoint>>, Vec<&Arc<Endpoint>>) =
             candidates.iter().partition(|e| info.ratio(e) >= threshold);
-        if sticky.is_empty() || self.gate_broken(&sticky, &others) {
+        if sticky.is_empty() || self.gate_broken(cycle, candidates, &sticky, &others) {
             return;
         }
         *candidates = sticky;
@@ -227,6 +254,17 @@ impl Filter for PrefixAffinityFilter {
 impl PickHook for PrefixAffinityFilter {
     fn on_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
         self.link.get().record(cycle, picked);
+        if let Some(latency) = &self.latency {
+            latency.get().record_pick(cycle, picked);
+        }
+    }
+}
+
+impl CompletionHook for PrefixAffinityFilter {
+    fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
+        if let Some(latency) = &self.latency {
+            latency.get().record_completion(request, completion);
+        }
     }
 }
 
@@ -243,10 +281,19 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     };
     let filter = Arc::new(PrefixAffinityFilter {
         link: ProducerLink::new(args.resources, args.pool, names, None),
+        latency: (parameters.ttft_source == TtftSource::LatencyPredictor).then(|| {
+            LatencyLink::new(
+                args.resources,
+                args.pool,
+                parameters.latency_prediction_info_producer_name.as_deref(),
+            )
+        }),
         hasher: ahash::RandomState::with_seeds(args.seed, 0xAFF1, 0x9F1C, 0x5EED),
         parameters,
     });
-    Ok(PluginInstance::filter(filter.clone()).with_pick_hook(filter))
+    Ok(PluginInstance::filter(filter.clone())
+        .with_pick_hook(filter.clone())
+        .with_completion_hook(filter))
 }
 
 #[cfg(test)]

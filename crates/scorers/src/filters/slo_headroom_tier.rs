@@ -50,6 +50,7 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
+use shepherd_scheduler_core::completion::{CompletedRequest, Completion, CompletionHook};
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{CycleState, Filter, PickHook, PluginInstance};
@@ -124,6 +125,12 @@ impl PickHook for SloHeadroomTierFilter {
     }
 }
 
+impl CompletionHook for SloHeadroomTierFilter {
+    fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
+        self.link.get().record_completion(request, completion);
+    }
+}
+
 /// Builds a `slo-headroom-tier-filter`.
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters: SloHeadroomTierParameters = args.parse()?;
@@ -142,5 +149,7 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
         ),
         hasher: ahash::RandomState::with_seeds(args.seed, 0x510, 0x7135, 0xEA51),
     });
-    Ok(PluginInstance::filter(filter.clone()).with_pick_hook(filter))
+    Ok(PluginInstance::filter(filter.clone())
+        .with_pick_hook(filter.clone())
+        .with_completion_hook(filter))
 }
