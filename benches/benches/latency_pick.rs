@@ -3,7 +3,10 @@
 //! held by 8 endpoints), each case a dry-run `schedule` (filters, scorers, picker; no hooks).
 //!
 //! - `default`: the default profile (prefix 3 : queue 2 : KV 2);
-//! - `default+latency`: the same plus `latency-scorer`, its model trained first (ready);
+//! - `default+latency`: the same plus `latency-scorer` over a `predicted-latency-producer`
+//!   (streaming mode), its model trained first (ready);
+//! - `default+slo`: `default+latency` plus `slo-headroom-tier-filter` and
+//!   `latency-slo-admitter`, the request carrying TTFT and TPOT objectives;
 //! - `adaptive`: the adaptive preset's profile (no controller ticking);
 //! - `predicted-latency`: the simulator's predicted-latency profile (adaptive +
 //!   `latency-scorer`), trained;
@@ -20,7 +23,7 @@ use shepherd_benches::workload::pool;
 use shepherd_scheduler_core::clock::Clock;
 use shepherd_scheduler_core::completion::{Completion, Usage};
 use shepherd_scheduler_core::config::{EndpointPickerConfig, build_scheduler_in};
-use shepherd_scheduler_core::request::InferenceRequest;
+use shepherd_scheduler_core::request::{InferenceRequest, SLO_TPOT_HEADER, SLO_TTFT_HEADER};
 use shepherd_scheduler_core::scheduler::{ScheduleOptions, Scheduler};
 use shepherd_scheduler_core::shared::SharedState;
 use shepherd_scorers::latency::LatencyProducer;
@@ -35,19 +38,36 @@ const DRY: ScheduleOptions<'static> = ScheduleOptions {
 const ENDPOINTS: usize = 64;
 const HOLDERS: usize = 8;
 
-/// `yaml` with `latency-scorer` (weight 5) added before its picker, at the file's indentation.
-fn with_latency(yaml: &str) -> String {
+/// `yaml` with a `predicted-latency-producer` and `latency-scorer` (weight 5) added before its
+/// picker, at the file's indentation; with `slo`, the tier filter and the admitter too.
+fn with_latency(yaml: &str, slo: bool) -> String {
     let body = &yaml[yaml.find("apiVersion").unwrap_or(0)..];
     let mut out = String::new();
     for line in body.lines() {
         let indent = &line[..line.len() - line.trim_start().len()];
         match line.trim() {
-            "- type: max-score-picker" => out.push_str(&format!(
-                "{indent}- type: latency-scorer\n{indent}  parameters: {{minSamples: 50}}\n"
-            )),
-            "- pluginRef: max-score-picker" => out.push_str(&format!(
-                "{indent}- pluginRef: latency-scorer\n{indent}  weight: 5\n"
-            )),
+            "- type: max-score-picker" => {
+                out.push_str(&format!(
+                    "{indent}- type: predicted-latency-producer\n\
+                     {indent}  parameters: {{streamingMode: true, minSamples: 50}}\n\
+                     {indent}- type: latency-scorer\n"
+                ));
+                if slo {
+                    out.push_str(&format!(
+                        "{indent}- type: slo-headroom-tier-filter\n{indent}- type: latency-slo-admitter\n"
+                    ));
+                }
+            }
+            "- pluginRef: max-score-picker" => {
+                out.push_str(&format!(
+                    "{indent}- pluginRef: latency-scorer\n{indent}  weight: 5\n"
+                ));
+                if slo {
+                    out.push_str(&format!(
+                        "{indent}- pluginRef: slo-headroom-tier-filter\n{indent}- pluginRef: latency-slo-admitter\n"
+                    ));
+                }
+            }
             _ => {}
         }
         out.push_str(line);
@@ -121,22 +141,29 @@ fn median_us(mut f: impl FnMut()) -> f64 {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is read.
-    let request = completions(&docs_text(16 << 10));
+    let mut request = completions(&docs_text(16 << 10));
+    // Objectives (read by the SLO plugins only).
+    request.headers.push((SLO_TTFT_HEADER.into(), "200".into()));
+    request.headers.push((SLO_TPOT_HEADER.into(), "50".into()));
     let adaptive = shepherd_adaptive::preset::ADAPTIVE_CONFIG_YAML;
     let cases = [
         ("default", scheduler(DEFAULT_CONFIG_YAML, &request, false)),
         (
             "default+latency",
-            scheduler(&with_latency(DEFAULT_CONFIG_YAML), &request, true),
+            scheduler(&with_latency(DEFAULT_CONFIG_YAML, false), &request, true),
         ),
         ("adaptive", scheduler(adaptive, &request, false)),
         (
             "predicted-latency",
-            scheduler(&with_latency(adaptive), &request, true),
+            scheduler(&with_latency(adaptive, false), &request, true),
+        ),
+        (
+            "default+slo",
+            scheduler(&with_latency(DEFAULT_CONFIG_YAML, true), &request, true),
         ),
     ];
     // Alternate the cases over three rounds; keep each case's best median.
-    let mut best = [f64::INFINITY; 4];
+    let mut best = [f64::INFINITY; 5];
     for _ in 0..3 {
         for (i, (_, s)) in cases.iter().enumerate() {
             best[i] = best[i].min(median_us(|| drop(s.schedule_with(&request, DRY))));

@@ -19,6 +19,8 @@
 //! notes.record(&column, EndpointId(1), 121.0); // replaces the first value
 //! assert_eq!(notes.get("predicted-latency-producer/ttft_ms", EndpointId(1)), Some(121.0));
 //! assert_eq!(notes.get("predicted-latency-producer/ttft_ms", EndpointId(3)), None);
+//! notes.record_all(&column, [(EndpointId(3), 40.0)]);
+//! assert_eq!(notes.get("predicted-latency-producer/ttft_ms", EndpointId(3)), Some(40.0));
 //! assert_eq!(notes.columns().count(), 1);
 //! ```
 
@@ -50,6 +52,25 @@ impl Annotations {
         match values.iter_mut().find(|(e, _)| *e == endpoint) {
             Some(slot) => slot.1 = value,
             None => values.push((endpoint, value)),
+        }
+    }
+
+    /// Records every `(endpoint, value)` of `values` in `column` (endpoints distinct). A column
+    /// new to this cycle takes them in one append, without looking for earlier values.
+    pub fn record_all(
+        &mut self,
+        column: &Arc<str>,
+        values: impl IntoIterator<Item = (EndpointId, f64)>,
+    ) {
+        match self.columns.iter().position(|(c, _)| c == column) {
+            Some(_) => {
+                for (endpoint, value) in values {
+                    self.record(column, endpoint, value);
+                }
+            }
+            None => self
+                .columns
+                .push((Arc::clone(column), values.into_iter().collect())),
         }
     }
 

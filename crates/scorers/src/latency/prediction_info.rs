@@ -8,10 +8,7 @@
 //! streaming mode, a prefill-only endpoint, or a TPOT model not ready yet) is *neutral*: valid,
 //! with headroom 0.
 
-use ahash::AHashMap;
 use shepherd_scheduler_core::endpoint::EndpointId;
-
-use super::LatencyFeatures;
 
 /// One candidate's predictions (see the [module docs](self)).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -30,9 +27,6 @@ pub struct LatencyPredictionInfo {
     pub tpot_headroom_ms: f64,
     /// Requests this scheduler has in flight on the candidate.
     pub dispatched: u64,
-    /// The features the predictions were made from (learned from when the request finishes
-    /// on this candidate).
-    pub features: LatencyFeatures,
 }
 
 impl LatencyPredictionInfo {
@@ -52,13 +46,38 @@ impl LatencyPredictionInfo {
 #[derive(Debug, Default)]
 pub struct LatencyPredictions {
     pub(super) key: usize,
-    pub(super) by_endpoint: AHashMap<EndpointId, LatencyPredictionInfo>,
+    /// Sorted by endpoint.
+    pub(super) by_endpoint: Vec<(EndpointId, LatencyPredictionInfo)>,
 }
 
 impl LatencyPredictions {
     /// The predictions for `endpoint`, if it was a candidate.
     pub fn get(&self, endpoint: EndpointId) -> Option<&LatencyPredictionInfo> {
-        self.by_endpoint.get(&endpoint)
+        self.by_endpoint
+            .binary_search_by_key(&endpoint, |e| e.0)
+            .ok()
+            .map(|i| &self.by_endpoint[i].1)
+    }
+
+    /// The predictions for `endpoint`, the `i`-th of the consumer's candidates: O(1) when the
+    /// consumer asks about the candidates the predictions were made for, in the same order.
+    pub fn get_at(&self, i: usize, endpoint: EndpointId) -> Option<&LatencyPredictionInfo> {
+        match self.by_endpoint.get(i) {
+            Some((id, info)) if *id == endpoint => Some(info),
+            _ => self.get(endpoint),
+        }
+    }
+
+    /// Adds predictions for endpoints not predicted yet, keeping the order.
+    pub(super) fn extend(&mut self, judged: Vec<(EndpointId, LatencyPredictionInfo)>) {
+        if self.by_endpoint.is_empty() {
+            self.by_endpoint = judged;
+        } else {
+            self.by_endpoint.extend(judged);
+        }
+        if !self.by_endpoint.is_sorted_by_key(|e| e.0) {
+            self.by_endpoint.sort_unstable_by_key(|e| e.0);
+        }
     }
 
     /// Number of candidates predicted.

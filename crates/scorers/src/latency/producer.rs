@@ -239,21 +239,25 @@ impl LatencyProducer {
                 .iter()
                 .map(|ep| {
                     let features = features_of(cycle, prompt, ep);
-                    let min_running = tracking.min_tpot_objective(ep.id());
-                    let info = self.judge(&predictor, features, &objectives, min_running, ep);
+                    let min_running = if tracking.tpot_objectives.is_empty() {
+                        None
+                    } else {
+                        tracking.min_tpot_objective(ep.id())
+                    };
+                    let info = self.judge(&predictor, &features, &objectives, min_running, ep);
                     (ep.id(), info)
                 })
                 .collect();
             drop(tracking);
-            for (id, info) in &judged {
-                cycle
-                    .annotations
-                    .record(&self.ttft_column, *id, info.ttft_ms);
-                if self.judges_tpot(&predictor) {
-                    cycle
-                        .annotations
-                        .record(&self.tpot_column, *id, info.tpot_ms);
-                }
+            cycle.annotations.record_all(
+                &self.ttft_column,
+                judged.iter().map(|(id, info)| (*id, info.ttft_ms)),
+            );
+            if self.judges_tpot(&predictor) {
+                cycle.annotations.record_all(
+                    &self.tpot_column,
+                    judged.iter().map(|(id, info)| (*id, info.tpot_ms)),
+                );
             }
             let produced = cycle.extensions.get_mut::<Produced>()?;
             let entry = match position {
@@ -261,12 +265,12 @@ impl LatencyProducer {
                 None => {
                     produced.0.push(LatencyPredictions {
                         key,
-                        by_endpoint: AHashMap::with_capacity(judged.len()),
+                        by_endpoint: Vec::new(),
                     });
                     produced.0.last_mut()?
                 }
             };
-            entry.by_endpoint.extend(judged);
+            entry.extend(judged);
         }
         self.find(cycle)
     }
@@ -278,12 +282,25 @@ impl LatencyProducer {
     fn judge(
         &self,
         predictor: &super::Predictor,
-        features: LatencyFeatures,
+        features: &LatencyFeatures,
         objectives: &Objectives,
         min_running_tpot: Option<f64>,
         endpoint: &Endpoint,
     ) -> LatencyPredictionInfo {
-        let predicted = predictor.predict(&features);
+        let prefill_only = self
+            .settings
+            .endpoint_role_label
+            .as_ref()
+            .is_some_and(|label| endpoint.labels().get(label).is_some_and(|v| v == "prefill"));
+        let judges_tpot = self.settings.streaming_mode && !prefill_only;
+        let predicted = if judges_tpot {
+            predictor.predict(features)
+        } else {
+            super::Prediction {
+                ttft_ms: predictor.ttft_ms(features),
+                tpot_ms: None,
+            }
+        };
         let ttft = predicted.ttft_ms.unwrap_or(0.0);
         // With no objective at all, both are measured against 0 (upstream's ranking by
         // predicted latency); with some, one the request lacks is not judged.
@@ -294,13 +311,8 @@ impl LatencyProducer {
             None => (-predicted, false),
         };
         let (ttft_headroom, ttft_valid) = judged(ttft, objectives.ttft_ms);
-        let prefill_only = self
-            .settings
-            .endpoint_role_label
-            .as_ref()
-            .is_some_and(|label| endpoint.labels().get(label).is_some_and(|v| v == "prefill"));
         let (tpot, tpot_headroom, tpot_valid) = match predicted.tpot_ms {
-            Some(tpot) if self.settings.streaming_mode && !prefill_only => {
+            Some(tpot) => {
                 let buffer = self.settings.slo_buffer_factor;
                 let own = objectives.tpot_ms.map(|o| o * buffer);
                 let running = min_running_tpot.map(|o| o * buffer).filter(|_| any);
@@ -321,7 +333,6 @@ impl LatencyProducer {
             ttft_headroom_ms: ttft_headroom,
             tpot_headroom_ms: tpot_headroom,
             dispatched: endpoint.in_flight_requests(),
-            features,
         }
     }
 
@@ -334,14 +345,8 @@ impl LatencyProducer {
     /// Keeps the picked candidate's features for learning when the request finishes (called
     /// by every consumer's pick hook: once per request is kept).
     pub fn record_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
-        let features = self
-            .find(cycle)
-            .and_then(|p| p.get(picked.id()))
-            .map(|info| info.features)
-            .unwrap_or_else(|| {
-                let prompt = cycle.request.prompt.estimated_tokens() as u64;
-                features_of(cycle, prompt, picked)
-            });
+        let prompt = cycle.request.prompt.estimated_tokens() as u64;
+        let features = features_of(cycle, prompt, picked);
         let tpot_objective = if self.settings.streaming_mode {
             Objectives::of(cycle.request).tpot_ms
         } else {

@@ -133,6 +133,17 @@ pub struct LatencyScorer {
 const STEPS: f64 = 100.0;
 const EPS: f64 = 1e-9;
 
+/// Upstream's groups, best first: within the predicted-to-meet tier; idle among the late;
+/// late on TPOT only; late on TTFT only; late on both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Group {
+    Positive,
+    Idle,
+    TpotLate,
+    TtftLate,
+    BothLate,
+}
+
 impl LatencyScorer {
     /// The producer it reads (resolved or created on first use).
     pub fn producer(&self) -> &Arc<crate::latency::LatencyProducer> {
@@ -146,79 +157,52 @@ impl LatencyScorer {
     }
 
     /// Upstream's headroom scoring of `infos` (one per candidate) into `out`.
-    pub fn score_headroom(&self, infos: &[Option<LatencyPredictionInfo>], out: &mut [Score]) {
-        out.iter_mut().for_each(|s| *s = Score::new(0.0));
-        let headroom =
-            |i: usize| infos[i].map_or((0.0, 0.0), |p| (p.ttft_headroom_ms, p.tpot_headroom_ms));
-        let negative = |i: usize| {
-            infos[i].is_some_and(|p| p.ttft_headroom_ms < 0.0 || p.tpot_headroom_ms < 0.0)
+    pub fn score_headroom(&self, infos: &[Option<&LatencyPredictionInfo>], out: &mut [Score]) {
+        // Each candidate's group (see the module docs); the best non-empty group is scored.
+        let group_of = |info: &Option<&LatencyPredictionInfo>| match info {
+            None => Group::Positive,
+            Some(p) => match (p.ttft_headroom_ms < 0.0, p.tpot_headroom_ms < 0.0) {
+                (false, false) => Group::Positive,
+                _ if p.dispatched == 0 => Group::Idle,
+                (false, true) => Group::TpotLate,
+                (true, false) => Group::TtftLate,
+                (true, true) => Group::BothLate,
+            },
         };
-        let all: Vec<usize> = (0..infos.len()).collect();
-        let positive: Vec<usize> = all.iter().copied().filter(|&i| !negative(i)).collect();
-        if !positive.is_empty() {
-            let most = self.params.headroom_selection_strategy == HeadroomStrategy::Most;
-            self.score_group(&positive, &headroom, most, out);
+        let groups: Vec<Group> = infos.iter().map(group_of).collect();
+        let Some(&best) = groups.iter().min() else {
             return;
-        }
-        let idle: Vec<usize> = all
-            .iter()
-            .copied()
-            .filter(|&i| infos[i].is_some_and(|p| p.dispatched == 0))
-            .collect();
-        if !idle.is_empty() {
-            self.score_group(&idle, &headroom, false, out);
-            return;
-        }
-        let bucket = |ttft_neg: bool, tpot_neg: bool| -> Vec<usize> {
-            all.iter()
-                .copied()
-                .filter(|&i| {
-                    let (t, p) = headroom(i);
-                    infos[i].is_some() && (t < 0.0) == ttft_neg && (p < 0.0) == tpot_neg
-                })
-                .collect()
         };
-        for group in [bucket(false, true), bucket(true, false)] {
-            if !group.is_empty() {
-                self.score_group(&group, &headroom, false, out);
-                return;
-            }
-        }
-        self.score_group(&all, &headroom, false, out);
-    }
-
-    fn score_group(
-        &self,
-        group: &[usize],
-        headroom: &dyn Fn(usize) -> (f64, f64),
-        most: bool,
-        out: &mut [Score],
-    ) {
-        let (mut alpha, mut beta) = normalized(self.params.ttft_weight, self.params.tpot_weight);
+        let most = best == Group::Positive
+            && self.params.headroom_selection_strategy == HeadroomStrategy::Most;
+        let headroom = |info: &Option<&LatencyPredictionInfo>| {
+            info.map_or((0.0, 0.0), |p| {
+                (p.ttft_headroom_ms.abs(), p.tpot_headroom_ms.abs())
+            })
+        };
         let (mut t_lo, mut t_hi, mut p_lo, mut p_hi) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-        for &i in group {
-            let (t, p) = headroom(i);
-            (t_lo, t_hi) = (t_lo.min(t.abs()), t_hi.max(t.abs()));
-            (p_lo, p_hi) = (p_lo.min(p.abs()), p_hi.max(p.abs()));
+        for (info, _) in infos.iter().zip(&groups).filter(|(_, g)| **g == best) {
+            let (t, p) = headroom(info);
+            (t_lo, t_hi) = (t_lo.min(t), t_hi.max(t));
+            (p_lo, p_hi) = (p_lo.min(p), p_hi.max(p));
         }
         let (t_range, p_range) = (t_hi - t_lo, p_hi - p_lo);
+        let (mut alpha, mut beta) = normalized(self.params.ttft_weight, self.params.tpot_weight);
         if t_range <= EPS && p_range > EPS {
             (alpha, beta) = (0.0, 1.0);
         } else if p_range <= EPS && t_range > EPS {
             (alpha, beta) = (1.0, 0.0);
         }
-        let norm = |v: f64, lo: f64, range: f64| {
-            if range > EPS {
-                (v.abs() - lo) / range
+        let norm = |v: f64, lo: f64, range: f64| if range > EPS { (v - lo) / range } else { 0.5 };
+        for ((slot, info), group) in out.iter_mut().zip(infos).zip(&groups) {
+            *slot = if *group == best {
+                let (t, p) = headroom(info);
+                let combined = alpha * norm(t, t_lo, t_range) + beta * norm(p, p_lo, p_range);
+                let toward = if most { combined } else { 1.0 - combined };
+                Score::new(((toward * STEPS).floor() + 1.0) / STEPS)
             } else {
-                0.5
-            }
-        };
-        for &i in group {
-            let (t, p) = headroom(i);
-            let combined = alpha * norm(t, t_lo, t_range) + beta * norm(p, p_lo, p_range);
-            let toward = if most { combined } else { 1.0 - combined };
-            out[i] = Score::new(((toward * STEPS).floor() + 1.0) / STEPS);
+                Score::new(0.0)
+            };
         }
     }
 
@@ -283,18 +267,19 @@ impl Scorer for LatencyScorer {
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         let producer = Arc::clone(self.link.get());
-        let infos: Option<Vec<Option<LatencyPredictionInfo>>> = producer
-            .produce(cycle, candidates)
-            .map(|p| candidates.iter().map(|e| p.get(e.id()).copied()).collect());
-        match infos {
-            Some(infos) => self.score_headroom(&infos, out),
-            None => {
-                if let Some(prefix) = self.prefix_producer() {
-                    prefix.produce(cycle);
-                }
-                self.score_composite(cycle, candidates, out);
-            }
+        if let Some(predictions) = producer.produce(cycle, candidates) {
+            let infos: Vec<Option<&LatencyPredictionInfo>> = candidates
+                .iter()
+                .enumerate()
+                .map(|(i, e)| predictions.get_at(i, e.id()))
+                .collect();
+            self.score_headroom(&infos, out);
+            return;
         }
+        if let Some(prefix) = self.prefix_producer() {
+            prefix.produce(cycle);
+        }
+        self.score_composite(cycle, candidates, out);
     }
 }
 
