@@ -14,7 +14,7 @@ use crate::aggregate::aggregate;
 use crate::best::judgements;
 use crate::error::SimError;
 use crate::policy::Policy;
-use crate::report::{PolicySummary, Report, ScenarioReport, ceiling, summarize};
+use crate::report::{PolicySummary, Report, ScenarioReport, ceiling, objectives, summarize};
 use crate::runner::{RunOptions, RunResult, Spread, run};
 use crate::seeds::derive;
 use crate::workload::Scenario;
@@ -290,6 +290,7 @@ pub fn compare(
             servers: s.servers,
             hardware: s.hardware.clone(),
             cache_hit_ceiling: runs.first().map_or(0.0, ceiling),
+            objectives: objectives(s),
             judgements: judgements(&results),
             results,
         })
