@@ -11,10 +11,11 @@ use parking_lot::Mutex;
 use shepherd_scheduler_core::config::Registry;
 
 use crate::aggregate::aggregate;
+use crate::attainment::objectives;
 use crate::best::judgements;
 use crate::error::SimError;
 use crate::policy::Policy;
-use crate::report::{PolicySummary, Report, ScenarioReport, ceiling, objectives, summarize};
+use crate::report::{PolicySummary, Report, ScenarioReport, ceiling, summarize};
 use crate::runner::{RunOptions, RunResult, Spread, run};
 use crate::seeds::derive;
 use crate::workload::Scenario;

@@ -8,15 +8,22 @@
 //! Over several seeds (`--seeds N`, [`crate::aggregate`]) each row's figures are means over the
 //! seeds and the row gains `intervals`: per figure, `mean`, `half_width` of the 95 % Student's
 //! t interval, and `n`; each scenario's `judgements` ([`crate::best`]) say which policies are
-//! best, or within 5 % of the best, on TTFT p90 and output tokens/s by those intervals.
+//! best, or within 5 % of the best, on TTFT p90 and output tokens/s by those intervals; rows of
+//! policies with a `latency-scorer` gain `latency_error`, the model's prediction error over the
+//! seeds ([`crate::latency_error`]).
+//!
+//! A scenario whose streams have latency objectives (`slo:`) also has `objectives`, and each of
+//! its rows and streams with objectives `slo`, the SLO attainment ([`crate::attainment`]); the
+//! table then gains an "SLO met" column (and one per stream when several have objectives).
+//! Nothing of this appears for a scenario without objectives.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use shepherd_scorers::latency::ErrorTally;
 
-use crate::aggregate::{figure, stream_figure};
-use crate::attainment::{Attainment, attainment};
+use crate::aggregate::figure;
+use crate::attainment::{Attainment, SloColumns, StreamObjectives, attainment, objectives_text};
 use crate::best::Judgement;
 use crate::latency_error::LatencyError;
 use crate::runner::{Outcome, RequestRecord, RunResult};
@@ -189,34 +196,6 @@ pub struct ScenarioReport {
     pub judgements: Vec<Judgement>,
 }
 
-/// One stream's latency objectives, as its scenario states them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StreamObjectives {
-    /// Stream name.
-    pub stream: String,
-    /// Time-to-first-token objective, ms.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ttft_ms: Option<f64>,
-    /// Time-per-output-token objective, ms.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tpot_ms: Option<f64>,
-}
-
-/// The objectives of `scenario`'s streams that have them, in stream order.
-pub fn objectives(scenario: &Scenario) -> Vec<StreamObjectives> {
-    scenario
-        .streams
-        .iter()
-        .filter_map(|s| {
-            s.spec.slo.map(|o| StreamObjectives {
-                stream: s.name.clone(),
-                ttft_ms: o.ttft_ms,
-                tpot_ms: o.tpot_ms,
-            })
-        })
-        .collect()
-}
-
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -386,7 +365,7 @@ pub fn ceiling(run: &RunResult) -> f64 {
 
 /// `value` with `decimals` decimals after multiplying by `scale`, as `mean ± half-width` when
 /// the interval comes from several seeds.
-fn cell(i: Interval, scale: f64, decimals: usize, unit: &str) -> String {
+pub(crate) fn cell(i: Interval, scale: f64, decimals: usize, unit: &str) -> String {
     if i.n > 1 {
         format!(
             "{:.decimals$} ± {:.decimals$}{unit}",
@@ -491,96 +470,6 @@ pub fn table(report: &Report) -> String {
         out.push_str(&crate::latency_error::table(&s.results));
     }
     out
-}
-
-/// `interactive TTFT ≤ 300 ms, TPOT ≤ 40 ms; batch TTFT ≤ 4000 ms`.
-fn objectives_text(objectives: &[StreamObjectives]) -> String {
-    objectives
-        .iter()
-        .map(|o| {
-            let limits: Vec<String> = [("TTFT", o.ttft_ms), ("TPOT", o.tpot_ms)]
-                .into_iter()
-                .filter_map(|(n, v)| v.map(|v| format!("{n} ≤ {v} ms")))
-                .collect();
-            format!("{} {}", o.stream, limits.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// The table's SLO columns of one scenario: none without objectives; else the attainment
-/// over every request with objectives, then per stream when more than one has them.
-struct SloColumns {
-    /// Whether the scenario has objectives.
-    on: bool,
-    /// Indices and names of the streams with objectives, when more than one has them.
-    streams: Vec<(usize, String)>,
-}
-
-impl SloColumns {
-    fn of(s: &ScenarioReport) -> SloColumns {
-        let first = s.results.first();
-        let streams: Vec<(usize, String)> = first
-            .map(|r| {
-                r.streams
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, st)| st.slo.is_some())
-                    .map(|(k, st)| (k, st.stream.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        SloColumns {
-            on: s.results.iter().any(|r| r.slo.is_some()),
-            streams: if streams.len() > 1 {
-                streams
-            } else {
-                Vec::new()
-            },
-        }
-    }
-
-    fn width(&self) -> usize {
-        if self.on { 1 + self.streams.len() } else { 0 }
-    }
-
-    fn header(&self) -> String {
-        if !self.on {
-            return String::new();
-        }
-        let mut h = String::from(" SLO met |");
-        for (_, name) in &self.streams {
-            h.push_str(&format!(" {name} SLO |"));
-        }
-        h
-    }
-
-    /// ` 85.1% (1203/1413) | 80.2% | 93.0% |`; over several seeds `85.1 ± 1.2%` and no counts.
-    fn cells(&self, r: &PolicySummary) -> String {
-        if !self.on {
-            return String::new();
-        }
-        let overall = match (r.slo, figure(r, "slo_attainment")) {
-            (Some(a), Some(i)) if i.n <= 1 => format!(
-                "{} ({}/{})",
-                cell(i, 100.0, 1, "%"),
-                a.met,
-                a.with_objectives
-            ),
-            (_, Some(i)) => cell(i, 100.0, 1, "%"),
-            (_, None) => "–".to_string(),
-        };
-        let mut out = format!(" {overall} |");
-        for &(k, _) in &self.streams {
-            let c = r
-                .streams
-                .get(k)
-                .and_then(|st| stream_figure(st, "slo_attainment"))
-                .map_or_else(|| "–".to_string(), |i| cell(i, 100.0, 1, "%"));
-            out.push_str(&format!(" {c} |"));
-        }
-        out
-    }
 }
 
 #[cfg(test)]

@@ -14,9 +14,11 @@
 //!     outputTokens: 50
 //!     load: { closed: 8 }
 //!     endS: 10
+//!     slo: { ttftMs: 500 }
 //! "#;
 //! let scenario = Scenario::from_yaml(yaml, "tiny.yaml").unwrap();
 //! assert_eq!(scenario.servers, 2);
+//! assert_eq!(scenario.streams[0].spec.slo.and_then(|o| o.ttft_ms), Some(500.0));
 //! ```
 
 use std::num::{NonZeroU32, NonZeroU64};
