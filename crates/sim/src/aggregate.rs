@@ -3,8 +3,11 @@
 //! [`aggregate`] takes the per-seed [`PolicySummary`]s of one (scenario, policy) pair and
 //! returns one summary whose figures are the means (counts rounded to whole numbers) and whose
 //! `intervals` hold, for every figure in [`FIGURES`] and every per-stream TTFT, the exact mean
-//! and 95 % half-width. The `adaptive` summary is the first seed's. One seed is returned as it
-//! is, without intervals.
+//! and 95 % half-width; rows and streams with latency objectives also get their SLO
+//! attainment's (`slo_attainment`, `slo_met`, `slo_with_objectives`), and rows of policies with
+//! a `latency-scorer` their prediction errors over the seeds (`latency_error`,
+//! [`crate::latency_error`]). The `adaptive` summary is the first seed's. One seed is returned
+//! as it is, without intervals.
 //!
 //! ```
 //! use shepherd_sim::aggregate::{aggregate, figure};
@@ -24,6 +27,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::attainment::Attainment;
+use crate::latency_error::over_seeds;
 use crate::report::{PolicySummary, StreamSummary};
 use crate::stats::Interval;
 
@@ -94,6 +99,47 @@ const STREAM_FIGURES: &[(&str, fn(&StreamSummary) -> f64, fn(&mut StreamSummary,
     ("ttft_p99_ms", |s| s.ttft_p99_ms, |s, v| s.ttft_p99_ms = v),
 ];
 
+/// SLO attainment figures, of the rows and streams with objectives only: JSON name (in
+/// `intervals`), reader, writer.
+#[allow(clippy::type_complexity)]
+const SLO_FIGURES: &[(&str, fn(&Attainment) -> f64, fn(&mut Attainment, f64))] = &[
+    ("slo_attainment", |a| a.attainment, |a, v| a.attainment = v),
+    ("slo_met", |a| a.met as f64, |a, v| a.met = count(v)),
+    (
+        "slo_with_objectives",
+        |a| a.with_objectives as f64,
+        |a, v| a.with_objectives = count(v),
+    ),
+];
+
+/// The point value of SLO figure `name` of `slo` (`None` without objectives or for another
+/// name).
+fn slo_point(slo: Option<&Attainment>, name: &str) -> Option<Interval> {
+    let slo = slo?;
+    SLO_FIGURES
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, get, _)| Interval::point(get(slo)))
+}
+
+/// Averages the SLO figures of `per_seed` (each seed's attainment, in seed order) into `out`
+/// and `intervals`, when `out` has objectives.
+fn aggregate_slo(
+    out: &mut Option<Attainment>,
+    per_seed: &[Option<Attainment>],
+    intervals: &mut BTreeMap<String, Interval>,
+) {
+    let Some(out) = out.as_mut() else {
+        return;
+    };
+    for (name, get, set) in SLO_FIGURES {
+        let samples: Vec<f64> = per_seed.iter().flatten().map(get).collect();
+        let i = Interval::of(&samples);
+        set(out, round3(i.mean));
+        intervals.insert((*name).to_string(), i.rounded());
+    }
+}
+
 fn count(v: f64) -> u64 {
     v.round().max(0.0) as u64
 }
@@ -112,6 +158,7 @@ pub fn figure(summary: &PolicySummary, name: &str) -> Option<Interval> {
         .iter()
         .find(|(n, _, _)| *n == name)
         .map(|(_, get, _)| Interval::point(get(summary)))
+        .or_else(|| slo_point(summary.slo.as_ref(), name))
 }
 
 /// The interval of per-stream figure `name` of `stream` (point value for one seed).
@@ -123,6 +170,7 @@ pub fn stream_figure(stream: &StreamSummary, name: &str) -> Option<Interval> {
         .iter()
         .find(|(n, _, _)| *n == name)
         .map(|(_, get, _)| Interval::point(get(stream)))
+        .or_else(|| slo_point(stream.slo.as_ref(), name))
 }
 
 /// Means and intervals of one policy's per-seed summaries (in seed order, same policy, same
@@ -142,7 +190,11 @@ pub fn aggregate(per_seed: &[PolicySummary]) -> PolicySummary {
         set(&mut out, round3(i.mean));
         intervals.insert((*name).to_string(), i.rounded());
     }
+    let slos: Vec<Option<Attainment>> = per_seed.iter().map(|s| s.slo).collect();
+    aggregate_slo(&mut out.slo, &slos, &mut intervals);
     out.intervals = Some(intervals);
+    let tallies: Vec<_> = per_seed.iter().map(|s| s.latency_tallies).collect();
+    out.latency_error = over_seeds(&tallies);
     for (k, stream) in out.streams.iter_mut().enumerate() {
         let mut intervals = BTreeMap::new();
         for (name, get, set) in STREAM_FIGURES {
@@ -155,6 +207,11 @@ pub fn aggregate(per_seed: &[PolicySummary]) -> PolicySummary {
             set(stream, round3(i.mean));
             intervals.insert((*name).to_string(), i.rounded());
         }
+        let slos: Vec<Option<Attainment>> = per_seed
+            .iter()
+            .map(|s| s.streams.get(k).and_then(|st| st.slo))
+            .collect();
+        aggregate_slo(&mut stream.slo, &slos, &mut intervals);
         stream.intervals = Some(intervals);
     }
     out

@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use shepherd_scheduler_core::config::Registry;
 
 use crate::aggregate::aggregate;
+use crate::attainment::objectives;
 use crate::best::judgements;
 use crate::error::SimError;
 use crate::policy::Policy;
@@ -290,6 +291,7 @@ pub fn compare(
             servers: s.servers,
             hardware: s.hardware.clone(),
             cache_hit_ceiling: runs.first().map_or(0.0, ceiling),
+            objectives: objectives(s),
             judgements: judgements(&results),
             results,
         })

@@ -13,9 +13,10 @@
 //! - [`runner`]: the discrete-event loop that runs a scenario under a policy (and ticks the
 //!   adaptive controller, a [`shepherd_adaptive::TickDriver`], on simulated time);
 //! - [`report`], [`svg`], [`timeline`]: the table and JSON, the plots, the adaptive timeline;
+//! - [`attainment`]: SLO attainment, for scenarios whose streams have latency objectives;
 //! - [`seeds`], [`stats`], [`aggregate`], [`judge`], [`best`]: several seeds per comparison,
 //!   each figure as a mean with its 95 % interval, and "best" / "within 5 %" judged on those
-//!   intervals;
+//!   intervals; [`latency_error`]: a latency model's prediction error over the seeds;
 //! - [`overload`]: the flow-control report (per priority class and tenant, with and without
 //!   flow control, against the same workload unloaded);
 //! - [`replicas`]: the replica study (R picker replicas with no coordination: hit rate, TTFT
@@ -27,12 +28,14 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod aggregate;
+pub mod attainment;
 pub mod best;
 pub mod calibration;
 pub mod compare;
 pub mod engine;
 pub mod error;
 pub mod judge;
+pub mod latency_error;
 pub mod overload;
 pub mod policy;
 pub mod replicas;

@@ -8,15 +8,25 @@
 //! Over several seeds (`--seeds N`, [`crate::aggregate`]) each row's figures are means over the
 //! seeds and the row gains `intervals`: per figure, `mean`, `half_width` of the 95 % Student's
 //! t interval, and `n`; each scenario's `judgements` ([`crate::best`]) say which policies are
-//! best, or within 5 % of the best, on TTFT p90 and output tokens/s by those intervals.
+//! best, or within 5 % of the best, on TTFT p90 and output tokens/s by those intervals; rows of
+//! policies with a `latency-scorer` gain `latency_error`, the model's prediction error over the
+//! seeds ([`crate::latency_error`]).
+//!
+//! A scenario whose streams have latency objectives (`slo:`) also has `objectives`, and each of
+//! its rows and streams with objectives `slo`, the SLO attainment ([`crate::attainment`]); the
+//! table then gains an "SLO met" column (and one per stream when several have objectives).
+//! Nothing of this appears for a scenario without objectives.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use shepherd_scorers::latency::ErrorTally;
 
 use crate::aggregate::figure;
+use crate::attainment::{Attainment, SloColumns, StreamObjectives, attainment, objectives_text};
 use crate::best::Judgement;
-use crate::runner::{Outcome, RunResult};
+use crate::latency_error::LatencyError;
+use crate::runner::{Outcome, RequestRecord, RunResult};
 use crate::stats::Interval;
 use crate::workload::Scenario;
 
@@ -61,7 +71,11 @@ pub struct PolicySummary {
     pub makespan_s: f64,
     /// Simulated events processed.
     pub events: u64,
-    /// Per-stream time to first token.
+    /// SLO attainment over every request with latency objectives (only for scenarios whose
+    /// streams have `slo`; [`crate::attainment`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Attainment>,
+    /// Per-stream time to first token (and SLO attainment, for streams with objectives).
     pub streams: Vec<StreamSummary>,
     /// What the adaptive controller did (only for policies with an `adaptive:` section; over
     /// several seeds, the first seed's run).
@@ -71,6 +85,15 @@ pub struct PolicySummary {
     /// above then hold the means, counts rounded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub intervals: Option<BTreeMap<String, Interval>>,
+    /// Over several seeds, for policies with a `latency-scorer`: its TTFT and TPOT prediction
+    /// errors (MAPE) per load level and overall, mean and 95 % interval
+    /// ([`crate::latency_error`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_error: Option<LatencyError>,
+    /// This run's prediction-error tallies (TTFT, TPOT), which `latency_error` aggregates over
+    /// seeds; not written.
+    #[serde(skip)]
+    pub latency_tallies: Option<(ErrorTally, ErrorTally)>,
 }
 
 /// What the adaptive controller did during a run.
@@ -143,6 +166,9 @@ pub struct StreamSummary {
     pub ttft_p90_ms: f64,
     /// Time to first token, ms.
     pub ttft_p99_ms: f64,
+    /// SLO attainment of the stream's requests (only for a stream with objectives).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Attainment>,
     /// Over several seeds: each figure's mean and 95 % interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub intervals: Option<BTreeMap<String, Interval>>,
@@ -161,6 +187,9 @@ pub struct ScenarioReport {
     pub hardware: String,
     /// Cache hit rate an infinite cache would reach on this workload (token weighted).
     pub cache_hit_ceiling: f64,
+    /// The latency objectives of the streams that have them (not written when none has).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub objectives: Vec<StreamObjectives>,
     /// One row per policy, then the bounds.
     pub results: Vec<PolicySummary>,
     /// Best and within-5 % policies on TTFT p90 and output tokens/s, by the interval rule.
@@ -198,6 +227,21 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
+/// A request's time to first token, ms from its arrival (`None` before its first token).
+pub fn ttft_ms(r: &RequestRecord) -> Option<f64> {
+    r.first_token.map(|t| (t - r.arrival) as f64 / 1e6)
+}
+
+/// A request's time per output token after the first, ms: (end − first token) / (output
+/// tokens − 1); `None` without both times or with a single output token (no TPOT).
+pub fn tpot_ms(r: &RequestRecord) -> Option<f64> {
+    if r.output_tokens <= 1 {
+        return None;
+    }
+    let (ft, end) = (r.first_token?, r.end?);
+    Some((end - ft) as f64 / 1e6 / f64::from(r.output_tokens - 1))
+}
+
 /// Time-to-first-token samples (ms) of the completed requests of `run`, optionally of one
 /// stream.
 pub fn ttfts_ms(run: &RunResult, stream: Option<u32>) -> Vec<f64> {
@@ -205,7 +249,7 @@ pub fn ttfts_ms(run: &RunResult, stream: Option<u32>) -> Vec<f64> {
         run.records
             .iter()
             .filter(|r| r.outcome == Outcome::Completed && stream.is_none_or(|s| r.stream == s))
-            .filter_map(|r| r.first_token.map(|t| (t - r.arrival) as f64 / 1e6))
+            .filter_map(ttft_ms)
             .collect(),
     )
 }
@@ -218,15 +262,7 @@ pub fn summarize(scenario: &Scenario, run: &RunResult, bound: bool) -> PolicySum
         .filter(|r| r.outcome == Outcome::Completed)
         .collect();
     let ttft = ttfts_ms(run, None);
-    let tpot = sorted(
-        done.iter()
-            .filter(|r| r.output_tokens > 1)
-            .filter_map(|r| {
-                let (ft, end) = (r.first_token?, r.end?);
-                Some((end - ft) as f64 / 1e6 / f64::from(r.output_tokens - 1))
-            })
-            .collect(),
-    );
+    let tpot = sorted(done.iter().filter_map(|r| tpot_ms(r)).collect());
     let e2e = sorted(
         done.iter()
             .filter_map(|r| r.end.map(|e| (e - r.arrival) as f64 / 1e6))
@@ -262,11 +298,13 @@ pub fn summarize(scenario: &Scenario, run: &RunResult, bound: bool) -> PolicySum
     } else {
         cvs.iter().sum::<f64>() / cvs.len() as f64
     };
+    let (slo, stream_slos) = attainment(scenario, run);
     let streams = scenario
         .streams
         .iter()
+        .zip(stream_slos)
         .enumerate()
-        .map(|(i, s)| {
+        .map(|(i, (s, slo))| {
             let t = ttfts_ms(run, Some(i as u32));
             StreamSummary {
                 stream: s.name.clone(),
@@ -274,6 +312,7 @@ pub fn summarize(scenario: &Scenario, run: &RunResult, bound: bool) -> PolicySum
                 ttft_p50_ms: round3(percentile(&t, 50.0)),
                 ttft_p90_ms: round3(percentile(&t, 90.0)),
                 ttft_p99_ms: round3(percentile(&t, 99.0)),
+                slo,
                 intervals: None,
             }
         })
@@ -306,9 +345,12 @@ pub fn summarize(scenario: &Scenario, run: &RunResult, bound: bool) -> PolicySum
         preemptions: run.preemptions,
         makespan_s: round3(makespan),
         events: run.events,
+        slo,
         streams,
         adaptive: adaptive_summary(run),
         intervals: None,
+        latency_error: None,
+        latency_tallies: run.latency_errors,
     }
 }
 
@@ -323,7 +365,7 @@ pub fn ceiling(run: &RunResult) -> f64 {
 
 /// `value` with `decimals` decimals after multiplying by `scale`, as `mean ± half-width` when
 /// the interval comes from several seeds.
-fn cell(i: Interval, scale: f64, decimals: usize, unit: &str) -> String {
+pub(crate) fn cell(i: Interval, scale: f64, decimals: usize, unit: &str) -> String {
     if i.n > 1 {
         format!(
             "{:.decimals$} ± {:.decimals$}{unit}",
@@ -361,8 +403,15 @@ pub fn table(report: &Report) -> String {
             s.hardware,
             s.cache_hit_ceiling * 100.0
         ));
-        out.push_str("| policy | TTFT p50 | p90 | p99 (ms) | TPOT p50 | p99 (ms) | E2E p50 | p99 (s) | out tok/s | cache hit | imbalance CV | preempt | dropped/timed out |\n");
-        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        let slo = SloColumns::of(s);
+        if !s.objectives.is_empty() {
+            out.push_str(&format!("SLO: {}.\n\n", objectives_text(&s.objectives)));
+        }
+        out.push_str(&format!("| policy | TTFT p50 | p90 | p99 (ms) | TPOT p50 | p99 (ms) | E2E p50 | p99 (s) | out tok/s | cache hit | imbalance CV | preempt | dropped/timed out |{}\n", slo.header()));
+        out.push_str(&format!(
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}\n",
+            "---:|".repeat(slo.width())
+        ));
         for r in &s.results {
             let f = |name: &str, scale: f64, decimals: usize, unit: &str| {
                 cell(
@@ -382,7 +431,7 @@ pub fn table(report: &Report) -> String {
                 }
             };
             out.push_str(&format!(
-                "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} |\n",
+                "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} |{}\n",
                 r.policy,
                 if r.bound { " (bound)" } else { "" },
                 f("ttft_p50_ms", 1.0, 0, ""),
@@ -398,6 +447,7 @@ pub fn table(report: &Report) -> String {
                 f("preemptions", 1.0, 0, ""),
                 lost("dropped"),
                 lost("timed_out"),
+                slo.cells(r),
             ));
         }
         if !s.judgements.is_empty() {
@@ -417,6 +467,7 @@ pub fn table(report: &Report) -> String {
                 j.best.join(", "),
             ));
         }
+        out.push_str(&crate::latency_error::table(&s.results));
     }
     out
 }

@@ -169,6 +169,9 @@ impl Sim<'_> {
         request.max_tokens = Some(spec.output.len);
         request.priority = stream.priority;
         request.fairness_id = stream.fairness_id.clone();
+        if let Some(slo) = &stream.slo {
+            request.headers.extend(slo.headers());
+        }
         let r = self.spreader.pick(spec.stream, spec.session);
         let replica = &mut self.replicas[r as usize];
         if replica.feed.wants_cached_blocks() {

@@ -19,6 +19,10 @@ pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../scenarios/multi-turn.yaml"),
     ),
     ("mooncake", include_str!("../../scenarios/mooncake.yaml")),
+    (
+        "slo-classes",
+        include_str!("../../scenarios/slo-classes.yaml"),
+    ),
 ];
 
 /// `(path as the built-in scenarios write it, gzip bytes)` of the traces embedded in the
@@ -78,5 +82,15 @@ mod tests {
         let trace = &mooncake.streams[0].trace;
         assert_eq!(trace.len(), 12_031);
         assert!(trace.iter().all(|r| r.hash_ids.first() == Some(&0)));
+        let classes = super::builtin_scenario("slo-classes").unwrap();
+        assert!(classes.has_objectives());
+        assert!(
+            super::builtin_scenarios()
+                .unwrap()
+                .iter()
+                .filter(|s| s.has_objectives())
+                .map(|s| s.name.as_str())
+                .eq(["slo-classes"])
+        );
     }
 }

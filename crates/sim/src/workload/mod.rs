@@ -1,10 +1,12 @@
-//! Workloads: scenario files, traffic generators, trace replay, and the deterministic prompt
-//! contents shared by the scheduler and the engines, and the same workload on a larger pool at
-//! the same load per server ([`Scenario::at_servers`]).
+//! Workloads: scenario files, traffic generators, trace replay, latency objectives per stream
+//! ([`SloSpec`]), the deterministic prompt contents shared by the scheduler and the engines,
+//! and the same workload on a larger pool at the same load per server
+//! ([`Scenario::at_servers`]).
 
 mod at_scale;
 mod builtin;
 mod gzip;
+mod slo;
 mod spec;
 mod tokens;
 mod trace;
@@ -14,6 +16,7 @@ pub use builtin::{
     BUILTIN_SCENARIOS, BUILTIN_TRACES, OVERLOAD_SCENARIO, builtin_scenario, builtin_scenarios,
 };
 pub use gzip::trace_text;
+pub use slo::{SLO_TPOT_HEADER, SLO_TTFT_HEADER, SloSpec};
 pub use spec::{
     EngineOverrides, Load, LoadSpec, Scenario, ScenarioSpec, Stream, StreamKind, StreamSpec,
 };

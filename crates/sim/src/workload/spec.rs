@@ -14,9 +14,11 @@
 //!     outputTokens: 50
 //!     load: { closed: 8 }
 //!     endS: 10
+//!     slo: { ttftMs: 500 }
 //! "#;
 //! let scenario = Scenario::from_yaml(yaml, "tiny.yaml").unwrap();
 //! assert_eq!(scenario.servers, 2);
+//! assert_eq!(scenario.streams[0].spec.slo.and_then(|o| o.ttft_ms), Some(500.0));
 //! ```
 
 use std::num::{NonZeroU32, NonZeroU64};
@@ -25,6 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::gzip::trace_text;
+use super::slo::SloSpec;
 use super::trace::{TraceRecord, parse_trace};
 use crate::engine::EngineConfig;
 use crate::error::SimError;
@@ -143,6 +146,12 @@ pub struct StreamSpec {
     /// request's header (default: none, the one default flow).
     #[serde(default)]
     pub fairness_id: Option<String>,
+    /// Latency objectives of the stream's requests (default: none): carried on each request
+    /// as the headers [`SLO_TTFT_HEADER`](super::SLO_TTFT_HEADER) and
+    /// [`SLO_TPOT_HEADER`](super::SLO_TPOT_HEADER), and counted in the reports' SLO
+    /// attainment.
+    #[serde(default)]
+    pub slo: Option<SloSpec>,
 }
 
 fn one() -> NonZeroU32 {
@@ -328,6 +337,7 @@ impl Scenario {
         }
         let base = Path::new(file).parent().map(Path::to_path_buf);
         let mut streams = Vec::new();
+        let mut slos_seen = 0;
         for (i, s) in spec.streams.into_iter().enumerate() {
             let field = |f: &str| format!("streams[{i}].{f}");
             let name = s.name.clone().unwrap_or_else(|| {
@@ -344,6 +354,22 @@ impl Scenario {
             }
             if !(s.think_time_s.is_finite() && s.think_time_s >= 0.0) {
                 return Err(bad(field("thinkTimeS"), "thinkTimeS", "must be ≥ 0".into()));
+            }
+            if let Some(slo) = &s.slo {
+                if let Err((key, reason)) = slo.validate() {
+                    let at = if key == "slo" {
+                        field("slo")
+                    } else {
+                        field(&format!("slo.{key}"))
+                    };
+                    return Err(SimError::Input {
+                        file: file.to_string(),
+                        line: locate_nth(text, "slo", slos_seen),
+                        field: at,
+                        reason: format!("stream `{name}`: {reason}"),
+                    });
+                }
+                slos_seen += 1;
             }
             let mut trace = Vec::new();
             let mut load = None;
@@ -450,6 +476,11 @@ impl Scenario {
 }
 
 impl Scenario {
+    /// Whether any stream has latency objectives (the reports then count SLO attainment).
+    pub fn has_objectives(&self) -> bool {
+        self.streams.iter().any(|s| s.spec.slo.is_some())
+    }
+
     /// The same scenario with every open-loop rate multiplied by `factor` (closed loops and
     /// traces unchanged), named `<name>@<factor>x`: the same workload at another load.
     pub fn scaled(&self, factor: f64) -> Scenario {
@@ -470,10 +501,17 @@ impl Scenario {
 
 /// The 1-based line where `key:` first appears, 0 when it does not.
 fn locate(text: &str, key: &str) -> usize {
+    locate_nth(text, key, 0)
+}
+
+/// The 1-based line where `key:` appears for the `n`-th time (from 0), 0 when it does not.
+fn locate_nth(text: &str, key: &str, n: usize) -> usize {
     let needle = format!("{key}:");
     text.lines()
-        .position(|l| l.trim_start().trim_start_matches("- ").starts_with(&needle))
-        .map_or(0, |i| i + 1)
+        .enumerate()
+        .filter(|(_, l)| l.trim_start().trim_start_matches("- ").starts_with(&needle))
+        .nth(n)
+        .map_or(0, |(i, _)| i + 1)
 }
 
 fn yaml_error(e: &serde_norway::Error, file: &str) -> SimError {
