@@ -23,12 +23,8 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
-
-/// The request header carrying the time-to-first-token objective, milliseconds.
-pub const SLO_TTFT_HEADER: &str = "x-slo-ttft-ms";
-
-/// The request header carrying the time-per-output-token objective, milliseconds.
-pub const SLO_TPOT_HEADER: &str = "x-slo-tpot-ms";
+/// The request headers carrying the objectives (the scheduler's, which its adapters copy).
+pub use shepherd_scheduler_core::request::{SLO_TPOT_HEADER, SLO_TTFT_HEADER};
 
 /// A stream's latency objectives, as written (`slo: { ttftMs: 250, tpotMs: 20 }`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
