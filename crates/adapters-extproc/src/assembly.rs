@@ -1,5 +1,6 @@
 //! Putting one request together from the messages Envoy sends: the headers first (path, request
-//! id, fairness id, priority, session), then the body, buffered up to a limit, then the parse
+//! id, fairness id, priority, session, and the latency objectives `x-slo-ttft-ms` /
+//! `x-slo-tpot-ms` handed to plugins), then the body, buffered up to a limit, then the parse
 //! by the parser the config's [`ParserSet`] gives for the path (a path none takes is refused
 //! with 404 and `x-shepherd-dropped-reason: unsupported_path`; with a fallback parser such as
 //! `passthrough-parser` it is routed without payload signals).
@@ -15,12 +16,18 @@
 //! use shepherd_scheduler_core::request::ParserSet;
 //!
 //! let header = |k: &str, v: &str| HeaderValue { key: k.into(), raw_value: v.as_bytes().to_vec(), ..Default::default() };
-//! let headers = HeaderMap { headers: vec![header(":path", "/v1/completions"), header("x-request-id", "r-7")] };
+//! let headers = HeaderMap { headers: vec![
+//!     header(":path", "/v1/completions"),
+//!     header("x-request-id", "r-7"),
+//!     header("X-SLO-TTFT-MS", " 250 "),
+//! ] };
 //! let options = ExtProcOptions::default();
 //! let mut assembly = RequestAssembly::from_headers(Some(&headers), &options).unwrap();
 //! assembly.push_body(br#"{"model":"llama","prompt":"Hi"}"#, &options).unwrap();
 //! let (request, body) = assembly.finish(&options, &ParserSet::upstream_default()).unwrap();
 //! assert_eq!((request.id.as_str(), request.model.as_str(), body.len()), ("r-7", "llama", 31));
+//! assert_eq!(request.header("x-slo-ttft-ms"), Some("250"));
+//! assert_eq!(request.header("x-slo-tpot-ms"), None);
 //! ```
 
 use envoy_types::pb::envoy::config::core::v3::HeaderMap;

@@ -138,6 +138,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_latency_objectives_are_handed_to_plugins_trimmed_and_bounded() {
+        let mut client = HeaderMap::new();
+        client.insert("x-slo-ttft-ms", HeaderValue::from_static(" 250 "));
+        client.insert("x-slo-tpot-ms", HeaderValue::from_str(&"9".repeat(65)).unwrap());
+        client.insert("x-other", HeaderValue::from_static("1"));
+        assert_eq!(
+            plugin_headers(&client),
+            [("x-slo-ttft-ms".to_string(), "250".to_string())]
+        );
+        assert!(plugin_headers(&HeaderMap::new()).is_empty());
+    }
+
+    #[test]
     fn the_request_loses_what_the_gateway_sets_itself() {
         let mut client = HeaderMap::new();
         for (name, value) in [
