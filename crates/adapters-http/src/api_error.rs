@@ -219,12 +219,19 @@ impl ApiError {
         error
     }
 
-    /// The scheduler found no endpoint: 503 with `Retry-After` (500 for a policy fault).
+    /// The scheduler found no endpoint: 503 with `Retry-After` (500 for a policy fault); an
+    /// admitter refused the request (no endpoint predicted to meet its objectives): 429
+    /// `rate_limit_error` with `Retry-After`.
     pub fn unscheduled(error: &ScheduleError, retry_after: u64) -> Self {
         let status =
             StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let answer = ApiError::new(status, SERVER_ERROR, error.reason(), error.to_string());
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        let kind = if status == StatusCode::TOO_MANY_REQUESTS {
+            "rate_limit_error"
+        } else {
+            SERVER_ERROR
+        };
+        let answer = ApiError::new(status, kind, error.reason(), error.to_string());
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             answer.with_retry_after(retry_after)
         } else {
             answer
@@ -364,5 +371,17 @@ mod tests {
         );
         let fault = ApiError::unscheduled(&ScheduleError::UnknownProfile("x".into()), 2);
         assert_eq!(fault.retry_after(), None);
+    }
+
+    #[test]
+    fn an_admitters_refusal_is_a_429_rate_limit_error_with_retry_after() {
+        let refused = ScheduleError::Rejected {
+            plugin: "latency-slo-admitter".into(),
+            reason: "no endpoint is predicted to meet the request's latency objectives".into(),
+        };
+        let error = ApiError::unscheduled(&refused, 3);
+        assert_eq!(error.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!((error.code(), error.retry_after()), ("rejected", Some(3)));
+        assert_eq!(error.to_json()["error"]["type"], "rate_limit_error");
     }
 }

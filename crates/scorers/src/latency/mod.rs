@@ -23,5 +23,5 @@ pub use model::{
 };
 pub use objectives::Objectives;
 pub use prediction_info::{LatencyPredictionInfo, LatencyPredictions};
-pub use producer::{LatencyProducer, LatencyProducerSettings};
+pub use producer::{FeatureReader, LatencyProducer, LatencyProducerSettings};
 pub use ridge::NormalEquations;

@@ -78,6 +78,7 @@ const MAX_AGE_S: f64 = 60.0;
 impl LatencyFeatures {
     /// The design vector: every feature clamped to a sane range (non-finite → 0), token
     /// counts in thousands.
+    #[inline]
     pub fn design(&self) -> [f64; DESIGN] {
         let count = |v: f64| {
             if v.is_finite() {
@@ -324,6 +325,7 @@ pub struct Predictor(Arc<Fitted>);
 
 impl Predictor {
     /// Both targets' predictions for `features` (`None` for one not ready).
+    #[inline]
     pub fn predict(&self, features: &LatencyFeatures) -> Prediction {
         let x = features.design();
         match (&self.0.ttft, &self.0.tpot) {
@@ -345,6 +347,7 @@ impl Predictor {
     }
 
     /// The TTFT prediction alone, if that target is ready.
+    #[inline]
     pub fn ttft_ms(&self, features: &LatencyFeatures) -> Option<f64> {
         let c = self.0.ttft.as_ref()?;
         Some(finite_or_zero(dot(c, &features.design())))

@@ -233,12 +233,12 @@ impl LatencyProducer {
         };
         if !missing.is_empty() {
             let objectives = Objectives::of(cycle.request);
-            let prompt = cycle.request.prompt.estimated_tokens() as u64;
+            let reader = FeatureReader::of(cycle);
             let tracking = self.tracking.lock();
             let judged: Vec<(EndpointId, LatencyPredictionInfo)> = missing
                 .iter()
                 .map(|ep| {
-                    let features = features_of(cycle, prompt, ep);
+                    let features = reader.read(ep);
                     let min_running = if tracking.tpot_objectives.is_empty() {
                         None
                     } else {
@@ -345,8 +345,7 @@ impl LatencyProducer {
     /// Keeps the picked candidate's features for learning when the request finishes (called
     /// by every consumer's pick hook: once per request is kept).
     pub fn record_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
-        let prompt = cycle.request.prompt.estimated_tokens() as u64;
-        let features = features_of(cycle, prompt, picked);
+        let features = FeatureReader::of(cycle).read(picked);
         let tpot_objective = if self.settings.streaming_mode {
             Objectives::of(cycle.request).tpot_ms
         } else {
@@ -425,23 +424,44 @@ impl CompletionHook for LatencyProducer {
     }
 }
 
-/// What the model reads about `endpoint` for the request of `cycle`, whose prompt has
-/// `prompt` tokens.
-pub fn features_of(cycle: &CycleState<'_>, prompt: u64, endpoint: &Endpoint) -> LatencyFeatures {
-    let uncached = CachedPrefix::uncached_tokens_in(&cycle.extensions, endpoint.id(), prompt);
-    let metrics = endpoint.load_metrics();
-    // Never scraped: as old as the model takes.
-    let age_ms = metrics
-        .scraped_at
-        .map_or(1e6, |at| cycle.now.saturating_since(at).as_secs_f64() * 1e3);
-    LatencyFeatures {
-        prompt_tokens: prompt as f64,
-        uncached_tokens: uncached as f64,
-        pending_prefill_tokens: endpoint.pending_prefill_tokens() as f64,
-        waiting: f64::from(metrics.waiting),
-        running: f64::from(metrics.running),
-        in_flight: endpoint.total_in_flight_requests() as f64,
-        kv_utilization: metrics.kv_utilization,
-        metrics_age_ms: age_ms,
+/// What the model reads about each candidate for the request of one cycle: the cycle's
+/// figures (prompt tokens, cached-prefix estimates, time) looked up once.
+#[derive(Debug, Clone, Copy)]
+pub struct FeatureReader<'c> {
+    prompt: u64,
+    cached: Option<&'c CachedPrefix>,
+    now: Timestamp,
+}
+
+impl<'c> FeatureReader<'c> {
+    /// The reader for the request of `cycle`.
+    pub fn of(cycle: &'c CycleState<'_>) -> Self {
+        FeatureReader {
+            prompt: cycle.request.prompt.estimated_tokens() as u64,
+            cached: cycle.extensions.get::<CachedPrefix>(),
+            now: cycle.now,
+        }
+    }
+
+    /// `endpoint`'s features.
+    pub fn read(&self, endpoint: &Endpoint) -> LatencyFeatures {
+        let uncached = self
+            .cached
+            .map_or(self.prompt, |c| c.uncached_tokens(endpoint.id(), self.prompt));
+        let metrics = endpoint.load_metrics();
+        // Never scraped: as old as the model takes.
+        let age_ms = metrics
+            .scraped_at
+            .map_or(1e6, |at| self.now.saturating_since(at).as_secs_f64() * 1e3);
+        LatencyFeatures {
+            prompt_tokens: self.prompt as f64,
+            uncached_tokens: uncached as f64,
+            pending_prefill_tokens: endpoint.pending_prefill_tokens() as f64,
+            waiting: f64::from(metrics.waiting),
+            running: f64::from(metrics.running),
+            in_flight: endpoint.total_in_flight_requests() as f64,
+            kv_utilization: metrics.kv_utilization,
+            metrics_age_ms: age_ms,
+        }
     }
 }
