@@ -141,7 +141,10 @@ mod tests {
     fn the_latency_objectives_are_handed_to_plugins_trimmed_and_bounded() {
         let mut client = HeaderMap::new();
         client.insert("x-slo-ttft-ms", HeaderValue::from_static(" 250 "));
-        client.insert("x-slo-tpot-ms", HeaderValue::from_str(&"9".repeat(65)).unwrap());
+        client.insert(
+            "x-slo-tpot-ms",
+            HeaderValue::from_str(&"9".repeat(65)).unwrap(),
+        );
         client.insert("x-other", HeaderValue::from_static("1"));
         assert_eq!(
             plugin_headers(&client),

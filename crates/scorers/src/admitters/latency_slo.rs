@@ -18,10 +18,9 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
-use shepherd_scheduler_core::completion::{CompletedRequest, Completion, CompletionHook};
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
-use shepherd_scheduler_core::plugin::{Admitter, CycleState, PickHook, PluginInstance};
+use shepherd_scheduler_core::plugin::{Admitter, CycleState, PluginInstance};
 
 use crate::latency::{LatencyLink, Objectives};
 
@@ -42,7 +41,7 @@ pub struct LatencySloAdmitterParameters {
 /// The admitter (see the module docs).
 #[derive(Debug)]
 pub struct LatencySloAdmitter {
-    link: LatencyLink,
+    link: Arc<LatencyLink>,
 }
 
 impl Admitter for LatencySloAdmitter {
@@ -72,29 +71,18 @@ impl Admitter for LatencySloAdmitter {
     }
 }
 
-impl PickHook for LatencySloAdmitter {
-    fn on_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
-        self.link.get().record_pick(cycle, picked);
-    }
-}
-
-impl CompletionHook for LatencySloAdmitter {
-    fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
-        self.link.get().record_completion(request, completion);
-    }
-}
-
 /// Builds a `latency-slo-admitter`.
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters: LatencySloAdmitterParameters = args.parse()?;
+    let link = Arc::new(LatencyLink::new(
+        args.resources,
+        args.pool,
+        parameters.latency_prediction_info_producer_name.as_deref(),
+    ));
     let admitter = Arc::new(LatencySloAdmitter {
-        link: LatencyLink::new(
-            args.resources,
-            args.pool,
-            parameters.latency_prediction_info_producer_name.as_deref(),
-        ),
+        link: Arc::clone(&link),
     });
-    Ok(PluginInstance::admitter(admitter.clone())
-        .with_pick_hook(admitter.clone())
-        .with_completion_hook(admitter))
+    Ok(PluginInstance::admitter(admitter)
+        .with_pick_hook(link.clone())
+        .with_completion_hook(link))
 }

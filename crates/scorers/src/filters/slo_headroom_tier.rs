@@ -50,10 +50,9 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
-use shepherd_scheduler_core::completion::{CompletedRequest, Completion, CompletionHook};
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
-use shepherd_scheduler_core::plugin::{CycleState, Filter, PickHook, PluginInstance};
+use shepherd_scheduler_core::plugin::{CycleState, Filter, PluginInstance};
 
 use crate::error::ParameterError;
 use crate::latency::LatencyLink;
@@ -84,7 +83,7 @@ impl Default for SloHeadroomTierParameters {
 #[derive(Debug)]
 pub struct SloHeadroomTierFilter {
     epsilon: f64,
-    link: LatencyLink,
+    link: Arc<LatencyLink>,
     hasher: ahash::RandomState,
 }
 
@@ -119,18 +118,6 @@ impl Filter for SloHeadroomTierFilter {
     }
 }
 
-impl PickHook for SloHeadroomTierFilter {
-    fn on_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
-        self.link.get().record_pick(cycle, picked);
-    }
-}
-
-impl CompletionHook for SloHeadroomTierFilter {
-    fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
-        self.link.get().record_completion(request, completion);
-    }
-}
-
 /// Builds a `slo-headroom-tier-filter`.
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters: SloHeadroomTierParameters = args.parse()?;
@@ -140,16 +127,17 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
         0.0,
         1.0,
     )?;
+    let link = Arc::new(LatencyLink::new(
+        args.resources,
+        args.pool,
+        parameters.latency_prediction_info_producer_name.as_deref(),
+    ));
     let filter = Arc::new(SloHeadroomTierFilter {
         epsilon,
-        link: LatencyLink::new(
-            args.resources,
-            args.pool,
-            parameters.latency_prediction_info_producer_name.as_deref(),
-        ),
+        link: Arc::clone(&link),
         hasher: ahash::RandomState::with_seeds(args.seed, 0x510, 0x7135, 0xEA51),
     });
-    Ok(PluginInstance::filter(filter.clone())
-        .with_pick_hook(filter.clone())
-        .with_completion_hook(filter))
+    Ok(PluginInstance::filter(filter)
+        .with_pick_hook(link.clone())
+        .with_completion_hook(link))
 }

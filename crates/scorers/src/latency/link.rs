@@ -4,13 +4,15 @@
 //! name, a producer with the default settings is created under it and shared by every consumer
 //! that names it, as upstream creates a default producer for a consumer that has none.
 //!
-//! Consumers forward their pick and completion hooks to the producer, so it learns whether or
-//! not it is declared; it keeps one context per request, so several consumers forwarding the
-//! same pick or completion teach it once.
+//! A link is also the consumer's pick and completion hook: it forwards both to the producer,
+//! so the producer learns whether or not it is declared; it keeps one context per request, so
+//! several consumers forwarding the same pick or completion teach it once.
 
 use std::sync::{Arc, OnceLock};
 
-use shepherd_scheduler_core::endpoint::Pool;
+use shepherd_scheduler_core::completion::{CompletedRequest, Completion, CompletionHook};
+use shepherd_scheduler_core::endpoint::{Endpoint, Pool};
+use shepherd_scheduler_core::plugin::{CycleState, PickHook};
 use shepherd_scheduler_core::resources::Resources;
 
 use super::{LatencyProducer, LatencyProducerSettings};
@@ -50,6 +52,18 @@ impl LatencyLink {
                 )
             })
         })
+    }
+}
+
+impl PickHook for LatencyLink {
+    fn on_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
+        self.get().record_pick(cycle, picked);
+    }
+}
+
+impl CompletionHook for LatencyLink {
+    fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
+        self.get().record_completion(request, completion);
     }
 }
 

@@ -445,9 +445,9 @@ impl<'c> FeatureReader<'c> {
 
     /// `endpoint`'s features.
     pub fn read(&self, endpoint: &Endpoint) -> LatencyFeatures {
-        let uncached = self
-            .cached
-            .map_or(self.prompt, |c| c.uncached_tokens(endpoint.id(), self.prompt));
+        let uncached = self.cached.map_or(self.prompt, |c| {
+            c.uncached_tokens(endpoint.id(), self.prompt)
+        });
         let metrics = endpoint.load_metrics();
         // Never scraped: as old as the model takes.
         let age_ms = metrics

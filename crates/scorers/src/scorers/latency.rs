@@ -40,11 +40,10 @@
 use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
-use shepherd_scheduler_core::completion::{CompletedRequest, Completion, CompletionHook};
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{
-    CachedPrefix, Category, CycleState, PickHook, PluginInstance, Score, Scorer,
+    CachedPrefix, Category, CycleState, PluginInstance, Score, Scorer,
 };
 
 use crate::error::ParameterError;
@@ -124,7 +123,7 @@ impl LatencyScorerParameters {
 #[derive(Debug)]
 pub struct LatencyScorer {
     params: LatencyScorerParameters,
-    link: LatencyLink,
+    link: Arc<LatencyLink>,
     prefix: ProducerLink,
     prefix_resolved: OnceLock<Option<Arc<PrefixProducer>>>,
 }
@@ -283,28 +282,17 @@ impl Scorer for LatencyScorer {
     }
 }
 
-impl PickHook for LatencyScorer {
-    fn on_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
-        self.link.get().record_pick(cycle, picked);
-    }
-}
-
-impl CompletionHook for LatencyScorer {
-    fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
-        self.link.get().record_completion(request, completion);
-    }
-}
-
 /// Builds a `latency-scorer`.
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let params = args.parse::<LatencyScorerParameters>()?;
     params.validate()?;
+    let link = Arc::new(LatencyLink::new(
+        args.resources,
+        args.pool,
+        params.latency_prediction_info_producer_name.as_deref(),
+    ));
     let scorer = Arc::new(LatencyScorer {
-        link: LatencyLink::new(
-            args.resources,
-            args.pool,
-            params.latency_prediction_info_producer_name.as_deref(),
-        ),
+        link: Arc::clone(&link),
         prefix: default_prefix_link(
             args.resources,
             args.pool,
@@ -313,7 +301,7 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
         prefix_resolved: OnceLock::new(),
         params,
     });
-    Ok(PluginInstance::scorer(scorer.clone())
-        .with_pick_hook(scorer.clone())
-        .with_completion_hook(scorer))
+    Ok(PluginInstance::scorer(scorer)
+        .with_pick_hook(link.clone())
+        .with_completion_hook(link))
 }
