@@ -63,6 +63,7 @@ impl Noop {
                     destination: &self.destination,
                     content_length: None,
                     remove: &[],
+                    prefill: None,
                 },
                 &self.options,
             )),

@@ -46,6 +46,9 @@ pub struct Route<'a> {
     pub content_length: Option<usize>,
     /// Client-sent headers to remove.
     pub remove: &'a [String],
+    /// The prefill server's `ip:port` of a disaggregated request, sent in
+    /// `x-prefiller-host-port` to the decode side.
+    pub prefill: Option<&'a str>,
 }
 
 /// The header mutation of a routing answer.
@@ -54,6 +57,12 @@ fn route_mutation(route: &Route<'_>, options: &ExtProcOptions) -> HeaderMutation
         vec![set_header(&options.headers.destination, route.destination)];
     if let Some(length) = route.content_length {
         set_headers.push(set_header("content-length", &length.to_string()));
+    }
+    if let Some(prefill) = route.prefill {
+        set_headers.push(set_header(
+            shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER,
+            prefill,
+        ));
     }
     HeaderMutation {
         set_headers,
@@ -327,6 +336,42 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn a_disaggregated_route_names_the_prefill_server_to_the_decode_side() {
+        let options = ExtProcOptions::default();
+        let header = |m: &HeaderMutation, name: &str| {
+            m.set_headers
+                .iter()
+                .filter_map(|h| h.header.as_ref())
+                .find(|h| h.key == name)
+                .map(|h| String::from_utf8_lossy(&h.raw_value).into_owned())
+        };
+        let mut route = Route {
+            destination: "10.0.0.2:8000",
+            content_length: None,
+            remove: &[],
+            prefill: Some("10.0.0.1:8000"),
+        };
+        let m = route_mutation(&route, &options);
+        assert_eq!(
+            header(&m, "x-prefiller-host-port").as_deref(),
+            Some("10.0.0.1:8000")
+        );
+        route.prefill = None;
+        assert_eq!(
+            header(&route_mutation(&route, &options), "x-prefiller-host-port"),
+            None
+        );
+        // A client cannot name a prefill server itself: the picker owns the header.
+        assert!(
+            options
+                .headers
+                .owned
+                .iter()
+                .any(|h| h == "x-prefiller-host-port")
+        );
+    }
 
     fn chunk_bytes(r: &ProcessingResponse) -> (Vec<u8>, bool) {
         let Some(Response::RequestBody(b)) = &r.response else {

@@ -378,6 +378,9 @@ impl Exchange {
             }
         };
         let destination = decision.destination_header();
+        let prefill = decision
+            .prefill()
+            .map(|stage| stage.endpoint().address().to_string());
         let handle = decision.into_handle();
         let options = &self.options;
         let replies = if pending.headers_answered {
@@ -385,6 +388,7 @@ impl Exchange {
                 destination: &destination,
                 content_length: None,
                 remove: &pending.remove,
+                prefill: prefill.as_deref(),
             };
             let mut replies = vec![answer::route_body(&route, options)];
             if pending.ended_by_trailers {
@@ -396,6 +400,7 @@ impl Exchange {
                 destination: &destination,
                 content_length: None,
                 remove: &pending.remove,
+                prefill: prefill.as_deref(),
             };
             Replies::one(answer::route_headers(&route, options))
         } else {
@@ -403,6 +408,7 @@ impl Exchange {
                 destination: &destination,
                 content_length: Some(pending.body.len()),
                 remove: &pending.remove,
+                prefill: prefill.as_deref(),
             };
             let head = vec![answer::route_headers(&route, options)];
             let body = BodyChunks::new(

@@ -106,6 +106,8 @@ impl Default for HeaderNames {
                 "x-gateway-destination-endpoint-served".into(),
                 "x-gateway-destination-endpoint-subset".into(),
                 "x-shepherd-dropped-reason".into(),
+                // Set by the picker itself for a disaggregated request, never by a client.
+                shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER.into(),
             ],
         }
     }

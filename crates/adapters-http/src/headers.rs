@@ -31,6 +31,7 @@
 //! ```
 
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER;
 use shepherd_scheduler_core::request::{MAX_PLUGIN_HEADER_LEN, PLUGIN_HEADERS};
 
 /// The caller's request id.
@@ -86,8 +87,9 @@ fn connection_named(headers: &HeaderMap) -> Vec<String> {
 }
 
 /// The headers to send a model server: the client's forwardable ones without `Host`,
-/// `Content-Length`, `Expect` (the body is already here), `Accept-Encoding` and
-/// `Authorization` (the caller sets those it wants).
+/// `Content-Length`, `Expect` (the body is already here), `Accept-Encoding`, `Authorization`
+/// (the caller sets those it wants) and `x-prefiller-host-port` (only the scheduler names a
+/// prefill server).
 pub fn upstream_request_headers(client: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(client.len());
     for (name, value) in forwardable(client) {
@@ -97,6 +99,7 @@ pub fn upstream_request_headers(client: &HeaderMap) -> HeaderMap {
             || name == header::ACCEPT_ENCODING
             || name == header::AUTHORIZATION
             || name.as_str() == REQUEST_ID
+            || name.as_str() == PREFILL_ENDPOINT_HEADER
         {
             continue;
         }
@@ -136,6 +139,19 @@ pub fn text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_cannot_name_a_prefill_server() {
+        let mut client = HeaderMap::new();
+        client.insert(
+            "x-prefiller-host-port",
+            HeaderValue::from_static("10.9.9.9:1"),
+        );
+        client.insert("content-type", HeaderValue::from_static("application/json"));
+        let sent = upstream_request_headers(&client);
+        assert!(sent.get("x-prefiller-host-port").is_none());
+        assert!(sent.get("content-type").is_some());
+    }
 
     #[test]
     fn the_latency_objectives_are_handed_to_plugins_trimmed_and_bounded() {

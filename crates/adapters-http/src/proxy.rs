@@ -30,6 +30,7 @@ use axum::http::{HeaderValue, Response, header};
 use axum::response::IntoResponse;
 use shepherd_runtime::flow::FlowRequest;
 use shepherd_scheduler_core::completion::Completion;
+use shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER;
 use shepherd_scheduler_core::request::ApiKind;
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
@@ -127,6 +128,10 @@ async fn forward(
     drop(permit);
     let decision = decision?;
     drop(request);
+    // A disaggregated request: the decode side's routing sidecar prefills there first.
+    let prefill = decision
+        .prefill()
+        .and_then(|stage| HeaderValue::from_str(stage.endpoint().address()).ok());
     let mut handle = decision.into_handle();
     let request_id = HeaderValue::from_str(handle.id())
         .unwrap_or_else(|_| HeaderValue::from_static("invalid-request-id"));
@@ -145,7 +150,13 @@ async fn forward(
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| axum::http::uri::PathAndQuery::from_static("/")),
-        headers: headers::upstream_request_headers(&parts.headers),
+        headers: {
+            let mut headers = headers::upstream_request_headers(&parts.headers);
+            if let Some(prefill) = prefill {
+                headers.insert(PREFILL_ENDPOINT_HEADER, prefill);
+            }
+            headers
+        },
         client_authorization,
         request_id: request_id.clone(),
         body,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::completion::{Completion, RequestHandle};
+use crate::disagg::PrefillStage;
 use crate::endpoint::{Endpoint, EndpointId, PoolSnapshot};
 use crate::plugin::{Annotations, Category, Score};
 use crate::profile::Profile;
@@ -22,11 +23,36 @@ pub struct Decision {
     handle: RequestHandle,
     /// Every scorer's score for every candidate.
     pub breakdown: Breakdown,
+    prefill: Option<PrefillStage>,
 }
 
 impl Decision {
     pub(crate) fn new(handle: RequestHandle, breakdown: Breakdown) -> Self {
-        Decision { handle, breakdown }
+        Decision {
+            handle,
+            breakdown,
+            prefill: None,
+        }
+    }
+
+    /// Adds the prefill stage `prefill` (its handle ends with this request's first token).
+    pub(crate) fn with_prefill(mut self, prefill: Decision) -> Self {
+        let Decision {
+            handle, breakdown, ..
+        } = prefill;
+        let endpoint = Arc::clone(handle.endpoint());
+        self.handle.attach_prefill(handle);
+        self.prefill = Some(PrefillStage {
+            endpoint,
+            breakdown,
+        });
+        self
+    }
+
+    /// The prefill stage, when the request is disaggregated (see [`crate::disagg`]): the
+    /// adapters send its endpoint in [`PREFILL_ENDPOINT_HEADER`](crate::disagg::PREFILL_ENDPOINT_HEADER).
+    pub fn prefill(&self) -> Option<&PrefillStage> {
+        self.prefill.as_ref()
     }
 
     /// The endpoint that should serve the request.
@@ -167,6 +193,11 @@ impl Breakdown {
     /// Candidate indexes picked, primary first.
     pub fn picked(&self) -> &[usize] {
         &self.picked
+    }
+
+    /// The name of the profile that scored.
+    pub fn profile(&self) -> &str {
+        self.profile.name()
     }
 
     /// The figures plugins recorded beside their scores this cycle.

@@ -34,6 +34,7 @@ pub mod clock;
 pub mod completion;
 pub mod config;
 pub mod decision;
+pub mod disagg;
 pub mod endpoint;
 pub mod flow;
 pub mod kv_events;

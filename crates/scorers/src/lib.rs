@@ -64,6 +64,7 @@
 
 pub mod admitters;
 mod default_config;
+pub mod disagg;
 pub mod error;
 pub mod filters;
 pub mod latency;

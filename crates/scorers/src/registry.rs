@@ -3,6 +3,7 @@
 use shepherd_scheduler_core::config::Registry;
 
 use crate::admitters::latency_slo;
+use crate::disagg::{deciders, profile_handler};
 use crate::filters::lora_affinity as lora_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier};
 use crate::pickers::{max_score, random, weighted_random};
@@ -27,6 +28,8 @@ use crate::scorers::{
 ///   `by-label`, `decode-filter`, `prefill-filter`, `encode-filter`,
 ///   `prefix-cache-affinity-filter`, `slo-headroom-tier-filter`;
 /// - admitters: `latency-slo-admitter`;
+/// - disaggregation: `disagg-profile-handler`, `prefix-based-pd-decider`,
+///   `always-disagg-pd-decider`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
 ///
 /// Earlier names of renamed types load too: `kv-cache-scorer`, and the short names of the
@@ -72,6 +75,12 @@ pub fn builtin_registry() -> Registry {
         .register(predicted_latency::TYPE_NAME, predicted_latency::factory)
         .register(slo_headroom_tier::TYPE_NAME, slo_headroom_tier::factory)
         .register(latency_slo::TYPE_NAME, latency_slo::factory)
+        .register(profile_handler::TYPE_NAME, profile_handler::factory)
+        .register(
+            deciders::PREFIX_BASED_TYPE_NAME,
+            deciders::prefix_based_factory,
+        )
+        .register(deciders::ALWAYS_TYPE_NAME, deciders::always_factory)
         .register(lora_filter::TYPE_NAME, lora_filter::factory)
         .register(label_selector::TYPE_NAME, label_selector::factory)
         .register(

@@ -33,6 +33,9 @@ pub struct RequestHandle {
     /// `None` for a dry run, which never completes anything.
     completer: Option<Arc<Completer>>,
     finished: bool,
+    /// The prefill stage of a disaggregated request: it ends with the first token (the decode
+    /// server got the KV cache), or with this request (a success, or else cancelled).
+    prefill: Option<Box<RequestHandle>>,
 }
 
 impl RequestHandle {
@@ -58,7 +61,18 @@ impl RequestHandle {
             // A dry run ran no pick hooks: its completion runs no hooks either.
             finished: completer.is_none(),
             completer,
+            prefill: None,
         }
+    }
+
+    /// Makes `prefill` this request's prefill stage (see the field).
+    pub(crate) fn attach_prefill(&mut self, prefill: RequestHandle) {
+        self.prefill = Some(Box::new(prefill));
+    }
+
+    /// The prefill stage's handle, while it runs.
+    pub fn prefill(&self) -> Option<&RequestHandle> {
+        self.prefill.as_deref()
     }
 
     /// The request id.
@@ -102,6 +116,9 @@ impl RequestHandle {
             self.first_token_at = Some(c.clock.now());
         }
         self.guard.prefill_done();
+        if let Some(prefill) = self.prefill.take() {
+            prefill.finish(Completion::success(None));
+        }
     }
 
     /// Uncached prompt tokens of this request still counted as pending prefill.
@@ -135,6 +152,19 @@ impl RequestHandle {
     }
 
     fn complete(&mut self, completion: Completion) {
+        if let Some(mut prefill) = self.prefill.take() {
+            // Without a first token the prefill's fate is unknown: a decode failure is not
+            // the prefill server's.
+            let outcome = match completion.outcome {
+                Outcome::Success => Outcome::Success,
+                _ => Outcome::Cancelled,
+            };
+            prefill.complete(Completion {
+                outcome,
+                usage: None,
+                first_token_at: None,
+            });
+        }
         if self.finished {
             return;
         }

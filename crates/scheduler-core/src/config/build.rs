@@ -4,9 +4,10 @@ use std::sync::Arc;
 use ahash::AHashSet;
 
 use super::{
-    ConfigError, EndpointPickerConfig, PluginArgs, ProfilePluginRef, ProfileSpec, Registry, Status,
-    framework_plugin, upstream_type,
+    ConfigError, EndpointPickerConfig, PluginArgs, PluginError, ProfilePluginRef, ProfileSpec,
+    Registry, Status, framework_plugin, upstream_type,
 };
+use crate::disagg::Disaggregation;
 use crate::endpoint::Pool;
 use crate::plugin::PluginInstance;
 use crate::profile::Profile;
@@ -158,6 +159,37 @@ pub fn build_scheduler_in(
             }
         }
         builder = builder.profile(profile.build());
+    }
+
+    for spec in &config.plugins {
+        let Some(handler) = instances
+            .get(spec.name())
+            .and_then(PluginInstance::as_profile_handler)
+        else {
+            continue;
+        };
+        let decider = match &handler.prefill_decider {
+            Some(name) => Some(
+                instances
+                    .get(name)
+                    .and_then(PluginInstance::as_decider)
+                    .cloned()
+                    .ok_or_else(|| ConfigError::BadParameters {
+                        name: spec.name().to_string(),
+                        plugin_type: spec.plugin_type.clone(),
+                        reason: PluginError::invalid(
+                            "deciders.prefill",
+                            format!("`{name}` is not a decider plugin declared in `plugins`"),
+                        ),
+                    })?,
+            ),
+            None => None,
+        };
+        builder = builder.disaggregation(Disaggregation::new(
+            handler.decode_profile.as_str(),
+            handler.prefill_profile.as_str(),
+            decider,
+        ));
     }
 
     for instance in instances.values() {

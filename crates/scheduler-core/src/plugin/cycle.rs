@@ -84,6 +84,19 @@ impl<'r> CycleState<'r> {
         }
     }
 
+    /// A cycle for a stage of `request` under its own id (the prefill stage of a
+    /// disaggregated request: `<id>:prefill`).
+    pub(crate) fn for_stage(
+        request: &'r InferenceRequest,
+        now: Timestamp,
+        staleness_bound: Duration,
+        id: String,
+    ) -> Self {
+        let mut cycle = CycleState::new(request, now, staleness_bound);
+        cycle.request_id = Cow::Owned(id);
+        cycle
+    }
+
     /// The request's id: its own, or the one generated for it when it had none. Plugins that
     /// keep per-request state key it by this id (completion hooks see the same one).
     pub fn request_id(&self) -> &str {

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
-use super::{Admitter, CompletionHook, Filter, PickHook, Picker, Scorer};
+use super::{Admitter, CompletionHook, Decider, Filter, PickHook, Picker, Scorer};
+use crate::disagg::ProfileHandlerSpec;
 use crate::endpoint::MembershipListener;
 use crate::metrics::MetricsSource;
 
@@ -24,6 +25,8 @@ use crate::metrics::MetricsSource;
 #[derive(Clone, Default)]
 pub struct PluginInstance {
     admitter: Option<Arc<dyn Admitter>>,
+    decider: Option<Arc<dyn Decider>>,
+    profile_handler: Option<ProfileHandlerSpec>,
     filter: Option<Arc<dyn Filter>>,
     scorer: Option<Arc<dyn Scorer>>,
     picker: Option<Arc<dyn Picker>>,
@@ -38,6 +41,22 @@ impl PluginInstance {
     pub fn admitter(admitter: Arc<dyn Admitter>) -> Self {
         PluginInstance {
             admitter: Some(admitter),
+            ..Default::default()
+        }
+    }
+
+    /// A plugin that is a P/D decider.
+    pub fn decider(decider: Arc<dyn Decider>) -> Self {
+        PluginInstance {
+            decider: Some(decider),
+            ..Default::default()
+        }
+    }
+
+    /// A plugin that is a profile handler (see [`crate::disagg`]).
+    pub fn profile_handler(spec: ProfileHandlerSpec) -> Self {
+        PluginInstance {
+            profile_handler: Some(spec),
             ..Default::default()
         }
     }
@@ -94,6 +113,16 @@ impl PluginInstance {
     pub fn with_filter(mut self, filter: Arc<dyn Filter>) -> Self {
         self.filter = Some(filter);
         self
+    }
+
+    /// The decider facet.
+    pub fn as_decider(&self) -> Option<&Arc<dyn Decider>> {
+        self.decider.as_ref()
+    }
+
+    /// The profile handler facet.
+    pub fn as_profile_handler(&self) -> Option<&ProfileHandlerSpec> {
+        self.profile_handler.as_ref()
     }
 
     /// The admitter facet.

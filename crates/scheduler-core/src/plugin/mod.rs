@@ -39,4 +39,4 @@ pub use annotations::Annotations;
 pub use cached_prefix::CachedPrefix;
 pub use cycle::{CycleState, Extensions};
 pub use instance::PluginInstance;
-pub use traits::{Admitter, Category, Filter, PickHook, Picker, Score, Scorer};
+pub use traits::{Admitter, Category, Decider, Filter, PickHook, Picker, Score, Scorer};

@@ -102,6 +102,14 @@ pub trait Admitter: Send + Sync {
     ) -> Result<(), String>;
 }
 
+/// Decides, once the decode profile has picked, whether the request's prefill runs on a
+/// separate server (prefill/decode disaggregation, see [`crate::disagg`]).
+pub trait Decider: Send + Sync {
+    /// Whether to disaggregate the request of `cycle` (the decode profile's cycle, with its
+    /// cached-prefix estimates) whose decode server is `decode`.
+    fn disaggregate(&self, cycle: &CycleState<'_>, decode: &Arc<Endpoint>) -> bool;
+}
+
 /// Runs once an endpoint is picked, before the request is forwarded.
 pub trait PickHook: Send + Sync {
     /// `picked` will serve the request of `cycle`.

@@ -4,6 +4,7 @@ use std::time::Duration;
 use super::{PickCounter, ScheduleError, Scheduler};
 use crate::completion::{Completer, CompletionHook};
 use crate::config::SchedulerSettings;
+use crate::disagg::Disaggregation;
 use crate::endpoint::MembershipListener;
 use crate::metrics::MetricsSource;
 use crate::profile::Profile;
@@ -19,6 +20,7 @@ pub struct SchedulerBuilder {
     listeners: Vec<Arc<dyn MembershipListener>>,
     metric_sources: Vec<Arc<dyn MetricsSource>>,
     parsers: ParserSet,
+    disaggregation: Option<Disaggregation>,
 }
 
 impl SchedulerBuilder {
@@ -32,7 +34,15 @@ impl SchedulerBuilder {
             listeners: Vec::new(),
             metric_sources: Vec::new(),
             parsers: ParserSet::upstream_default(),
+            disaggregation: None,
         }
+    }
+
+    /// Schedules every request that names no profile with two profiles, decode then (when
+    /// the decider says so) prefill (see [`crate::disagg`]). Both must be added.
+    pub fn disaggregation(mut self, disaggregation: Disaggregation) -> Self {
+        self.disaggregation = Some(disaggregation);
+        self
     }
 
     /// Sets the request parsers adapters read requests with (default:
@@ -103,6 +113,13 @@ impl SchedulerBuilder {
         if self.profiles.is_empty() {
             return Err(ScheduleError::UnknownProfile("default".into()));
         }
+        if let Some(d) = &self.disaggregation {
+            for name in [d.decode_profile(), d.prefill_profile()] {
+                if !self.profiles.iter().any(|p| p.name() == name) {
+                    return Err(ScheduleError::UnknownProfile(name.to_string()));
+                }
+            }
+        }
         let clock = Arc::clone(self.shared.pool.clock());
         for listener in &self.listeners {
             self.shared.pool.add_listener(listener);
@@ -131,6 +148,7 @@ impl SchedulerBuilder {
             listeners: self.listeners,
             metric_sources: self.metric_sources,
             parsers: Arc::new(self.parsers),
+            disaggregation: self.disaggregation,
             shared: self.shared,
         })
     }

@@ -36,9 +36,10 @@ pub use error::ScheduleError;
 use crate::clock::Clock;
 use crate::completion::{Completer, RequestHandle};
 use crate::decision::{Breakdown, Decision};
+use crate::disagg::{Disaggregation, PREFILL_ID_SUFFIX};
 use crate::endpoint::{InFlightGuard, MembershipListener, Pool};
 use crate::metrics::{CoreMetrics, MetricsSource, MetricsVisitor, ProfileMetrics};
-use crate::plugin::{CachedPrefix, CycleState, Score};
+use crate::plugin::{CachedPrefix, CycleState, Decider, Score};
 use crate::profile::Profile;
 use crate::request::{InferenceRequest, ParserSet};
 use crate::resources::Resources;
@@ -79,6 +80,7 @@ pub struct Scheduler {
     listeners: Vec<Arc<dyn MembershipListener>>,
     metric_sources: Vec<Arc<dyn MetricsSource>>,
     parsers: Arc<ParserSet>,
+    disaggregation: Option<Disaggregation>,
 }
 
 impl Scheduler {
@@ -150,27 +152,71 @@ impl Scheduler {
         request: &InferenceRequest,
         options: ScheduleOptions<'_>,
     ) -> Result<Decision, ScheduleError> {
-        let result = self.run(request, options);
+        let result = match (&self.disaggregation, options.profile) {
+            (Some(d), None) => self.run_disaggregated(d, request, options),
+            _ => self
+                .profile_index(options.profile)
+                .and_then(|i| self.run(request, options, i, None, None))
+                .map(|(decision, _)| decision),
+        };
         if let Err(e) = &result {
             self.shared.metrics.record_error(e);
         }
         result
     }
 
-    fn run(
-        &self,
-        request: &InferenceRequest,
-        options: ScheduleOptions<'_>,
-    ) -> Result<Decision, ScheduleError> {
-        let started = self.clock.now();
-        let profile_index = match options.profile {
+    /// How this scheduler disaggregates, if it does (see [`crate::disagg`]).
+    pub fn disaggregation(&self) -> Option<&Disaggregation> {
+        self.disaggregation.as_ref()
+    }
+
+    fn profile_index(&self, name: Option<&str>) -> Result<usize, ScheduleError> {
+        match name {
             Some(name) => self
                 .profiles
                 .iter()
                 .position(|p| p.name() == name)
-                .ok_or_else(|| ScheduleError::UnknownProfile(name.to_string()))?,
-            None => 0,
-        };
+                .ok_or_else(|| ScheduleError::UnknownProfile(name.to_string())),
+            None if self.profiles.is_empty() => {
+                Err(ScheduleError::UnknownProfile("default".into()))
+            }
+            None => Ok(0),
+        }
+    }
+
+    /// The decode profile, then, when the decider says so, the prefill profile under the id
+    /// `<id>:prefill`; a prefill that finds no server leaves the request aggregated.
+    fn run_disaggregated(
+        &self,
+        d: &Disaggregation,
+        request: &InferenceRequest,
+        options: ScheduleOptions<'_>,
+    ) -> Result<Decision, ScheduleError> {
+        let decode = self.profile_index(Some(&d.decode_profile))?;
+        let (decision, disaggregate) =
+            self.run(request, options, decode, None, d.decider.as_deref())?;
+        if !disaggregate {
+            return Ok(decision);
+        }
+        let prefill = self.profile_index(Some(&d.prefill_profile))?;
+        let id = format!("{}{PREFILL_ID_SUFFIX}", decision.request_id());
+        match self.run(request, options, prefill, Some(id), None) {
+            Ok((stage, _)) => Ok(decision.with_prefill(stage)),
+            Err(_) => Ok(decision),
+        }
+    }
+
+    /// Runs profile `profile_index` for `request` (under `id` when given); with `decider`, also
+    /// says whether to disaggregate.
+    fn run(
+        &self,
+        request: &InferenceRequest,
+        options: ScheduleOptions<'_>,
+        profile_index: usize,
+        id: Option<String>,
+        decider: Option<&dyn Decider>,
+    ) -> Result<(Decision, bool), ScheduleError> {
+        let started = self.clock.now();
         let profile = self
             .profiles
             .get(profile_index)
@@ -192,7 +238,10 @@ impl Scheduler {
             &self.freshness,
         )?;
         let before_filters = candidates.len();
-        let mut cycle = CycleState::new(request, started, self.staleness_bound);
+        let mut cycle = match id {
+            Some(id) => CycleState::for_stage(request, started, self.staleness_bound, id),
+            None => CycleState::new(request, started, self.staleness_bound),
+        };
 
         for entry in profile.admitters() {
             if let Err(reason) = entry.admitter.admit(&mut cycle, &candidates) {
@@ -243,6 +292,7 @@ impl Scheduler {
         };
 
         let primary = candidates[primary_index];
+        let disaggregate = decider.is_some_and(|d| d.disaggregate(&cycle, primary));
         // The picked endpoint's pending prefill: what an affinity scorer believes it does not
         // cache of this prompt (all of it when nobody published an estimate).
         let prompt_tokens = request.prompt.estimated_tokens() as u64;
@@ -288,7 +338,7 @@ impl Scheduler {
             m.schedule_duration
                 .observe(self.clock.now().saturating_since(started));
         }
-        Ok(Decision::new(handle, breakdown))
+        Ok((Decision::new(handle, breakdown), disaggregate))
     }
 }
 

@@ -1,0 +1,139 @@
+//! Prefill/decode disaggregation: scheduling one request with two profiles.
+//!
+//! In a disaggregated pool, some servers prefill prompts and others decode; the prefill
+//! server's KV cache is shipped to the decode server, which answers. As upstream's
+//! `disagg-profile-handler` does, Shepherd runs the **decode** profile first (always: its pick
+//! is the request's destination); then a [`Decider`] looks at that pick (how much of the
+//! prompt the decode server is believed to cache, how long the prompt is) and says whether a
+//! separate prefill is worth its transfer; if so the **prefill** profile picks the prefill
+//! server. The decision then carries both ([`Decision::prefill`](crate::decision::Decision)),
+//! and the adapters send the prefill server's `ip:port` to the decode side in
+//! [`PREFILL_ENDPOINT_HEADER`], the header llm-d's decode-side routing sidecar reads. When the
+//! decider says no, or the prefill profile finds no candidate, the request is served
+//! aggregated by the decode server alone.
+//!
+//! Role filters (`decode-filter`, `prefill-filter`, from endpoint labels) in each profile keep
+//! each stage on its own servers.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use shepherd_scheduler_core::disagg::{Disaggregation, PREFILL_ENDPOINT_HEADER};
+//! use shepherd_scheduler_core::plugin::{CycleState, Decider};
+//! use shepherd_scheduler_core::prelude::*;
+//! # use shepherd_scheduler_core::rng::PickRng;
+//! # struct First;
+//! # impl Picker for First {
+//! #     fn pick(&self, totals: &[f64], count: usize, _: &mut PickRng) -> Vec<usize> {
+//! #         (0..totals.len().min(count)).collect()
+//! #     }
+//! # }
+//!
+//! /// Disaggregates every request.
+//! struct Always;
+//! impl Decider for Always {
+//!     fn disaggregate(&self, _: &CycleState<'_>, _: &Arc<Endpoint>) -> bool {
+//!         true
+//!     }
+//! }
+//!
+//! let pool = Arc::new(Pool::new());
+//! pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000"]);
+//! let scheduler = Scheduler::builder(pool)
+//!     .profile(Profile::builder("decode").picker(Arc::new(First)).build())
+//!     .profile(Profile::builder("prefill").picker(Arc::new(First)).build())
+//!     .disaggregation(Disaggregation::new("decode", "prefill", Some(Arc::new(Always))))
+//!     .build()
+//!     .unwrap();
+//! let d = scheduler.schedule(&InferenceRequest::new("r", "m", Prompt::Text("hi".into()))).unwrap();
+//! assert_eq!(d.profile(), "decode");
+//! let prefill = d.prefill().unwrap();
+//! assert_eq!(prefill.endpoint().address(), "10.0.0.1:8000");
+//! assert_eq!(PREFILL_ENDPOINT_HEADER, "x-prefiller-host-port");
+//! d.finish(Completion::success(None));
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::decision::Breakdown;
+use crate::endpoint::Endpoint;
+use crate::plugin::Decider;
+
+/// The request header carrying the prefill server's `ip:port` to the decode side (llm-d's
+/// routing sidecar reads it).
+pub const PREFILL_ENDPOINT_HEADER: &str = "x-prefiller-host-port";
+
+/// Suffix of a prefill stage's request id: its hooks see `<id>:prefill`, so per-request state
+/// of the two stages never collides.
+pub const PREFILL_ID_SUFFIX: &str = ":prefill";
+
+/// How a scheduler disaggregates: the two profiles by name, and the decider (none: never).
+#[derive(Clone)]
+pub struct Disaggregation {
+    pub(crate) decode_profile: String,
+    pub(crate) prefill_profile: String,
+    pub(crate) decider: Option<Arc<dyn Decider>>,
+}
+
+impl Disaggregation {
+    /// Decode with `decode_profile`, prefill with `prefill_profile` when `decider` says so.
+    pub fn new(
+        decode_profile: impl Into<String>,
+        prefill_profile: impl Into<String>,
+        decider: Option<Arc<dyn Decider>>,
+    ) -> Self {
+        Disaggregation {
+            decode_profile: decode_profile.into(),
+            prefill_profile: prefill_profile.into(),
+            decider,
+        }
+    }
+
+    /// The decode profile's name.
+    pub fn decode_profile(&self) -> &str {
+        &self.decode_profile
+    }
+
+    /// The prefill profile's name.
+    pub fn prefill_profile(&self) -> &str {
+        &self.prefill_profile
+    }
+}
+
+impl fmt::Debug for Disaggregation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Disaggregation")
+            .field("decode_profile", &self.decode_profile)
+            .field("prefill_profile", &self.prefill_profile)
+            .field("decider", &self.decider.is_some())
+            .finish()
+    }
+}
+
+/// A profile handler's configuration as a plugin declares it (upstream's
+/// `disagg-profile-handler`): profile names and the decider's plugin name, resolved when the
+/// scheduler is built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileHandlerSpec {
+    /// The decode profile.
+    pub decode_profile: String,
+    /// The prefill profile.
+    pub prefill_profile: String,
+    /// The prefill decider's plugin name (none: P/D disabled).
+    pub prefill_decider: Option<String>,
+}
+
+/// The prefill stage of a disaggregated decision: the server that prefills, and why.
+#[derive(Debug)]
+pub struct PrefillStage {
+    pub(crate) endpoint: Arc<Endpoint>,
+    /// Every prefill scorer's score for every prefill candidate.
+    pub breakdown: Breakdown,
+}
+
+impl PrefillStage {
+    /// The prefill server.
+    pub fn endpoint(&self) -> &Arc<Endpoint> {
+        &self.endpoint
+    }
+}

@@ -1,0 +1,10 @@
+//! Prefill/decode disaggregation plugins, with upstream's names: the `disagg-profile-handler`
+//! that runs the decode profile, then the prefill profile when its decider says so, and the
+//! deciders `prefix-based-pd-decider` and `always-disagg-pd-decider` (see
+//! [`shepherd_scheduler_core::disagg`] for how a request is scheduled with two profiles).
+
+pub mod deciders;
+pub mod profile_handler;
+
+pub use deciders::{AlwaysDisaggDecider, PrefixBasedDecider, PrefixBasedDeciderParameters};
+pub use profile_handler::DisaggProfileHandlerParameters;
