@@ -61,6 +61,8 @@ pub struct TestGateway {
 /// How to start a [`TestGateway`].
 pub struct Setup<'a> {
     pub endpoints: Vec<SocketAddr>,
+    /// Each endpoint's `llm-d.ai/role` label, when given (aligned with `endpoints`).
+    pub roles: Vec<Option<&'a str>>,
     /// More YAML sections (`gateway:`, `scheduler:`, ...).
     pub yaml: &'a str,
     pub scrape: bool,
@@ -70,6 +72,7 @@ impl<'a> Setup<'a> {
     pub fn new(endpoints: impl IntoIterator<Item = SocketAddr>) -> Self {
         Setup {
             endpoints: endpoints.into_iter().collect(),
+            roles: Vec::new(),
             yaml: "",
             scrape: true,
         }
@@ -80,13 +83,27 @@ impl<'a> Setup<'a> {
         self
     }
 
+    /// Labels the endpoints with these roles, in order.
+    pub fn roles(mut self, roles: &[Option<&'a str>]) -> Self {
+        self.roles = roles.to_vec();
+        self
+    }
+
     pub fn without_scraping(mut self) -> Self {
         self.scrape = false;
         self
     }
 
     pub async fn start(self) -> TestGateway {
-        let endpoints: Vec<String> = self.endpoints.iter().map(|a| format!("\"{a}\"")).collect();
+        let endpoints: Vec<String> = self
+            .endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, a)| match self.roles.get(i).copied().flatten() {
+                Some(role) => format!("{{address: \"{a}\", labels: {{llm-d.ai/role: {role}}}}}"),
+                None => format!("\"{a}\""),
+            })
+            .collect();
         let yaml = format!(
             "endpoints: [{}]\nserver: {{httpPort: 0, metricsPort: 0}}\nscraping: {{intervalMs: 20}}\n{}",
             endpoints.join(", "),
