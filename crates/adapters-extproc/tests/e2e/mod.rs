@@ -120,6 +120,8 @@ pub struct Options {
     pub kv_events: bool,
     /// KV blocks per simulated server (the preset's when `None`).
     pub num_gpu_blocks: Option<u32>,
+    /// Each listed server's `llm-d.ai/role` label, when given (by server index).
+    pub roles: Vec<Option<&'static str>>,
     /// `shepherd-epp` replicas (1 by default): with more, each gets the generated config plus
     /// a `replicas` section naming the others (UDP on loopback), and Envoy's ext_proc cluster
     /// lists them all.
@@ -141,6 +143,7 @@ impl Default for Options {
             config_text: None,
             kv_events: false,
             num_gpu_blocks: None,
+            roles: Vec::new(),
             replicas: 1,
         }
     }
@@ -148,7 +151,14 @@ impl Default for Options {
 
 /// The Shepherd config the picker is started with (and tests edit).
 pub fn shepherd_config(endpoints: &[SocketAddr], options: &Options) -> String {
-    let list: Vec<String> = endpoints.iter().map(|a| format!("  - {a}\n")).collect();
+    let list: Vec<String> = endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match options.roles.get(i).copied().flatten() {
+            Some(role) => format!("  - {{address: \"{a}\", labels: {{llm-d.ai/role: {role}}}}}\n"),
+            None => format!("  - {a}\n"),
+        })
+        .collect();
     shepherd_config_listing(list, options)
 }
 

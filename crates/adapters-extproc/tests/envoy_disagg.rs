@@ -1,0 +1,101 @@
+//! Prefill/decode disaggregation through a real Envoy: `shepherd-epp` with the
+//! `disagg-profile-handler` in front of two simulated servers labelled `prefill` and `decode`.
+//! A long uncached prompt is routed to the decode server with the prefill server's `ip:port`
+//! in `x-prefiller-host-port` on the request Envoy forwards (the header llm-d's decode-side
+//! routing sidecar reads; Envoy echoes the forwarded request's value in a test response
+//! header); a short one goes to the decode server without it; a client's own value is
+//! removed. Skipped without `SHEPHERD_ENVOY` (see `e2e/mod.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod e2e;
+
+use std::time::Duration;
+
+use e2e::{Options, Stack};
+
+const MAIN: &str = "inference";
+const ECHOED: &str = "x-test-prefiller";
+
+const PD: &str = "
+plugins:
+- type: prefix-cache-scorer
+- type: decode-filter
+- type: prefill-filter
+- type: prefix-based-pd-decider
+  parameters: {nonCachedTokens: 512}
+- type: disagg-profile-handler
+  parameters:
+    deciders: {prefill: prefix-based-pd-decider}
+- type: max-score-picker
+schedulingProfiles:
+- name: decode
+  plugins: [{pluginRef: decode-filter}, {pluginRef: prefix-cache-scorer}, {pluginRef: max-score-picker}]
+- name: prefill
+  plugins: [{pluginRef: prefill-filter}, {pluginRef: prefix-cache-scorer}, {pluginRef: max-score-picker}]
+";
+
+/// Sends `prompt` through Envoy (with a client-sent `x-prefiller-host-port`) and returns the
+/// server that answered and the prefill server the forwarded request named, if any.
+async fn send(stack: &Stack, prompt: &str) -> (String, Option<String>) {
+    let response = stack
+        .http
+        .post(format!("{}/v1/completions", stack.url(MAIN)))
+        .header("content-type", "application/json")
+        .header("x-prefiller-host-port", "10.9.9.9:1")
+        .timeout(Duration::from_secs(30))
+        .body(Stack::completion(prompt, 4))
+        .send()
+        .await
+        .expect("envoy answers");
+    assert_eq!(response.status(), 200);
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .filter(|v| !v.is_empty() && v != "-")
+    };
+    (header(e2e::SERVED).unwrap(), header(ECHOED))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_prompt_is_routed_to_the_decode_server_naming_its_prefill_server() {
+    let Some(stack) = Stack::start(Options {
+        servers: 2,
+        roles: vec![Some("prefill"), Some("decode")],
+        extra_config: PD.to_string(),
+        envoy_edits: vec![(
+            "                   key: x-test-picked\n",
+            "                   key: x-test-picked\n\
+             \x20                   value: \"%DYNAMIC_METADATA(envoy.lb:x-gateway-destination-endpoint)%\"\n\
+             \x20               - header:\n\
+             \x20                   key: x-test-prefiller\n\
+             \x20                   value: \"%REQ(x-prefiller-host-port)%\"\n\
+             \x20               - header:\n\
+             \x20                   key: x-test-unused\n",
+        )],
+        ..Options::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let (prefill, decode) = (stack.server(0), stack.server(1));
+
+    let (served, named) = send(&stack, &e2e::unique_prompt("long", 8 << 10)).await;
+    assert_eq!(served, decode, "the decode server answers");
+    assert_eq!(
+        named.as_deref(),
+        Some(prefill.as_str()),
+        "{}",
+        stack.epp.log()
+    );
+
+    let (served, named) = send(&stack, "hi").await;
+    assert_eq!(served, decode);
+    assert_eq!(
+        named, None,
+        "a short prompt is served aggregated, the client's value removed"
+    );
+}
