@@ -397,3 +397,46 @@ proptest! {
 thread_local! {
     static TRAINED: Arc<Rig> = Arc::new(Rig::trained(YAML));
 }
+
+#[test]
+fn the_affinity_filter_breaks_stickiness_when_the_predicted_ttft_penalty_is_too_high() {
+    let yaml = "
+plugins:
+- type: predicted-latency-producer
+  parameters: {streamingMode: true, minSamples: 50}
+- type: prefix-cache-scorer
+- type: prefix-cache-affinity-filter
+  parameters: {affinityThreshold: 0.9, maxTTFTPenaltyMs: 20, ttftSource: latencyPredictor}
+- type: latency-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: prefix-cache-affinity-filter
+  - pluginRef: prefix-cache-scorer
+  - pluginRef: latency-scorer
+  - pluginRef: max-score-picker
+";
+    let rig = Rig::trained(yaml);
+    // A new 1,000-token prompt, served once: its server now holds it (sticky).
+    let prompt = Prompt::Tokens((0..1000).map(|i| 50_000 + i).collect());
+    let ask = |id: &str| InferenceRequest::new(id, "m", prompt.clone());
+    rig.set_load([0; 4], [4; 4]);
+    let first = rig.scheduler.schedule(&ask("p0")).unwrap();
+    let home = index_of(first.primary().address());
+    first.finish(Completion::success(None));
+    // The home predicted 8 ms slower than the others (18 vs 10 ms): within the 20 ms
+    // penalty, the filter keeps only the home.
+    let mut waiting = [0; 4];
+    waiting[home] = 1;
+    rig.set_load(waiting, [4; 4]);
+    let d = rig.scheduler.schedule(&ask("p1")).unwrap();
+    assert_eq!(kept(&d), [home]);
+    d.finish(Completion::success(None));
+    // 72 ms slower (82 vs 10): stickiness is broken, every server is kept.
+    waiting[home] = 9;
+    rig.set_load(waiting, [4; 4]);
+    let d = rig.scheduler.schedule(&ask("p2")).unwrap();
+    assert_eq!(kept(&d), [0, 1, 2, 3]);
+    d.finish(Completion::success(None));
+}
