@@ -9,54 +9,27 @@
 
 mod e2e;
 
-use std::time::Duration;
-
 use e2e::{Options, Stack};
 
 const MAIN: &str = "inference";
 const ECHOED: &str = "x-test-prefiller";
 
-const PD: &str = "
-plugins:
-- type: prefix-cache-scorer
-- type: decode-filter
-- type: prefill-filter
-- type: prefix-based-pd-decider
-  parameters: {nonCachedTokens: 512}
-- type: disagg-profile-handler
-  parameters:
-    deciders: {prefill: prefix-based-pd-decider}
-- type: max-score-picker
-schedulingProfiles:
-- name: decode
-  plugins: [{pluginRef: decode-filter}, {pluginRef: prefix-cache-scorer}, {pluginRef: max-score-picker}]
-- name: prefill
-  plugins: [{pluginRef: prefill-filter}, {pluginRef: prefix-cache-scorer}, {pluginRef: max-score-picker}]
-";
+/// The P/D policy both adapters' end-to-end tests run.
+const PD: &str = include_str!("../../../examples/disagg/policy.yaml");
 
 /// Sends `prompt` through Envoy (with a client-sent `x-prefiller-host-port`) and returns the
 /// server that answered and the prefill server the forwarded request named, if any.
 async fn send(stack: &Stack, prompt: &str) -> (String, Option<String>) {
-    let response = stack
-        .http
-        .post(format!("{}/v1/completions", stack.url(MAIN)))
-        .header("content-type", "application/json")
-        .header("x-prefiller-host-port", "10.9.9.9:1")
-        .timeout(Duration::from_secs(30))
-        .body(Stack::completion(prompt, 4))
-        .send()
-        .await
-        .expect("envoy answers");
-    assert_eq!(response.status(), 200);
-    let header = |name: &str| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-            .filter(|v| !v.is_empty() && v != "-")
-    };
-    (header(e2e::SERVED).unwrap(), header(ECHOED))
+    let reply = stack
+        .post_with(
+            MAIN,
+            Stack::completion(prompt, 4),
+            &[("x-prefiller-host-port", "10.9.9.9:1")],
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+    let named = reply.header(ECHOED);
+    (reply.served.unwrap(), named)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,23 +9,8 @@ mod common;
 use common::{Setup, echo_upstream};
 use serde_json::json;
 
-const PD: &str = "
-plugins:
-- type: prefix-cache-scorer
-- type: decode-filter
-- type: prefill-filter
-- type: prefix-based-pd-decider
-  parameters: {nonCachedTokens: 512}
-- type: disagg-profile-handler
-  parameters:
-    deciders: {prefill: prefix-based-pd-decider}
-- type: max-score-picker
-schedulingProfiles:
-- name: decode
-  plugins: [{pluginRef: decode-filter}, {pluginRef: prefix-cache-scorer}, {pluginRef: max-score-picker}]
-- name: prefill
-  plugins: [{pluginRef: prefill-filter}, {pluginRef: prefix-cache-scorer}, {pluginRef: max-score-picker}]
-";
+/// The P/D policy both adapters' end-to-end tests run.
+const PD: &str = include_str!("../../../examples/disagg/policy.yaml");
 
 #[tokio::test]
 async fn a_long_prompt_reaches_the_decode_server_naming_its_prefill_server() {

@@ -12,7 +12,20 @@ pub struct Reply {
     pub served: Option<String>,
     /// `x-shepherd-dropped-reason`.
     pub reason: Option<String>,
+    /// Every response header.
+    pub headers: reqwest::header::HeaderMap,
     pub body: String,
+}
+
+impl Reply {
+    /// The text of response header `name`, when present, non-empty and not Envoy's `-`.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .filter(|v| !v.is_empty() && v != "-")
+    }
 }
 
 impl Reply {
@@ -186,24 +199,23 @@ impl Stack {
             request = request.header(*name, *value);
         }
         let response = request.send().await.expect("envoy answers");
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-                .filter(|v| !v.is_empty() && v != "-")
-        };
-        let (picked, served, reason) = (header(PICKED), header(SERVED), header(REASON));
         let status = response.status().as_u16();
+        let headers = response.headers().clone();
         let body = response.text().await.unwrap_or_default();
-        Reply {
+        let mut reply = Reply {
             status,
-            picked,
-            served,
-            reason,
+            picked: None,
+            served: None,
+            reason: None,
+            headers,
             body,
-        }
+        };
+        (reply.picked, reply.served, reply.reason) = (
+            reply.header(PICKED),
+            reply.header(SERVED),
+            reply.header(REASON),
+        );
+        reply
     }
 
     /// A completion request for `prompt`.

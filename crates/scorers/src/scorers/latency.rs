@@ -144,11 +144,6 @@ enum Group {
 }
 
 impl LatencyScorer {
-    /// The producer it reads (resolved or created on first use).
-    pub fn producer(&self) -> &Arc<crate::latency::LatencyProducer> {
-        self.link.get()
-    }
-
     fn prefix_producer(&self) -> Option<&Arc<PrefixProducer>> {
         self.prefix_resolved
             .get_or_init(|| self.prefix.find_existing())
