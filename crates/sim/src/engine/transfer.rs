@@ -61,7 +61,9 @@ impl ModelShape {
 
     /// Bytes of K and V for one token across all layers.
     pub const fn kv_bytes_per_token(&self) -> u64 {
-        2 * self.layers as u64 * self.kv_heads as u64 * self.head_dim as u64
+        2 * self.layers as u64
+            * self.kv_heads as u64
+            * self.head_dim as u64
             * self.bytes_per_element as u64
     }
 }

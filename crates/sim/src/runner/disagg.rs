@@ -96,7 +96,10 @@ impl Sim<'_> {
             tokens: stage.request.tokens.clone(),
         };
         let prefill = stage.prefill;
-        if self.engines[prefill as usize].add_request(job, now).is_err() {
+        if self.engines[prefill as usize]
+            .add_request(job, now)
+            .is_err()
+        {
             self.fall_back(now, id);
             return;
         }
@@ -132,7 +135,8 @@ impl Sim<'_> {
         let request = &stage.request;
         let prompt_blocks = ((request.prompt_len / bs) as usize).min(request.block_hashes.len());
         let cached = self.engines[decode as usize]
-            .cached_prefix_blocks(&request.block_hashes[..prompt_blocks]) as u32
+            .cached_prefix_blocks(&request.block_hashes[..prompt_blocks])
+            as u32
             * bs;
         let moved = request.prompt_len - cached.min(request.prompt_len);
         let delay = self.scenario.engine.cost.frontend_nanos(request.prompt_len)

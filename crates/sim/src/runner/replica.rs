@@ -81,7 +81,11 @@ impl Replica {
             let address = format!("10.0.{}.{}:8000", i / 256, i % 256);
             let ep = pool.add(&address);
             if let Some(role) = scenario.roles.get(i as usize) {
-                ep.set_labels([(ROLE_LABEL.to_string(), role.clone())].into_iter().collect());
+                ep.set_labels(
+                    [(ROLE_LABEL.to_string(), role.clone())]
+                        .into_iter()
+                        .collect(),
+                );
             }
             by_id.insert(ep.id(), i);
             endpoints.push(ep);

@@ -15,7 +15,8 @@ mod trace;
 mod traffic;
 
 pub use builtin::{
-    BUILTIN_SCENARIOS, BUILTIN_TRACES, OVERLOAD_SCENARIO, builtin_scenario, builtin_scenarios,
+    BUILTIN_SCENARIOS, BUILTIN_TRACES, OVERLOAD_SCENARIO, PD_SCENARIOS, builtin_scenario,
+    builtin_scenarios,
 };
 pub use gzip::trace_text;
 pub use roles::{KNOWN_ROLES, ROLE_LABEL, RolesSpec};

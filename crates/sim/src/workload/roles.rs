@@ -2,8 +2,12 @@
 //! endpoint label the runner sets from it ([`ROLE_LABEL`], which the `decode-filter` and
 //! `prefill-filter` read).
 //!
-//! A scenario gives roles as counts, assigned in the order `prefill`, `decode`, `both` (then
+//! A scenario gives roles as counts, assigned in the order `decode`, `prefill`, `both` (then
 //! the other roles in [`KNOWN_ROLES`]' order) from server 0 on, or as one role per server.
+//! Decode servers come first because the runner staggers the first scrapes from server 0 on,
+//! and a server never scraped is no candidate: a request arriving before any decode server's
+//! first scrape would find no destination, while one finding no prefill server is merely
+//! served aggregated.
 //! Without the section no server is labelled: every existing policy sees the pool as before,
 //! and a P/D policy finds no prefill server (the `prefill-filter` drops unlabelled endpoints)
 //! and serves every request aggregated.
@@ -21,7 +25,7 @@
 //!     endS: 1
 //! ";
 //! let scenario = Scenario::from_yaml(yaml, "pd.yaml").unwrap();
-//! assert_eq!(scenario.roles, ["prefill", "decode", "decode", "decode"]);
+//! assert_eq!(scenario.roles, ["decode", "decode", "decode", "prefill"]);
 //! let listed = Scenario::from_yaml(&yaml.replace("{ decode: 3, prefill: 1 }", "[both, both, prefill, decode]"), "pd.yaml").unwrap();
 //! assert_eq!(listed.roles[2], "prefill");
 //! ```
@@ -35,8 +39,8 @@ pub const ROLE_LABEL: &str = "llm-d.ai/role";
 
 /// The role values the role filters know, in the order counts are assigned.
 pub const KNOWN_ROLES: &[&str] = &[
-    "prefill",
     "decode",
+    "prefill",
     "both",
     "prefill-decode",
     "encode",
@@ -58,12 +62,7 @@ impl RolesSpec {
     /// One role per server for a pool of `servers`; `Err(reason)` when a role is unknown or
     /// the roles do not cover the pool exactly.
     pub fn resolve(&self, servers: u32) -> Result<Vec<String>, String> {
-        let unknown = |r: &str| {
-            format!(
-                "unknown role `{r}` (known: {})",
-                KNOWN_ROLES.join(", ")
-            )
-        };
+        let unknown = |r: &str| format!("unknown role `{r}` (known: {})", KNOWN_ROLES.join(", "));
         let roles: Vec<String> = match self {
             RolesSpec::List(list) => {
                 if let Some(r) = list.iter().find(|r| !KNOWN_ROLES.contains(&r.as_str())) {
@@ -99,14 +98,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_are_assigned_prefill_first_and_must_cover_the_pool() {
-        let spec = RolesSpec::Counts([("decode".into(), 2), ("prefill".into(), 2)].into());
+    fn counts_are_assigned_decode_first_and_must_cover_the_pool() {
+        let spec = RolesSpec::Counts([("prefill".into(), 2), ("decode".into(), 2)].into());
         assert_eq!(
             spec.resolve(4).unwrap(),
-            ["prefill", "prefill", "decode", "decode"]
+            ["decode", "decode", "prefill", "prefill"]
         );
-        assert!(spec.resolve(5).unwrap_err().contains("4 roles for 5 servers"));
+        assert!(
+            spec.resolve(5)
+                .unwrap_err()
+                .contains("4 roles for 5 servers")
+        );
         let bad = RolesSpec::List(vec!["prefil".into()]);
-        assert!(bad.resolve(1).unwrap_err().contains("unknown role `prefil`"));
+        assert!(
+            bad.resolve(1)
+                .unwrap_err()
+                .contains("unknown role `prefil`")
+        );
     }
 }
