@@ -48,7 +48,7 @@ pub fn table(report: &PdReport) -> String {
                 .iter()
                 .map(|f| {
                     format!(
-                        "{} {:+.1} % vs {} ({})",
+                        "{} {:+.1} % ({}, {})",
                         f.figure,
                         f.gap_percent,
                         f.best_of,
@@ -58,10 +58,10 @@ pub fn table(report: &PdReport) -> String {
                 .collect();
             let _ = writeln!(
                 out,
-                "{}: {} (worse by; target within 5 %: {})",
+                "{} against the better of always and never (+: worse): {}; within 5 % on all: {}",
                 c.label,
                 parts.join(", "),
-                if c.met { "met" } else { "not met" }
+                if c.met { "yes" } else { "no" }
             );
         }
     }
