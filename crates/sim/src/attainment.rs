@@ -31,6 +31,8 @@
 //!     cached_tokens: 0,
 //!     preemptions: 0,
 //!     outcome: Outcome::Completed,
+//!     prefill_server: None,
+//!     transferred_tokens: 0,
 //! };
 //! let slo = |ttft, tpot| SloSpec { ttft_ms: ttft, tpot_ms: tpot };
 //! assert!(meets(&done, &slo(Some(200.0), Some(20.0)))); // TTFT 200 ms, TPOT 20 ms
@@ -259,6 +261,8 @@ mod tests {
             cached_tokens: 0,
             preemptions: 0,
             outcome,
+            prefill_server: None,
+            transferred_tokens: 0,
         }
     }
 
@@ -347,6 +351,9 @@ mod tests {
             replicas: Vec::new(),
             pick_cost: crate::runner::PickCost::from_nanos(Vec::new()),
             latency_errors: None,
+            server_stats: Vec::new(),
+            disaggregated: 0,
+            prefill_fallbacks: 0,
             wall_seconds: 0.0,
         };
         let (overall, streams) = attainment(&scenario, &run);

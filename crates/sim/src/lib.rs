@@ -19,6 +19,8 @@
 //!   intervals; [`latency_error`]: a latency model's prediction error over the seeds;
 //! - [`overload`]: the flow-control report (per priority class and tenant, with and without
 //!   flow control, against the same workload unloaded);
+//! - [`pd`]: the prefill/decode disaggregation study (aggregated, 1P:3D and 2P:2D pools, the
+//!   decider against "always" and "never");
 //! - [`replicas`]: the replica study (R picker replicas with no coordination: hit rate, TTFT
 //!   and load imbalance against R = 1);
 //! - [`scale`]: the scale study (8, 32 and 128 servers at the same load per server: routing
@@ -37,6 +39,7 @@ pub mod error;
 pub mod judge;
 pub mod latency_error;
 pub mod overload;
+pub mod pd;
 pub mod policy;
 pub mod replicas;
 pub mod report;

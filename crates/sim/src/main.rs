@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use shepherd_sim::compare::{CompareOptions, compare};
 use shepherd_sim::overload::{OverloadOptions, overload, table as overload_table};
+use shepherd_sim::pd::{PdOptions, default_scenarios as pd_scenarios, pd, table as pd_table};
 use shepherd_sim::policy::{Policy, builtin_policies, builtin_policy, sim_registry};
 use shepherd_sim::replicas::{
     Coordination, DEFAULT_COORDINATIONS, DEFAULT_COUNTS, DEFAULT_POLICIES as REPLICA_POLICIES,
@@ -49,6 +50,11 @@ enum Command {
     /// own scheduler, prefix index and in-flight counts), requests spread over them by a load
     /// balancer; hit rate, TTFT p90 and load imbalance against R = 1.
     Replicas(ReplicasArgs),
+    /// Prefill/decode disaggregation: each P/D scenario aggregated on four `both` servers,
+    /// always disaggregated on 1P:3D and 2P:2D pools, and with the prefix-based decider on
+    /// both pools; TTFT, TPOT and output tokens per GPU, and the decider against "always" and
+    /// "never".
+    Pd(PdArgs),
     /// The engine model against published measurements of vLLM serving Llama-3-8B: quantity,
     /// published figure, simulated figure, ratio, source (the table of docs/calibration.md).
     Calibrate,
@@ -156,6 +162,19 @@ struct ReplicasArgs {
 }
 
 #[derive(Debug, Args)]
+struct PdArgs {
+    /// Built-in scenario name or scenario YAML file (repeatable; default: pd-long-prompt,
+    /// pd-decode-heavy, pd-mixed). Roles written in the file are replaced by each run's.
+    #[arg(long)]
+    scenario: Vec<String>,
+    /// Run every arm on this many seeds, derived from --seed; figures become their means.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    seeds: u32,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Args)]
 struct OverloadArgs {
     /// Built-in scenario name or scenario YAML file (streams with `priority` and `fairnessId`).
     #[arg(long, default_value = "overload")]
@@ -180,6 +199,7 @@ fn main() -> ExitCode {
         None => real_main(&cli.compare).map_err(Into::into),
         Some(Command::Compare(args)) => real_main(args).map_err(Into::into),
         Some(Command::Overload(args)) => overload_main(args).map_err(Into::into),
+        Some(Command::Pd(args)) => pd_main(args).map_err(Into::into),
         Some(Command::Scale(args)) => scale_main(args).map_err(Into::into),
         Some(Command::Replicas(args)) => replicas_main(args).map_err(Into::into),
         Some(Command::Calibrate) => {
@@ -323,6 +343,40 @@ fn overload_main(cli: &OverloadArgs) -> Result<(), SimError> {
             summary: format!(
                 "{} runs in {:.1} s wall",
                 result.runs.len(),
+                started.elapsed().as_secs_f64()
+            ),
+        },
+    )
+}
+
+fn pd_main(cli: &PdArgs) -> Result<(), SimError> {
+    let scenarios = if cli.scenario.is_empty() {
+        pd_scenarios()?
+    } else {
+        cli.scenario
+            .iter()
+            .map(|s| load_scenario(s))
+            .collect::<Result<_, _>>()?
+    };
+    let opts = PdOptions {
+        seed: cli.run.seed,
+        seeds: cli.seeds,
+        threads: threads(cli.run.threads),
+        progress: !cli.run.quiet,
+    };
+    let started = std::time::Instant::now();
+    let study = pd(&scenarios, &sim_registry(), &opts)?;
+    emit(
+        &cli.run,
+        StudyOutput {
+            file: "pd.json",
+            json: serde_json::to_string_pretty(&study.report).unwrap_or_default(),
+            plots: Vec::new(),
+            table: pd_table(&study.report),
+            summary: format!(
+                "{} runs, {} simulated events in {:.1} s wall",
+                study.run_count,
+                study.events,
                 started.elapsed().as_secs_f64()
             ),
         },

@@ -106,6 +106,7 @@ mod cost;
 mod kv;
 mod kv_events;
 mod request;
+mod transfer;
 
 use std::collections::VecDeque;
 
@@ -116,6 +117,7 @@ pub use config::EngineConfig;
 pub use cost::{BatchShape, CostModel};
 pub use kv::BlockPool;
 pub use request::{EngineError, EngineRequest};
+pub use transfer::{KvTransfer, KvTransferSpec, ModelShape};
 
 use kv_events::KvEventLog;
 
@@ -169,6 +171,9 @@ struct Seq {
     produced_first: bool,
     cached_tokens: u32,
     preemptions: u32,
+    /// Leading prompt tokens whose KV arrived from another server (a disaggregated prefill):
+    /// the first admission takes them as computed; a preemption loses them.
+    transferred: u32,
 }
 
 impl Seq {
@@ -190,6 +195,9 @@ pub struct EngineStats {
     pub cached_tokens: u64,
     /// Tokens generated.
     pub generated_tokens: u64,
+    /// Prompt tokens whose KV arrived from another server and was used at admission (beyond
+    /// what the prefix cache held).
+    pub transferred_tokens: u64,
 }
 
 /// One simulated model server.
@@ -294,7 +302,22 @@ impl Engine {
     }
 
     /// Queues `req` (time is only used by callers; the engine is clockless).
-    pub fn add_request(&mut self, req: EngineRequest, _now: u64) -> Result<(), EngineError> {
+    pub fn add_request(&mut self, req: EngineRequest, now: u64) -> Result<(), EngineError> {
+        self.add(req, now, 0)
+    }
+
+    /// Queues `req` whose prompt was prefilled elsewhere and whose KV cache arrived with it
+    /// (the decode side of prefill/decode disaggregation): at its first admission every prompt
+    /// token but the last counts as computed, so only that token is run before the first
+    /// output token, with the KV of the whole prompt held in this engine's blocks (and cached
+    /// under the prompt's block hashes). Blocks are still needed for the whole prompt; a
+    /// preempted request recomputes its prompt as any other.
+    pub fn add_transferred(&mut self, req: EngineRequest, now: u64) -> Result<(), EngineError> {
+        let transferred = req.prompt_len.saturating_sub(1);
+        self.add(req, now, transferred)
+    }
+
+    fn add(&mut self, req: EngineRequest, _now: u64, transferred: u32) -> Result<(), EngineError> {
         if req.prompt_len == 0 || req.output_len == 0 {
             return Err(EngineError::Empty(req.id));
         }
@@ -323,6 +346,7 @@ impl Engine {
                 produced_first: false,
                 cached_tokens: 0,
                 preemptions: 0,
+                transferred,
             },
         );
         self.waiting.push_back(id);
@@ -434,8 +458,10 @@ impl Engine {
                 }
             }
             let hit_tokens = hits.len() as u32 * bs;
-            let n = (seq.num_tokens() - hit_tokens).min(budget);
-            let target = (hit_tokens + n).div_ceil(bs) as usize;
+            // Tokens whose KV is here already: cached, or arrived from a prefill server.
+            let present = hit_tokens.max(seq.transferred);
+            let n = (seq.num_tokens() - present).min(budget);
+            let target = (present + n).div_ceil(bs) as usize;
             let need = target - hits.len();
             let pinned_free = hits.iter().filter(|&&b| self.pool.is_free(b)).count();
             if need > self.pool.free_blocks() - pinned_free {
@@ -450,14 +476,16 @@ impl Engine {
             };
             seq.registered = hits.len();
             seq.blocks = hits;
-            seq.num_computed = hit_tokens;
+            seq.num_computed = present;
             if !seq.admitted_once {
                 seq.admitted_once = true;
                 seq.cached_tokens = hit_tokens;
                 self.stats.prompt_tokens += u64::from(seq.req.prompt_len);
                 self.stats.cached_tokens += u64::from(hit_tokens);
+                self.stats.transferred_tokens += u64::from(present - hit_tokens);
                 self.events.push(EngineEvent::Scheduled { id });
             }
+            seq.transferred = 0;
             self.grow(id, target);
             self.cache_scheduled(id, n);
             if let Some(seq) = self.seqs.get(&id) {

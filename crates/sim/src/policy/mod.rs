@@ -78,6 +78,15 @@ pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
     ),
 ];
 
+/// `(name, YAML)` of the prefill/decode disaggregation policies (`shepherd-sim pd`): not in
+/// the default comparison, whose pools have no roles (there they serve every request
+/// aggregated, as `pd-never` does).
+pub const PD_POLICIES: &[(&str, &str)] = &[
+    ("pd-never", include_str!("../../policies/pd-never.yaml")),
+    ("pd-always", include_str!("../../policies/pd-always.yaml")),
+    ("pd-decider", include_str!("../../policies/pd-decider.yaml")),
+];
+
 /// A named Shepherd config.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
@@ -140,16 +149,18 @@ impl Policy {
     }
 }
 
-/// The built-in policy called `name`.
+/// The built-in policy called `name` (one of [`BUILTIN_POLICIES`] or [`PD_POLICIES`]).
 pub fn builtin_policy(name: &str) -> Result<Policy, SimError> {
     let (_, yaml) = BUILTIN_POLICIES
         .iter()
+        .chain(PD_POLICIES)
         .find(|(n, _)| *n == name)
         .ok_or_else(|| SimError::Unknown {
             kind: "policy",
             name: name.to_string(),
             known: BUILTIN_POLICIES
                 .iter()
+                .chain(PD_POLICIES)
                 .map(|(n, _)| *n)
                 .collect::<Vec<_>>()
                 .join(", "),

@@ -35,6 +35,12 @@ pub(super) enum Event {
     LoadSync,
     /// A replica's speculative index entries reach the other replicas (by delta number).
     SpeculationDelta(u64),
+    /// A disaggregated request has passed its prefill server's frontend (by id).
+    PrefillDeliver(u64),
+    /// A disaggregated request's KV cache has reached its decode server (by id).
+    KvArrived(u64),
+    /// A disaggregated request's prefill may have outlived `kvTransfer.prefillTimeoutS`.
+    PrefillTimeout(u64),
 }
 
 /// An [`Issue`] in a form the heap can order.

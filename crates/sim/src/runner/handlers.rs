@@ -13,6 +13,7 @@ use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 use crate::engine::{EngineEvent, EngineRequest};
 use crate::workload::{Issue, RequestSpec, block_hashes, materialize};
 
+use super::disagg::prefill_job;
 use super::events::Event;
 use super::flow::Held;
 use super::results::{Outcome, RequestRecord};
@@ -112,6 +113,8 @@ impl Sim<'_> {
             cached_tokens: 0,
             preemptions: 0,
             outcome: Outcome::Pending,
+            prefill_server: None,
+            transferred_tokens: 0,
         });
         let held = Held {
             id,
@@ -212,6 +215,11 @@ impl Sim<'_> {
             .get(&decision.primary().id())
             .copied()
             .unwrap_or(0);
+        // A prefill stage on another server: the request is disaggregated.
+        let prefill = decision
+            .prefill()
+            .and_then(|stage| replica.by_id.get(&stage.endpoint().id()).copied())
+            .filter(|&p| p != server);
         self.share_speculation(r, server, now);
         self.records[record].server = server;
         let engine_request = EngineRequest {
@@ -237,6 +245,11 @@ impl Sim<'_> {
             let timeout = (self.scenario.request_timeout_s * NS) as u64;
             self.queue.push(now + timeout, Event::Timeout(id));
         }
+        if let Some(prefill) = prefill {
+            self.disaggregated += 1;
+            self.start_prefill(now, engine_request, prefill);
+            return;
+        }
         let frontend = self.scenario.engine.cost.frontend_nanos(prompt_len);
         if frontend == 0 {
             self.deliver(now, engine_request);
@@ -254,7 +267,7 @@ impl Sim<'_> {
         }
     }
 
-    fn deliver(&mut self, now: u64, request: EngineRequest) {
+    pub(super) fn deliver(&mut self, now: u64, request: EngineRequest) {
         let id = request.id;
         let Some(server) = self.live.get(&id).map(|l| l.server) else {
             return;
@@ -263,12 +276,17 @@ impl Sim<'_> {
             .add_request(request, now)
             .is_err()
         {
-            if let Some(live) = self.live.remove(&id) {
-                self.finish(live, now, Outcome::Dropped, None);
-            }
+            self.drop_live(now, id);
             return;
         }
         self.kick(server, now);
+    }
+
+    /// Ends live request `id` as dropped (its server refused it).
+    pub(super) fn drop_live(&mut self, now: u64, id: u64) {
+        if let Some(live) = self.live.remove(&id) {
+            self.finish(live, now, Outcome::Dropped, None);
+        }
     }
 
     pub(super) fn end_request(&mut self, record: usize, now: u64, outcome: Outcome) {
@@ -279,7 +297,7 @@ impl Sim<'_> {
     }
 
     /// Starts a step on an idle server that has work.
-    fn kick(&mut self, server: u32, now: u64) {
+    pub(super) fn kick(&mut self, server: u32, now: u64) {
         let engine = &mut self.engines[server as usize];
         if engine.in_step() || !engine.has_work() {
             return;
@@ -311,10 +329,15 @@ impl Sim<'_> {
 
     fn handle_engine_events(&mut self, server: u32, now: u64) {
         for event in self.engines[server as usize].drain_events() {
+            if let Some(id) = prefill_job(&event) {
+                self.on_prefill_event(now, id, event);
+                continue;
+            }
             match event {
                 EngineEvent::Scheduled { id } => {
                     if let Some(live) = self.live.get(&id) {
-                        self.records[live.record].first_scheduled = Some(now);
+                        // A disaggregated request was first batched on its prefill server.
+                        self.records[live.record].first_scheduled.get_or_insert(now);
                     }
                 }
                 EngineEvent::FirstToken { id } => {
@@ -373,6 +396,7 @@ impl Sim<'_> {
             self.cancel_held(now, id);
             return;
         };
+        self.abandon_prefill(id);
         if self.delivering.remove(&id).is_none() {
             self.engines[live.server as usize].abort(id);
         }

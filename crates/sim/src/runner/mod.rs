@@ -64,6 +64,7 @@
 //! assert!(!result.adaptive_series.is_empty()); // one sample per adaptive tick
 //! ```
 
+mod disagg;
 mod events;
 mod flow;
 mod handlers;
@@ -178,6 +179,12 @@ struct Sim<'a> {
     /// Requests routed and on their way through their server's frontend (HTTP, tokenization)
     /// to its engine, by id.
     delivering: AHashMap<u64, EngineRequest>,
+    /// Disaggregated requests not yet on their decode server, by id.
+    disagg: AHashMap<u64, disagg::PdStage>,
+    /// Requests routed with a prefill stage on another server.
+    disaggregated: u64,
+    /// Of those, requests served aggregated after all (their prefill server lost the job).
+    prefill_fallbacks: u64,
 }
 
 /// Runs `scenario` under `policy`, building the policy's scheduler with `registry`.
@@ -201,7 +208,7 @@ pub fn run(
     let mut config = flow::without_detector_plugins(&policy.config);
     config.scheduler.seed ^= opts.seed;
     let replicas = (0..opts.replicas.max(1))
-        .map(|r| Replica::build(r, scenario.servers, policy, &config, registry, &clock))
+        .map(|r| Replica::build(r, scenario, policy, &config, registry, &clock))
         .collect::<Result<Vec<_>, _>>()?;
     let scorer_names = replicas
         .first()
@@ -258,6 +265,9 @@ pub fn run(
         deltas: load_sync::Deltas::default(),
         pick_ns: Vec::new(),
         delivering: AHashMap::new(),
+        disagg: AHashMap::new(),
+        disaggregated: 0,
+        prefill_fallbacks: 0,
     };
     sim.run_loop();
     let mut preemptions = 0;
@@ -291,6 +301,9 @@ pub fn run(
             })
             .collect(),
         latency_errors: latency_errors(&sim.replicas),
+        server_stats: sim.engines.iter().map(Engine::stats).collect(),
+        disaggregated: sim.disaggregated,
+        prefill_fallbacks: sim.prefill_fallbacks,
         pick_cost: PickCost::from_nanos(sim.pick_ns),
         wall_seconds: started.elapsed().as_secs_f64(),
     })
@@ -363,6 +376,9 @@ impl Sim<'_> {
                 Event::FlowTimer => self.on_flow_timer(now),
                 Event::KvBatch(id) => self.on_kv_batch(id),
                 Event::SpeculationDelta(id) => self.on_speculation_delta(id, now),
+                Event::PrefillDeliver(id) => self.on_prefill_deliver(now, id),
+                Event::KvArrived(id) => self.on_kv_arrived(now, id),
+                Event::PrefillTimeout(id) => self.on_prefill_timeout(now, id),
                 Event::LoadSync => {
                     self.sync_replica_loads();
                     if let (Some(period), false) = (self.load_sync_ns, self.idle()) {

@@ -28,6 +28,7 @@ use shepherd_scorers::producers::{PreciseKvEvents, approximate_indexes};
 
 use crate::error::SimError;
 use crate::policy::{EngineFeed, FEED_NAME, Policy};
+use crate::workload::{ROLE_LABEL, Scenario};
 
 /// One replica's state.
 pub(super) struct Replica {
@@ -63,11 +64,11 @@ impl Replica {
             .collect()
     }
 
-    /// Replica `index` over `servers` servers: `config` (flow-control detectors already
+    /// Replica `index` over the scenario's servers (labelled with their roles, if any): `config` (flow-control detectors already
     /// removed, run seed applied) built with `registry`, its clock `clock`.
     pub(super) fn build(
         index: u32,
-        servers: u32,
+        scenario: &Scenario,
         policy: &Policy,
         config: &EndpointPickerConfig,
         registry: &Registry,
@@ -76,9 +77,16 @@ impl Replica {
         let pool = Arc::new(Pool::with_clock(clock.clone()));
         let mut endpoints = Vec::new();
         let mut by_id = AHashMap::new();
-        for i in 0..servers {
+        for i in 0..scenario.servers {
             let address = format!("10.0.{}.{}:8000", i / 256, i % 256);
             let ep = pool.add(&address);
+            if let Some(role) = scenario.roles.get(i as usize) {
+                ep.set_labels(
+                    [(ROLE_LABEL.to_string(), role.clone())]
+                        .into_iter()
+                        .collect(),
+                );
+            }
             by_id.insert(ep.id(), i);
             endpoints.push(ep);
         }

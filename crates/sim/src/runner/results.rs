@@ -7,6 +7,7 @@ use shepherd_scheduler_core::flow::DropReason;
 use shepherd_scorers::latency::ErrorTally;
 
 use super::PickCost;
+use crate::engine::EngineStats;
 
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +52,11 @@ pub struct RequestRecord {
     pub preemptions: u32,
     /// How it ended.
     pub outcome: Outcome,
+    /// The server that prefilled it, when it was disaggregated (`server` then decoded it);
+    /// `None` when it was served aggregated (also after a lost prefill).
+    pub prefill_server: Option<u32>,
+    /// Prompt tokens whose KV moved from the prefill server to the decode server.
+    pub transferred_tokens: u32,
 }
 
 /// What one picker replica did in a run.
@@ -96,6 +102,13 @@ pub struct RunResult {
     /// The prediction errors of the policy's `latency-scorer` models (TTFT, TPOT by load
     /// level), summed over the replicas; `None` without one.
     pub latency_errors: Option<(ErrorTally, ErrorTally)>,
+    /// Each server's engine counters at the end, by server index.
+    pub server_stats: Vec<EngineStats>,
+    /// Requests routed with a prefill stage on another server (prefill/decode
+    /// disaggregation).
+    pub disaggregated: u64,
+    /// Of those, requests served aggregated after all (their prefill server lost the job).
+    pub prefill_fallbacks: u64,
     /// Wall-clock seconds the run took (not part of any deterministic output).
     pub wall_seconds: f64,
 }

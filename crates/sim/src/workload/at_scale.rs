@@ -64,6 +64,8 @@ impl Scenario {
         let mut s = self.clone();
         s.name = format!("{}@{servers}", self.name);
         s.servers = servers;
+        // k copies of the pool: each server's role repeated k times, in order.
+        s.roles = (0..k).flat_map(|_| self.roles.iter().cloned()).collect();
         for stream in &mut s.streams {
             if stream.spec.kind == StreamKind::Trace {
                 return Err(refuse(format!(

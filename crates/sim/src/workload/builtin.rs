@@ -40,11 +40,27 @@ pub const BUILTIN_TRACES: &[(&str, &[u8])] = &[(
 pub const OVERLOAD_SCENARIO: (&str, &str) =
     ("overload", include_str!("../../scenarios/overload.yaml"));
 
-/// The built-in scenario called `name` (one of [`BUILTIN_SCENARIOS`] or `overload`).
+/// `(name, YAML)` of the prefill/decode disaggregation study's scenarios (`shepherd-sim pd`),
+/// in report order; not part of the default comparison (their servers get roles per run).
+pub const PD_SCENARIOS: &[(&str, &str)] = &[
+    (
+        "pd-long-prompt",
+        include_str!("../../scenarios/pd-long-prompt.yaml"),
+    ),
+    (
+        "pd-decode-heavy",
+        include_str!("../../scenarios/pd-decode-heavy.yaml"),
+    ),
+    ("pd-mixed", include_str!("../../scenarios/pd-mixed.yaml")),
+];
+
+/// The built-in scenario called `name` (one of [`BUILTIN_SCENARIOS`], `overload` or
+/// [`PD_SCENARIOS`]).
 pub fn builtin_scenario(name: &str) -> Result<Scenario, SimError> {
     let (_, yaml) = BUILTIN_SCENARIOS
         .iter()
         .chain(std::iter::once(&OVERLOAD_SCENARIO))
+        .chain(PD_SCENARIOS)
         .find(|(n, _)| *n == name)
         .ok_or_else(|| SimError::Unknown {
             kind: "scenario",
@@ -52,6 +68,7 @@ pub fn builtin_scenario(name: &str) -> Result<Scenario, SimError> {
             known: BUILTIN_SCENARIOS
                 .iter()
                 .chain(std::iter::once(&OVERLOAD_SCENARIO))
+                .chain(PD_SCENARIOS)
                 .map(|(n, _)| *n)
                 .collect::<Vec<_>>()
                 .join(", "),

@@ -1,4 +1,5 @@
-//! Workloads: scenario files, traffic generators, trace replay, latency objectives per stream
+//! Workloads: scenario files, traffic generators, trace replay, server roles for
+//! prefill/decode disaggregation ([`RolesSpec`]), latency objectives per stream
 //! ([`SloSpec`]), the deterministic prompt contents shared by the scheduler and the engines,
 //! and the same workload on a larger pool at the same load per server
 //! ([`Scenario::at_servers`]).
@@ -6,6 +7,7 @@
 mod at_scale;
 mod builtin;
 mod gzip;
+mod roles;
 mod slo;
 mod spec;
 mod tokens;
@@ -13,9 +15,11 @@ mod trace;
 mod traffic;
 
 pub use builtin::{
-    BUILTIN_SCENARIOS, BUILTIN_TRACES, OVERLOAD_SCENARIO, builtin_scenario, builtin_scenarios,
+    BUILTIN_SCENARIOS, BUILTIN_TRACES, OVERLOAD_SCENARIO, PD_SCENARIOS, builtin_scenario,
+    builtin_scenarios,
 };
 pub use gzip::trace_text;
+pub use roles::{KNOWN_ROLES, ROLE_LABEL, RolesSpec};
 pub use slo::{SLO_TPOT_HEADER, SLO_TTFT_HEADER, SloSpec};
 pub use spec::{
     EngineOverrides, Load, LoadSpec, Scenario, ScenarioSpec, Stream, StreamKind, StreamSpec,

@@ -27,9 +27,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::gzip::trace_text;
+use super::roles::RolesSpec;
 use super::slo::SloSpec;
 use super::trace::{TraceRecord, parse_trace};
-use crate::engine::EngineConfig;
+use crate::engine::{EngineConfig, KvTransfer, KvTransferSpec};
 use crate::error::SimError;
 
 /// How a stream issues requests, as written: `{ closed: N }` or `{ rate: R }`.
@@ -195,6 +196,14 @@ pub struct ScenarioSpec {
     /// Engine overrides.
     #[serde(default)]
     pub engine: EngineOverrides,
+    /// Server roles for prefill/decode disaggregation (default: none, no server labelled;
+    /// see [`RolesSpec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<RolesSpec>,
+    /// The KV transfer model between servers (default: the hardware's, see
+    /// [`KvTransfer`]).
+    #[serde(default)]
+    pub kv_transfer: KvTransferSpec,
     /// How often the router scrapes each server's metrics, ms (0: fresh at every pick).
     #[serde(default = "default_scrape")]
     pub scrape_interval_ms: u64,
@@ -238,6 +247,11 @@ pub struct Scenario {
     pub hardware: String,
     /// Engine configuration of every server.
     pub engine: EngineConfig,
+    /// Server `i`'s role (the `llm-d.ai/role` label of its endpoint); empty: no server is
+    /// labelled.
+    pub roles: Vec<String>,
+    /// How KV caches move from prefill to decode servers.
+    pub kv_transfer: KvTransfer,
     /// Scrape interval, ms (0 = fresh metrics at every pick).
     pub scrape_interval_ms: u64,
     /// Tick period, ms.
@@ -321,6 +335,18 @@ impl Scenario {
         if let Some(v) = o.max_num_batched_tokens {
             engine.max_num_batched_tokens = v.get();
         }
+        let roles = match &spec.roles {
+            Some(r) => r
+                .resolve(spec.servers.get())
+                .map_err(|reason| bad("roles".into(), "roles", reason))?,
+            None => Vec::new(),
+        };
+        let kv_transfer = spec
+            .kv_transfer
+            .apply(KvTransfer::for_hardware(&spec.hardware))
+            .map_err(|(field, reason)| {
+                bad(format!("kvTransfer.{field}"), "kvTransfer", reason.into())
+            })?;
         if !(spec.request_timeout_s.is_finite() && spec.request_timeout_s > 0.0) {
             return Err(bad(
                 "requestTimeoutS".into(),
@@ -467,6 +493,8 @@ impl Scenario {
             servers: spec.servers.get(),
             hardware: spec.hardware,
             engine,
+            roles,
+            kv_transfer,
             scrape_interval_ms: spec.scrape_interval_ms,
             tick_ms: spec.tick_ms.get(),
             request_timeout_s: spec.request_timeout_s,
@@ -495,6 +523,15 @@ impl Scenario {
                 });
             }
         }
+        s
+    }
+
+    /// The same scenario with server roles `roles` (one per server; empty: none), named
+    /// `<name>@<label>`.
+    pub fn with_roles(&self, label: &str, roles: Vec<String>) -> Scenario {
+        let mut s = self.clone();
+        s.name = format!("{}@{label}", self.name);
+        s.roles = roles;
         s
     }
 }

@@ -1,0 +1,127 @@
+//! The decider's target: on each judged figure, within 5 % of the better of "always
+//! disaggregate" (on the decider's pool) and "never" (the aggregated pool).
+//!
+//! ```
+//! use shepherd_sim::pd::FigureCheck;
+//!
+//! // Lower is better: the better of 100 and 120 is 100; 104 is within 5 %.
+//! let c = FigureCheck::lower_better("ttft_p99_ms", 104.0, 100.0, 120.0);
+//! assert!(c.met);
+//! assert_eq!(c.best_of, "always");
+//! // Higher is better: 90 against a best of 100 is 10 % short.
+//! let c = FigureCheck::higher_better("tokens", 90.0, 80.0, 100.0);
+//! assert!(!c.met);
+//! assert!((c.gap_percent - 10.0).abs() < 1e-9);
+//! ```
+
+use serde::Serialize;
+
+use super::PdRow;
+
+/// How far the decider may trail the better arm, as a fraction.
+pub const TOLERANCE: f64 = 0.05;
+
+/// One figure of the check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FigureCheck {
+    /// The figure's JSON name.
+    pub figure: &'static str,
+    /// The decider's value.
+    pub decider: f64,
+    /// The better arm's value.
+    pub best: f64,
+    /// Which arm is better: `always` or `never`.
+    pub best_of: &'static str,
+    /// How much worse the decider is than the better arm, % (negative: better).
+    pub gap_percent: f64,
+    /// Within [`TOLERANCE`] of the better arm.
+    pub met: bool,
+}
+
+impl FigureCheck {
+    /// A figure where lower is better.
+    pub fn lower_better(figure: &'static str, decider: f64, always: f64, never: f64) -> Self {
+        let (best, best_of) = if always <= never {
+            (always, "always")
+        } else {
+            (never, "never")
+        };
+        let gap = if best > 0.0 {
+            (decider / best - 1.0) * 100.0
+        } else {
+            0.0
+        };
+        FigureCheck {
+            figure,
+            decider,
+            best,
+            best_of,
+            gap_percent: (gap * 10.0).round() / 10.0,
+            met: decider <= best * (1.0 + TOLERANCE),
+        }
+    }
+
+    /// A figure where higher is better.
+    pub fn higher_better(figure: &'static str, decider: f64, always: f64, never: f64) -> Self {
+        let (best, best_of) = if always >= never {
+            (always, "always")
+        } else {
+            (never, "never")
+        };
+        let gap = if best > 0.0 {
+            (1.0 - decider / best) * 100.0
+        } else {
+            0.0
+        };
+        FigureCheck {
+            figure,
+            decider,
+            best,
+            best_of,
+            gap_percent: (gap * 10.0).round() / 10.0,
+            met: decider >= best * (1.0 - TOLERANCE),
+        }
+    }
+}
+
+/// A decider row against "always" on its pool and "never".
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeciderCheck {
+    /// The decider row's label.
+    pub label: String,
+    /// TTFT p99, TPOT p99, output tokens per second per GPU.
+    pub figures: Vec<FigureCheck>,
+    /// Every figure met.
+    pub met: bool,
+}
+
+impl DeciderCheck {
+    /// Checks `decider` against `always` and `never`.
+    pub fn of(decider: &PdRow, always: &PdRow, never: &PdRow) -> Self {
+        let figures = vec![
+            FigureCheck::lower_better(
+                "ttft_p99_ms",
+                decider.ttft_p99_ms,
+                always.ttft_p99_ms,
+                never.ttft_p99_ms,
+            ),
+            FigureCheck::lower_better(
+                "tpot_p99_ms",
+                decider.tpot_p99_ms,
+                always.tpot_p99_ms,
+                never.tpot_p99_ms,
+            ),
+            FigureCheck::higher_better(
+                "output_tokens_per_s_per_gpu",
+                decider.output_tokens_per_s_per_gpu,
+                always.output_tokens_per_s_per_gpu,
+                never.output_tokens_per_s_per_gpu,
+            ),
+        ];
+        DeciderCheck {
+            label: decider.label.clone(),
+            met: figures.iter().all(|f| f.met),
+            figures,
+        }
+    }
+}
