@@ -86,6 +86,23 @@ pub struct ServeArgs {
     /// them (default: [seq, payload], as older vLLM and SGLang).
     #[arg(long, requires = "kv_events")]
     pub kv_events_replay_topic: bool,
+    /// One prefill/decode role per server, comma-separated (`prefill`, `decode`, `both`, ...;
+    /// llm-d's `llm-d.ai/role` values); label the endpoints the same way in Shepherd's config.
+    #[arg(long, value_delimiter = ',')]
+    pub roles: Vec<String>,
+    /// Bytes of KV per token read from a remote prefill (default: Llama-3-8B in bf16).
+    #[arg(long)]
+    pub kv_bytes_per_token: Option<u64>,
+    /// Effective bandwidth of the link a remote prefill's KV is read over, GB/s.
+    #[arg(long)]
+    pub kv_bandwidth_gbps: Option<f64>,
+    /// Fixed time per KV transfer, ms.
+    #[arg(long)]
+    pub kv_latency_ms: Option<f64>,
+    /// The routing sidecar gives up on a remote prefill after this many simulated seconds
+    /// and serves the request aggregated (default: no limit).
+    #[arg(long)]
+    pub prefill_timeout_s: Option<f64>,
 }
 
 /// `--kv-events-encoding`.
@@ -165,6 +182,12 @@ impl ServeArgs {
         config.max_tokens_cap = self.max_tokens_cap;
         config.max_model_len = self.max_model_len;
         config.max_pending = self.max_pending;
+        config.roles = self.roles.iter().map(|r| r.trim().to_owned()).collect();
+        let t = &mut config.kv_transfer;
+        t.bytes_per_token = self.kv_bytes_per_token.unwrap_or(t.bytes_per_token);
+        t.bandwidth_gbps = self.kv_bandwidth_gbps.unwrap_or(t.bandwidth_gbps);
+        t.latency_ms = self.kv_latency_ms.unwrap_or(t.latency_ms);
+        t.prefill_timeout_s = self.prefill_timeout_s.or(t.prefill_timeout_s);
         if self.kv_events {
             config.kv_events = Some(KvEventsConfig {
                 port_base: self.kv_events_port_base,

@@ -4,7 +4,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use shepherd_scheduler_core::kv_events::wire::Encoding;
 
-use crate::engine::EngineConfig;
+use crate::engine::{EngineConfig, KvTransfer};
+use crate::workload::KNOWN_ROLES;
 
 use super::ServeError;
 
@@ -134,6 +135,13 @@ pub struct ServeConfig {
     pub max_body_bytes: usize,
     /// KV-cache event publishing over ZeroMQ; `None` (the default) publishes nothing.
     pub kv_events: Option<KvEventsConfig>,
+    /// Server `i`'s prefill/decode role (`llm-d.ai/role` values: `prefill`, `decode`, `both`,
+    /// ...), or empty: every server does both. A prefill-only server has no routing sidecar
+    /// (it ignores `x-prefiller-host-port`); a decode-only server refuses to prefill for a
+    /// remote decode (`kv_transfer_params.do_remote_decode`).
+    pub roles: Vec<String>,
+    /// How long reading a remote prefill's KV takes (and the sidecar's prefill timeout).
+    pub kv_transfer: KvTransfer,
 }
 
 impl ServeConfig {
@@ -152,7 +160,27 @@ impl ServeConfig {
             max_model_len: DEFAULT_MAX_MODEL_LEN,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             kv_events: None,
+            roles: Vec::new(),
+            kv_transfer: KvTransfer::default(),
         }
+    }
+
+    /// Server `index`'s role, when roles are given.
+    pub fn role(&self, index: usize) -> Option<&str> {
+        self.roles.get(index).map(String::as_str)
+    }
+
+    /// Whether server `index` has a routing sidecar: every server but prefill-only ones.
+    pub fn has_sidecar(&self, index: usize) -> bool {
+        !matches!(
+            self.role(index),
+            Some("prefill" | "encode-prefill" | "encode")
+        )
+    }
+
+    /// Whether server `index` prefills for a remote decode: every server but decode-only ones.
+    pub fn prefills_for_remote(&self, index: usize) -> bool {
+        !matches!(self.role(index), Some("decode" | "encode"))
     }
 
     /// `servers` servers on 127.0.0.1, each on a port the OS picks (for tests).
@@ -195,6 +223,38 @@ impl ServeConfig {
             return invalid(
                 "num-gpu-blocks",
                 "the KV cache must have at least one block",
+            );
+        }
+        if !self.roles.is_empty() && self.roles.len() != self.addrs.len() {
+            return Err(ServeError::Config {
+                option: "roles",
+                reason: format!(
+                    "{} roles for {} servers: give one per server",
+                    self.roles.len(),
+                    self.addrs.len()
+                ),
+            });
+        }
+        if let Some(r) = self
+            .roles
+            .iter()
+            .find(|r| !KNOWN_ROLES.contains(&r.as_str()))
+        {
+            return Err(ServeError::Config {
+                option: "roles",
+                reason: format!("unknown role `{r}` (known: {})", KNOWN_ROLES.join(", ")),
+            });
+        }
+        let t = &self.kv_transfer;
+        if t.bytes_per_token == 0
+            || !(t.bandwidth_gbps.is_finite() && t.bandwidth_gbps > 0.0)
+            || !(t.latency_ms.is_finite() && t.latency_ms >= 0.0)
+            || t.prefill_timeout_s
+                .is_some_and(|s| !(s.is_finite() && s > 0.0))
+        {
+            return invalid(
+                "kv-transfer",
+                "bytes per token and bandwidth must be positive, latency and timeout finite and not negative",
             );
         }
         if let Some(kv) = &self.kv_events {

@@ -60,6 +60,9 @@ pub(crate) struct Submission {
     pub(crate) ends_by_length: bool,
     /// Where its tokens go; capacity `output_len + 2`, so the driver never has to wait.
     pub(crate) updates: mpsc::Sender<Update>,
+    /// Its prompt's KV was read from a remote prefill
+    /// ([`Engine::add_transferred`]).
+    pub(crate) transferred: bool,
 }
 
 /// What handlers ask of the driver.
@@ -69,6 +72,28 @@ pub(crate) enum Command {
     Submit(Submission),
     /// Reset the prefix cache (`POST /reset_prefix_cache`); the answer says whether it did.
     ResetPrefixCache(oneshot::Sender<bool>),
+    /// How many leading blocks of these hashes the prefix cache holds.
+    CachedPrefix(Vec<u64>, oneshot::Sender<usize>),
+}
+
+/// Prefill/decode counters of one server (`shepherd_sim_*` metrics).
+#[derive(Debug, Default)]
+pub(crate) struct PdCounters {
+    /// Requests prefilled here for a remote decode (`do_remote_decode`).
+    pub(crate) prefills_for_remote: AtomicU64,
+    /// Requests decoded here from a remote prefill (`do_remote_prefill`).
+    pub(crate) remote_prefills: AtomicU64,
+    /// Prompt tokens whose KV was read from a remote prefill.
+    pub(crate) transferred_tokens: AtomicU64,
+    /// Requests whose remote prefill failed, served aggregated here.
+    pub(crate) fallbacks: AtomicU64,
+}
+
+impl PdCounters {
+    /// Adds `n` to `counter`.
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 /// Where the driver sends its KV-cache event batches.
@@ -107,6 +132,8 @@ pub(crate) struct Shared {
     gauges: Mutex<Gauges>,
     pending: AtomicUsize,
     next_id: AtomicU64,
+    /// Prefill/decode counters.
+    pub(crate) pd: PdCounters,
 }
 
 impl Shared {
@@ -126,6 +153,7 @@ impl Shared {
             config,
             pending: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
+            pd: PdCounters::default(),
         }
     }
 
@@ -312,6 +340,9 @@ impl Driver {
                 self.send_kv_events();
                 let _ = reply.send(reset);
             }
+            Command::CachedPrefix(hashes, reply) => {
+                let _ = reply.send(self.engine.cached_prefix_blocks(&hashes));
+            }
         }
     }
 
@@ -346,7 +377,12 @@ impl Driver {
         }
         let id = s.request.id;
         let output_len = s.request.output_len;
-        match self.engine.add_request(s.request, self.now) {
+        let added = if s.transferred {
+            self.engine.add_transferred(s.request, self.now)
+        } else {
+            self.engine.add_request(s.request, self.now)
+        };
+        match added {
             Ok(()) => {
                 self.live.insert(
                     id,
@@ -465,6 +501,7 @@ mod tests {
             request: request(1, 100, 3),
             ends_by_length: true,
             updates,
+            transferred: false,
         }))
         .await
         .unwrap();
@@ -500,6 +537,7 @@ mod tests {
             request: request(1, 100, 1000),
             ends_by_length: true,
             updates,
+            transferred: false,
         }))
         .await
         .unwrap();
@@ -538,6 +576,7 @@ mod tests {
             request,
             ends_by_length: true,
             updates,
+            transferred: false,
         }))
         .await
         .unwrap();

@@ -12,11 +12,12 @@
 //! [`ADDRESS_HEADER`] (its `ip:port`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -26,9 +27,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::EngineRequest;
 
-use super::driver::{Command, Shared, Submission, Ticket, Update};
+use super::driver::{Command, PdCounters, Shared, Submission, Ticket, Update};
+use super::kv_params::{self, KvTransferParams};
 use super::openai::{self, ApiError, Reply, Usage};
 use super::request::{self, SimRequest};
+use super::sidecar::{
+    self, PREFILL_ADDRESS_HEADER, PREFILL_FALLBACK_HEADER, PREFILL_SERVER_HEADER, PREFILLER_HEADER,
+};
 use super::{ADDRESS_HEADER, SERVER_HEADER, metrics};
 
 /// What every handler of one server holds.
@@ -38,6 +43,8 @@ pub(crate) struct Server {
     pub(crate) shared: Arc<Shared>,
     /// The driver's inbox.
     pub(crate) submit: mpsc::Sender<Command>,
+    /// The routing sidecar's client for remote prefills.
+    pub(crate) client: reqwest::Client,
 }
 
 /// The routes of `server`.
@@ -75,12 +82,62 @@ async fn name_server(State(names): State<ServerNames>, mut response: Response) -
     response
 }
 
-async fn completions(State(server): State<Server>, body: Bytes) -> Response {
-    generate(&server, "/v1/completions", &body).await
+async fn completions(State(server): State<Server>, headers: HeaderMap, body: Bytes) -> Response {
+    serve(&server, "/v1/completions", &headers, &body).await
 }
 
-async fn chat_completions(State(server): State<Server>, body: Bytes) -> Response {
-    generate(&server, "/v1/chat/completions", &body).await
+async fn chat_completions(
+    State(server): State<Server>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    serve(&server, "/v1/chat/completions", &headers, &body).await
+}
+
+/// The routing sidecar's part ([`sidecar`]): a request naming a prefill server is prefilled
+/// there first (or, when that fails, served aggregated); any other goes to [`generate`].
+async fn serve(server: &Server, path: &str, headers: &HeaderMap, body: &[u8]) -> Response {
+    let shared = &server.shared;
+    let target = headers
+        .get(PREFILLER_HEADER)
+        .filter(|_| shared.config.has_sidecar(shared.index));
+    let Some(target) = target else {
+        return generate(server, path, body).await;
+    };
+    let timeout = shared
+        .config
+        .kv_transfer
+        .prefill_timeout_s
+        .and_then(|s| Duration::try_from_secs_f64(s / shared.config.speed).ok());
+    match sidecar::prefill(&server.client, path, body, target, timeout).await {
+        Ok(prefilled) => {
+            let mut response = generate(server, path, &prefilled.body).await;
+            let out = response.headers_mut();
+            if let Some(v) = prefilled.server {
+                out.insert(PREFILL_SERVER_HEADER, v);
+            }
+            if let Some(v) = prefilled.address {
+                out.insert(PREFILL_ADDRESS_HEADER, v);
+            }
+            response
+        }
+        Err(reason) => {
+            eprintln!(
+                "shepherd-sim serve: server {}: remote prefill failed, serving aggregated: {reason}",
+                shared.index
+            );
+            PdCounters::add(&shared.pd.fallbacks, 1);
+            let mut response = generate(server, path, body).await;
+            let reason: String = reason
+                .chars()
+                .filter(|c| c.is_ascii() && !c.is_ascii_control())
+                .collect();
+            if let Ok(v) = HeaderValue::from_str(&reason) {
+                response.headers_mut().insert(PREFILL_FALLBACK_HEADER, v);
+            }
+            response
+        }
+    }
 }
 
 async fn generate(server: &Server, path: &str, body: &[u8]) -> Response {
@@ -89,9 +146,22 @@ async fn generate(server: &Server, path: &str, body: &[u8]) -> Response {
         Ok(req) => req,
         Err(e) => return e.into_response(),
     };
+    let remote = req.kv_transfer.take().unwrap_or_default();
+    if remote.do_remote_decode && !shared.config.prefills_for_remote(shared.index) {
+        return ApiError::bad_request(format!(
+            "server {} (role {}) does not prefill for a remote decode",
+            shared.index,
+            shared.config.role(shared.index).unwrap_or("-"),
+        ))
+        .into_response();
+    }
     let Some(ticket) = shared.admit() else {
         return ApiError::overloaded().into_response();
     };
+    if remote.do_remote_prefill && !read_remote_kv(server, &req).await {
+        return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the engine stopped")
+            .into_response();
+    }
     let id = shared.next_id();
     let (updates, rx) = mpsc::channel(req.output_tokens as usize + 2);
     let submission = Submission {
@@ -104,6 +174,7 @@ async fn generate(server: &Server, path: &str, body: &[u8]) -> Response {
         },
         ends_by_length: req.finish_reason == "length",
         updates,
+        transferred: remote.do_remote_prefill,
     };
     if server.submit.try_send(Command::Submit(submission)).is_err() {
         return ApiError::overloaded().into_response();
@@ -118,8 +189,50 @@ async fn generate(server: &Server, path: &str, body: &[u8]) -> Response {
     if req.stream {
         stream_response(reply, &req, rx, ticket)
     } else {
-        whole_response(reply, &req, rx, ticket).await
+        // A prefill for a remote decode answers where its KV blocks are.
+        let kv_params = remote.do_remote_decode.then(|| {
+            let blocks = req
+                .prompt_tokens
+                .div_ceil(shared.config.engine.block_size.max(1));
+            KvTransferParams::prefilled(shared.index, shared.addr, blocks)
+        });
+        let response = whole_response(reply, &req, rx, ticket, kv_params).await;
+        if remote.do_remote_decode && response.status().is_success() {
+            PdCounters::add(&shared.pd.prefills_for_remote, 1);
+        }
+        response
     }
+}
+
+/// Reads `req`'s prompt KV from its remote prefill: the prompt tokens this server's prefix
+/// cache lacks, over the [`KvTransfer`](crate::engine::KvTransfer) link (wall time scaled by
+/// the speed). `false` when the engine is gone.
+async fn read_remote_kv(server: &Server, req: &SimRequest) -> bool {
+    let shared = &server.shared;
+    let (reply, answer) = oneshot::channel();
+    let prompt_blocks = (req.prompt_tokens / shared.config.engine.block_size.max(1)) as usize;
+    let hashes = req.block_hashes[..prompt_blocks.min(req.block_hashes.len())].to_vec();
+    if server
+        .submit
+        .send(Command::CachedPrefix(hashes, reply))
+        .await
+        .is_err()
+    {
+        return false;
+    }
+    let Ok(cached_blocks) = answer.await else {
+        return false;
+    };
+    let cached = (cached_blocks as u64 * u64::from(shared.config.engine.block_size))
+        .min(u64::from(req.prompt_tokens)) as u32;
+    let moved = req.prompt_tokens - cached;
+    let nanos = shared.config.kv_transfer.transfer_nanos(moved);
+    if let Ok(wall) = Duration::try_from_secs_f64(nanos as f64 / 1e9 / shared.config.speed) {
+        tokio::time::sleep(wall).await;
+    }
+    PdCounters::add(&shared.pd.remote_prefills, 1);
+    PdCounters::add(&shared.pd.transferred_tokens, u64::from(moved));
+    true
 }
 
 /// Waits for every token, then answers the whole completion.
@@ -128,6 +241,7 @@ async fn whole_response(
     req: &SimRequest,
     mut rx: mpsc::Receiver<Update>,
     _ticket: Ticket,
+    kv_params: Option<serde_json::Value>,
 ) -> Response {
     loop {
         match rx.recv().await {
@@ -138,7 +252,11 @@ async fn whole_response(
                     completion_tokens: req.output_tokens,
                     cached_tokens,
                 };
-                return axum::Json(reply.full(usage)).into_response();
+                let mut body = reply.full(usage);
+                if let (Some(params), Some(object)) = (kv_params, body.as_object_mut()) {
+                    object.insert(kv_params::FIELD.to_owned(), params);
+                }
+                return axum::Json(body).into_response();
             }
             Some(Update::Failed(message)) => {
                 return ApiError::bad_request(message).into_response();
@@ -249,7 +367,11 @@ async fn models(State(server): State<Server>) -> Response {
 }
 
 async fn render_metrics(State(server): State<Server>) -> Response {
-    let text = metrics::render(&server.shared.config.model, &server.shared.gauges());
+    let text = metrics::render(
+        &server.shared.config.model,
+        &server.shared.gauges(),
+        &server.shared.pd,
+    );
     ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response()
 }
 

@@ -4,16 +4,20 @@
 //! `_total` with their `# HELP`/`# TYPE` lines named that way, as Python's
 //! `prometheus_client` writes them; values are floats (`1.0`). `vllm:cache_config_info`
 //! carries the cache geometry as labels (`block_size`, `num_gpu_blocks`, ...) and the value 1.
+//! The `shepherd_sim_*` counters are the simulator's own: the prefill/decode work of
+//! [`super::sidecar`] and `kv_transfer_params`.
 
 use std::fmt::Write as _;
 
-use super::driver::Gauges;
+use std::sync::atomic::Ordering;
+
+use super::driver::{Gauges, PdCounters};
 
 /// The content type of the Prometheus text format.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Renders the metrics of a server serving `model`.
-pub(crate) fn render(model: &str, g: &Gauges) -> String {
+pub(crate) fn render(model: &str, g: &Gauges, pd: &PdCounters) -> String {
     let model = escape(model);
     let labels = format!("model_name=\"{model}\",engine=\"0\"");
     let snap = &g.snapshot;
@@ -90,6 +94,31 @@ pub(crate) fn render(model: &str, g: &Gauges) -> String {
             (",finished_reason=\"abort\"", g.aborted as f64),
         ],
     );
+    let count = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed) as f64;
+    family(
+        "shepherd_sim_prefills_for_remote_decode_total",
+        "counter",
+        "Requests prefilled here for a decode on another server (kv_transfer_params.do_remote_decode).",
+        &[("", count(&pd.prefills_for_remote))],
+    );
+    family(
+        "shepherd_sim_remote_prefills_total",
+        "counter",
+        "Requests decoded here whose prompt KV was read from a remote prefill (kv_transfer_params.do_remote_prefill).",
+        &[("", count(&pd.remote_prefills))],
+    );
+    family(
+        "shepherd_sim_kv_transfer_tokens_total",
+        "counter",
+        "Prompt tokens whose KV was read from a remote prefill.",
+        &[("", count(&pd.transferred_tokens))],
+    );
+    family(
+        "shepherd_sim_remote_prefill_fallbacks_total",
+        "counter",
+        "Requests naming a prefill server (x-prefiller-host-port) whose remote prefill failed, served aggregated here.",
+        &[("", count(&pd.fallbacks))],
+    );
     let _ = writeln!(
         out,
         "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig"
@@ -133,7 +162,7 @@ mod tests {
             finished_stop: 1,
             aborted: 0,
         };
-        let text = render("m\"x", &g);
+        let text = render("m\"x", &g, &PdCounters::default());
         for line in [
             "# TYPE vllm:num_requests_waiting gauge",
             "vllm:num_requests_waiting{model_name=\"m\\\"x\",engine=\"0\"} 0.0",

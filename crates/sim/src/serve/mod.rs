@@ -115,11 +115,13 @@ mod config;
 mod driver;
 mod error;
 mod handlers;
+mod kv_params;
 mod metrics;
 mod openai;
 mod publisher;
 mod request;
 mod server;
+mod sidecar;
 
 pub use cli::{DEFAULT_PORT_BASE, DEFAULT_SERVERS, KvEventsEncoding, ServeArgs};
 pub use config::{
@@ -129,8 +131,12 @@ pub use config::{
     ServeConfig,
 };
 pub use error::ServeError;
+pub use kv_params::{KvTransferParams, engine_id};
 pub use publisher::{KvEventEndpoints, KvEventStats};
 pub use server::{ServeHandle, run, spawn};
+pub use sidecar::{
+    PREFILL_ADDRESS_HEADER, PREFILL_FALLBACK_HEADER, PREFILL_SERVER_HEADER, PREFILLER_HEADER,
+};
 
 /// Response header naming the server that produced the response: its index in the pool.
 pub const SERVER_HEADER: &str = "x-shepherd-sim-server";

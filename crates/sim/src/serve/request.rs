@@ -18,6 +18,7 @@ use shepherd_scheduler_core::request::{ApiKind, ParseLimits, Prompt, parse_opena
 use crate::workload::block_hashes;
 
 use super::ServeConfig;
+use super::kv_params::KvTransferParams;
 use super::openai::{ApiError, FILLER_TOKEN};
 
 /// Bytes per pseudo token of a text prompt.
@@ -44,12 +45,16 @@ pub(crate) struct SimRequest {
     pub(crate) block_hashes: Vec<u64>,
     /// The tokens those hashes cover: the prompt's pseudo tokens, then the output's.
     pub(crate) tokens: Arc<[u32]>,
+    /// The request's `kv_transfer_params` (prefill/decode disaggregation).
+    pub(crate) kv_transfer: Option<KvTransferParams>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 struct Extras {
     #[serde(default)]
     stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    kv_transfer_params: Option<KvTransferParams>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -74,7 +79,8 @@ pub(crate) fn prepare(
     }
     // Fields the core parser does not keep; the body is known to be a JSON object by now.
     let extras: Extras = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid field `stream_options`: {e}")))?;
+        .map_err(|e| ApiError::bad_request(format!("invalid request field: {e}")))?;
+    let kv_transfer = extras.kv_transfer_params;
     let include_usage = extras
         .stream_options
         .and_then(|o| o.include_usage)
@@ -122,6 +128,7 @@ pub(crate) fn prepare(
         finish_reason,
         block_hashes: block_hashes(&tokens, block_size),
         tokens: Arc::from(tokens),
+        kv_transfer,
     })
 }
 

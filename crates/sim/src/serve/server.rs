@@ -61,9 +61,16 @@ pub async fn spawn(config: ServeConfig) -> Result<ServeHandle, ServeError> {
 pub async fn run(config: ServeConfig) -> Result<(), ServeError> {
     let speed = config.speed;
     let model = config.model.clone();
+    let roles = config.roles.clone();
     let handle = spawn(config).await?;
     for (index, addr) in handle.addrs().iter().enumerate() {
-        eprintln!("shepherd-sim serve: server {index} on http://{addr} ({model}, speed {speed})");
+        let role = roles
+            .get(index)
+            .map(|r| format!(", role {r}"))
+            .unwrap_or_default();
+        eprintln!(
+            "shepherd-sim serve: server {index} on http://{addr} ({model}, speed {speed}{role})"
+        );
         if let Some(kv) = handle.kv_events(index) {
             eprintln!(
                 "shepherd-sim serve: server {index} publishes KV events on {} (replay {}), topic {}",
@@ -235,7 +242,11 @@ async fn start(
     let shared = Arc::new(Shared::new(index, addr, Arc::clone(config)));
     let (submit, inbox) = mpsc::channel(config.max_pending);
     let driver = tokio::spawn(driver::drive(Arc::clone(&shared), inbox, sink));
-    let app = handlers::router(Server { shared, submit });
+    let app = handlers::router(Server {
+        shared,
+        submit,
+        client: reqwest::Client::new(),
+    });
     let accept = tokio::spawn(accept_loop(listener, app));
     Ok(Started {
         addr,
