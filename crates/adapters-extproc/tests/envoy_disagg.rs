@@ -4,12 +4,15 @@
 //! in `x-prefiller-host-port` on the request Envoy forwards (the header llm-d's decode-side
 //! routing sidecar reads; Envoy echoes the forwarded request's value in a test response
 //! header); a short one goes to the decode server without it; a client's own value is
-//! removed. Skipped without `SHEPHERD_ENVOY` (see `e2e/mod.rs`).
+//! removed. The simulated decode server runs the routing sidecar's protocol: the long prompt
+//! is prefilled on the prefill server (its response header and both servers' metrics say so)
+//! and decoded on the decode server. Skipped without `SHEPHERD_ENVOY` (see `e2e/mod.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod e2e;
 
 use e2e::{Options, Stack};
+use shepherd_sim::serve::PREFILL_ADDRESS_HEADER;
 
 const MAIN: &str = "inference";
 const ECHOED: &str = "x-test-prefiller";
@@ -63,6 +66,49 @@ async fn a_long_prompt_is_routed_to_the_decode_server_naming_its_prefill_server(
         Some(prefill.as_str()),
         "{}",
         stack.epp.log()
+    );
+
+    // The decode server had the prefill server prefill it, then read the KV and decoded.
+    let long = stack
+        .post_with(
+            MAIN,
+            Stack::completion(&e2e::unique_prompt("long two", 8 << 10), 4),
+            &[],
+        )
+        .await;
+    assert_eq!(long.status, 200);
+    assert_eq!(long.served.as_deref(), Some(decode.as_str()));
+    assert_eq!(
+        long.header(PREFILL_ADDRESS_HEADER).as_deref(),
+        Some(prefill.as_str())
+    );
+    let http = reqwest::Client::new();
+    let scrape = |addr: String| {
+        let http = http.clone();
+        async move {
+            let r = http
+                .get(format!("http://{addr}/metrics"))
+                .send()
+                .await
+                .unwrap();
+            r.text().await.unwrap()
+        }
+    };
+    let prefilled = scrape(prefill.clone()).await;
+    assert_eq!(
+        e2e::sample(
+            &prefilled,
+            "shepherd_sim_prefills_for_remote_decode_total{model_name=\"meta-llama/Llama-3.1-8B-Instruct\",engine=\"0\"}"
+        ),
+        2.0
+    );
+    let decoded = scrape(decode.clone()).await;
+    assert_eq!(
+        e2e::sample(
+            &decoded,
+            "shepherd_sim_remote_prefills_total{model_name=\"meta-llama/Llama-3.1-8B-Instruct\",engine=\"0\"}"
+        ),
+        2.0
     );
 
     let (served, named) = send(&stack, "hi").await;

@@ -1,13 +1,22 @@
 //! `shepherd-gateway` in front of a P/D pool (one server labelled `prefill`, one `decode`, on
 //! loopback): a long uncached prompt goes to the decode server with the prefill server's
 //! `ip:port` in `x-prefiller-host-port`, the header llm-d's decode-side routing sidecar reads;
-//! a short one goes there without it; a client cannot name a prefill server itself.
+//! a short one goes there without it; a client cannot name a prefill server itself. Against
+//! a simulated P/D pool (`shepherd-sim serve` with roles, whose decode servers run the
+//! routing sidecar's protocol), the long prompt is prefilled on the prefill server and decoded
+//! on the decode server, both counted in their metrics; when the prefill server dies
+//! mid-request the decode server serves the request aggregated.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use common::{Setup, echo_upstream};
+use std::time::Duration;
+
+use common::{MODEL, SERVER_HEADER, Setup, echo_upstream};
 use serde_json::json;
+use shepherd_sim::serve::{
+    self, PREFILL_FALLBACK_HEADER, PREFILL_SERVER_HEADER, ServeConfig, ServeHandle,
+};
 
 /// The P/D policy both adapters' end-to-end tests run.
 const PD: &str = include_str!("../../../examples/disagg/policy.yaml");
@@ -61,4 +70,133 @@ async fn a_long_prompt_reaches_the_decode_server_naming_its_prefill_server() {
     let seen = decode_seen.lock();
     assert_eq!(seen.len(), 2);
     assert!(seen[1].headers.get("x-prefiller-host-port").is_none());
+}
+
+/// Server 0 prefills, server 1 decodes, at `speed`.
+async fn pd_sims(speed: f64) -> ServeHandle {
+    let mut config = ServeConfig::ephemeral(2);
+    config.speed = speed;
+    config.roles = vec!["prefill".into(), "decode".into()];
+    serve::spawn(config).await.unwrap()
+}
+
+/// The value of the metric line `name{...} value`.
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}
+
+async fn sim_metrics(http: &reqwest::Client, addr: std::net::SocketAddr) -> String {
+    let r = http
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    r.text().await.unwrap()
+}
+
+fn header<'a>(r: &'a reqwest::Response, name: &str) -> Option<&'a str> {
+    r.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+#[tokio::test]
+async fn a_simulated_pd_pool_prefills_on_the_prefill_server_and_decodes_on_the_decode_server() {
+    let sims = pd_sims(50.0).await;
+    let (prefill, decode) = (sims.addrs()[0], sims.addrs()[1]);
+    let gateway = Setup::new([prefill, decode])
+        .roles(&[Some("prefill"), Some("decode")])
+        .yaml(PD)
+        .start()
+        .await;
+    gateway.wait_scraped().await;
+
+    for (i, stream) in [false, true].into_iter().enumerate() {
+        let prompt = format!("document {i} ").repeat(700);
+        let body = json!({"model": MODEL, "prompt": prompt, "max_tokens": 5, "stream": stream});
+        let response = gateway.post("/v1/completions", &body).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            header(&response, SERVER_HEADER),
+            Some("1"),
+            "decoded on the decode server"
+        );
+        assert_eq!(
+            header(&response, PREFILL_SERVER_HEADER),
+            Some("0"),
+            "prefilled on the prefill server"
+        );
+        let text = response.text().await.unwrap();
+        assert_eq!(text.matches(" tok").count(), 5, "{text}");
+    }
+    let p = sim_metrics(&gateway.http, prefill).await;
+    assert_eq!(
+        metric(&p, "shepherd_sim_prefills_for_remote_decode_total"),
+        2.0
+    );
+    assert_eq!(
+        metric(&p, "vllm:generation_tokens_total"),
+        2.0,
+        "one token per prefill"
+    );
+    let d = sim_metrics(&gateway.http, decode).await;
+    assert_eq!(metric(&d, "shepherd_sim_remote_prefills_total"), 2.0);
+    assert!(metric(&d, "shepherd_sim_kv_transfer_tokens_total") > 2.0 * 1500.0);
+    assert_eq!(metric(&d, "vllm:generation_tokens_total"), 10.0);
+
+    // A short prompt stays on the decode server, aggregated.
+    let short = json!({"model": MODEL, "prompt": "hi", "max_tokens": 3});
+    let response = gateway.post("/v1/completions", &short).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(&response, SERVER_HEADER), Some("1"));
+    assert!(header(&response, PREFILL_SERVER_HEADER).is_none());
+    gateway.wait_idle().await;
+}
+
+#[tokio::test]
+async fn a_prefill_server_dying_mid_request_does_not_lose_the_request() {
+    // Slow: a 2,000-token prefill runs for about a second of wall time.
+    let mut sims = pd_sims(0.05).await;
+    let (prefill, decode) = (sims.addrs()[0], sims.addrs()[1]);
+    let gateway = Setup::new([prefill, decode])
+        .roles(&[Some("prefill"), Some("decode")])
+        .yaml(PD)
+        .start()
+        .await;
+    gateway.wait_scraped().await;
+
+    let body = json!({"model": MODEL, "prompt": "chapter ".repeat(1000), "max_tokens": 2});
+    let in_flight = {
+        let (http, url) = (gateway.http.clone(), gateway.url("/v1/completions"));
+        tokio::spawn(async move { http.post(url).json(&body).send().await.unwrap() })
+    };
+    let mut prefilling = false;
+    for _ in 0..300 {
+        let p = sim_metrics(&gateway.http, prefill).await;
+        if metric(&p, "vllm:num_requests_running") >= 1.0 {
+            prefilling = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(prefilling, "the prefill server took the prefill");
+    assert!(sims.stop(0).await);
+
+    let response = in_flight.await.unwrap();
+    assert_eq!(
+        response.status(),
+        200,
+        "served aggregated by the decode server"
+    );
+    assert_eq!(header(&response, SERVER_HEADER), Some("1"));
+    assert!(header(&response, PREFILL_FALLBACK_HEADER).is_some());
+    assert_eq!(response.text().await.unwrap().matches(" tok").count(), 2);
+    let d = sim_metrics(&gateway.http, decode).await;
+    assert_eq!(
+        metric(&d, "shepherd_sim_remote_prefill_fallbacks_total"),
+        1.0
+    );
+    gateway.wait_idle().await;
 }

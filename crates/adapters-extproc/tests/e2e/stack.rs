@@ -68,6 +68,21 @@ impl Stack {
         if let Some(blocks) = options.num_gpu_blocks {
             sim.engine.num_gpu_blocks = blocks;
         }
+        if !options.roles.is_empty() {
+            // The simulated servers take the roles the endpoints are labelled with (their
+            // decode servers run the routing sidecar's protocol); unlabelled ones do both.
+            sim.roles = (0..options.servers)
+                .map(|i| {
+                    options
+                        .roles
+                        .get(i)
+                        .copied()
+                        .flatten()
+                        .unwrap_or("both")
+                        .to_owned()
+                })
+                .collect();
+        }
         let sims = serve::spawn(sim).await.expect("simulated servers");
         let dir = tempfile::tempdir().unwrap();
         let config_path = dir.path().join("shepherd.yaml");
