@@ -28,6 +28,16 @@
 //! Every response carries [`SERVER_HEADER`] (the server's index) and [`ADDRESS_HEADER`] (its
 //! `ip:port`), so a test sees where a router sent each request.
 //!
+//! # Prefill/decode disaggregation
+//!
+//! Servers take roles ([`ServeConfig::roles`], llm-d's `llm-d.ai/role` values). Every server
+//! but a prefill-only one runs the decode-side routing sidecar's protocol: a request with
+//! [`PREFILLER_HEADER`] is prefilled on that server (`kv_transfer_params.do_remote_decode`,
+//! one output token), then decoded here from the prefill's KV (`do_remote_prefill`, the read
+//! priced by [`ServeConfig::kv_transfer`]); the answer names the prefill server in
+//! [`PREFILL_SERVER_HEADER`] / [`PREFILL_ADDRESS_HEADER`]. A prefill that fails is served
+//! aggregated here ([`PREFILL_FALLBACK_HEADER`] says why). `sidecar` and `kv_params` hold it.
+//!
 //! # KV-cache events
 //!
 //! With [`ServeConfig::kv_events`] (CLI `--kv-events`) each server publishes its engine's
