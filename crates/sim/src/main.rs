@@ -52,8 +52,8 @@ enum Command {
     Replicas(ReplicasArgs),
     /// Prefill/decode disaggregation: each P/D scenario aggregated on four `both` servers,
     /// always disaggregated on 1P:3D and 2P:2D pools, and with the prefix-based decider on
-    /// both pools; TTFT, TPOT and output tokens per GPU, and the decider against "always" and
-    /// "never".
+    /// those pools and on 1PD:3D and 2PD:2D (prefill servers that also decode); TTFT, TPOT and
+    /// output tokens per GPU, and the decider against "always" and "never".
     Pd(PdArgs),
     /// The engine model against published measurements of vLLM serving Llama-3-8B: quantity,
     /// published figure, simulated figure, ratio, source (the table of docs/calibration.md).

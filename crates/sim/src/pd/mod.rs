@@ -7,7 +7,10 @@
 //!    ones, policy `pd-always` (every request prefilled on a prefill server, its KV moved to
 //!    its decode server);
 //! 3. `decider 1P:3D`, `decider 2P:2D`: the same pools, policy `pd-decider` (disaggregate when
-//!    the decode server caches less than `nonCachedTokens` of the prompt).
+//!    the decode server caches less than `nonCachedTokens` of the prompt);
+//! 4. `decider 1PD:3D`, `decider 2PD:2D`: the decider on pools whose prefill servers are
+//!    `prefill-decode` (both role filters keep them: they prefill for the decode servers and
+//!    take aggregated requests too).
 //!
 //! Per run: TTFT p50/p90/p99, TPOT p50/p99, output tokens per second per GPU (all four
 //! servers count, whatever their role), the share of requests disaggregated and the prefill
@@ -73,34 +76,54 @@ pub struct Arm {
     pub policy: &'static str,
     /// Prefill servers (0: every server `both`).
     pub prefill: u32,
+    /// The prefill servers' role: `prefill`, or `prefill-decode` for servers that also take
+    /// aggregated requests.
+    pub prefill_role: &'static str,
 }
 
 /// The study's arms, in report order (see the module docs).
-pub const ARMS: [Arm; 5] = [
+pub const ARMS: [Arm; 7] = [
     Arm {
         label: "aggregated",
         policy: "pd-never",
         prefill: 0,
+        prefill_role: "prefill",
     },
     Arm {
         label: "always 1P:3D",
         policy: "pd-always",
         prefill: 1,
+        prefill_role: "prefill",
     },
     Arm {
         label: "always 2P:2D",
         policy: "pd-always",
         prefill: 2,
+        prefill_role: "prefill",
     },
     Arm {
         label: "decider 1P:3D",
         policy: "pd-decider",
         prefill: 1,
+        prefill_role: "prefill",
     },
     Arm {
         label: "decider 2P:2D",
         policy: "pd-decider",
         prefill: 2,
+        prefill_role: "prefill",
+    },
+    Arm {
+        label: "decider 1PD:3D",
+        policy: "pd-decider",
+        prefill: 1,
+        prefill_role: "prefill-decode",
+    },
+    Arm {
+        label: "decider 2PD:2D",
+        policy: "pd-decider",
+        prefill: 2,
+        prefill_role: "prefill-decode",
     },
 ];
 
@@ -121,7 +144,7 @@ pub fn roles(arm: &Arm, servers: u32) -> Vec<String> {
         .map(|i| match (arm.prefill, i < decode) {
             (0, _) => "both",
             (_, true) => "decode",
-            (_, false) => "prefill",
+            (_, false) => arm.prefill_role,
         })
         .map(str::to_string)
         .collect()
