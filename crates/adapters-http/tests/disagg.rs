@@ -82,11 +82,7 @@ async fn pd_sims(speed: f64) -> ServeHandle {
 
 /// The value of the metric line `name{...} value`.
 fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+    serve::metric_sample(text, name).unwrap_or_else(|| panic!("no {name} in\n{text}"))
 }
 
 async fn sim_metrics(http: &reqwest::Client, addr: std::net::SocketAddr) -> String {

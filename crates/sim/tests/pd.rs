@@ -253,7 +253,10 @@ fn the_pd_study_runs_every_arm_and_is_deterministic() {
     // The decider disaggregates the 8k prompts, not the 500-token ones.
     assert!(rows[3].disaggregated_share > 0.0 && rows[3].disaggregated_share < 1.0);
     // The dual-role arm's prefill server is `prefill-decode`.
-    assert_eq!(rows[5].roles, ["decode", "decode", "decode", "prefill-decode"]);
+    assert_eq!(
+        rows[5].roles,
+        ["decode", "decode", "decode", "prefill-decode"]
+    );
     assert_eq!(a.report.scenarios[0].decider.len(), 4);
     let b = pd(std::slice::from_ref(&s), &sim_registry(), &opts).unwrap();
     assert_eq!(

@@ -134,6 +134,24 @@ pub(crate) fn render(model: &str, g: &Gauges, pd: &PdCounters) -> String {
     out
 }
 
+/// The value of the first sample of metric `name` (any labels) in Prometheus text `text`, as
+/// `/metrics` renders it: what a test reads of a simulated server.
+///
+/// ```
+/// let text = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} 2.0\n";
+/// assert_eq!(shepherd_sim::serve::metric_sample(text, "vllm:num_requests_running"), Some(2.0));
+/// assert_eq!(shepherd_sim::serve::metric_sample(text, "vllm:num_requests"), None);
+/// ```
+pub fn metric_sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{'))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
 /// Escapes a label value (backslash, double quote, newline).
 fn escape(value: &str) -> String {
     value

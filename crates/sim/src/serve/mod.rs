@@ -142,6 +142,7 @@ pub use config::{
 };
 pub use error::ServeError;
 pub use kv_params::{KvTransferParams, engine_id};
+pub use metrics::metric_sample;
 pub use publisher::{KvEventEndpoints, KvEventStats};
 pub use server::{ServeHandle, run, spawn};
 pub use sidecar::{
