@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use crate::engine::{Engine, EngineEvent, EngineRequest, EngineSnapshot, EngineStats};
 
 use super::ServeConfig;
+use super::pd_counters::PdCounters;
 use super::publisher::{KvControl, Numbered};
 
 /// What the driver tells a request's handler.
@@ -74,26 +75,6 @@ pub(crate) enum Command {
     ResetPrefixCache(oneshot::Sender<bool>),
     /// How many leading blocks of these hashes the prefix cache holds.
     CachedPrefix(Vec<u64>, oneshot::Sender<usize>),
-}
-
-/// Prefill/decode counters of one server (`shepherd_sim_*` metrics).
-#[derive(Debug, Default)]
-pub(crate) struct PdCounters {
-    /// Requests prefilled here for a remote decode (`do_remote_decode`).
-    pub(crate) prefills_for_remote: AtomicU64,
-    /// Requests decoded here from a remote prefill (`do_remote_prefill`).
-    pub(crate) remote_prefills: AtomicU64,
-    /// Prompt tokens whose KV was read from a remote prefill.
-    pub(crate) transferred_tokens: AtomicU64,
-    /// Requests whose remote prefill failed, served aggregated here.
-    pub(crate) fallbacks: AtomicU64,
-}
-
-impl PdCounters {
-    /// Adds `n` to `counter`.
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
 }
 
 /// Where the driver sends its KV-cache event batches.

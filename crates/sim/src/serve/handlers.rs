@@ -27,9 +27,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::EngineRequest;
 
-use super::driver::{Command, PdCounters, Shared, Submission, Ticket, Update};
+use super::driver::{Command, Shared, Submission, Ticket, Update};
 use super::kv_params::{self, KvTransferParams};
 use super::openai::{self, ApiError, Reply, Usage};
+use super::pd_counters::PdCounters;
 use super::request::{self, SimRequest};
 use super::sidecar::{
     self, PREFILL_ADDRESS_HEADER, PREFILL_FALLBACK_HEADER, PREFILL_SERVER_HEADER, PREFILLER_HEADER,

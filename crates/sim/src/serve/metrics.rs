@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 
 use std::sync::atomic::Ordering;
 
-use super::driver::{Gauges, PdCounters};
+use super::driver::Gauges;
+use super::pd_counters::PdCounters;
 
 /// The content type of the Prometheus text format.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

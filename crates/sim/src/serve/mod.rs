@@ -128,6 +128,7 @@ mod handlers;
 mod kv_params;
 mod metrics;
 mod openai;
+mod pd_counters;
 mod publisher;
 mod request;
 mod server;

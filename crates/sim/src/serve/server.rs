@@ -123,6 +123,13 @@ impl ServeHandle {
         matches!(self.servers.get(index), Some(Some(_)))
     }
 
+    /// Requests in server `index`'s running batch as of its engine's last step (`None` once
+    /// it is stopped): a test waits on it to act while a request is being served.
+    pub fn running_requests(&self, index: usize) -> Option<u32> {
+        let server = self.servers.get(index)?.as_ref()?;
+        Some(server.shared.gauges().snapshot.running)
+    }
+
     /// Where server `index` publishes its KV-cache events (`None` without
     /// [`ServeConfig::kv_events`]); the addresses stay the same across
     /// [`ServeHandle::restart`].
@@ -243,7 +250,7 @@ async fn start(
     let (submit, inbox) = mpsc::channel(config.max_pending);
     let driver = tokio::spawn(driver::drive(Arc::clone(&shared), inbox, sink));
     let app = handlers::router(Server {
-        shared,
+        shared: Arc::clone(&shared),
         submit,
         client: reqwest::Client::new(),
     });
@@ -252,6 +259,7 @@ async fn start(
         addr,
         kv: endpoints,
         server: RunningServer {
+            shared: Arc::clone(&shared),
             accept,
             driver,
             publisher,
@@ -261,6 +269,7 @@ async fn start(
 
 #[derive(Debug)]
 struct RunningServer {
+    shared: Arc<Shared>,
     accept: JoinHandle<()>,
     driver: JoinHandle<()>,
     publisher: Option<PublisherTask>,
