@@ -15,8 +15,8 @@
 //! Per run: TTFT p50/p90/p99, TPOT p50/p99, output tokens per second per GPU (all four
 //! servers count, whatever their role), the share of requests disaggregated and the prefill
 //! fallbacks. [`DeciderCheck`] then compares each decider row with the better of "always"
-//! (on as many prefill servers; for the PD arms, the fixed split) and "never" (aggregated) on TTFT p99, TPOT p99 and tokens per GPU: the target
-//! is to be within 5 % of it on each. Over several seeds, every figure is the mean over seeds.
+//! (on as many prefill servers; for the PD arms, the fixed split) and "never" (aggregated)
+//! on TTFT p99, TPOT p99 and tokens per GPU: the target is to be within 5 % of it on each. Over several seeds, every figure is the mean over seeds.
 //!
 //! ```no_run
 //! use shepherd_sim::pd::{PdOptions, pd, table};
