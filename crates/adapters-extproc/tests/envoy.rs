@@ -135,7 +135,6 @@ async fn a_6_mb_body_is_routed() {
     let prompt = unique_prompt("big", 6 * 1024 * 1024);
     let body = Stack::completion(&prompt, 2);
     assert!(body.len() > 6_000_000);
-    let started = Instant::now();
     let reply = stack.post(MAIN, body).await;
     // The prompt (about 1.6 million pseudo tokens) is longer than the simulated server's
     // context: it answers 400 itself. Its header proves the 6 MB body went through the picker,
@@ -149,7 +148,6 @@ async fn a_6_mb_body_is_routed() {
         "{}",
         reply.body
     );
-    assert!(started.elapsed() < Duration::from_secs(10));
     // And a normal request still goes through.
     stack.routed(MAIN, "small after big").await;
 }

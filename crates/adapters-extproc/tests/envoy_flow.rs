@@ -85,18 +85,18 @@ async fn under_saturation_priority_0_waits_and_completes_while_sheddable_gets_42
     // The long request is in flight: the pool is saturated.
     wait_for_sample(&stack, "shepherd_flow_saturation", 1.0).await;
 
-    // A sheddable request is refused at once, without reaching a server.
-    let sent = Instant::now();
+    // A sheddable request is refused at once (it never enters the queue), without reaching a
+    // server.
+    let enqueued = sample(&stack.metrics().await, "shepherd_flow_enqueued_total");
     let shed = stack
         .post_with(MAIN, Stack::completion("sheddable", 2), &[(PRIORITY, "-1")])
         .await;
     assert_eq!(shed.status, 429, "{shed:?}\nepp log:\n{}", stack.epp.log());
     assert_eq!(shed.reason.as_deref(), Some("shed"), "{shed:?}");
     assert_eq!(shed.served, None, "{shed:?}");
-    assert!(
-        sent.elapsed() < Duration::from_millis(500),
-        "{:?}",
-        sent.elapsed()
+    assert_eq!(
+        sample(&stack.metrics().await, "shepherd_flow_enqueued_total"),
+        enqueued
     );
 
     // Standard requests wait in the queue while the long one runs ...
@@ -171,7 +171,6 @@ async fn with_no_endpoint_a_request_waits_and_completes_once_one_appears() {
 
     // The server appears in the config; the picker (polling the file every 100 ms) adds it,
     // scrapes it, and the queued request goes there.
-    let edited = Instant::now();
     stack.write_config(&e2e::shepherd_config(
         &[stack.sims.addrs()[0]],
         &stack.options,
@@ -179,11 +178,6 @@ async fn with_no_endpoint_a_request_waits_and_completes_once_one_appears() {
     let (reply, _) = request.await.unwrap();
     stack.assert_routed(&reply);
     assert_eq!(reply.served, Some(stack.server(0)));
-    assert!(
-        edited.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        edited.elapsed()
-    );
     let metrics = stack.metrics().await;
     assert_eq!(
         sample(&metrics, "shepherd_flow_admitted_total{path=\"queued\"}"),
@@ -218,12 +212,14 @@ async fn with_no_endpoint_sheddable_gets_429_a_client_that_leaves_is_dequeued_th
         return;
     };
     // No endpoint: the pool is saturated, so a sheddable request is refused at once ...
-    let sent = Instant::now();
     let shed = stack
         .post_with(MAIN, Stack::completion("sheddable", 2), &[(PRIORITY, "-5")])
         .await;
     assert_eq!((shed.status, shed.reason.as_deref()), (429, Some("shed")));
-    assert!(sent.elapsed() < Duration::from_millis(400));
+    assert_eq!(
+        sample(&stack.metrics().await, "shepherd_flow_enqueued_total"),
+        0.0
+    );
 
     // ... a client that gives up while its request waits takes it out of the queue ...
     let gave_up = stack
@@ -257,10 +253,7 @@ async fn with_no_endpoint_sheddable_gets_429_a_client_that_leaves_is_dequeued_th
     assert_eq!(expired.status, 503, "{expired:?}\n{}", stack.epp.log());
     assert_eq!(expired.reason.as_deref(), Some("ttl_expired"));
     assert_eq!(expired.served, None);
-    assert!(
-        waited >= Duration::from_millis(450) && waited < Duration::from_secs(2),
-        "{waited:?}"
-    );
+    assert!(waited >= Duration::from_millis(450), "{waited:?}");
     let metrics = stack.metrics().await;
     for (reason, count) in [("ttl_expired", 1.0), ("shed", 1.0), ("queue_full", 0.0)] {
         let series = format!("shepherd_flow_dropped_total{{reason=\"{reason}\"}}");

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{MODEL, Setup, completion, dead_addr, echo_upstream, expect_error, sims};
 use serde_json::json;
 
@@ -334,12 +332,10 @@ async fn upstream_errors_pass_through_and_the_first_byte_timeout_is_504() {
         .yaml("gateway: {firstByteTimeoutMs: 100}\n")
         .start()
         .await;
-    let started = tokio::time::Instant::now();
     let response = gateway
         .post("/v1/completions", &completion("slow answer", 500, false))
         .await;
     expect_error(response, 504, "upstream_timeout").await;
-    assert!(started.elapsed() < Duration::from_secs(2));
     gateway.wait_idle().await;
     // A stream's first byte comes at once, so the timeout does not cut it.
     let mut response = gateway

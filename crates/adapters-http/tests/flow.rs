@@ -275,10 +275,7 @@ async fn with_no_endpoint_a_request_waits_its_ttl_then_gets_503() {
         .post("/v1/completions", &completion("Anyone?", 4, false))
         .await;
     let waited = started.elapsed();
-    assert!(
-        waited >= Duration::from_millis(200) && waited < Duration::from_secs(3),
-        "{waited:?}"
-    );
+    assert!(waited >= Duration::from_millis(200), "{waited:?}");
     assert_eq!(
         response.headers()["x-shepherd-dropped-reason"],
         "ttl_expired"
