@@ -2,4 +2,5 @@
 #![forbid(unsafe_code)]
 
 pub mod docs_prompts;
+pub mod latency_setup;
 pub mod workload;

@@ -60,6 +60,7 @@ impl Timestamp {
     }
 
     /// Time elapsed from `earlier` to `self`, zero if `earlier` is later.
+    #[inline]
     pub fn saturating_since(self, earlier: Timestamp) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }

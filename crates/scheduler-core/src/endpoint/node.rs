@@ -93,6 +93,7 @@ impl Endpoint {
     }
 
     /// The endpoint's identity.
+    #[inline]
     pub fn id(&self) -> EndpointId {
         self.id
     }
@@ -125,6 +126,7 @@ impl Endpoint {
 
     /// The latest waiting / running / KV-utilization / scrape-time figures: a few relaxed
     /// atomic loads, no reference counting, so concurrent picks do not contend.
+    #[inline]
     pub fn load_metrics(&self) -> LoadMetrics {
         let scraped = self.load.scraped_at.load(Ordering::Acquire);
         LoadMetrics {
@@ -194,6 +196,7 @@ impl Endpoint {
     }
 
     /// Requests the scheduler has sent here that have not finished.
+    #[inline]
     pub fn in_flight_requests(&self) -> u64 {
         // `finished` first: it never passes `started`, so the difference is never negative.
         let finished = self.counters.finished.load(Ordering::Relaxed);
@@ -210,6 +213,7 @@ impl Endpoint {
 
     /// Uncached prompt tokens of the requests sent here whose first token has not come back
     /// yet: the prefill work this endpoint still has to do for this scheduler's requests.
+    #[inline]
     pub fn pending_prefill_tokens(&self) -> u64 {
         self.counters.prefill_tokens.load(Ordering::Relaxed)
     }

@@ -66,6 +66,7 @@ impl Endpoint {
     }
 
     /// Requests in flight here from this replica and its peers.
+    #[inline]
     pub fn total_in_flight_requests(&self) -> u64 {
         self.in_flight_requests()
             .saturating_add(self.peers.requests.load(Ordering::Relaxed))

@@ -73,6 +73,7 @@ impl CachedPrefix {
     }
 
     /// Estimated cached prompt tokens on `endpoint` (0 when unknown).
+    #[inline]
     pub fn cached_tokens(&self, endpoint: EndpointId) -> u64 {
         self.entries
             .binary_search_by_key(&endpoint, |e| e.0)
@@ -80,6 +81,7 @@ impl CachedPrefix {
     }
 
     /// Of a prompt of `prompt_tokens`, the tokens `endpoint` would still have to prefill.
+    #[inline]
     pub fn uncached_tokens(&self, endpoint: EndpointId, prompt_tokens: u64) -> u64 {
         prompt_tokens.saturating_sub(self.cached_tokens(endpoint))
     }

@@ -46,6 +46,7 @@ impl Score {
     };
 
     /// A judged score (clamped into `[0, 1]`, NaN becomes 0).
+    #[inline]
     pub fn new(value: f64) -> Self {
         Score {
             value: if value.is_nan() {

@@ -57,9 +57,10 @@ impl Admitter for LatencySloAdmitter {
         let Some(predictions) = producer.produce(cycle, candidates) else {
             return Ok(());
         };
-        let servable = candidates.iter().any(|e| {
+        let infos = predictions.for_candidates(candidates);
+        let servable = candidates.iter().zip(&infos).any(|(e, info)| {
             let metrics = e.load_metrics();
-            predictions.get(e.id()).is_some_and(|p| p.is_valid())
+            info.is_some_and(|p| p.is_valid())
                 || metrics.running == 0
                 || metrics.kv_utilization_clamped() < COLD_KV_UTILIZATION
         });

@@ -211,9 +211,10 @@ impl PrefixAffinityFilter {
                     return false;
                 };
                 Some(
-                    candidates
-                        .iter()
-                        .map(|e| predictions.get(e.id()).map(|p| p.ttft_ms))
+                    predictions
+                        .for_candidates(candidates)
+                        .into_iter()
+                        .map(|p| p.map(|p| p.ttft_ms))
                         .collect(),
                 )
             }

@@ -106,9 +106,15 @@ impl Filter for SloHeadroomTierFilter {
         let Some(predictions) = producer.produce(cycle, candidates) else {
             return;
         };
-        let (positive, negative): (Vec<&Arc<Endpoint>>, Vec<&Arc<Endpoint>>) = candidates
-            .iter()
-            .partition(|e| predictions.get(e.id()).is_some_and(|p| p.has_headroom()));
+        let infos = predictions.for_candidates(candidates);
+        let (mut positive, mut negative) = (Vec::new(), Vec::new());
+        for (e, info) in candidates.iter().zip(&infos) {
+            if info.is_some_and(|p| p.has_headroom()) {
+                positive.push(*e);
+            } else {
+                negative.push(*e);
+            }
+        }
         let kept = match (positive.is_empty(), negative.is_empty()) {
             (false, false) if self.explores(cycle.request_id()) => negative,
             (false, _) => positive,

@@ -75,37 +75,86 @@ const MAX_COUNT: f64 = 1e6;
 /// Largest metrics age taken, in seconds (older metrics are as good as none).
 const MAX_AGE_S: f64 = 60.0;
 
+/// `v` as a count: clamped to [0, [`MAX_COUNT`]], non-finite → 0.
+#[inline]
+fn count(v: f64) -> f64 {
+    if v.is_finite() {
+        v.clamp(0.0, MAX_COUNT)
+    } else {
+        0.0
+    }
+}
+
+/// The integer count `v` as [`count`] takes it (the same value, without float checks).
+#[inline]
+fn count_of(v: u64) -> f64 {
+    v.min(MAX_COUNT as u64) as f64
+}
+
 impl LatencyFeatures {
     /// The design vector: every feature clamped to a sane range (non-finite → 0), token
     /// counts in thousands.
     #[inline]
     pub fn design(&self) -> [f64; DESIGN] {
-        let count = |v: f64| {
-            if v.is_finite() {
-                v.clamp(0.0, MAX_COUNT)
-            } else {
-                0.0
-            }
-        };
-        let k = |v: f64| count(v) * 1e-3;
-        let uncached = k(self.uncached_tokens);
-        let kv = if self.kv_utilization.is_finite() {
-            self.kv_utilization.clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
-        [
-            1.0,
-            uncached,
-            uncached * uncached,
-            k(self.pending_prefill_tokens),
-            count(self.waiting),
-            count(self.running),
-            count(self.in_flight),
-            kv,
-            (count(self.metrics_age_ms) / 1000.0).min(MAX_AGE_S),
-        ]
+        let kilo = |v: f64| count(v) * 1e-3;
+        design_from(
+            [
+                kilo(self.uncached_tokens),
+                kilo(self.pending_prefill_tokens),
+                count(self.waiting),
+                count(self.running),
+                count(self.in_flight),
+            ],
+            self.kv_utilization,
+            self.metrics_age_ms,
+        )
     }
+
+    /// The design vector of features given as integer counts — `[uncached tokens, pending
+    /// prefill tokens, waiting, running, in flight]` — with the KV utilization and the
+    /// metrics' age in ms: the same as [`LatencyFeatures::design`] of those values.
+    #[inline]
+    pub fn design_of_counts(
+        counts: [u64; 5],
+        kv_utilization: f64,
+        metrics_age_ms: f64,
+    ) -> [f64; DESIGN] {
+        let [uncached, pending, waiting, running, in_flight] = counts;
+        design_from(
+            [
+                count_of(uncached) * 1e-3,
+                count_of(pending) * 1e-3,
+                count_of(waiting),
+                count_of(running),
+                count_of(in_flight),
+            ],
+            kv_utilization,
+            metrics_age_ms,
+        )
+    }
+}
+
+/// The design vector from the clamped counts (tokens in thousands), the raw KV utilization
+/// and metrics age.
+#[inline]
+fn design_from(counts: [f64; 5], kv_utilization: f64, metrics_age_ms: f64) -> [f64; DESIGN] {
+    let [uncached, pending, waiting, running, in_flight] = counts;
+    let kv = if kv_utilization.is_finite() {
+        kv_utilization.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    [
+        1.0,
+        uncached,
+        uncached * uncached,
+        pending,
+        waiting,
+        running,
+        in_flight,
+        kv,
+        (count(metrics_age_ms) / 1000.0).min(MAX_AGE_S),
+    ]
 }
 
 /// The model's parameters.
@@ -327,17 +376,24 @@ impl Predictor {
     /// Both targets' predictions for `features` (`None` for one not ready).
     #[inline]
     pub fn predict(&self, features: &LatencyFeatures) -> Prediction {
-        let x = features.design();
-        match (&self.0.ttft, &self.0.tpot) {
+        self.predict_design(&features.design(), true)
+    }
+
+    /// The predictions for the design vector `x` ([`LatencyFeatures::design`]); the TPOT
+    /// only `with_tpot`.
+    #[inline]
+    pub fn predict_design(&self, x: &[f64; DESIGN], with_tpot: bool) -> Prediction {
+        let tpot = if with_tpot { &self.0.tpot } else { &None };
+        match (&self.0.ttft, tpot) {
             (Some(a), Some(b)) => {
-                let (ttft, tpot) = dot2(a, b, &x);
+                let (ttft, tpot) = dot2(a, b, x);
                 Prediction {
                     ttft_ms: Some(finite_or_zero(ttft)),
                     tpot_ms: Some(finite_or_zero(tpot)),
                 }
             }
             (a, b) => {
-                let at = |c: &Option<[f64; DESIGN]>| c.as_ref().map(|c| finite_or_zero(dot(c, &x)));
+                let at = |c: &Option<[f64; DESIGN]>| c.as_ref().map(|c| finite_or_zero(dot(c, x)));
                 Prediction {
                     ttft_ms: at(a),
                     tpot_ms: at(b),
@@ -481,6 +537,29 @@ mod tests {
     }
 
     proptest! {
+        /// Integer counts give the design vector the float features give.
+        #[test]
+        fn design_of_counts_is_design(
+            counts in proptest::array::uniform5(prop_oneof![0u64..3_000_000, Just(u64::MAX)]),
+            kv in prop_oneof![-1.0..2.0f64, Just(f64::NAN), Just(f64::INFINITY)],
+            age in prop_oneof![0.0..1e8f64, Just(f64::NAN), Just(1e6)],
+        ) {
+            let [uncached, pending, waiting, running, in_flight] = counts.map(|c| c as f64);
+            let features = LatencyFeatures {
+                uncached_tokens: uncached,
+                pending_prefill_tokens: pending,
+                waiting,
+                running,
+                in_flight,
+                kv_utilization: kv,
+                metrics_age_ms: age,
+                ..LatencyFeatures::default()
+            };
+            let a = features.design().map(f64::to_bits);
+            let b = LatencyFeatures::design_of_counts(counts, kv, age).map(f64::to_bits);
+            prop_assert_eq!(a, b);
+        }
+
         /// Whatever garbage the metrics hold, a prediction is finite and never negative.
         #[test]
         fn predictions_are_finite_and_never_negative(

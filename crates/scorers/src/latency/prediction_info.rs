@@ -8,7 +8,9 @@
 //! streaming mode, a prefill-only endpoint, or a TPOT model not ready yet) is *neutral*: valid,
 //! with headroom 0.
 
-use shepherd_scheduler_core::endpoint::EndpointId;
+use std::sync::Arc;
+
+use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId};
 
 /// One candidate's predictions (see the [module docs](self)).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -43,40 +45,73 @@ impl LatencyPredictionInfo {
 
 /// Every candidate's predictions from one producer for the current request (a cycle
 /// extension, read through [`LatencyProducer::produce`](super::LatencyProducer::produce)).
+///
+/// They are kept in the order of the candidates they were made for. A consumer reads them
+/// for its own candidates with [`LatencyPredictions::for_candidates`]: a walk in step with
+/// that order, so one pass when the consumer's candidates are those (or a filtered subset of
+/// them, in the same order), as they are when a filter ran first.
 #[derive(Debug, Default)]
 pub struct LatencyPredictions {
     pub(super) key: usize,
-    /// Sorted by endpoint.
+    /// In the order predicted.
     pub(super) by_endpoint: Vec<(EndpointId, LatencyPredictionInfo)>,
 }
 
 impl LatencyPredictions {
-    /// The predictions for `endpoint`, if it was a candidate.
+    /// The predictions for `endpoint`, if it was a candidate (a linear search: for several
+    /// candidates, [`LatencyPredictions::for_candidates`]).
     pub fn get(&self, endpoint: EndpointId) -> Option<&LatencyPredictionInfo> {
         self.by_endpoint
-            .binary_search_by_key(&endpoint, |e| e.0)
-            .ok()
-            .map(|i| &self.by_endpoint[i].1)
+            .iter()
+            .find(|(id, _)| *id == endpoint)
+            .map(|(_, info)| info)
     }
 
-    /// The predictions for `endpoint`, the `i`-th of the consumer's candidates: O(1) when the
-    /// consumer asks about the candidates the predictions were made for, in the same order.
-    pub fn get_at(&self, i: usize, endpoint: EndpointId) -> Option<&LatencyPredictionInfo> {
-        match self.by_endpoint.get(i) {
-            Some((id, info)) if *id == endpoint => Some(info),
-            _ => self.get(endpoint),
-        }
+    /// The predictions for each of `candidates`, in their order (`None` for one that was not
+    /// predicted).
+    pub fn for_candidates(
+        &self,
+        candidates: &[&Arc<Endpoint>],
+    ) -> Vec<Option<&LatencyPredictionInfo>> {
+        let mut cursor = 0;
+        candidates
+            .iter()
+            .map(|e| {
+                let i = self.position_from(&mut cursor, e.id())?;
+                Some(&self.by_endpoint[i].1)
+            })
+            .collect()
     }
 
-    /// Adds predictions for endpoints not predicted yet, keeping the order.
+    /// The candidates among `candidates` not predicted yet, in their order.
+    pub(super) fn missing<'e>(&self, candidates: &[&'e Arc<Endpoint>]) -> Vec<&'e Arc<Endpoint>> {
+        let mut cursor = 0;
+        candidates
+            .iter()
+            .copied()
+            .filter(|e| self.position_from(&mut cursor, e.id()).is_none())
+            .collect()
+    }
+
+    /// Where `endpoint` is, searched from `cursor` on (the next candidate is most often
+    /// there), then before it; `cursor` moves past a hit.
+    fn position_from(&self, cursor: &mut usize, endpoint: EndpointId) -> Option<usize> {
+        let start = (*cursor).min(self.by_endpoint.len());
+        let (before, after) = self.by_endpoint.split_at(start);
+        let i = match after.iter().position(|(id, _)| *id == endpoint) {
+            Some(i) => start + i,
+            None => before.iter().position(|(id, _)| *id == endpoint)?,
+        };
+        *cursor = i + 1;
+        Some(i)
+    }
+
+    /// Adds predictions for endpoints not predicted yet.
     pub(super) fn extend(&mut self, judged: Vec<(EndpointId, LatencyPredictionInfo)>) {
         if self.by_endpoint.is_empty() {
             self.by_endpoint = judged;
         } else {
             self.by_endpoint.extend(judged);
-        }
-        if !self.by_endpoint.is_sorted_by_key(|e| e.0) {
-            self.by_endpoint.sort_unstable_by_key(|e| e.0);
         }
     }
 
@@ -94,3 +129,76 @@ impl LatencyPredictions {
 /// Every producer's predictions for the current request.
 #[derive(Debug, Default)]
 pub(super) struct Produced(pub(super) Vec<LatencyPredictions>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shepherd_scheduler_core::clock::ManualClock;
+
+    fn endpoints(n: u32) -> Vec<Arc<Endpoint>> {
+        let clock = Arc::new(ManualClock::default());
+        (0..n)
+            .map(|i| {
+                Arc::new(Endpoint::new(
+                    EndpointId(i),
+                    format!("10.0.0.{i}:8000"),
+                    clock.clone(),
+                ))
+            })
+            .collect()
+    }
+
+    fn info(ms: f64) -> LatencyPredictionInfo {
+        LatencyPredictionInfo {
+            ttft_ms: ms,
+            tpot_ms: 0.0,
+            ttft_valid: true,
+            tpot_valid: true,
+            ttft_headroom_ms: -ms,
+            tpot_headroom_ms: 0.0,
+            dispatched: 0,
+        }
+    }
+
+    /// Predictions for `order` (endpoint i predicted at i ms).
+    fn predicted(all: &[Arc<Endpoint>], order: &[usize]) -> LatencyPredictions {
+        LatencyPredictions {
+            key: 0,
+            by_endpoint: order
+                .iter()
+                .map(|&i| (all[i].id(), info(i as f64)))
+                .collect(),
+        }
+    }
+
+    fn ttfts(p: &LatencyPredictions, all: &[Arc<Endpoint>], asked: &[usize]) -> Vec<Option<f64>> {
+        let candidates: Vec<&Arc<Endpoint>> = asked.iter().map(|&i| &all[i]).collect();
+        p.for_candidates(&candidates)
+            .into_iter()
+            .map(|i| i.map(|i| i.ttft_ms))
+            .collect()
+    }
+
+    #[test]
+    fn candidates_find_their_predictions_in_any_order() {
+        let all = endpoints(6);
+        // Predicted in an order that is not the ids' (as a pool sorted by address gives).
+        let p = predicted(&all, &[3, 0, 5, 1, 4]);
+        // The same order, a subset of it in order, another order, and one not predicted.
+        assert_eq!(
+            ttfts(&p, &all, &[3, 0, 5, 1, 4]),
+            [3.0, 0.0, 5.0, 1.0, 4.0].map(Some)
+        );
+        assert_eq!(ttfts(&p, &all, &[0, 1]), [Some(0.0), Some(1.0)]);
+        assert_eq!(
+            ttfts(&p, &all, &[4, 2, 3, 4, 0]),
+            [Some(4.0), None, Some(3.0), Some(4.0), Some(0.0)]
+        );
+        assert_eq!(p.get(EndpointId(5)).map(|i| i.ttft_ms), Some(5.0));
+        assert_eq!(p.get(EndpointId(2)), None);
+        let asked: Vec<&Arc<Endpoint>> = [2, 5, 2, 9].iter().filter_map(|&i| all.get(i)).collect();
+        let missing: Vec<EndpointId> = p.missing(&asked).iter().map(|e| e.id()).collect();
+        assert_eq!(missing, [EndpointId(2), EndpointId(2)]);
+        assert_eq!(ttfts(&LatencyPredictions::default(), &all, &[1]), [None]);
+    }
+}

@@ -30,6 +30,7 @@
 //! TPOT the rest of the answer over its tokens; otherwise, as upstream, the "TTFT" learned is
 //! the whole request's latency and no TPOT is learned.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -42,7 +43,7 @@ use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, PickHook};
 
 use super::prediction_info::Produced;
 use super::{
-    LatencyFeatures, LatencyModel, LatencyModelParameters, LatencyPredictionInfo,
+    DESIGN, LatencyFeatures, LatencyModel, LatencyModelParameters, LatencyPredictionInfo,
     LatencyPredictions, Objectives,
 };
 use crate::producers::PrefixProducer;
@@ -212,43 +213,12 @@ impl LatencyProducer {
         if let Some(prefix) = self.prefix_producer() {
             prefix.produce(cycle);
         }
-        let key = self.key();
-        if cycle.extensions.get::<Produced>().is_none() {
-            cycle.extensions.insert(Produced::default());
-        }
-        let position = cycle
-            .extensions
-            .get::<Produced>()
-            .and_then(|p| p.0.iter().position(|m| m.key == key));
-        let missing: Vec<&Arc<Endpoint>> = match position {
-            Some(i) => {
-                let done = cycle.extensions.get::<Produced>().map(|p| &p.0[i])?;
-                candidates
-                    .iter()
-                    .copied()
-                    .filter(|e| done.get(e.id()).is_none())
-                    .collect()
-            }
-            None => candidates.to_vec(),
+        let missing: Cow<'_, [&Arc<Endpoint>]> = match self.find(cycle) {
+            Some(done) => Cow::Owned(done.missing(candidates)),
+            None => Cow::Borrowed(candidates),
         };
         if !missing.is_empty() {
-            let objectives = Objectives::of(cycle.request);
-            let reader = FeatureReader::of(cycle);
-            let tracking = self.tracking.lock();
-            let judged: Vec<(EndpointId, LatencyPredictionInfo)> = missing
-                .iter()
-                .map(|ep| {
-                    let features = reader.read(ep);
-                    let min_running = if tracking.tpot_objectives.is_empty() {
-                        None
-                    } else {
-                        tracking.min_tpot_objective(ep.id())
-                    };
-                    let info = self.judge(&predictor, &features, &objectives, min_running, ep);
-                    (ep.id(), info)
-                })
-                .collect();
-            drop(tracking);
+            let judged = self.judge_all(cycle, &predictor, &missing);
             cycle.annotations.record_all(
                 &self.ttft_column,
                 judged.iter().map(|(id, info)| (*id, info.ttft_ms)),
@@ -259,81 +229,69 @@ impl LatencyProducer {
                     judged.iter().map(|(id, info)| (*id, info.tpot_ms)),
                 );
             }
+            let key = self.key();
+            if cycle.extensions.get::<Produced>().is_none() {
+                cycle.extensions.insert(Produced::default());
+            }
             let produced = cycle.extensions.get_mut::<Produced>()?;
-            let entry = match position {
-                Some(i) => &mut produced.0[i],
-                None => {
-                    produced.0.push(LatencyPredictions {
-                        key,
-                        by_endpoint: Vec::new(),
-                    });
-                    produced.0.last_mut()?
-                }
-            };
-            entry.extend(judged);
+            match produced.0.iter_mut().find(|m| m.key == key) {
+                Some(entry) => entry.extend(judged),
+                None => produced.0.push(LatencyPredictions {
+                    key,
+                    by_endpoint: judged,
+                }),
+            }
         }
         self.find(cycle)
+    }
+
+    /// Predicts and judges each of `endpoints` for the request of `cycle`.
+    fn judge_all(
+        &self,
+        cycle: &CycleState<'_>,
+        predictor: &super::Predictor,
+        endpoints: &[&Arc<Endpoint>],
+    ) -> Vec<(EndpointId, LatencyPredictionInfo)> {
+        let reader = FeatureReader::of(cycle);
+        let with_tpot = self.judges_tpot(predictor);
+        // The TPOT objectives of running requests matter only where the TPOT is judged.
+        let tracking = with_tpot
+            .then(|| self.tracking.lock())
+            .filter(|t| !t.tpot_objectives.is_empty());
+        let judge = Judge::new(
+            &Objectives::of(cycle.request),
+            self.settings.slo_buffer_factor,
+        );
+        endpoints
+            .iter()
+            .map(|ep| {
+                // Not judged on a prefill-only endpoint.
+                let tpot_here = with_tpot && !self.is_prefill_only(ep);
+                let predicted = predictor.predict_design(&reader.design(ep), tpot_here);
+                let min_running = tracking
+                    .as_ref()
+                    .and_then(|t| t.min_tpot_objective(ep.id()));
+                let info = judge.info(
+                    predicted.ttft_ms.unwrap_or(0.0),
+                    predicted.tpot_ms,
+                    min_running,
+                    ep.in_flight_requests(),
+                );
+                (ep.id(), info)
+            })
+            .collect()
     }
 
     fn judges_tpot(&self, predictor: &super::Predictor) -> bool {
         self.settings.streaming_mode && predictor.tpot_ready()
     }
 
-    fn judge(
-        &self,
-        predictor: &super::Predictor,
-        features: &LatencyFeatures,
-        objectives: &Objectives,
-        min_running_tpot: Option<f64>,
-        endpoint: &Endpoint,
-    ) -> LatencyPredictionInfo {
-        let prefill_only = self
-            .settings
+    #[inline]
+    fn is_prefill_only(&self, endpoint: &Endpoint) -> bool {
+        self.settings
             .endpoint_role_label
             .as_ref()
-            .is_some_and(|label| endpoint.labels().get(label).is_some_and(|v| v == "prefill"));
-        let judges_tpot = self.settings.streaming_mode && !prefill_only;
-        let predicted = if judges_tpot {
-            predictor.predict(features)
-        } else {
-            super::Prediction {
-                ttft_ms: predictor.ttft_ms(features),
-                tpot_ms: None,
-            }
-        };
-        let ttft = predicted.ttft_ms.unwrap_or(0.0);
-        // With no objective at all, both are measured against 0 (upstream's ranking by
-        // predicted latency); with some, one the request lacks is not judged.
-        let any = objectives.any();
-        let judged = |predicted: f64, allowed: Option<f64>| match allowed {
-            Some(allowed) => (allowed - predicted, predicted < allowed),
-            None if any => (0.0, true),
-            None => (-predicted, false),
-        };
-        let (ttft_headroom, ttft_valid) = judged(ttft, objectives.ttft_ms);
-        let (tpot, tpot_headroom, tpot_valid) = match predicted.tpot_ms {
-            Some(tpot) => {
-                let buffer = self.settings.slo_buffer_factor;
-                let own = objectives.tpot_ms.map(|o| o * buffer);
-                let running = min_running_tpot.map(|o| o * buffer).filter(|_| any);
-                let allowed = match (own, running) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                let (headroom, valid) = judged(tpot, allowed);
-                (tpot, headroom, valid)
-            }
-            _ => (0.0, 0.0, true),
-        };
-        LatencyPredictionInfo {
-            ttft_ms: ttft,
-            tpot_ms: tpot,
-            ttft_valid,
-            tpot_valid,
-            ttft_headroom_ms: ttft_headroom,
-            tpot_headroom_ms: tpot_headroom,
-            dispatched: endpoint.in_flight_requests(),
-        }
+            .is_some_and(|label| endpoint.labels().get(label).is_some_and(|v| v == "prefill"))
     }
 
     fn prefix_producer(&self) -> Option<&Arc<PrefixProducer>> {
@@ -424,6 +382,76 @@ impl CompletionHook for LatencyProducer {
     }
 }
 
+/// How one request's predictions are judged against its objectives (see the
+/// [module docs](self)).
+#[derive(Debug, Clone, Copy)]
+struct Judge {
+    /// Whether the request carries any objective.
+    any: bool,
+    ttft_allowed: Option<f64>,
+    /// Its own TPOT objective × the buffer factor.
+    tpot_allowed: Option<f64>,
+    buffer: f64,
+}
+
+impl Judge {
+    fn new(objectives: &Objectives, buffer: f64) -> Self {
+        Judge {
+            any: objectives.any(),
+            ttft_allowed: objectives.ttft_ms,
+            tpot_allowed: objectives.tpot_ms.map(|o| o * buffer),
+            buffer,
+        }
+    }
+
+    /// With no objective at all, both are measured against 0 (upstream's ranking by
+    /// predicted latency); with some, one the request lacks is not judged.
+    #[inline]
+    fn judged(&self, predicted: f64, allowed: Option<f64>) -> (f64, bool) {
+        match allowed {
+            Some(allowed) => (allowed - predicted, predicted < allowed),
+            None if self.any => (0.0, true),
+            None => (-predicted, false),
+        }
+    }
+
+    /// The judgement of a candidate predicted at `ttft` (and `tpot`, where judged), the
+    /// tightest TPOT objective of the requests running there being `min_running_tpot`.
+    #[inline]
+    fn info(
+        &self,
+        ttft: f64,
+        tpot: Option<f64>,
+        min_running_tpot: Option<f64>,
+        dispatched: u64,
+    ) -> LatencyPredictionInfo {
+        let (ttft_headroom, ttft_valid) = self.judged(ttft, self.ttft_allowed);
+        let (tpot, tpot_headroom, tpot_valid) = match tpot {
+            Some(tpot) => {
+                let running = min_running_tpot
+                    .map(|o| o * self.buffer)
+                    .filter(|_| self.any);
+                let allowed = match (self.tpot_allowed, running) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                let (headroom, valid) = self.judged(tpot, allowed);
+                (tpot, headroom, valid)
+            }
+            None => (0.0, 0.0, true),
+        };
+        LatencyPredictionInfo {
+            ttft_ms: ttft,
+            tpot_ms: tpot,
+            ttft_valid,
+            tpot_valid,
+            ttft_headroom_ms: ttft_headroom,
+            tpot_headroom_ms: tpot_headroom,
+            dispatched,
+        }
+    }
+}
+
 /// What the model reads about each candidate for the request of one cycle: the cycle's
 /// figures (prompt tokens, cached-prefix estimates, time) looked up once.
 #[derive(Debug, Clone, Copy)]
@@ -441,6 +469,30 @@ impl<'c> FeatureReader<'c> {
             cached: cycle.extensions.get::<CachedPrefix>(),
             now: cycle.now,
         }
+    }
+
+    /// `endpoint`'s design vector: the same as `self.read(endpoint).design()`, the counts
+    /// clamped as integers.
+    #[inline]
+    pub fn design(&self, endpoint: &Endpoint) -> [f64; DESIGN] {
+        let uncached = self.cached.map_or(self.prompt, |c| {
+            c.uncached_tokens(endpoint.id(), self.prompt)
+        });
+        let metrics = endpoint.load_metrics();
+        let age_ms = metrics
+            .scraped_at
+            .map_or(1e6, |at| self.now.saturating_since(at).as_secs_f64() * 1e3);
+        LatencyFeatures::design_of_counts(
+            [
+                uncached,
+                endpoint.pending_prefill_tokens(),
+                u64::from(metrics.waiting),
+                u64::from(metrics.running),
+                endpoint.total_in_flight_requests(),
+            ],
+            metrics.kv_utilization,
+            age_ms,
+        )
     }
 
     /// `endpoint`'s features.

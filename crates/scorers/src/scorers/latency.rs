@@ -193,7 +193,8 @@ impl LatencyScorer {
                 let (t, p) = headroom(info);
                 let combined = alpha * norm(t, t_lo, t_range) + beta * norm(p, p_lo, p_range);
                 let toward = if most { combined } else { 1.0 - combined };
-                Score::new(((toward * STEPS).floor() + 1.0) / STEPS)
+                // `toward` is in [0, 1]: truncating is flooring (and needs no libm call).
+                Score::new((((toward * STEPS) as u32) as f64 + 1.0) / STEPS)
             } else {
                 Score::new(0.0)
             };
@@ -262,12 +263,7 @@ impl Scorer for LatencyScorer {
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         let producer = Arc::clone(self.link.get());
         if let Some(predictions) = producer.produce(cycle, candidates) {
-            let infos: Vec<Option<&LatencyPredictionInfo>> = candidates
-                .iter()
-                .enumerate()
-                .map(|(i, e)| predictions.get_at(i, e.id()))
-                .collect();
-            self.score_headroom(&infos, out);
+            self.score_headroom(&predictions.for_candidates(candidates), out);
             return;
         }
         if let Some(prefix) = self.prefix_producer() {

@@ -1,0 +1,143 @@
+//! The latency-pick setups shared by `benches/latency_pick.rs` and the profiling example
+//! `examples/profile_latency_pick.rs`: 64 endpoints, one 16 KB prompt of Shepherd's docs held
+//! by 8 of them, and the configurations compared (the default profile, with the
+//! predicted-latency plugins added, their latency model trained).
+
+use std::time::Duration;
+
+use shepherd_scheduler_core::clock::Clock;
+
+use shepherd_scheduler_core::completion::{Completion, Usage};
+use shepherd_scheduler_core::config::{EndpointPickerConfig, build_scheduler_in};
+use shepherd_scheduler_core::request::{InferenceRequest, SLO_TPOT_HEADER, SLO_TTFT_HEADER};
+use shepherd_scheduler_core::scheduler::{ScheduleOptions, Scheduler};
+use shepherd_scheduler_core::shared::SharedState;
+use shepherd_scorers::latency::{LatencyFeatures, LatencyProducer};
+use shepherd_scorers::{DEFAULT_CONFIG_YAML, builtin_registry};
+
+use crate::docs_prompts::{completions, docs_text};
+use crate::workload::pool;
+
+/// A dry-run `schedule` (filters, scorers, picker; no hooks).
+pub const DRY: ScheduleOptions<'static> = ScheduleOptions {
+    subset: None,
+    profile: None,
+    dry_run: true,
+};
+/// Endpoints in the pool.
+pub const ENDPOINTS: usize = 64;
+/// Endpoints holding the prompt's blocks.
+pub const HOLDERS: usize = 8;
+
+/// `yaml` with a `predicted-latency-producer` and `latency-scorer` (weight 5) added before its
+/// picker, at the file's indentation; with `slo`, the tier filter and the admitter too.
+pub fn with_latency(yaml: &str, slo: bool) -> String {
+    let body = &yaml[yaml.find("apiVersion").unwrap_or(0)..];
+    let mut out = String::new();
+    for line in body.lines() {
+        let indent = &line[..line.len() - line.trim_start().len()];
+        match line.trim() {
+            "- type: max-score-picker" => {
+                out.push_str(&format!(
+                    "{indent}- type: predicted-latency-producer\n\
+                     {indent}  parameters: {{streamingMode: true, minSamples: 50}}\n\
+                     {indent}- type: latency-scorer\n"
+                ));
+                if slo {
+                    out.push_str(&format!(
+                        "{indent}- type: slo-headroom-tier-filter\n{indent}- type: latency-slo-admitter\n"
+                    ));
+                }
+            }
+            "- pluginRef: max-score-picker" => {
+                out.push_str(&format!(
+                    "{indent}- pluginRef: latency-scorer\n{indent}  weight: 5\n"
+                ));
+                if slo {
+                    out.push_str(&format!(
+                        "{indent}- pluginRef: slo-headroom-tier-filter\n{indent}- pluginRef: latency-slo-admitter\n"
+                    ));
+                }
+            }
+            _ => {}
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// A scheduler for `yaml` over 64 endpoints, `request`'s prefix picked onto 8 of them and,
+/// when `train`, 400 requests served (first token and end on the pool's clock) so that a
+/// latency model is ready.
+pub fn scheduler(yaml: &str, request: &InferenceRequest, train: bool) -> Scheduler {
+    let (pool, clock) = pool(ENDPOINTS);
+    let shared = SharedState::new(pool);
+    let config = EndpointPickerConfig::from_yaml(yaml).expect("bench config");
+    let scheduler = build_scheduler_in(&config, &builtin_registry(), &shared).expect("builds");
+    for _ in 0..HOLDERS {
+        drop(scheduler.schedule(request));
+    }
+    if train {
+        for i in 0..400u64 {
+            let r = InferenceRequest::new(format!("t{i}"), "m", request.prompt.clone());
+            let Ok(mut d) = scheduler.schedule(&r) else {
+                continue;
+            };
+            let waiting = u64::from(d.primary().metrics().waiting);
+            let step = |ms: u64| clock.set(clock.now().saturating_add(Duration::from_millis(ms)));
+            step(20 + 9 * waiting + i % 5);
+            d.handle_mut().first_token();
+            step(70);
+            d.finish(Completion::success(Some(Usage {
+                prompt_tokens: 4096,
+                completion_tokens: 11,
+                cached_tokens: None,
+            })));
+        }
+        // The timed picks must use the model, not its neutral cold start.
+        for (_, producer) in shared.resources.all::<LatencyProducer>() {
+            let ready = producer
+                .model()
+                .predict(&LatencyFeatures::default())
+                .ttft_ms;
+            assert!(
+                ready.is_some(),
+                "the latency model is not ready: {:?}",
+                producer.model().recent_errors()
+            );
+        }
+    }
+    scheduler
+}
+
+/// The timed request: a 16 KB prompt of the docs, carrying TTFT and TPOT objectives (read by
+/// the SLO plugins only).
+pub fn request() -> InferenceRequest {
+    let mut request = completions(&docs_text(16 << 10));
+    request.headers.push((SLO_TTFT_HEADER.into(), "200".into()));
+    request.headers.push((SLO_TPOT_HEADER.into(), "50".into()));
+    request
+}
+
+/// The cases compared, by name: `default`, `default+latency`, `adaptive`,
+/// `predicted-latency`, `default+slo` (see the bench's docs).
+pub fn cases(request: &InferenceRequest) -> Vec<(&'static str, Scheduler)> {
+    let adaptive = shepherd_adaptive::preset::ADAPTIVE_CONFIG_YAML;
+    vec![
+        ("default", scheduler(DEFAULT_CONFIG_YAML, request, false)),
+        (
+            "default+latency",
+            scheduler(&with_latency(DEFAULT_CONFIG_YAML, false), request, true),
+        ),
+        ("adaptive", scheduler(adaptive, request, false)),
+        (
+            "predicted-latency",
+            scheduler(&with_latency(adaptive, false), request, true),
+        ),
+        (
+            "default+slo",
+            scheduler(&with_latency(DEFAULT_CONFIG_YAML, true), request, true),
+        ),
+    ]
+}
