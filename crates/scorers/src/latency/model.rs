@@ -381,7 +381,7 @@ impl Predictor {
 
     /// The predictions for the design vector `x` ([`LatencyFeatures::design`]); the TPOT
     /// only `with_tpot`.
-    #[inline]
+    #[inline(always)]
     pub fn predict_design(&self, x: &[f64; DESIGN], with_tpot: bool) -> Prediction {
         let tpot = if with_tpot { &self.0.tpot } else { &None };
         match (&self.0.ttft, tpot) {

@@ -461,6 +461,12 @@ pub struct FeatureReader<'c> {
     now: Timestamp,
 }
 
+/// Milliseconds from `at` to `now` (0 if `at` is later).
+#[inline]
+fn age_ms(now: Timestamp, at: Timestamp) -> f64 {
+    now.as_nanos().saturating_sub(at.as_nanos()) as f64 * 1e-6
+}
+
 impl<'c> FeatureReader<'c> {
     /// The reader for the request of `cycle`.
     pub fn of(cycle: &'c CycleState<'_>) -> Self {
@@ -479,9 +485,7 @@ impl<'c> FeatureReader<'c> {
             c.uncached_tokens(endpoint.id(), self.prompt)
         });
         let metrics = endpoint.load_metrics();
-        let age_ms = metrics
-            .scraped_at
-            .map_or(1e6, |at| self.now.saturating_since(at).as_secs_f64() * 1e3);
+        let age_ms = metrics.scraped_at.map_or(1e6, |at| age_ms(self.now, at));
         LatencyFeatures::design_of_counts(
             [
                 uncached,
@@ -502,9 +506,7 @@ impl<'c> FeatureReader<'c> {
         });
         let metrics = endpoint.load_metrics();
         // Never scraped: as old as the model takes.
-        let age_ms = metrics
-            .scraped_at
-            .map_or(1e6, |at| self.now.saturating_since(at).as_secs_f64() * 1e3);
+        let age_ms = metrics.scraped_at.map_or(1e6, |at| age_ms(self.now, at));
         LatencyFeatures {
             prompt_tokens: self.prompt as f64,
             uncached_tokens: uncached as f64,

@@ -163,20 +163,23 @@ impl LatencyScorer {
                 (true, true) => Group::BothLate,
             },
         };
-        let groups: Vec<Group> = infos.iter().map(group_of).collect();
-        let Some(&best) = groups.iter().min() else {
+        // Each candidate's group and headroom magnitudes, in one pass.
+        let rows: Vec<(Group, f64, f64)> = infos
+            .iter()
+            .map(|info| {
+                let (t, p) = info.map_or((0.0, 0.0), |p| {
+                    (p.ttft_headroom_ms.abs(), p.tpot_headroom_ms.abs())
+                });
+                (group_of(info), t, p)
+            })
+            .collect();
+        let Some(best) = rows.iter().map(|r| r.0).min() else {
             return;
         };
         let most = best == Group::Positive
             && self.params.headroom_selection_strategy == HeadroomStrategy::Most;
-        let headroom = |info: &Option<&LatencyPredictionInfo>| {
-            info.map_or((0.0, 0.0), |p| {
-                (p.ttft_headroom_ms.abs(), p.tpot_headroom_ms.abs())
-            })
-        };
         let (mut t_lo, mut t_hi, mut p_lo, mut p_hi) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-        for (info, _) in infos.iter().zip(&groups).filter(|(_, g)| **g == best) {
-            let (t, p) = headroom(info);
+        for &(_, t, p) in rows.iter().filter(|r| r.0 == best) {
             (t_lo, t_hi) = (t_lo.min(t), t_hi.max(t));
             (p_lo, p_hi) = (p_lo.min(p), p_hi.max(p));
         }
@@ -188,9 +191,8 @@ impl LatencyScorer {
             (alpha, beta) = (1.0, 0.0);
         }
         let norm = |v: f64, lo: f64, range: f64| if range > EPS { (v - lo) / range } else { 0.5 };
-        for ((slot, info), group) in out.iter_mut().zip(infos).zip(&groups) {
-            *slot = if *group == best {
-                let (t, p) = headroom(info);
+        for (slot, &(group, t, p)) in out.iter_mut().zip(&rows) {
+            *slot = if group == best {
                 let combined = alpha * norm(t, t_lo, t_range) + beta * norm(p, p_lo, p_range);
                 let toward = if most { combined } else { 1.0 - combined };
                 // `toward` is in [0, 1]: truncating is flooring (and needs no libm call).
