@@ -73,12 +73,22 @@ impl LatencyPredictions {
         &self,
         candidates: &[&Arc<Endpoint>],
     ) -> Vec<Option<&LatencyPredictionInfo>> {
+        self.map_candidates(candidates, |info| info)
+    }
+
+    /// `f` of the predictions for each of `candidates`, in their order (as
+    /// [`LatencyPredictions::for_candidates`], without the intermediate list).
+    pub fn map_candidates<'s, T>(
+        &'s self,
+        candidates: &[&Arc<Endpoint>],
+        mut f: impl FnMut(Option<&'s LatencyPredictionInfo>) -> T,
+    ) -> Vec<T> {
         let mut cursor = 0;
         candidates
             .iter()
             .map(|e| {
-                let i = self.position_from(&mut cursor, e.id())?;
-                Some(&self.by_endpoint[i].1)
+                let i = self.position_from(&mut cursor, e.id());
+                f(i.map(|i| &self.by_endpoint[i].1))
             })
             .collect()
     }

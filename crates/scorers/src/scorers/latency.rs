@@ -143,6 +143,26 @@ enum Group {
     BothLate,
 }
 
+/// One candidate's group and headroom magnitudes (TTFT, TPOT).
+type Row = (Group, f64, f64);
+
+/// The [`Row`] of a candidate predicted as `info` (see the module docs); one without
+/// predictions is in the positive tier with no headroom.
+#[inline]
+fn row_of(info: Option<&LatencyPredictionInfo>) -> Row {
+    let Some(p) = info else {
+        return (Group::Positive, 0.0, 0.0);
+    };
+    let group = match (p.ttft_headroom_ms < 0.0, p.tpot_headroom_ms < 0.0) {
+        (false, false) => Group::Positive,
+        _ if p.dispatched == 0 => Group::Idle,
+        (false, true) => Group::TpotLate,
+        (true, false) => Group::TtftLate,
+        (true, true) => Group::BothLate,
+    };
+    (group, p.ttft_headroom_ms.abs(), p.tpot_headroom_ms.abs())
+}
+
 impl LatencyScorer {
     fn prefix_producer(&self) -> Option<&Arc<PrefixProducer>> {
         self.prefix_resolved
@@ -152,27 +172,12 @@ impl LatencyScorer {
 
     /// Upstream's headroom scoring of `infos` (one per candidate) into `out`.
     pub fn score_headroom(&self, infos: &[Option<&LatencyPredictionInfo>], out: &mut [Score]) {
-        // Each candidate's group (see the module docs); the best non-empty group is scored.
-        let group_of = |info: &Option<&LatencyPredictionInfo>| match info {
-            None => Group::Positive,
-            Some(p) => match (p.ttft_headroom_ms < 0.0, p.tpot_headroom_ms < 0.0) {
-                (false, false) => Group::Positive,
-                _ if p.dispatched == 0 => Group::Idle,
-                (false, true) => Group::TpotLate,
-                (true, false) => Group::TtftLate,
-                (true, true) => Group::BothLate,
-            },
-        };
-        // Each candidate's group and headroom magnitudes, in one pass.
-        let rows: Vec<(Group, f64, f64)> = infos
-            .iter()
-            .map(|info| {
-                let (t, p) = info.map_or((0.0, 0.0), |p| {
-                    (p.ttft_headroom_ms.abs(), p.tpot_headroom_ms.abs())
-                });
-                (group_of(info), t, p)
-            })
-            .collect();
+        let rows: Vec<Row> = infos.iter().map(|info| row_of(*info)).collect();
+        self.score_rows(&rows, out);
+    }
+
+    /// [`LatencyScorer::score_headroom`] of the candidates' rows ([`row_of`]).
+    fn score_rows(&self, rows: &[Row], out: &mut [Score]) {
         let Some(best) = rows.iter().map(|r| r.0).min() else {
             return;
         };
@@ -191,7 +196,7 @@ impl LatencyScorer {
             (alpha, beta) = (1.0, 0.0);
         }
         let norm = |v: f64, lo: f64, range: f64| if range > EPS { (v - lo) / range } else { 0.5 };
-        for (slot, &(group, t, p)) in out.iter_mut().zip(&rows) {
+        for (slot, &(group, t, p)) in out.iter_mut().zip(rows) {
             *slot = if group == best {
                 let combined = alpha * norm(t, t_lo, t_range) + beta * norm(p, p_lo, p_range);
                 let toward = if most { combined } else { 1.0 - combined };
@@ -265,7 +270,7 @@ impl Scorer for LatencyScorer {
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         let producer = Arc::clone(self.link.get());
         if let Some(predictions) = producer.produce(cycle, candidates) {
-            self.score_headroom(&predictions.for_candidates(candidates), out);
+            self.score_rows(&predictions.map_candidates(candidates, row_of), out);
             return;
         }
         if let Some(prefix) = self.prefix_producer() {
