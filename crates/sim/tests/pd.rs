@@ -264,3 +264,28 @@ fn the_pd_study_runs_every_arm_and_is_deterministic() {
         serde_json::to_string(&b.report).unwrap()
     );
 }
+
+#[test]
+fn a_prefill_the_engine_refuses_falls_back_and_the_request_is_not_lost() {
+    // 100 blocks of 16 tokens: a 3000-token prompt can never fit, on either server. The
+    // prefill server refuses the job, the request falls back to its decode server, which
+    // refuses it too: every request ends dropped, none lost or left in flight.
+    let s = scenario(
+        "[decode, prefill]",
+        "engine: { blockSize: 16, numGpuBlocks: 100 }",
+        3000,
+        20,
+        "{ rate: 20 }",
+        1.0,
+    );
+    let r = go(&s, "pd-always");
+    assert!(r.records.len() >= 10, "{}", r.records.len());
+    assert_eq!(r.disaggregated, r.records.len() as u64);
+    assert_eq!(r.prefill_fallbacks, r.disaggregated);
+    for rec in &r.records {
+        assert_eq!(rec.outcome, Outcome::Dropped, "{rec:?}");
+        assert_eq!(rec.prefill_server, None, "{rec:?}");
+    }
+    assert_eq!(r.server_stats[1].prompt_tokens, 0);
+    assert!(r.replicas.iter().all(|c| c.in_flight_at_end == 0));
+}
