@@ -193,11 +193,22 @@ pub struct Prediction {
     pub tpot_ms: Option<f64>,
 }
 
-/// One target's fitted coefficients, if it is ready.
+/// The targets' fitted coefficients, each if it is ready.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 struct Fitted {
     ttft: Option<[f64; DESIGN]>,
     tpot: Option<[f64; DESIGN]>,
+    /// Both, entry by entry (TTFT, TPOT), when both are ready: two lanes of one dot product.
+    both: Option<[[f64; 2]; DESIGN]>,
+}
+
+impl Fitted {
+    fn new(ttft: Option<[f64; DESIGN]>, tpot: Option<[f64; DESIGN]>) -> Self {
+        let both = ttft
+            .zip(tpot)
+            .map(|(a, b)| std::array::from_fn(|j| [a[j], b[j]]));
+        Fitted { ttft, tpot, both }
+    }
 }
 
 /// Upper bounds of the load levels errors are tallied by: the candidate's running requests
@@ -330,10 +341,7 @@ impl LatencyModel {
             t.ttft.refit(&self.params);
             t.tpot.refit(&self.params);
         }
-        let fitted = Fitted {
-            ttft: t.ttft.ready(&self.params),
-            tpot: t.tpot.ready(&self.params),
-        };
+        let fitted = Fitted::new(t.ttft.ready(&self.params), t.tpot.ready(&self.params));
         if **self.fitted.load() != fitted {
             self.fitted.store(Arc::new(fitted));
         }
@@ -383,22 +391,17 @@ impl Predictor {
     /// only `with_tpot`.
     #[inline(always)]
     pub fn predict_design(&self, x: &[f64; DESIGN], with_tpot: bool) -> Prediction {
-        let tpot = if with_tpot { &self.0.tpot } else { &None };
-        match (&self.0.ttft, tpot) {
-            (Some(a), Some(b)) => {
-                let (ttft, tpot) = dot2(a, b, x);
-                Prediction {
-                    ttft_ms: Some(finite_or_zero(ttft)),
-                    tpot_ms: Some(finite_or_zero(tpot)),
-                }
-            }
-            (a, b) => {
-                let at = |c: &Option<[f64; DESIGN]>| c.as_ref().map(|c| finite_or_zero(dot(c, x)));
-                Prediction {
-                    ttft_ms: at(a),
-                    tpot_ms: at(b),
-                }
-            }
+        if with_tpot && let Some(both) = &self.0.both {
+            let [ttft, tpot] = dot_pair(both, x);
+            return Prediction {
+                ttft_ms: Some(finite_or_zero(ttft)),
+                tpot_ms: Some(finite_or_zero(tpot)),
+            };
+        }
+        let at = |c: &Option<[f64; DESIGN]>| c.as_ref().map(|c| finite_or_zero(dot(c, x)));
+        Prediction {
+            ttft_ms: at(&self.0.ttft),
+            tpot_ms: if with_tpot { at(&self.0.tpot) } else { None },
         }
     }
 
@@ -420,26 +423,27 @@ impl Predictor {
     }
 }
 
-/// `c · x`, summed in three independent chains (the additions of one long chain would wait on
-/// each other: this is most of a prediction's cost).
+/// `c · x`, summed in order (the constant first), as each lane of [`dot_pair`] sums.
 #[inline]
 fn dot(c: &[f64; DESIGN], x: &[f64; DESIGN]) -> f64 {
-    let mut acc = [0.0f64; 3];
-    for (i, (a, b)) in c.iter().zip(x).enumerate() {
-        acc[i % 3] += a * b;
+    let mut acc = c[0];
+    for j in 1..DESIGN {
+        acc += c[j] * x[j];
     }
-    acc[0] + acc[1] + acc[2]
+    acc
 }
 
-/// `(a · x, b · x)` in one pass, each in three independent chains.
+/// Two dot products with `x` at once, coefficients paired entry by entry: each lane sums as
+/// [`dot`] does (so a pair gives the bits of two single products), and the pair is one
+/// two-lane multiply and add per entry.
 #[inline]
-fn dot2(a: &[f64; DESIGN], b: &[f64; DESIGN], x: &[f64; DESIGN]) -> (f64, f64) {
-    let (mut p, mut q) = ([0.0f64; 3], [0.0f64; 3]);
-    for i in 0..DESIGN {
-        p[i % 3] += a[i] * x[i];
-        q[i % 3] += b[i] * x[i];
+fn dot_pair(c: &[[f64; 2]; DESIGN], x: &[f64; DESIGN]) -> [f64; 2] {
+    let mut acc = c[0];
+    for j in 1..DESIGN {
+        acc[0] += c[j][0] * x[j];
+        acc[1] += c[j][1] * x[j];
     }
-    (p[0] + p[1] + p[2], q[0] + q[1] + q[2])
+    acc
 }
 
 fn finite_or_zero(v: f64) -> f64 {

@@ -195,10 +195,21 @@ impl LatencyScorer {
         } else if p_range <= EPS && t_range > EPS {
             (alpha, beta) = (1.0, 0.0);
         }
-        let norm = |v: f64, lo: f64, range: f64| if range > EPS { (v - lo) / range } else { 0.5 };
+        // Each magnitude normalized to [0, 1] over the group as `(v − lo) × scale + offset`:
+        // `scale` is 1 / range, or 0 (with the offset 0.5) for a dimension with no spread.
+        let axis = |lo: f64, range: f64| {
+            if range > EPS {
+                (lo, 1.0 / range, 0.0)
+            } else {
+                (lo, 0.0, 0.5)
+            }
+        };
+        let ((t_lo, t_scale, t_offset), (p_lo, p_scale, p_offset)) =
+            (axis(t_lo, t_range), axis(p_lo, p_range));
         for (slot, &(group, t, p)) in out.iter_mut().zip(rows) {
             *slot = if group == best {
-                let combined = alpha * norm(t, t_lo, t_range) + beta * norm(p, p_lo, p_range);
+                let combined = alpha * ((t - t_lo) * t_scale + t_offset)
+                    + beta * ((p - p_lo) * p_scale + p_offset);
                 let toward = if most { combined } else { 1.0 - combined };
                 // `toward` is in [0, 1]: truncating is flooring (and needs no libm call).
                 Score::new((((toward * STEPS) as u32) as f64 + 1.0) / STEPS)
