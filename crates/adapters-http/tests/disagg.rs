@@ -12,7 +12,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{MODEL, SERVER_HEADER, Setup, echo_upstream};
+use common::{MODEL, SERVER_HEADER, Setup, TestGateway, echo_upstream};
 use serde_json::json;
 use shepherd_sim::serve::{
     self, PREFILL_FALLBACK_HEADER, PREFILL_SERVER_HEADER, ServeConfig, ServeHandle,
@@ -80,6 +80,18 @@ async fn pd_sims(speed: f64) -> ServeHandle {
     serve::spawn(config).await.unwrap()
 }
 
+/// `shepherd-gateway` with the P/D policy in front of `prefill` and `decode`, labelled by role,
+/// both scraped once.
+async fn pd_gateway(prefill: std::net::SocketAddr, decode: std::net::SocketAddr) -> TestGateway {
+    let gateway = Setup::new([prefill, decode])
+        .roles(&[Some("prefill"), Some("decode")])
+        .yaml(PD)
+        .start()
+        .await;
+    gateway.wait_scraped().await;
+    gateway
+}
+
 /// The value of the metric line `name{...} value`.
 fn metric(text: &str, name: &str) -> f64 {
     serve::metric_sample(text, name).unwrap_or_else(|| panic!("no {name} in\n{text}"))
@@ -102,12 +114,7 @@ fn header<'a>(r: &'a reqwest::Response, name: &str) -> Option<&'a str> {
 async fn a_simulated_pd_pool_prefills_on_the_prefill_server_and_decodes_on_the_decode_server() {
     let sims = pd_sims(50.0).await;
     let (prefill, decode) = (sims.addrs()[0], sims.addrs()[1]);
-    let gateway = Setup::new([prefill, decode])
-        .roles(&[Some("prefill"), Some("decode")])
-        .yaml(PD)
-        .start()
-        .await;
-    gateway.wait_scraped().await;
+    let gateway = pd_gateway(prefill, decode).await;
 
     for (i, stream) in [false, true].into_iter().enumerate() {
         let prompt = format!("document {i} ").repeat(700);
@@ -156,12 +163,7 @@ async fn a_prefill_server_dying_mid_request_does_not_lose_the_request() {
     // Slow: a 2,000-token prefill runs for about a second of wall time.
     let mut sims = pd_sims(0.05).await;
     let (prefill, decode) = (sims.addrs()[0], sims.addrs()[1]);
-    let gateway = Setup::new([prefill, decode])
-        .roles(&[Some("prefill"), Some("decode")])
-        .yaml(PD)
-        .start()
-        .await;
-    gateway.wait_scraped().await;
+    let gateway = pd_gateway(prefill, decode).await;
 
     let body = json!({"model": MODEL, "prompt": "chapter ".repeat(1000), "max_tokens": 2});
     let in_flight = {
