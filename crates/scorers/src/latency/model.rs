@@ -405,13 +405,6 @@ impl Predictor {
         }
     }
 
-    /// The TTFT prediction alone, if that target is ready.
-    #[inline]
-    pub fn ttft_ms(&self, features: &LatencyFeatures) -> Option<f64> {
-        let c = self.0.ttft.as_ref()?;
-        Some(finite_or_zero(dot(c, &features.design())))
-    }
-
     /// Whether the TTFT target is ready.
     pub fn ttft_ready(&self) -> bool {
         self.0.ttft.is_some()
