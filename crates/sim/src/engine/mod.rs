@@ -105,6 +105,7 @@ mod config;
 mod cost;
 mod kv;
 mod kv_events;
+mod reports;
 mod request;
 mod transfer;
 
@@ -116,49 +117,11 @@ use shepherd_scheduler_core::kv_events::KvEvent;
 pub use config::EngineConfig;
 pub use cost::{BatchShape, CostModel};
 pub use kv::BlockPool;
+pub use reports::{EngineEvent, EngineSnapshot, EngineStats};
 pub use request::{EngineError, EngineRequest};
 pub use transfer::{KvTransfer, KvTransferSpec, ModelShape};
 
 use kv_events::KvEventLog;
-
-/// Something that happened to a request during a step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EngineEvent {
-    /// The request was put in a batch for the first time (at the step's start).
-    Scheduled {
-        /// Request id.
-        id: u64,
-    },
-    /// The first output token was produced (at the step's end).
-    FirstToken {
-        /// Request id.
-        id: u64,
-    },
-    /// The last output token was produced; the request left the engine.
-    Finished {
-        /// Request id.
-        id: u64,
-        /// Prompt tokens found in the prefix cache at first admission.
-        cached_tokens: u32,
-        /// Times it was preempted.
-        preemptions: u32,
-    },
-}
-
-/// What a server's `/metrics` would say right now.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct EngineSnapshot {
-    /// Requests waiting.
-    pub waiting: u32,
-    /// Requests running.
-    pub running: u32,
-    /// Fraction of KV blocks in use.
-    pub kv_utilization: f64,
-    /// Tokens per block.
-    pub block_size: u32,
-    /// Blocks in total.
-    pub num_gpu_blocks: u32,
-}
 
 #[derive(Debug)]
 struct Seq {
@@ -180,24 +143,6 @@ impl Seq {
     fn num_tokens(&self) -> u32 {
         self.req.prompt_len + self.num_generated
     }
-}
-
-/// Counters over the engine's life.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EngineStats {
-    /// Steps run.
-    pub steps: u64,
-    /// Preemptions.
-    pub preemptions: u64,
-    /// Prompt tokens admitted for the first time.
-    pub prompt_tokens: u64,
-    /// Of those, tokens found in the prefix cache.
-    pub cached_tokens: u64,
-    /// Tokens generated.
-    pub generated_tokens: u64,
-    /// Prompt tokens whose KV arrived from another server and was used at admission (beyond
-    /// what the prefix cache held).
-    pub transferred_tokens: u64,
 }
 
 /// One simulated model server.
