@@ -1,7 +1,6 @@
 //! The limits checked before a configuration is parsed: pathological texts are rejected by
-//! that check, before the parser sees them, with an error naming the limit; and every
-//! configuration in the repository still loads. What the check costs, and that it grows
-//! linearly with the size, is measured by `cargo bench -p shepherd-benches --bench config_parse`.
+//! that check, unparsed, with an error naming the limit; every configuration in the repository
+//! still loads. The check's cost: `cargo bench -p shepherd-benches --bench config_parse`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -16,9 +15,8 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Loads `text`. When the load fails on a limit (or a recursive alias), the check that runs
-/// before the parser fails the same way: the text was refused without being parsed, which is
-/// what keeps these inputs cheap.
+/// Loads `text`; a load failing on a limit (or a recursive alias) must fail the same way in the
+/// check run before the parser: the text was refused unparsed, which keeps it cheap.
 fn load_quickly(text: &str) -> Result<EndpointPickerConfig, ConfigError> {
     let result = EndpointPickerConfig::from_yaml(text);
     if let Err(error @ (ConfigError::LimitExceeded { .. } | ConfigError::RecursiveAlias { .. })) =
