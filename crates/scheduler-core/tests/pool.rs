@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
+use shepherd_scheduler_core::clock::{Clock, ManualClock, Timestamp};
 use shepherd_scheduler_core::endpoint::{EndpointId, EndpointMetrics, MembershipListener, Pool};
 
 #[derive(Default)]
@@ -117,4 +117,49 @@ fn the_pool_stamps_metrics_with_its_own_clock() {
     clock.advance(Duration::from_secs(1));
     ep.clear_metrics();
     assert_eq!(ep.scraped_at(), None);
+}
+
+use proptest::prelude::*;
+
+proptest! {
+    /// The pending prefills' summed age is exactly the sum, over the requests whose prefill is
+    /// still pending, of the time since each was sent, whatever the order of starts, first
+    /// tokens and ends (and the clock's origin: the counters wrap).
+    #[test]
+    fn pending_prefill_age_is_the_sum_of_the_pending_requests_ages(
+        origin in any::<u64>().prop_map(|v| v >> 1),
+        steps in proptest::collection::vec((0u8..4, 0u64..5_000_000, 0usize..8), 1..60),
+    ) {
+        let clock = Arc::new(ManualClock::at(Timestamp::from_nanos(origin)));
+        let pool = Pool::with_clock(clock.clone());
+        pool.set_members(["a:1"]);
+        let a = Arc::clone(&pool.snapshot().endpoints()[0]);
+        // (guard, sent at, prefill pending)
+        let mut live = Vec::new();
+        for (op, advance, pick) in steps {
+            clock.advance(Duration::from_nanos(advance));
+            let now = clock.now();
+            match op {
+                0 => live.push((a.start_request_uncached(100, 40), now, true)),
+                1 => live.push((a.start_request_uncached(100, 0), now, false)),
+                2 if !live.is_empty() => {
+                    let i = pick % live.len();
+                    live[i].0.prefill_done();
+                    live[i].2 = false;
+                }
+                _ if !live.is_empty() => {
+                    drop(live.swap_remove(pick % live.len()));
+                }
+                _ => {}
+            }
+            let want: u64 = live
+                .iter()
+                .filter(|(_, _, pending)| *pending)
+                .map(|(_, at, _)| now.as_nanos() - at.as_nanos())
+                .sum();
+            prop_assert_eq!(a.pending_prefill_elapsed_nanos(now), want);
+        }
+        drop(live);
+        prop_assert_eq!(a.pending_prefill_elapsed_nanos(clock.now()), 0);
+    }
 }

@@ -33,6 +33,9 @@ pub struct InFlightGuard {
     endpoint: Arc<Endpoint>,
     prompt_tokens: u64,
     prefill_tokens: u64,
+    /// When the request was sent (nanoseconds on the endpoint's clock), counted in the
+    /// endpoint's pending-prefill age while `prefill_tokens > 0`.
+    sent_at: u64,
     /// False for a dry run's guard, which counts nothing.
     counted: bool,
 }
@@ -44,13 +47,24 @@ impl InFlightGuard {
         counters
             .prompt_tokens
             .fetch_add(prompt_tokens, Ordering::Relaxed);
-        counters
-            .prefill_tokens
-            .fetch_add(prefill_tokens, Ordering::Relaxed);
+        let mut sent_at = 0;
+        if prefill_tokens > 0 {
+            sent_at = endpoint.now().as_nanos();
+            counters
+                .prefill_tokens
+                .fetch_add(prefill_tokens, Ordering::Relaxed);
+            // The time before the count (and the count before the time at the end): a read
+            // between the two comes out too small (usually below zero, read as zero).
+            counters
+                .prefill_sent_at_sum
+                .fetch_add(sent_at, Ordering::Relaxed);
+            counters.prefill_requests.fetch_add(1, Ordering::Relaxed);
+        }
         InFlightGuard {
             endpoint,
             prompt_tokens,
             prefill_tokens,
+            sent_at,
             counted: true,
         }
     }
@@ -62,6 +76,7 @@ impl InFlightGuard {
             endpoint,
             prompt_tokens: 0,
             prefill_tokens: 0,
+            sent_at: 0,
             counted: false,
         }
     }
@@ -82,10 +97,12 @@ impl InFlightGuard {
     pub fn prefill_done(&mut self) {
         let tokens = std::mem::take(&mut self.prefill_tokens);
         if tokens > 0 {
-            self.endpoint
-                .counters
-                .prefill_tokens
-                .fetch_sub(tokens, Ordering::Relaxed);
+            let counters = &self.endpoint.counters;
+            counters.prefill_tokens.fetch_sub(tokens, Ordering::Relaxed);
+            counters.prefill_requests.fetch_sub(1, Ordering::Relaxed);
+            counters
+                .prefill_sent_at_sum
+                .fetch_sub(self.sent_at, Ordering::Relaxed);
         }
     }
 }

@@ -29,7 +29,16 @@ pub(super) struct Counters {
     pub(super) finished: AtomicU64,
     pub(super) prompt_tokens: AtomicU64,
     pub(super) prefill_tokens: AtomicU64,
+    /// Requests whose prefill is pending, and the sum (wrapping) of the clock times, in
+    /// nanoseconds, at which they were sent: how long they have been pending is
+    /// `count × now − sum`, kept in two adds per request.
+    pub(super) prefill_requests: AtomicU64,
+    pub(super) prefill_sent_at_sum: AtomicU64,
 }
+
+/// The longest a pending prefill counts as pending in
+/// [`Endpoint::pending_prefill_elapsed_nanos`]: a minute.
+const MAX_PENDING_NANOS: u64 = 60_000_000_000;
 
 /// The numeric metrics mirrored in atomics, so the request path reads them without touching a
 /// shared reference count.
@@ -216,6 +225,26 @@ impl Endpoint {
     #[inline]
     pub fn pending_prefill_tokens(&self) -> u64 {
         self.counters.prefill_tokens.load(Ordering::Relaxed)
+    }
+
+    /// How long, summed over the requests counted in [`Endpoint::pending_prefill_tokens`],
+    /// each has been pending as of `now` (the pool's clock), in nanoseconds: with the pending
+    /// tokens, how far their prefill has got. Under concurrent starts and ends the two counters
+    /// behind it may be read a moment apart (they are updated so that such a read comes out
+    /// too small, usually below zero, which reads as zero); each pending request counts for at most a minute.
+    #[inline]
+    pub fn pending_prefill_elapsed_nanos(&self, now: Timestamp) -> u64 {
+        let sum = self.counters.prefill_sent_at_sum.load(Ordering::Relaxed);
+        let requests = self.counters.prefill_requests.load(Ordering::Relaxed);
+        // Exact in wrapping arithmetic whenever the two reads agree; a read between the two
+        // updates of a start or an end comes out negative.
+        let elapsed = requests.wrapping_mul(now.as_nanos()).wrapping_sub(sum) as i64;
+        (elapsed.max(0) as u64).min(requests.saturating_mul(MAX_PENDING_NANOS))
+    }
+
+    /// The clock this endpoint stamps its metrics and requests with.
+    pub(super) fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     /// Counts a request with `prompt_tokens` in flight until the returned guard drops, all of

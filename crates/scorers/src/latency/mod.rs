@@ -9,6 +9,7 @@
 //! attention growing with the prompt, batch size), so a ridge fit over them is accurate,
 //! learns from a few hundred requests, needs no dependency, and predicts in two dot products.
 
+mod drain;
 pub mod link;
 mod model;
 mod objectives;

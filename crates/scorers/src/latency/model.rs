@@ -3,9 +3,10 @@
 //!
 //! Each target is a ridge regression over the same design vector ([`LatencyFeatures::design`]):
 //! a constant, the uncached prompt tokens and their square (prefill work, and attention growing
-//! with the prompt), the pending prefill tokens already sent to the endpoint, its waiting and
-//! running requests, this scheduler's in flight, its KV-cache utilization, and the age of the
-//! scraped figures. The samples of the last `window` finished requests are kept; every
+//! with the prompt), the pending prefill tokens already sent to the endpoint and how long
+//! they have been pending (summed over their requests: how far that prefill has got), its
+//! waiting and running requests, this scheduler's in flight, its KV-cache utilization, and the
+//! age of the scraped figures. The samples of the last `window` finished requests are kept; every
 //! `refit_every` samples the model is refitted over them and the new coefficients swapped in
 //! behind an [`ArcSwap`], so a prediction is a lock-free load and two dot products.
 //!
@@ -42,10 +43,10 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
-use super::NormalEquations;
+use super::drain;
 
 /// Entries of the design vector.
-pub const DESIGN: usize = 9;
+pub const DESIGN: usize = 10;
 
 /// What the model reads about one candidate at pick time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -56,6 +57,9 @@ pub struct LatencyFeatures {
     pub uncached_tokens: f64,
     /// Prefill tokens this scheduler sent to the candidate whose first token is not back.
     pub pending_prefill_tokens: f64,
+    /// Milliseconds since those requests were sent, summed over them: how far their prefill
+    /// has got (a 16k-token prefill sent 400 ms ago is nearly done).
+    pub pending_prefill_age_ms: f64,
     /// Requests waiting on the candidate (scraped).
     pub waiting: f64,
     /// Requests running on the candidate (scraped).
@@ -107,17 +111,20 @@ impl LatencyFeatures {
             ],
             self.kv_utilization,
             self.metrics_age_ms,
+            self.pending_prefill_age_ms,
         )
     }
 
     /// The design vector of features given as integer counts — `[uncached tokens, pending
-    /// prefill tokens, waiting, running, in flight]` — with the KV utilization and the
-    /// metrics' age in ms: the same as [`LatencyFeatures::design`] of those values.
+    /// prefill tokens, waiting, running, in flight]` — with the KV utilization, the
+    /// metrics' age and the pending prefills' summed age in ms: the same as
+    /// [`LatencyFeatures::design`] of those values.
     #[inline]
     pub fn design_of_counts(
         counts: [u64; 5],
         kv_utilization: f64,
         metrics_age_ms: f64,
+        pending_prefill_age_ms: f64,
     ) -> [f64; DESIGN] {
         let [uncached, pending, waiting, running, in_flight] = counts;
         design_from(
@@ -130,14 +137,20 @@ impl LatencyFeatures {
             ],
             kv_utilization,
             metrics_age_ms,
+            pending_prefill_age_ms,
         )
     }
 }
 
-/// The design vector from the clamped counts (tokens in thousands), the raw KV utilization
-/// and metrics age.
+/// The design vector from the clamped counts (tokens in thousands), the raw KV utilization,
+/// metrics age and pending prefills' age.
 #[inline]
-fn design_from(counts: [f64; 5], kv_utilization: f64, metrics_age_ms: f64) -> [f64; DESIGN] {
+fn design_from(
+    counts: [f64; 5],
+    kv_utilization: f64,
+    metrics_age_ms: f64,
+    pending_prefill_age_ms: f64,
+) -> [f64; DESIGN] {
     let [uncached, pending, waiting, running, in_flight] = counts;
     let kv = if kv_utilization.is_finite() {
         kv_utilization.clamp(0.0, 1.0)
@@ -154,6 +167,7 @@ fn design_from(counts: [f64; 5], kv_utilization: f64, metrics_age_ms: f64) -> [f
         in_flight,
         kv,
         (count(metrics_age_ms) / 1000.0).min(MAX_AGE_S),
+        count(pending_prefill_age_ms) / 1000.0,
     ]
 }
 
@@ -200,14 +214,21 @@ struct Fitted {
     tpot: Option<[f64; DESIGN]>,
     /// Both, entry by entry (TTFT, TPOT), when both are ready: two lanes of one dot product.
     both: Option<[[f64; 2]; DESIGN]>,
+    /// The drain rate the coefficients were fitted with ([`drain`]).
+    rate: f64,
 }
 
 impl Fitted {
-    fn new(ttft: Option<[f64; DESIGN]>, tpot: Option<[f64; DESIGN]>) -> Self {
+    fn new(ttft: Option<[f64; DESIGN]>, tpot: Option<[f64; DESIGN]>, rate: f64) -> Self {
         let both = ttft
             .zip(tpot)
             .map(|(a, b)| std::array::from_fn(|j| [a[j], b[j]]));
-        Fitted { ttft, tpot, both }
+        Fitted {
+            ttft,
+            tpot,
+            both,
+            rate,
+        }
     }
 }
 
@@ -259,12 +280,12 @@ struct Target {
 }
 
 impl Target {
-    fn learn(&mut self, x: [f64; DESIGN], y: f64, params: &LatencyModelParameters) {
+    fn learn(&mut self, x: [f64; DESIGN], y: f64, params: &LatencyModelParameters, rate: f64) {
         if !(y.is_finite() && y >= 0.0) {
             return;
         }
         if let Some(c) = &self.coefficients {
-            let error = (dot(c, &x).max(0.0) - y).abs() / y.max(1e-3);
+            let error = (dot(c, &drain::with_left(&x, rate)).max(0.0) - y).abs() / y.max(1e-3);
             // x[5] is the running requests (see `LatencyFeatures::design`).
             self.tally.add(x[5], error);
             let alpha = 1.0 / params.min_samples.max(1) as f64;
@@ -279,14 +300,8 @@ impl Target {
         }
     }
 
-    fn refit(&mut self, params: &LatencyModelParameters) {
-        // Relative error is what counts: weight each sample by 1 / y², so a 10 % miss on a
-        // 20 ms TTFT counts as much as one on a 2 s TTFT.
-        let mut eq = NormalEquations::<DESIGN>::default();
-        for (x, y) in &self.samples {
-            eq.add(x, *y, 1.0 / (y * y).max(1e-6));
-        }
-        if let Some(c) = eq.solve(params.lambda) {
+    fn refit(&mut self, params: &LatencyModelParameters, rate: f64) {
+        if let Some((c, _)) = drain::fit(self.samples.iter().copied(), rate, params.lambda) {
             self.coefficients = Some(c);
         }
     }
@@ -298,12 +313,39 @@ impl Target {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Training {
     ttft: Target,
     tpot: Target,
     since_refit: usize,
+    /// Refits so far; every [`SEARCH_EVERY`]th searches the drain rate afresh.
+    refits: usize,
+    /// The drain rate in force ([`drain`]), thousand tokens per second.
+    rate: f64,
+    /// Whether `rate` was searched (rather than the initial guess).
+    rate_searched: bool,
 }
+
+impl Default for Training {
+    fn default() -> Self {
+        Training {
+            ttft: Target::default(),
+            tpot: Target::default(),
+            since_refit: 0,
+            refits: 0,
+            rate: INITIAL_RATE,
+            rate_searched: false,
+        }
+    }
+}
+
+/// Refits between two searches of the drain rate: a search fits the window fourteen times,
+/// so it runs on every eighth refit (every 512 samples by default) and the refits between
+/// reuse its rate.
+const SEARCH_EVERY: usize = 8;
+
+/// The drain rate before the first search, thousand tokens per second.
+const INITIAL_RATE: f64 = 32.0;
 
 /// TTFT and TPOT predicted per candidate (see the module docs).
 #[derive(Debug)]
@@ -328,20 +370,34 @@ impl LatencyModel {
     pub fn learn(&self, features: &LatencyFeatures, ttft_ms: Option<f64>, tpot_ms: Option<f64>) {
         let x = features.design();
         let mut t = self.training.lock();
+        let rate = t.rate;
         if let Some(y) = ttft_ms {
-            t.ttft.learn(x, y, &self.params);
+            t.ttft.learn(x, y, &self.params, rate);
         }
         if let Some(y) = tpot_ms {
-            t.tpot.learn(x, y, &self.params);
+            t.tpot.learn(x, y, &self.params, rate);
         }
         t.since_refit += 1;
         let first = t.ttft.coefficients.is_none() || t.tpot.coefficients.is_none();
         if t.since_refit >= self.params.refit_every.max(1) || first {
             t.since_refit = 0;
-            t.ttft.refit(&self.params);
-            t.tpot.refit(&self.params);
+            if t.refits % SEARCH_EVERY == 0 || first {
+                let samples = t.ttft.samples.iter().copied();
+                if let Some(rate) = drain::best_rate(samples, self.params.lambda) {
+                    t.rate = rate;
+                    t.rate_searched = true;
+                }
+            }
+            t.refits += 1;
+            let rate = t.rate;
+            t.ttft.refit(&self.params, rate);
+            t.tpot.refit(&self.params, rate);
         }
-        let fitted = Fitted::new(t.ttft.ready(&self.params), t.tpot.ready(&self.params));
+        let fitted = Fitted::new(
+            t.ttft.ready(&self.params),
+            t.tpot.ready(&self.params),
+            t.rate,
+        );
         if **self.fitted.load() != fitted {
             self.fitted.store(Arc::new(fitted));
         }
@@ -355,6 +411,14 @@ impl LatencyModel {
     /// The coefficients in force, to predict many candidates with one load.
     pub fn predictor(&self) -> Predictor {
         Predictor(self.fitted.load_full())
+    }
+
+    /// The drain rate the model learned ([`drain`]), thousand prefill tokens per second, once
+    /// it has searched one: how fast the pool's endpoints work off the prefills sent to them,
+    /// as the latencies show it.
+    pub fn drain_rate(&self) -> Option<f64> {
+        let t = self.training.lock();
+        t.rate_searched.then_some(t.rate)
     }
 
     /// The recent error of each target (TTFT, TPOT), once it has a model.
@@ -391,6 +455,7 @@ impl Predictor {
     /// only `with_tpot`.
     #[inline(always)]
     pub fn predict_design(&self, x: &[f64; DESIGN], with_tpot: bool) -> Prediction {
+        let x = &drain::with_left(x, self.0.rate);
         if with_tpot && let Some(both) = &self.0.both {
             let [ttft, tpot] = dot_pair(both, x);
             return Prediction {
@@ -418,7 +483,7 @@ impl Predictor {
 
 /// `c · x`, summed in order (the constant first), as each lane of [`dot_pair`] sums.
 #[inline]
-fn dot(c: &[f64; DESIGN], x: &[f64; DESIGN]) -> f64 {
+pub(super) fn dot(c: &[f64; DESIGN], x: &[f64; DESIGN]) -> f64 {
     let mut acc = c[0];
     for j in 1..DESIGN {
         acc += c[j] * x[j];
@@ -457,6 +522,7 @@ mod tests {
             prompt_tokens: prompt,
             uncached_tokens: prompt * pick(14, 100) / 100.0,
             pending_prefill_tokens: pick(21, 20_000),
+            pending_prefill_age_ms: pick(28, 2_000),
             waiting: pick(35, 10),
             running: pick(40, 128),
             in_flight: pick(47, 140),
@@ -473,6 +539,7 @@ mod tests {
             + 23.0 * u
             + 0.9 * u * u
             + 25.0 * f.pending_prefill_tokens / 1000.0
+            - 4.0 * f.pending_prefill_age_ms / 1000.0
             + 8.0 * f.waiting;
         let tpot = 6.4 + 0.06 * f.running + 2.0 * f.kv_utilization;
         (ttft * noise, tpot * noise)
@@ -540,6 +607,7 @@ mod tests {
             counts in proptest::array::uniform5(prop_oneof![0u64..3_000_000, Just(u64::MAX)]),
             kv in prop_oneof![-1.0..2.0f64, Just(f64::NAN), Just(f64::INFINITY)],
             age in prop_oneof![0.0..1e8f64, Just(f64::NAN), Just(1e6)],
+            pending_age in prop_oneof![0.0..1e9f64, Just(f64::NAN), Just(f64::INFINITY)],
         ) {
             let [uncached, pending, waiting, running, in_flight] = counts.map(|c| c as f64);
             let features = LatencyFeatures {
@@ -550,17 +618,18 @@ mod tests {
                 in_flight,
                 kv_utilization: kv,
                 metrics_age_ms: age,
+                pending_prefill_age_ms: pending_age,
                 ..LatencyFeatures::default()
             };
             let a = features.design().map(f64::to_bits);
-            let b = LatencyFeatures::design_of_counts(counts, kv, age).map(f64::to_bits);
+            let b = LatencyFeatures::design_of_counts(counts, kv, age, pending_age).map(f64::to_bits);
             prop_assert_eq!(a, b);
         }
 
         /// Whatever garbage the metrics hold, a prediction is finite and never negative.
         #[test]
         fn predictions_are_finite_and_never_negative(
-            raw in proptest::array::uniform8(proptest::num::f64::ANY),
+            raw in proptest::array::uniform9(proptest::num::f64::ANY),
         ) {
             let model = LatencyModel::new(LatencyModelParameters { min_samples: 10, ..Default::default() });
             for i in 0..300 {
@@ -577,6 +646,7 @@ mod tests {
                 in_flight: raw[5],
                 kv_utilization: raw[6],
                 metrics_age_ms: raw[7],
+                pending_prefill_age_ms: raw[8],
             };
             let p = model.predict(&f);
             for v in [p.ttft_ms, p.tpot_ms].into_iter().flatten() {

@@ -496,6 +496,7 @@ impl<'c> FeatureReader<'c> {
             ],
             metrics.kv_utilization,
             age_ms,
+            endpoint.pending_prefill_elapsed_nanos(self.now) as f64 * 1e-6,
         )
     }
 
@@ -511,6 +512,8 @@ impl<'c> FeatureReader<'c> {
             prompt_tokens: self.prompt as f64,
             uncached_tokens: uncached as f64,
             pending_prefill_tokens: endpoint.pending_prefill_tokens() as f64,
+            pending_prefill_age_ms: endpoint.pending_prefill_elapsed_nanos(self.now) as f64
+                * 1e-6,
             waiting: f64::from(metrics.waiting),
             running: f64::from(metrics.running),
             in_flight: endpoint.total_in_flight_requests() as f64,
