@@ -231,7 +231,8 @@ impl Endpoint {
     /// each has been pending as of `now` (the pool's clock), in nanoseconds: with the pending
     /// tokens, how far their prefill has got. Under concurrent starts and ends the two counters
     /// behind it may be read a moment apart (they are updated so that such a read comes out
-    /// too small, usually below zero, which reads as zero); each pending request counts for at most a minute.
+    /// too small, usually below zero, which reads as zero); each pending request counts for at
+    /// most a minute.
     #[inline]
     pub fn pending_prefill_elapsed_nanos(&self, now: Timestamp) -> u64 {
         let sum = self.counters.prefill_sent_at_sum.load(Ordering::Relaxed);

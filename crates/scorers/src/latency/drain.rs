@@ -59,7 +59,12 @@ pub(super) fn with_left(x: &[f64; DESIGN], rate: f64) -> [f64; DESIGN] {
 const COARSE: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 
 /// Factors tried around the best coarse rate (quarter and half doublings either side).
-const REFINE: [f64; 4] = [0.707_106_781, 0.840_896_415, 1.189_207_115, 1.414_213_562];
+const REFINE: [f64; 4] = [
+    std::f64::consts::FRAC_1_SQRT_2,
+    0.840_896_415,
+    1.189_207_115,
+    std::f64::consts::SQRT_2,
+];
 
 /// The weighted ridge fit of `samples` with the pending prefill left at `rate`, and its
 /// weighted squared error; `None` when the system cannot be solved.
@@ -98,7 +103,11 @@ pub(super) fn best_rate(
     };
     let (coarse, error) = best_of(&mut COARSE.into_iter())?;
     let (refined, refined_error) = best_of(&mut REFINE.iter().map(|f| coarse * f))?;
-    Some(if refined_error < error { refined } else { coarse })
+    Some(if refined_error < error {
+        refined
+    } else {
+        coarse
+    })
 }
 
 #[cfg(test)]

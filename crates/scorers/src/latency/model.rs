@@ -381,7 +381,7 @@ impl LatencyModel {
         let first = t.ttft.coefficients.is_none() || t.tpot.coefficients.is_none();
         if t.since_refit >= self.params.refit_every.max(1) || first {
             t.since_refit = 0;
-            if t.refits % SEARCH_EVERY == 0 || first {
+            if t.refits.is_multiple_of(SEARCH_EVERY) || first {
                 let samples = t.ttft.samples.iter().copied();
                 if let Some(rate) = drain::best_rate(samples, self.params.lambda) {
                     t.rate = rate;
@@ -535,10 +535,7 @@ mod tests {
     fn truth(f: &LatencyFeatures, i: u64) -> (f64, f64) {
         let noise = 1.0 + 0.05 * (((i * 7919) % 201) as f64 / 100.0 - 1.0);
         let u = f.uncached_tokens / 1000.0;
-        let ttft = 15.0
-            + 23.0 * u
-            + 0.9 * u * u
-            + 25.0 * f.pending_prefill_tokens / 1000.0
+        let ttft = 15.0 + 23.0 * u + 0.9 * u * u + 25.0 * f.pending_prefill_tokens / 1000.0
             - 4.0 * f.pending_prefill_age_ms / 1000.0
             + 8.0 * f.waiting;
         let tpot = 6.4 + 0.06 * f.running + 2.0 * f.kv_utilization;

@@ -45,9 +45,21 @@ impl Objectives {
 }
 
 fn parse(value: Option<&str>) -> Option<f64> {
-    value
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v > 0.0)
+    let text = value?.trim();
+    let ms = whole_number(text).or_else(|| text.parse::<f64>().ok())?;
+    (ms.is_finite() && ms > 0.0).then_some(ms)
+}
+
+/// `text` read as up to nine decimal digits, if that is all it is: most objectives are whole
+/// milliseconds, and this reads them without the float parser (once per pick).
+fn whole_number(text: &str) -> Option<f64> {
+    if text.is_empty() || text.len() > 9 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n = text
+        .bytes()
+        .fold(0u32, |n, digit| n * 10 + u32::from(digit - b'0'));
+    Some(f64::from(n))
 }
 
 #[cfg(test)]
@@ -64,6 +76,17 @@ mod tests {
     }
 
     proptest! {
+        /// Whole numbers read without the float parser read as the float parser reads them.
+        #[test]
+        fn whole_numbers_read_as_floats_do(text in "[0-9]{1,12}") {
+            if let Some(v) = whole_number(&text) {
+                prop_assert_eq!(Some(v), text.parse::<f64>().ok());
+            } else {
+                prop_assert!(text.len() > 9);
+            }
+            prop_assert_eq!(parse(Some(&text)), text.parse::<f64>().ok().filter(|v| *v > 0.0));
+        }
+
         #[test]
         fn any_text_parses_to_a_positive_finite_objective_or_none(text in ".{0,40}") {
             if let Some(v) = parse(Some(&text)) {

@@ -486,18 +486,29 @@ impl<'c> FeatureReader<'c> {
         });
         let metrics = endpoint.load_metrics();
         let age_ms = metrics.scraped_at.map_or(1e6, |at| age_ms(self.now, at));
+        let pending = endpoint.pending_prefill_tokens();
         LatencyFeatures::design_of_counts(
             [
                 uncached,
-                endpoint.pending_prefill_tokens(),
+                pending,
                 u64::from(metrics.waiting),
                 u64::from(metrics.running),
                 endpoint.total_in_flight_requests(),
             ],
             metrics.kv_utilization,
             age_ms,
-            endpoint.pending_prefill_elapsed_nanos(self.now) as f64 * 1e-6,
+            self.pending_age_ms(endpoint, pending),
         )
+    }
+
+    /// How long `endpoint`'s pending prefills (`pending` tokens) have waited, summed, in ms:
+    /// none when no token is pending, without reading the clock sums.
+    #[inline]
+    fn pending_age_ms(&self, endpoint: &Endpoint, pending: u64) -> f64 {
+        if pending == 0 {
+            return 0.0;
+        }
+        endpoint.pending_prefill_elapsed_nanos(self.now) as f64 * 1e-6
     }
 
     /// `endpoint`'s features.
@@ -508,12 +519,12 @@ impl<'c> FeatureReader<'c> {
         let metrics = endpoint.load_metrics();
         // Never scraped: as old as the model takes.
         let age_ms = metrics.scraped_at.map_or(1e6, |at| age_ms(self.now, at));
+        let pending = endpoint.pending_prefill_tokens();
         LatencyFeatures {
             prompt_tokens: self.prompt as f64,
             uncached_tokens: uncached as f64,
-            pending_prefill_tokens: endpoint.pending_prefill_tokens() as f64,
-            pending_prefill_age_ms: endpoint.pending_prefill_elapsed_nanos(self.now) as f64
-                * 1e-6,
+            pending_prefill_tokens: pending as f64,
+            pending_prefill_age_ms: self.pending_age_ms(endpoint, pending),
             waiting: f64::from(metrics.waiting),
             running: f64::from(metrics.running),
             in_flight: endpoint.total_in_flight_requests() as f64,

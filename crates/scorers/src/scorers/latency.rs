@@ -130,6 +130,19 @@ pub struct LatencyScorer {
 
 /// Scores are in hundredths, as upstream's (`wMax`).
 const STEPS: f64 = 100.0;
+
+/// The score of each step `k` of a headroom in [0, 1] floored to hundredths:
+/// `min((k + 1) / STEPS, 1)`, looked up rather than divided and clamped per candidate.
+const LEVELS: [f64; STEPS as usize + 1] = {
+    let mut levels = [0.0; STEPS as usize + 1];
+    let mut k = 0;
+    while k < levels.len() {
+        let v = (k as f64 + 1.0) / STEPS;
+        levels[k] = if v > 1.0 { 1.0 } else { v };
+        k += 1;
+    }
+    levels
+};
 const EPS: f64 = 1e-9;
 
 /// Upstream's groups, best first: within the predicted-to-meet tier; idle among the late;
@@ -211,8 +224,10 @@ impl LatencyScorer {
                 let combined = alpha * ((t - t_lo) * t_scale + t_offset)
                     + beta * ((p - p_lo) * p_scale + p_offset);
                 let toward = if most { combined } else { 1.0 - combined };
-                // `toward` is in [0, 1]: truncating is flooring (and needs no libm call).
-                Score::new((((toward * STEPS) as u32) as f64 + 1.0) / STEPS)
+                // `toward` is in [0, 1] (NaN reads as 0): truncating is flooring, with no
+                // libm call.
+                let step = ((toward * STEPS) as usize).min(LEVELS.len() - 1);
+                Score::new(LEVELS[step])
             } else {
                 Score::new(0.0)
             };
