@@ -249,6 +249,7 @@ pub const SHEPHERD_EXTENSIONS: &[&str] = &[
     "prefill-load-scorer",
     "rendezvous-affinity-scorer",
     "hot-prefix-scorer",
+    "slo-class-scorer",
 ];
 
 /// The upstream entry for `name`.

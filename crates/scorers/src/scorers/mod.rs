@@ -13,6 +13,7 @@
 //! | `lora-affinity-scorer` | affinity | adapter running 1, room to load 0.8, waiting 0.6, else 0 |
 //! | `session-affinity-scorer` | affinity | 1 for the endpoint that served the session before |
 //! | `hot-prefix-scorer` | affinity | Shepherd's: a prefix with a large share of the work in flight and fewer homes than that share deserves scores its non-holders 1 and its holders 0 (a new home); otherwise neutral |
+//! | `slo-class-scorer` | balance | Shepherd's: a request with a TTFT objective of at least `tolerantTtftMs` scores the share of tolerant requests in flight on each candidate (relative to the most), one with a tighter objective the complement; neutral without an objective or tolerant work in flight |
 //! | `rendezvous-affinity-scorer` | affinity | Shepherd's: rank of the endpoint in the rendezvous hash of the prompt's first blocks (1 for the home every replica agrees on, down to 0; optional `loadFactor` passes over overloaded homes) |
 //!
 //! Scorers that read scraped metrics give [`Score::NEUTRAL`](shepherd_scheduler_core::plugin::Score::NEUTRAL)
@@ -35,6 +36,7 @@ pub mod running_requests;
 pub mod session_affinity;
 pub mod session_source;
 mod session_store;
+pub mod slo_class;
 
 pub use active_request::{ActiveRequestParameters, ActiveRequestScorer};
 pub use hot_prefix::{HotPrefixParameters, HotPrefixScorer};
@@ -48,3 +50,4 @@ pub use queue::QueueScorer;
 pub use rendezvous::{RendezvousAffinityScorer, RendezvousParameters};
 pub use running_requests::RunningRequestsScorer;
 pub use session_affinity::{SessionAffinityParameters, SessionAffinityScorer};
+pub use slo_class::{SloClass, SloClassParameters, SloClassScorer};
