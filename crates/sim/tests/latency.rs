@@ -24,3 +24,22 @@ fn the_latency_model_predicts_the_simulated_servers_within_twenty_percent() {
     let r = run(&scenario, &adaptive, &sim_registry(), RunOptions::default()).unwrap();
     assert!(r.latency_errors.is_none());
 }
+
+#[test]
+fn predicted_latency_meets_more_objectives_than_adaptive_on_slo_classes() {
+    use shepherd_sim::attainment::attainment;
+    let scenario = builtin_scenario("slo-classes").unwrap();
+    let met = |name: &str| {
+        let policy = builtin_policy(name).unwrap();
+        let r = run(&scenario, &policy, &sim_registry(), RunOptions::default()).unwrap();
+        let (overall, per_stream) = attainment(&scenario, &r);
+        (overall.unwrap().attainment, per_stream)
+    };
+    let (adaptive, _) = met("adaptive");
+    let (predicted, per_stream) = met("predicted-latency");
+    // Seed 42; on five seeds the gap is 6-7 points (docs/results.md).
+    assert!(predicted >= adaptive + 0.04, "{predicted} vs {adaptive}");
+    // Neither class pays for the other: the documents still meet theirs.
+    let batch = per_stream[1].unwrap().attainment;
+    assert!(batch >= 0.97, "{per_stream:?}");
+}
