@@ -120,6 +120,31 @@ pub fn request() -> InferenceRequest {
     request
 }
 
+/// The simulator's `predicted-latency` policy file, its producer ready after 50 samples.
+pub fn predicted_latency_policy() -> String {
+    include_str!("../crates/sim/policies/predicted-latency.yaml").replace(
+        "streamingMode: true",
+        "streamingMode: true\n      minSamples: 50",
+    )
+}
+
+/// `scheduler` with `count` requests whose TTFT objective is 5 s kept in flight for good (their
+/// handles are forgotten, so they never complete): the tolerant work `slo-class-scorer` counts.
+fn with_tolerant_in_flight(
+    scheduler: Scheduler,
+    request: &InferenceRequest,
+    count: u64,
+) -> Scheduler {
+    for i in 0..count {
+        let mut r = InferenceRequest::new(format!("doc{i}"), "m", request.prompt.clone());
+        r.headers.push((SLO_TTFT_HEADER.into(), "5000".into()));
+        if let Ok(d) = scheduler.schedule(&r) {
+            std::mem::forget(d.into_handle());
+        }
+    }
+    scheduler
+}
+
 /// The cases compared, by name: `default`, `default+latency`, `adaptive`,
 /// `predicted-latency`, `default+slo` (see the bench's docs).
 pub fn cases(request: &InferenceRequest) -> Vec<(&'static str, Scheduler)> {
@@ -133,7 +158,11 @@ pub fn cases(request: &InferenceRequest) -> Vec<(&'static str, Scheduler)> {
         ("adaptive", scheduler(adaptive, request, false)),
         (
             "predicted-latency",
-            scheduler(&with_latency(adaptive, false), request, true),
+            with_tolerant_in_flight(
+                scheduler(&predicted_latency_policy(), request, true),
+                request,
+                8,
+            ),
         ),
         (
             "default+slo",

@@ -8,8 +8,10 @@
 //! - `default+slo`: `default+latency` plus `slo-headroom-tier-filter` and
 //!   `latency-slo-admitter`, the request carrying TTFT and TPOT objectives;
 //! - `adaptive`: the adaptive preset's profile (no controller ticking);
-//! - `predicted-latency`: the simulator's predicted-latency profile (adaptive +
-//!   `latency-scorer`), trained;
+//! - `predicted-latency`: the simulator's predicted-latency policy
+//!   (`crates/sim/policies/predicted-latency.yaml`: adaptive + `latency-scorer` +
+//!   `slo-class-scorer`), trained, with 8 requests of a 5 s TTFT objective in flight so that
+//!   the class scorer judges the timed request (a 200 ms objective);
 //! - `predict`: one `LatencyModel::predict` call (per candidate), in ns.
 //!
 //! ```text

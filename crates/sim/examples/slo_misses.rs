@@ -80,7 +80,11 @@ fn report(scenario: &str, policy: &str, seed: u64) -> Result<(), SimError> {
             let class = if meets(r, &slo) {
                 "met"
             } else {
-                miss_reason(r, &slo, by_server.get(&r.server).map_or(&[][..], Vec::as_slice))
+                miss_reason(
+                    r,
+                    &slo,
+                    by_server.get(&r.server).map_or(&[][..], Vec::as_slice),
+                )
             };
             *counts.entry(class).or_default() += 1;
         }

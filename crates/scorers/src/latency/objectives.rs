@@ -38,6 +38,12 @@ impl Objectives {
         }
     }
 
+    /// The TTFT objective alone (as [`Objectives::of`] reads it), without reading the TPOT
+    /// header.
+    pub fn ttft_of(request: &InferenceRequest) -> Option<f64> {
+        parse(request.header(SLO_TTFT_HEADER))
+    }
+
     /// Whether any objective is set.
     pub fn any(&self) -> bool {
         self.ttft_ms.is_some() || self.tpot_ms.is_some()

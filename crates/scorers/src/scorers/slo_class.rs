@@ -125,16 +125,32 @@ pub enum SloClass {
 struct Tolerant {
     /// Request id → the endpoint it was picked for.
     requests: AHashMap<String, EndpointId>,
-    /// Endpoint → its tolerant requests in flight (only endpoints with some).
-    per_endpoint: AHashMap<EndpointId, u32>,
+    /// The endpoints with tolerant requests in flight and how many, sorted by endpoint: few
+    /// (tolerant work collects), so a pick finds each candidate's count by a short binary
+    /// search.
+    per_endpoint: Vec<(EndpointId, u32)>,
 }
 
 impl Tolerant {
+    fn count(&self, endpoint: EndpointId) -> u32 {
+        self.per_endpoint
+            .binary_search_by_key(&endpoint, |e| e.0)
+            .map_or(0, |i| self.per_endpoint[i].1)
+    }
+
+    fn add(&mut self, endpoint: EndpointId) {
+        match self.per_endpoint.binary_search_by_key(&endpoint, |e| e.0) {
+            Ok(i) => self.per_endpoint[i].1 += 1,
+            Err(i) => self.per_endpoint.insert(i, (endpoint, 1)),
+        }
+    }
+
     fn release(&mut self, endpoint: EndpointId) {
-        if let Some(n) = self.per_endpoint.get_mut(&endpoint) {
+        if let Ok(i) = self.per_endpoint.binary_search_by_key(&endpoint, |e| e.0) {
+            let n = &mut self.per_endpoint[i].1;
             *n = n.saturating_sub(1);
             if *n == 0 {
-                self.per_endpoint.remove(&endpoint);
+                self.per_endpoint.remove(i);
             }
         }
     }
@@ -173,7 +189,7 @@ impl SloClassScorer {
 
     /// `request`'s class, `None` without a TTFT objective.
     pub fn class_of(&self, request: &InferenceRequest) -> Option<SloClass> {
-        let ttft = Objectives::of(request).ttft_ms?;
+        let ttft = Objectives::ttft_of(request)?;
         Some(if ttft >= self.tolerant_ttft_ms {
             SloClass::Tolerant
         } else {
@@ -183,12 +199,7 @@ impl SloClassScorer {
 
     /// Tolerant requests this scorer counts in flight on `endpoint`.
     pub fn tolerant_in_flight(&self, endpoint: EndpointId) -> u32 {
-        self.tolerant
-            .lock()
-            .per_endpoint
-            .get(&endpoint)
-            .copied()
-            .unwrap_or(0)
+        self.tolerant.lock().count(endpoint)
     }
 }
 
@@ -202,18 +213,25 @@ impl Scorer for SloClassScorer {
         let Some(class) = self.class_of(cycle.request) else {
             return neutral(out);
         };
-        let tolerant = self.tolerant.lock();
-        if tolerant.per_endpoint.is_empty() {
-            return neutral(out);
+        let mut max = 0;
+        {
+            let tolerant = self.tolerant.lock();
+            if tolerant.per_endpoint.is_empty() {
+                return neutral(out);
+            }
+            // Each candidate's count, in its slot for now.
+            for (slot, ep) in out.iter_mut().zip(candidates) {
+                let n = tolerant.count(ep.id());
+                max = max.max(n);
+                slot.value = f64::from(n);
+            }
         }
-        let count = |ep: &Endpoint| tolerant.per_endpoint.get(&ep.id()).copied().unwrap_or(0);
-        let max = candidates.iter().map(|ep| count(ep)).max().unwrap_or(0);
         if max == 0 {
             return neutral(out);
         }
-        let max = f64::from(max);
-        for (slot, ep) in out.iter_mut().zip(candidates) {
-            let share = f64::from(count(ep)) / max;
+        let per_count = 1.0 / f64::from(max);
+        for slot in out.iter_mut() {
+            let share = slot.value * per_count;
             *slot = Score::new(match class {
                 SloClass::Tolerant => share,
                 SloClass::Critical => 1.0 - share,
@@ -236,7 +254,7 @@ impl PickHook for SloClassScorer {
             return;
         }
         tolerant.requests.insert(id.to_owned(), picked.id());
-        *tolerant.per_endpoint.entry(picked.id()).or_default() += 1;
+        tolerant.add(picked.id());
     }
 }
 
@@ -321,7 +339,8 @@ mod tests {
                 prop_assert_eq!(scorer.tolerant_in_flight(ep.id()), expected);
             }
             let tolerant = scorer.tolerant.lock();
-            prop_assert!(tolerant.per_endpoint.values().all(|n| *n > 0));
+            prop_assert!(tolerant.per_endpoint.iter().all(|e| e.1 > 0));
+            prop_assert!(tolerant.per_endpoint.windows(2).all(|w| w[0].0 < w[1].0));
             prop_assert!(tolerant.requests.len() <= max_tracked);
         }
 
