@@ -7,14 +7,13 @@
 //! ```
 #![forbid(unsafe_code)]
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use shepherd_sim::SimError;
-use shepherd_sim::policy::{Policy, builtin_policy, sim_registry};
+use shepherd_sim::policy::{policy_by_name_or_path, sim_registry};
 use shepherd_sim::report::summarize;
 use shepherd_sim::runner::{RunOptions, run};
-use shepherd_sim::workload::{Scenario, builtin_scenario};
+use shepherd_sim::workload::scenario_by_name_or_path;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -30,16 +29,8 @@ fn main() -> ExitCode {
 }
 
 fn print_episode(scenario: &str, policy: &str) -> Result<(), SimError> {
-    let scenario = if scenario.ends_with(".yaml") {
-        Scenario::from_file(Path::new(scenario))?
-    } else {
-        builtin_scenario(scenario)?
-    };
-    let policy = if policy.ends_with(".yaml") {
-        Policy::from_file(Path::new(policy))?
-    } else {
-        builtin_policy(policy)?
-    };
+    let scenario = scenario_by_name_or_path(scenario)?;
+    let policy = policy_by_name_or_path(policy)?;
     let result = run(&scenario, &policy, &sim_registry(), RunOptions::default())?;
     println!("scorers: {}", result.scorer_names.join(", "));
     println!(

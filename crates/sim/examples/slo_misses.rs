@@ -15,14 +15,13 @@
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::ExitCode;
 
 use shepherd_sim::SimError;
 use shepherd_sim::attainment::meets;
-use shepherd_sim::policy::{Policy, builtin_policy, sim_registry};
+use shepherd_sim::policy::{policy_by_name_or_path, sim_registry};
 use shepherd_sim::runner::{Outcome, RequestRecord, RunOptions, run};
-use shepherd_sim::workload::{Scenario, builtin_scenario};
+use shepherd_sim::workload::scenario_by_name_or_path;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -51,16 +50,8 @@ fn ms(from: u64, to: u64) -> f64 {
 }
 
 fn report(scenario: &str, policy: &str, seed: u64) -> Result<(), SimError> {
-    let scenario = if scenario.ends_with(".yaml") {
-        Scenario::from_file(Path::new(scenario))?
-    } else {
-        builtin_scenario(scenario)?
-    };
-    let policy = if policy.ends_with(".yaml") {
-        Policy::from_file(Path::new(policy))?
-    } else {
-        builtin_policy(policy)?
-    };
+    let scenario = scenario_by_name_or_path(scenario)?;
+    let policy = policy_by_name_or_path(policy)?;
     let opts = RunOptions {
         seed,
         ..RunOptions::default()

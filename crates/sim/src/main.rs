@@ -20,7 +20,7 @@ use shepherd_sim::scale::{
     DEFAULT_POLICIES, DEFAULT_SCENARIOS, DEFAULT_SIZES, ScaleOptions, plots as scale_plots, scale,
     table as scale_table,
 };
-use shepherd_sim::workload::{Scenario, builtin_scenario, builtin_scenarios};
+use shepherd_sim::workload::{Scenario, builtin_scenarios};
 use shepherd_sim::{SimError, svg, timeline};
 
 /// Simulate a pool of vLLM-like model servers and compare Shepherd routing policies.
@@ -222,12 +222,7 @@ fn main() -> ExitCode {
 }
 
 fn load_scenario(arg: &str) -> Result<Scenario, SimError> {
-    let path = Path::new(arg);
-    if path.exists() || arg.ends_with(".yaml") || arg.ends_with(".yml") {
-        Scenario::from_file(path)
-    } else {
-        builtin_scenario(arg)
-    }
+    shepherd_sim::workload::scenario_by_name_or_path(arg)
 }
 
 fn threads(requested: Option<usize>) -> usize {

@@ -168,6 +168,17 @@ pub fn builtin_policy(name: &str) -> Result<Policy, SimError> {
     Policy::from_yaml(name, yaml, &format!("<built-in {name}>"))
 }
 
+/// The policy `arg` names: a config file when `arg` is an existing path or ends in `.yaml` /
+/// `.yml`, else the built-in policy of that name.
+pub fn policy_by_name_or_path(arg: &str) -> Result<Policy, SimError> {
+    let path = Path::new(arg);
+    if path.exists() || arg.ends_with(".yaml") || arg.ends_with(".yml") {
+        Policy::from_file(path)
+    } else {
+        builtin_policy(arg)
+    }
+}
+
 /// Every built-in policy.
 pub fn builtin_policies() -> Result<Vec<Policy>, SimError> {
     BUILTIN_POLICIES

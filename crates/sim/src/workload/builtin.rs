@@ -76,6 +76,17 @@ pub fn builtin_scenario(name: &str) -> Result<Scenario, SimError> {
     Scenario::from_yaml_with(yaml, &format!("<built-in {name}>"), BUILTIN_TRACES)
 }
 
+/// The scenario `arg` names: a scenario file when `arg` is an existing path or ends in
+/// `.yaml` / `.yml`, else the built-in scenario of that name.
+pub fn scenario_by_name_or_path(arg: &str) -> Result<Scenario, SimError> {
+    let path = std::path::Path::new(arg);
+    if path.exists() || arg.ends_with(".yaml") || arg.ends_with(".yml") {
+        Scenario::from_file(path)
+    } else {
+        builtin_scenario(arg)
+    }
+}
+
 /// Every built-in scenario.
 pub fn builtin_scenarios() -> Result<Vec<Scenario>, SimError> {
     BUILTIN_SCENARIOS

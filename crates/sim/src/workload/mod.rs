@@ -16,7 +16,7 @@ mod traffic;
 
 pub use builtin::{
     BUILTIN_SCENARIOS, BUILTIN_TRACES, OVERLOAD_SCENARIO, PD_SCENARIOS, builtin_scenario,
-    builtin_scenarios,
+    builtin_scenarios, scenario_by_name_or_path,
 };
 pub use gzip::trace_text;
 pub use roles::{KNOWN_ROLES, ROLE_LABEL, RolesSpec};
