@@ -11,7 +11,7 @@ use crate::prefix_cache;
 use crate::producers::{approx_prefix, precise_prefix, predicted_latency, token};
 use crate::scorers::{
     active_request, hot_prefix, kv_cache, latency, load_aware, lora_affinity, no_hit_lru,
-    prefill_load, queue, rendezvous, running_requests, session_affinity, slo_class,
+    prefill_duty, prefill_load, queue, rendezvous, running_requests, session_affinity, slo_class,
 };
 
 /// A [`Registry`] holding every built-in plugin type under the llm-d router's (formerly the
@@ -22,8 +22,8 @@ use crate::scorers::{
 /// - scorers: `prefix-cache-scorer`, `kv-cache-utilization-scorer`, `queue-scorer`,
 ///   `running-requests-size-scorer`, `active-request-scorer`, `load-aware-scorer`,
 ///   `no-hit-lru-scorer`, `lora-affinity-scorer`, `session-affinity-scorer`, `latency-scorer`,
-///   and Shepherd's `prefill-load-scorer`, `rendezvous-affinity-scorer`, `hot-prefix-scorer`
-///   and `slo-class-scorer`;
+///   and Shepherd's `prefill-load-scorer`, `prefill-duty-scorer`, `rendezvous-affinity-scorer`,
+///   `hot-prefix-scorer` and `slo-class-scorer`;
 /// - filters: `lora-affinity-filter`, `label-selector-filter` (also `by-label-selector`),
 ///   `by-label`, `decode-filter`, `prefill-filter`, `encode-filter`,
 ///   `prefix-cache-affinity-filter`, `slo-headroom-tier-filter`;
@@ -67,6 +67,7 @@ pub fn builtin_registry() -> Registry {
         .register(load_aware::TYPE_NAME, load_aware::factory)
         .register(no_hit_lru::TYPE_NAME, no_hit_lru::factory)
         .register(prefill_load::TYPE_NAME, prefill_load::factory)
+        .register(prefill_duty::TYPE_NAME, prefill_duty::factory)
         .register(lora_affinity::TYPE_NAME, lora_affinity::factory)
         .register(session_affinity::TYPE_NAME, session_affinity::factory)
         .register(rendezvous::TYPE_NAME, rendezvous::factory)

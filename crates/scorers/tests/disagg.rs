@@ -182,6 +182,33 @@ fn the_prefill_stage_is_in_flight_on_its_server_until_the_first_token() {
 }
 
 #[test]
+fn the_prompt_is_pending_prefill_on_the_prefill_server_only() {
+    let always = "type: always-disagg-pd-decider\n  name: decider";
+    let (scheduler, shared) = rig(&config(always), &[Some("prefill"), Some("decode")]);
+    let snapshot = shared.pool.snapshot();
+    let (prefill_server, decode_server) = (&snapshot.endpoints()[0], &snapshot.endpoints()[1]);
+    let mut d = scheduler.schedule(&request("r", 1000, 4)).unwrap();
+    assert_eq!(d.primary().id(), decode_server.id());
+    // The prompt is prefilled on the prefill server: pending there, not on the decode server.
+    assert_eq!(prefill_server.pending_prefill_tokens(), 1000);
+    assert_eq!(decode_server.pending_prefill_tokens(), 0);
+    assert_eq!(decode_server.in_flight_requests(), 1);
+    d.handle_mut().first_token();
+    assert_eq!(prefill_server.pending_prefill_tokens(), 0);
+    d.finish(Completion::success(None));
+    assert_eq!(decode_server.in_flight_requests(), 0);
+    // Served aggregated (no prefill server), the decode server prefills it.
+    let (scheduler, shared) = rig(&config(always), &[Some("decode")]);
+    let d = scheduler.schedule(&request("s", 1000, 4)).unwrap();
+    assert!(d.prefill().is_none());
+    assert_eq!(
+        shared.pool.snapshot().endpoints()[0].pending_prefill_tokens(),
+        1000
+    );
+    d.finish(Completion::success(None));
+}
+
+#[test]
 fn without_a_prefill_server_the_request_is_served_aggregated() {
     let always = "type: always-disagg-pd-decider\n  name: decider";
     let (scheduler, _) = rig(&config(always), &[Some("decode"), Some("decode")]);

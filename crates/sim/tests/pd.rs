@@ -289,3 +289,31 @@ fn a_prefill_the_engine_refuses_falls_back_and_the_request_is_not_lost() {
     assert_eq!(r.server_stats[1].prompt_tokens, 0);
     assert!(r.replicas.iter().all(|c| c.in_flight_at_end == 0));
 }
+
+#[test]
+fn on_dual_role_servers_decodes_keep_off_the_servers_prefilling_for_others() {
+    // pd-mixed on 2PD:2D (the `decider 2PD:2D` arm), seed 42: the two prefill-decode servers
+    // prefill the 8k prompts for the decode servers; with `prefill-duty-scorer` in the decode
+    // profile the chat requests decode on the two decode servers, so their time per token is
+    // that of the fixed 2P:2D split, not the stalls of the servers prefilling.
+    let mixed = builtin_scenario("pd-mixed").unwrap();
+    let opts = PdOptions::default();
+    let study = pd(std::slice::from_ref(&mixed), &sim_registry(), &opts).unwrap();
+    let rows = &study.report.scenarios[0].rows;
+    let (always, dual) = (&rows[2], &rows[6]);
+    assert_eq!(always.label, "always 2P:2D");
+    assert_eq!(dual.label, "decider 2PD:2D");
+    assert!(
+        dual.tpot_p99_ms <= 1.05 * always.tpot_p99_ms,
+        "{} vs {}",
+        dual.tpot_p99_ms,
+        always.tpot_p99_ms
+    );
+    // With nothing to prefill for others (decode-heavy traffic) the dual-role servers decode
+    // like any other: as aggregated serving.
+    let heavy = builtin_scenario("pd-decode-heavy").unwrap();
+    let study = pd(std::slice::from_ref(&heavy), &sim_registry(), &opts).unwrap();
+    let rows = &study.report.scenarios[0].rows;
+    assert_eq!(rows[6].disaggregated_share, 0.0);
+    assert!(rows[6].tpot_p99_ms <= 1.05 * rows[0].tpot_p99_ms);
+}

@@ -65,8 +65,12 @@ impl RequestHandle {
         }
     }
 
-    /// Makes `prefill` this request's prefill stage (see the field).
+    /// Makes `prefill` this request's prefill stage (see the field). The stage's own counters
+    /// carry the pending prefill on the prefill server, so this endpoint's are released: the
+    /// decode server does not prefill the prompt (and a prefill server that decodes too would
+    /// otherwise count it twice).
     pub(crate) fn attach_prefill(&mut self, prefill: RequestHandle) {
+        self.guard.prefill_done();
         self.prefill = Some(Box::new(prefill));
     }
 

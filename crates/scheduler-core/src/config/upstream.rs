@@ -250,6 +250,7 @@ pub const SHEPHERD_EXTENSIONS: &[&str] = &[
     "rendezvous-affinity-scorer",
     "hot-prefix-scorer",
     "slo-class-scorer",
+    "prefill-duty-scorer",
 ];
 
 /// The upstream entry for `name`.

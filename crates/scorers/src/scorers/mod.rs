@@ -9,6 +9,7 @@
 //! | `load-aware-scorer` | distribution | 0.5 × (1 − waiting / threshold), empty queue 0.5 |
 //! | `no-hit-lru-scorer` | distribution | cold requests: endpoints least recently given a cold request first; warm requests 0.5 |
 //! | `prefill-load-scorer` | distribution | shortest expected prefill wait: pending prefill + this request's uncached tokens (relative to the worst) |
+//! | `prefill-duty-scorer` | distribution | Shepherd's: least pending prefill averaged over the last `windowMs` (relative to the busiest, at least `scaleTokens`): decodes keep off the servers that have been prefilling |
 //! | `latency-scorer` | distribution | lowest predicted TTFT (+ `tpotWeight` × TPOT) from a model learned online from finished requests; neutral until the model is ready |
 //! | `lora-affinity-scorer` | affinity | adapter running 1, room to load 0.8, waiting 0.6, else 0 |
 //! | `session-affinity-scorer` | affinity | 1 for the endpoint that served the session before |
@@ -29,6 +30,7 @@ pub mod load_aware;
 pub mod lora_affinity;
 pub mod no_hit_lru;
 mod normalize;
+pub mod prefill_duty;
 pub mod prefill_load;
 pub mod queue;
 pub mod rendezvous;
@@ -45,6 +47,7 @@ pub use latency::{HeadroomStrategy, LatencyScorer, LatencyScorerParameters};
 pub use load_aware::LoadAwareScorer;
 pub use lora_affinity::LoraAffinityScorer;
 pub use no_hit_lru::NoHitLruScorer;
+pub use prefill_duty::{PrefillDutyParameters, PrefillDutyScorer};
 pub use prefill_load::PrefillLoadScorer;
 pub use queue::QueueScorer;
 pub use rendezvous::{RendezvousAffinityScorer, RendezvousParameters};
