@@ -7,6 +7,10 @@
 //! breakdown, where [`BreakdownRow::notes`](crate::decision::BreakdownRow) lists each
 //! candidate's. Nothing is allocated for a cycle nobody annotates.
 //!
+//! A plugin that already keeps its figures for the cycle can share them instead of copying
+//! them: [`Annotations::record_table`] takes an [`AnnotationTable`], read only when the
+//! breakdown is shown.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use shepherd_scheduler_core::endpoint::EndpointId;
@@ -24,6 +28,7 @@
 //! assert_eq!(notes.columns().count(), 1);
 //! ```
 
+use std::fmt;
 use std::sync::Arc;
 
 use crate::endpoint::EndpointId;
@@ -31,14 +36,37 @@ use crate::endpoint::EndpointId;
 /// One column: its name and each annotated candidate's value.
 type Column = (Arc<str>, Vec<(EndpointId, f64)>);
 
+/// Columns of per-candidate figures that a plugin keeps itself, shared with the breakdown
+/// rather than copied into it ([`Annotations::record_table`]).
+pub trait AnnotationTable: Send + Sync + fmt::Debug {
+    /// The column names, in order.
+    fn columns(&self) -> &[Arc<str>];
+    /// Column `column`'s (an index into [`AnnotationTable::columns`]) value for `endpoint`.
+    fn value(&self, column: usize, endpoint: EndpointId) -> Option<f64>;
+}
+
 /// Per-candidate figures by column (see the [module docs](self)).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Annotations {
     /// `(column, [(endpoint, value)])`, columns in the order first recorded.
     columns: Vec<Column>,
+    /// Shared tables, after the recorded columns.
+    tables: Vec<Arc<dyn AnnotationTable>>,
 }
 
 impl Annotations {
+    /// Shows `table`'s columns in the breakdown, read when it is shown. A table whose first
+    /// column is already a table's replaces that table (a plugin that predicted more
+    /// candidates later in the cycle shares its fuller table).
+    pub fn record_table(&mut self, table: Arc<dyn AnnotationTable>) {
+        let first = table.columns().first().cloned();
+        let same = |t: &Arc<dyn AnnotationTable>| t.columns().first().cloned() == first;
+        match self.tables.iter_mut().find(|t| same(t)) {
+            Some(slot) => *slot = table,
+            None => self.tables.push(table),
+        }
+    }
+
     /// Records `value` for `endpoint` in `column`, replacing an earlier value.
     pub fn record(&mut self, column: &Arc<str>, endpoint: EndpointId, value: f64) {
         let values = match self.columns.iter().position(|(c, _)| c == column) {
@@ -76,20 +104,78 @@ impl Annotations {
 
     /// The value of `endpoint` in `column`, if recorded.
     pub fn get(&self, column: &str, endpoint: EndpointId) -> Option<f64> {
-        self.columns
-            .iter()
-            .find(|(c, _)| &**c == column)
-            .and_then(|(_, values)| values.iter().find(|(e, _)| *e == endpoint))
-            .map(|&(_, v)| v)
+        if let Some((_, values)) = self.columns.iter().find(|(c, _)| &**c == column) {
+            return values.iter().find(|(e, _)| *e == endpoint).map(|&(_, v)| v);
+        }
+        self.tables.iter().find_map(|t| {
+            let i = t.columns().iter().position(|c| &**c == column)?;
+            t.value(i, endpoint)
+        })
     }
 
-    /// The column names, in the order first recorded.
+    /// The column names: those recorded, in the order first recorded, then the tables'.
     pub fn columns(&self) -> impl Iterator<Item = &Arc<str>> {
-        self.columns.iter().map(|(c, _)| c)
+        self.columns
+            .iter()
+            .map(|(c, _)| c)
+            .chain(self.tables.iter().flat_map(|t| t.columns().iter()))
     }
 
     /// Whether nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        self.columns.is_empty()
+        self.columns.is_empty() && self.tables.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Column 0: the endpoint's id × `scale`; column 1: only for even ids.
+    #[derive(Debug)]
+    struct Table {
+        columns: Vec<Arc<str>>,
+        scale: f64,
+    }
+
+    impl AnnotationTable for Table {
+        fn columns(&self) -> &[Arc<str>] {
+            &self.columns
+        }
+
+        fn value(&self, column: usize, endpoint: EndpointId) -> Option<f64> {
+            match column {
+                0 => Some(f64::from(endpoint.0) * self.scale),
+                1 => (endpoint.0 % 2 == 0).then_some(1.0),
+                _ => None,
+            }
+        }
+    }
+
+    fn table(scale: f64) -> Arc<dyn AnnotationTable> {
+        Arc::new(Table {
+            columns: vec![Arc::from("p/a"), Arc::from("p/b")],
+            scale,
+        })
+    }
+
+    #[test]
+    fn tables_are_read_after_the_recorded_columns_and_replace_their_own_kind() {
+        let mut notes = Annotations::default();
+        assert!(notes.is_empty());
+        notes.record_table(table(2.0));
+        assert!(!notes.is_empty());
+        notes.record(&Arc::from("q/c"), EndpointId(3), 9.0);
+        let columns: Vec<&str> = notes.columns().map(|c| &**c).collect();
+        assert_eq!(columns, ["q/c", "p/a", "p/b"]);
+        assert_eq!(notes.get("p/a", EndpointId(3)), Some(6.0));
+        assert_eq!(notes.get("p/b", EndpointId(3)), None);
+        assert_eq!(notes.get("p/b", EndpointId(4)), Some(1.0));
+        assert_eq!(notes.get("q/c", EndpointId(3)), Some(9.0));
+        assert_eq!(notes.get("nobody", EndpointId(3)), None);
+        // The same plugin's fuller table replaces its first: no column twice.
+        notes.record_table(table(3.0));
+        assert_eq!(notes.columns().count(), 3);
+        assert_eq!(notes.get("p/a", EndpointId(3)), Some(9.0));
     }
 }

@@ -35,7 +35,7 @@ mod instance;
 mod traits;
 
 pub use crate::completion::{CompletedRequest, Completion, CompletionHook, Outcome, Usage};
-pub use annotations::Annotations;
+pub use annotations::{AnnotationTable, Annotations};
 pub use cached_prefix::CachedPrefix;
 pub use cycle::{CycleState, Extensions};
 pub use instance::PluginInstance;

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId};
+use shepherd_scheduler_core::plugin::AnnotationTable;
 
 /// One candidate's predictions (see the [module docs](self)).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -53,8 +54,33 @@ impl LatencyPredictionInfo {
 #[derive(Debug, Default)]
 pub struct LatencyPredictions {
     pub(super) key: usize,
-    /// In the order predicted.
-    pub(super) by_endpoint: Vec<(EndpointId, LatencyPredictionInfo)>,
+    /// In the order predicted; shared with the breakdown's annotations
+    /// ([`PredictionColumns`]).
+    pub(super) by_endpoint: Arc<Vec<(EndpointId, LatencyPredictionInfo)>>,
+}
+
+/// The predicted TTFT (and TPOT) of each candidate as breakdown columns, read from the
+/// predictions themselves when the breakdown is shown.
+#[derive(Debug)]
+pub(super) struct PredictionColumns {
+    /// `[ttft column]` or `[ttft column, tpot column]`.
+    pub(super) columns: Arc<[Arc<str>]>,
+    pub(super) by_endpoint: Arc<Vec<(EndpointId, LatencyPredictionInfo)>>,
+}
+
+impl AnnotationTable for PredictionColumns {
+    fn columns(&self) -> &[Arc<str>] {
+        &self.columns
+    }
+
+    fn value(&self, column: usize, endpoint: EndpointId) -> Option<f64> {
+        let (_, info) = self.by_endpoint.iter().find(|(e, _)| *e == endpoint)?;
+        match column {
+            0 => Some(info.ttft_ms),
+            1 => Some(info.tpot_ms),
+            _ => None,
+        }
+    }
 }
 
 impl LatencyPredictions {
@@ -119,9 +145,9 @@ impl LatencyPredictions {
     /// Adds predictions for endpoints not predicted yet.
     pub(super) fn extend(&mut self, judged: Vec<(EndpointId, LatencyPredictionInfo)>) {
         if self.by_endpoint.is_empty() {
-            self.by_endpoint = judged;
+            self.by_endpoint = Arc::new(judged);
         } else {
-            self.by_endpoint.extend(judged);
+            Arc::make_mut(&mut self.by_endpoint).extend(judged);
         }
     }
 
@@ -174,10 +200,12 @@ mod tests {
     fn predicted(all: &[Arc<Endpoint>], order: &[usize]) -> LatencyPredictions {
         LatencyPredictions {
             key: 0,
-            by_endpoint: order
-                .iter()
-                .map(|&i| (all[i].id(), info(i as f64)))
-                .collect(),
+            by_endpoint: Arc::new(
+                order
+                    .iter()
+                    .map(|&i| (all[i].id(), info(i as f64)))
+                    .collect(),
+            ),
         }
     }
 

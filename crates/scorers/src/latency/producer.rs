@@ -41,7 +41,7 @@ use shepherd_scheduler_core::completion::{CompletedRequest, Completion, Completi
 use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId};
 use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, PickHook};
 
-use super::prediction_info::Produced;
+use super::prediction_info::{PredictionColumns, Produced};
 use super::{
     DESIGN, LatencyFeatures, LatencyModel, LatencyModelParameters, LatencyPredictionInfo,
     LatencyPredictions, Objectives,
@@ -143,8 +143,9 @@ pub struct LatencyProducer {
     prefix: Option<ProducerLink>,
     prefix_resolved: OnceLock<Option<Arc<PrefixProducer>>>,
     tracking: Mutex<Tracking>,
-    ttft_column: Arc<str>,
-    tpot_column: Arc<str>,
+    /// The breakdown's columns: the TTFT alone, and TTFT and TPOT.
+    ttft_column: Arc<[Arc<str>]>,
+    both_columns: Arc<[Arc<str>]>,
 }
 
 impl LatencyProducer {
@@ -161,8 +162,11 @@ impl LatencyProducer {
             prefix,
             prefix_resolved: OnceLock::new(),
             tracking: Mutex::new(Tracking::default()),
-            ttft_column: Arc::from(format!("{name}/ttft_ms")),
-            tpot_column: Arc::from(format!("{name}/tpot_ms")),
+            ttft_column: Arc::from([Arc::from(format!("{name}/ttft_ms"))]),
+            both_columns: Arc::from([
+                Arc::from(format!("{name}/ttft_ms")),
+                Arc::from(format!("{name}/tpot_ms")),
+            ]),
         }
     }
 
@@ -219,28 +223,35 @@ impl LatencyProducer {
         };
         if !missing.is_empty() {
             let judged = self.judge_all(cycle, &predictor, &missing);
-            cycle.annotations.record_all(
-                &self.ttft_column,
-                judged.iter().map(|(id, info)| (*id, info.ttft_ms)),
-            );
-            if self.judges_tpot(&predictor) {
-                cycle.annotations.record_all(
-                    &self.tpot_column,
-                    judged.iter().map(|(id, info)| (*id, info.tpot_ms)),
-                );
-            }
             let key = self.key();
             if cycle.extensions.get::<Produced>().is_none() {
                 cycle.extensions.insert(Produced::default());
             }
             let produced = cycle.extensions.get_mut::<Produced>()?;
-            match produced.0.iter_mut().find(|m| m.key == key) {
-                Some(entry) => entry.extend(judged),
-                None => produced.0.push(LatencyPredictions {
-                    key,
-                    by_endpoint: judged,
-                }),
-            }
+            let by_endpoint = match produced.0.iter_mut().find(|m| m.key == key) {
+                Some(entry) => {
+                    entry.extend(judged);
+                    Arc::clone(&entry.by_endpoint)
+                }
+                None => {
+                    let by_endpoint = Arc::new(judged);
+                    produced.0.push(LatencyPredictions {
+                        key,
+                        by_endpoint: Arc::clone(&by_endpoint),
+                    });
+                    by_endpoint
+                }
+            };
+            // The breakdown reads the predictions themselves (no copy per pick).
+            let columns = if self.judges_tpot(&predictor) {
+                &self.both_columns
+            } else {
+                &self.ttft_column
+            };
+            cycle.annotations.record_table(Arc::new(PredictionColumns {
+                columns: Arc::clone(columns),
+                by_endpoint,
+            }));
         }
         self.find(cycle)
     }
