@@ -146,7 +146,7 @@ mod tests {
         fn value(&self, column: usize, endpoint: EndpointId) -> Option<f64> {
             match column {
                 0 => Some(f64::from(endpoint.0) * self.scale),
-                1 => (endpoint.0 % 2 == 0).then_some(1.0),
+                1 => endpoint.0.is_multiple_of(2).then_some(1.0),
                 _ => None,
             }
         }
