@@ -225,8 +225,9 @@ impl LatencyScorer {
                     + beta * ((p - p_lo) * p_scale + p_offset);
                 let toward = if most { combined } else { 1.0 - combined };
                 // `toward` is in [0, 1] (NaN reads as 0): truncating is flooring, with no
-                // libm call.
-                let step = ((toward * STEPS) as usize).min(LEVELS.len() - 1);
+                // libm call; to `i32` first, which x86-64 converts in far fewer instructions
+                // than to `usize` (the same value in this range).
+                let step = ((toward * STEPS) as i32).clamp(0, STEPS as i32) as usize;
                 Score::new(LEVELS[step])
             } else {
                 Score::new(0.0)
