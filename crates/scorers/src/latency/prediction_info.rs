@@ -107,16 +107,26 @@ impl LatencyPredictions {
     pub fn map_candidates<'s, T>(
         &'s self,
         candidates: &[&Arc<Endpoint>],
-        mut f: impl FnMut(Option<&'s LatencyPredictionInfo>) -> T,
+        f: impl FnMut(Option<&'s LatencyPredictionInfo>) -> T,
     ) -> Vec<T> {
+        let mut out = Vec::with_capacity(candidates.len());
+        self.map_candidates_into(candidates, f, &mut out);
+        out
+    }
+
+    /// [`LatencyPredictions::map_candidates`] appended to `out` (a buffer kept between
+    /// calls, so a pick allocates nothing).
+    pub fn map_candidates_into<'s, T>(
+        &'s self,
+        candidates: &[&Arc<Endpoint>],
+        mut f: impl FnMut(Option<&'s LatencyPredictionInfo>) -> T,
+        out: &mut Vec<T>,
+    ) {
         let mut cursor = 0;
-        candidates
-            .iter()
-            .map(|e| {
-                let i = self.position_from(&mut cursor, e.id());
-                f(i.map(|i| &self.by_endpoint[i].1))
-            })
-            .collect()
+        out.extend(candidates.iter().map(|e| {
+            let i = self.position_from(&mut cursor, e.id());
+            f(i.map(|i| &self.by_endpoint[i].1))
+        }));
     }
 
     /// The candidates among `candidates` not predicted yet, in their order.

@@ -159,6 +159,12 @@ enum Group {
 /// One candidate's group and headroom magnitudes (TTFT, TPOT).
 type Row = (Group, f64, f64);
 
+thread_local! {
+    /// The rows of the pick this thread is scoring, kept between picks (as long as the
+    /// largest candidate list seen) so that scoring allocates nothing.
+    static ROWS: std::cell::RefCell<Vec<Row>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The [`Row`] of a candidate predicted as `info` (see the module docs); one without
 /// predictions is in the positive tier with no headroom.
 #[inline]
@@ -297,7 +303,11 @@ impl Scorer for LatencyScorer {
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         let producer = Arc::clone(self.link.get());
         if let Some(predictions) = producer.produce(cycle, candidates) {
-            self.score_rows(&predictions.map_candidates(candidates, row_of), out);
+            ROWS.with_borrow_mut(|rows| {
+                rows.clear();
+                predictions.map_candidates_into(candidates, row_of, rows);
+                self.score_rows(rows, out);
+            });
             return;
         }
         if let Some(prefix) = self.prefix_producer() {
