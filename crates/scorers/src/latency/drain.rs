@@ -36,7 +36,7 @@
 //! ```
 
 use super::NormalEquations;
-use super::model::DESIGN;
+use super::features::DESIGN;
 
 /// Index of the pending prefill tokens (thousands) in the design vector.
 pub(super) const PENDING: usize = 3;

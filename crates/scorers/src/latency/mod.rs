@@ -10,6 +10,7 @@
 //! learns from a few hundred requests, needs no dependency, and predicts in two dot products.
 
 mod drain;
+mod features;
 pub mod link;
 mod model;
 mod objectives;
@@ -17,10 +18,10 @@ mod prediction_info;
 pub mod producer;
 mod ridge;
 
+pub use features::{DESIGN, LatencyFeatures};
 pub use link::LatencyLink;
 pub use model::{
-    DESIGN, ErrorTally, LOAD_LEVELS, LatencyFeatures, LatencyModel, LatencyModelParameters,
-    Prediction, Predictor,
+    ErrorTally, LOAD_LEVELS, LatencyModel, LatencyModelParameters, Prediction, Predictor,
 };
 pub use objectives::Objectives;
 pub use prediction_info::{LatencyPredictionInfo, LatencyPredictions};
