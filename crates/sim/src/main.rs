@@ -20,7 +20,7 @@ use shepherd_sim::scale::{
     DEFAULT_POLICIES, DEFAULT_SCENARIOS, DEFAULT_SIZES, ScaleOptions, plots as scale_plots, scale,
     table as scale_table,
 };
-use shepherd_sim::workload::{Scenario, builtin_scenarios};
+use shepherd_sim::workload::{Scenario, builtin_scenarios, scenario_by_name_or_path};
 use shepherd_sim::{SimError, svg, timeline};
 
 /// Simulate a pool of vLLM-like model servers and compare Shepherd routing policies.
@@ -221,10 +221,6 @@ fn main() -> ExitCode {
     }
 }
 
-fn load_scenario(arg: &str) -> Result<Scenario, SimError> {
-    shepherd_sim::workload::scenario_by_name_or_path(arg)
-}
-
 fn threads(requested: Option<usize>) -> usize {
     requested.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -249,7 +245,7 @@ fn scenarios_or(given: &[String], default: &[&str]) -> Result<Vec<Scenario>, Sim
     } else {
         given.iter().map(String::as_str).collect()
     };
-    names.iter().map(|s| load_scenario(s)).collect()
+    names.iter().map(|s| scenario_by_name_or_path(s)).collect()
 }
 
 /// The built-in policies named on the command line, or the `default` ones.
@@ -309,7 +305,7 @@ fn overload_main(cli: &OverloadArgs) -> Result<(), SimError> {
             reason: "must be > 0".into(),
         });
     }
-    let scenario = load_scenario(&cli.scenario)?;
+    let scenario = scenario_by_name_or_path(&cli.scenario)?;
     let policy_path = Path::new(&cli.policy);
     let policy = if policy_path.exists() {
         Policy::from_file(policy_path)?
@@ -350,7 +346,7 @@ fn pd_main(cli: &PdArgs) -> Result<(), SimError> {
     } else {
         cli.scenario
             .iter()
-            .map(|s| load_scenario(s))
+            .map(|s| scenario_by_name_or_path(s))
             .collect::<Result<_, _>>()?
     };
     let opts = PdOptions {
@@ -434,7 +430,7 @@ fn replicas_main(cli: &ReplicasArgs) -> Result<(), SimError> {
 fn real_main(cli: &CompareArgs) -> Result<(), SimError> {
     let mut scenarios = Vec::new();
     for s in &cli.scenario {
-        scenarios.push(load_scenario(s)?);
+        scenarios.push(scenario_by_name_or_path(s)?);
     }
     if let Some(trace) = &cli.trace {
         if !(cli.time_scale.is_finite() && cli.time_scale > 0.0) {

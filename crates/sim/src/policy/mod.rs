@@ -171,9 +171,8 @@ pub fn builtin_policy(name: &str) -> Result<Policy, SimError> {
 /// The policy `arg` names: a config file when `arg` is an existing path or ends in `.yaml` /
 /// `.yml`, else the built-in policy of that name.
 pub fn policy_by_name_or_path(arg: &str) -> Result<Policy, SimError> {
-    let path = Path::new(arg);
-    if path.exists() || arg.ends_with(".yaml") || arg.ends_with(".yml") {
-        Policy::from_file(path)
+    if crate::workload::names_a_file(arg) {
+        Policy::from_file(Path::new(arg))
     } else {
         builtin_policy(arg)
     }

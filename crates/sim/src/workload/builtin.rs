@@ -76,12 +76,17 @@ pub fn builtin_scenario(name: &str) -> Result<Scenario, SimError> {
     Scenario::from_yaml_with(yaml, &format!("<built-in {name}>"), BUILTIN_TRACES)
 }
 
+/// Whether a command-line argument names a file rather than a built-in: an existing path, or
+/// one ending in `.yaml` / `.yml`.
+pub(crate) fn names_a_file(arg: &str) -> bool {
+    arg.ends_with(".yaml") || arg.ends_with(".yml") || std::path::Path::new(arg).exists()
+}
+
 /// The scenario `arg` names: a scenario file when `arg` is an existing path or ends in
 /// `.yaml` / `.yml`, else the built-in scenario of that name.
 pub fn scenario_by_name_or_path(arg: &str) -> Result<Scenario, SimError> {
-    let path = std::path::Path::new(arg);
-    if path.exists() || arg.ends_with(".yaml") || arg.ends_with(".yml") {
-        Scenario::from_file(path)
+    if names_a_file(arg) {
+        Scenario::from_file(std::path::Path::new(arg))
     } else {
         builtin_scenario(arg)
     }

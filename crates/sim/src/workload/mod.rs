@@ -14,6 +14,7 @@ mod tokens;
 mod trace;
 mod traffic;
 
+pub(crate) use builtin::names_a_file;
 pub use builtin::{
     BUILTIN_SCENARIOS, BUILTIN_TRACES, OVERLOAD_SCENARIO, PD_SCENARIOS, builtin_scenario,
     builtin_scenarios, scenario_by_name_or_path,
