@@ -226,8 +226,14 @@ async fn a_killed_replica_costs_no_request_and_rejoins() {
         refused >= 1.0 && retried >= refused,
         "refused {refused}, retried {retried}"
     );
+    // B is left out at least once; with a 1 s ejection a slow run can see it return, fail
+    // again and be left out a second time, so the count is a floor, not an exact figure.
     let ejected = "cluster.shepherd-epp.outlier_detection.ejections_enforced_total";
-    assert_eq!(envoy_stat(&stack, ejected).await, 1.0);
+    let ejected_when_idle = envoy_stat(&stack, ejected).await;
+    assert!(
+        ejected_when_idle >= 1.0,
+        "B ejected {ejected_when_idle} times"
+    );
 
     // 2. B restarts and rejoins.
     restart_b(&mut stack, &system, "after the first restart").await;
@@ -240,7 +246,11 @@ async fn a_killed_replica_costs_no_request_and_rejoins() {
         assert!(outcome.complete, "{outcome:?}");
         assert_eq!(outcome.served.as_deref(), Some(stack.server(1).as_str()));
     }
-    assert_eq!(envoy_stat(&stack, ejected).await, 2.0);
+    let ejected_under_load = envoy_stat(&stack, ejected).await;
+    assert!(
+        ejected_under_load > ejected_when_idle,
+        "the crash under load ejects B again: {ejected_when_idle} then {ejected_under_load}"
+    );
     // A saw its streams end (the STREAMED response reaches it to the last chunk): nothing is
     // left in flight on it.
     for _ in 0..200 {
