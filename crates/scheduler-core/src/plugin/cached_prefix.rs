@@ -39,6 +39,15 @@ use crate::endpoint::EndpointId;
 pub struct CachedPrefix {
     /// `(endpoint, cached tokens)`, sorted by endpoint.
     entries: Vec<(EndpointId, u64)>,
+    /// Bit `id mod 64` set for every endpoint with an entry: most candidates of a pick hold
+    /// none of the prompt, and this answers them without searching `entries`.
+    present: u64,
+}
+
+/// `endpoint`'s bit in [`CachedPrefix::present`].
+#[inline]
+fn bit(endpoint: EndpointId) -> u64 {
+    1 << (endpoint.0 % 64)
 }
 
 impl CachedPrefix {
@@ -61,6 +70,7 @@ impl CachedPrefix {
 
     /// Records `tokens` cached on `endpoint`, keeping the larger of two estimates.
     pub fn record(&mut self, endpoint: EndpointId, tokens: u64) {
+        self.present |= bit(endpoint);
         // Publishers usually hand endpoints in ascending order: append without searching.
         if self.entries.last().is_none_or(|last| last.0 < endpoint) {
             self.entries.push((endpoint, tokens));
@@ -75,6 +85,9 @@ impl CachedPrefix {
     /// Estimated cached prompt tokens on `endpoint` (0 when unknown).
     #[inline]
     pub fn cached_tokens(&self, endpoint: EndpointId) -> u64 {
+        if self.present & bit(endpoint) == 0 {
+            return 0;
+        }
         self.entries
             .binary_search_by_key(&endpoint, |e| e.0)
             .map_or(0, |i| self.entries[i].1)
@@ -129,8 +142,12 @@ mod tests {
         fn uncached_never_exceeds_the_prompt(
             estimates in proptest::collection::vec((0u32..8, proptest::num::u64::ANY), 0..20),
             prompt in proptest::num::u64::ANY,
-            probe in 0u32..8,
+            probe in 0u32..9,
         ) {
+            // Ids 32 apart: every other one shares a presence bit (id mod 64) with another,
+            // and the probe 256 shares one without an entry of its own.
+            let estimates: Vec<(u32, u64)> = estimates.iter().map(|&(e, t)| (e * 32, t)).collect();
+            let probe = probe * 32;
             let mut extensions = Extensions::default();
             CachedPrefix::publish(
                 &mut extensions,

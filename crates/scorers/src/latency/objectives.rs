@@ -32,9 +32,19 @@ pub struct Objectives {
 impl Objectives {
     /// The objectives in `request`'s headers.
     pub fn of(request: &InferenceRequest) -> Self {
+        // One pass over the headers (this runs once per pick), the first of each name read,
+        // as `InferenceRequest::header` reads it.
+        let (mut ttft, mut tpot) = (None, None);
+        for (name, value) in &request.headers {
+            if ttft.is_none() && is_named(name, SLO_TTFT_HEADER) {
+                ttft = Some(value.as_str());
+            } else if tpot.is_none() && is_named(name, SLO_TPOT_HEADER) {
+                tpot = Some(value.as_str());
+            }
+        }
         Objectives {
-            ttft_ms: parse(request.header(SLO_TTFT_HEADER)),
-            tpot_ms: parse(request.header(SLO_TPOT_HEADER)),
+            ttft_ms: parse(ttft),
+            tpot_ms: parse(tpot),
         }
     }
 
@@ -48,6 +58,13 @@ impl Objectives {
     pub fn any(&self) -> bool {
         self.ttft_ms.is_some() || self.tpot_ms.is_some()
     }
+}
+
+/// Whether header `name` is `expected` (lowercase), in any case: the exact bytes first (how
+/// HTTP/2 and the adapters hand headers over), then ignoring ASCII case.
+#[inline]
+fn is_named(name: &str, expected: &str) -> bool {
+    name == expected || name.eq_ignore_ascii_case(expected)
 }
 
 fn parse(value: Option<&str>) -> Option<f64> {
@@ -91,6 +108,31 @@ mod tests {
                 prop_assert!(text.len() > 9);
             }
             prop_assert_eq!(parse(Some(&text)), text.parse::<f64>().ok().filter(|v| *v > 0.0));
+        }
+
+        /// The one pass over the headers reads what `InferenceRequest::header` finds, in any
+        /// case and with repeats.
+        #[test]
+        fn one_pass_reads_what_header_finds(
+            headers in proptest::collection::vec(
+                (
+                    prop_oneof![
+                        Just("x-slo-ttft-ms"), Just("X-SLO-TTFT-MS"), Just("x-slo-tpot-ms"),
+                        Just("X-Slo-Tpot-Ms"), Just("x-slo-ttft-msx"), Just("content-type"),
+                    ],
+                    prop_oneof![Just("250"), Just("12.5"), Just("0"), Just("junk")],
+                ),
+                0..6,
+            ),
+        ) {
+            use shepherd_scheduler_core::request::Prompt;
+            let mut request = InferenceRequest::new("r", "m", Prompt::Text("hi".into()));
+            request.headers = headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+            let expected = Objectives {
+                ttft_ms: parse(request.header(SLO_TTFT_HEADER)),
+                tpot_ms: parse(request.header(SLO_TPOT_HEADER)),
+            };
+            prop_assert_eq!(Objectives::of(&request), expected);
         }
 
         #[test]

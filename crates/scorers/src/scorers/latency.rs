@@ -203,9 +203,22 @@ impl LatencyScorer {
         let most = best == Group::Positive
             && self.params.headroom_selection_strategy == HeadroomStrategy::Most;
         let (mut t_lo, mut t_hi, mut p_lo, mut p_hi) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+        // Plain comparisons, not `f64::min`/`max` (whose NaN handling costs a few
+        // instructions per candidate): the magnitudes are absolute values of finite
+        // predictions and objectives, and a NaN one is skipped either way.
         for &(_, t, p) in rows.iter().filter(|r| r.0 == best) {
-            (t_lo, t_hi) = (t_lo.min(t), t_hi.max(t));
-            (p_lo, p_hi) = (p_lo.min(p), p_hi.max(p));
+            if t < t_lo {
+                t_lo = t;
+            }
+            if t > t_hi {
+                t_hi = t;
+            }
+            if p < p_lo {
+                p_lo = p;
+            }
+            if p > p_hi {
+                p_hi = p;
+            }
         }
         let (t_range, p_range) = (t_hi - t_lo, p_hi - p_lo);
         let (mut alpha, mut beta) = normalized(self.params.ttft_weight, self.params.tpot_weight);
@@ -234,7 +247,11 @@ impl LatencyScorer {
                 // libm call; to `i32` first, which x86-64 converts in far fewer instructions
                 // than to `usize` (the same value in this range).
                 let step = ((toward * STEPS) as i32).clamp(0, STEPS as i32) as usize;
-                Score::new(LEVELS[step])
+                // Every level is in [0, 1]: no clamp needed.
+                Score {
+                    value: LEVELS[step],
+                    neutral: false,
+                }
             } else {
                 Score::new(0.0)
             };
