@@ -23,6 +23,10 @@ use std::time::Instant;
 use shepherd_benches::latency_setup::{DRY, ENDPOINTS, HOLDERS, cases, request};
 use shepherd_scorers::latency::{LatencyFeatures, LatencyModel};
 
+/// Alternating rounds over the cases; each case keeps its best median (a shared machine's
+/// noise only ever slows a round down).
+const ROUNDS: usize = 7;
+
 /// Median microseconds per call of `f` over 15 timed batches sized to about 50 ms.
 fn median_us(mut f: impl FnMut()) -> f64 {
     let start = Instant::now();
@@ -46,9 +50,8 @@ fn main() {
     // `cargo bench` passes `--bench`; nothing else is read.
     let request = request();
     let cases = cases(&request);
-    // Alternate the cases over three rounds; keep each case's best median.
     let mut best = vec![f64::INFINITY; cases.len()];
-    for _ in 0..3 {
+    for _ in 0..ROUNDS {
         for (i, (_, s)) in cases.iter().enumerate() {
             best[i] = best[i].min(median_us(|| drop(s.schedule_with(&request, DRY))));
         }
@@ -77,7 +80,7 @@ fn main() {
         std::hint::black_box(model.predict(std::hint::black_box(&f)));
     }) * 1e3;
     println!(
-        "\npick latency, {ENDPOINTS} endpoints, 16 KB prompts held by {HOLDERS} (median µs, best of 3 alternating rounds):"
+        "\npick latency, {ENDPOINTS} endpoints, 16 KB prompts held by {HOLDERS} (median µs, best of {ROUNDS} alternating rounds):"
     );
     for (i, (name, _)) in cases.iter().enumerate() {
         println!(

@@ -11,6 +11,7 @@
 
 mod drain;
 mod features;
+mod judge;
 pub mod link;
 mod model;
 mod objectives;

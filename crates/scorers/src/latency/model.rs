@@ -473,6 +473,19 @@ mod tests {
     }
 
     proptest! {
+        /// Each lane of the paired product has the bits of the single product.
+        #[test]
+        fn a_paired_product_is_two_single_ones(
+            a in proptest::array::uniform10(-1e4..1e4f64),
+            b in proptest::array::uniform10(-1e4..1e4f64),
+            x in proptest::array::uniform10(0.0..1e3f64),
+        ) {
+            let pair: [[f64; 2]; DESIGN] = std::array::from_fn(|j| [a[j], b[j]]);
+            let [ta, tb] = dot_pair(&pair, &x);
+            prop_assert_eq!(ta.to_bits(), dot(&a, &x).to_bits());
+            prop_assert_eq!(tb.to_bits(), dot(&b, &x).to_bits());
+        }
+
         /// Whatever garbage the metrics hold, a prediction is finite and never negative.
         #[test]
         fn predictions_are_finite_and_never_negative(

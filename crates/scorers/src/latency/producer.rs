@@ -41,6 +41,7 @@ use shepherd_scheduler_core::completion::{CompletedRequest, Completion, Completi
 use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId};
 use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, PickHook};
 
+use super::judge::Judge;
 use super::prediction_info::{PredictionColumns, Produced};
 use super::{
     DESIGN, LatencyFeatures, LatencyModel, LatencyModelParameters, LatencyPredictionInfo,
@@ -390,76 +391,6 @@ impl PickHook for LatencyProducer {
 impl CompletionHook for LatencyProducer {
     fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
         self.record_completion(request, completion);
-    }
-}
-
-/// How one request's predictions are judged against its objectives (see the
-/// [module docs](self)).
-#[derive(Debug, Clone, Copy)]
-struct Judge {
-    /// Whether the request carries any objective.
-    any: bool,
-    ttft_allowed: Option<f64>,
-    /// Its own TPOT objective × the buffer factor.
-    tpot_allowed: Option<f64>,
-    buffer: f64,
-}
-
-impl Judge {
-    fn new(objectives: &Objectives, buffer: f64) -> Self {
-        Judge {
-            any: objectives.any(),
-            ttft_allowed: objectives.ttft_ms,
-            tpot_allowed: objectives.tpot_ms.map(|o| o * buffer),
-            buffer,
-        }
-    }
-
-    /// With no objective at all, both are measured against 0 (upstream's ranking by
-    /// predicted latency); with some, one the request lacks is not judged.
-    #[inline]
-    fn judged(&self, predicted: f64, allowed: Option<f64>) -> (f64, bool) {
-        match allowed {
-            Some(allowed) => (allowed - predicted, predicted < allowed),
-            None if self.any => (0.0, true),
-            None => (-predicted, false),
-        }
-    }
-
-    /// The judgement of a candidate predicted at `ttft` (and `tpot`, where judged), the
-    /// tightest TPOT objective of the requests running there being `min_running_tpot`.
-    #[inline]
-    fn info(
-        &self,
-        ttft: f64,
-        tpot: Option<f64>,
-        min_running_tpot: Option<f64>,
-        dispatched: u64,
-    ) -> LatencyPredictionInfo {
-        let (ttft_headroom, ttft_valid) = self.judged(ttft, self.ttft_allowed);
-        let (tpot, tpot_headroom, tpot_valid) = match tpot {
-            Some(tpot) => {
-                let running = min_running_tpot
-                    .map(|o| o * self.buffer)
-                    .filter(|_| self.any);
-                let allowed = match (self.tpot_allowed, running) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                let (headroom, valid) = self.judged(tpot, allowed);
-                (tpot, headroom, valid)
-            }
-            None => (0.0, 0.0, true),
-        };
-        LatencyPredictionInfo {
-            ttft_ms: ttft,
-            tpot_ms: tpot,
-            ttft_valid,
-            tpot_valid,
-            ttft_headroom_ms: ttft_headroom,
-            tpot_headroom_ms: tpot_headroom,
-            dispatched,
-        }
     }
 }
 
