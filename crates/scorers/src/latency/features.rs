@@ -36,7 +36,7 @@ pub struct LatencyFeatures {
     /// KV-cache utilization in [0, 1] (scraped).
     pub kv_utilization: f64,
     /// Milliseconds since the candidate's metrics were scraped (how stale the three scraped
-    /// figures are).
+    /// figures are); the design vector takes at most a minute.
     pub metrics_age_ms: f64,
 }
 

@@ -141,7 +141,17 @@ impl LatencyPredictions {
 
     /// Where `endpoint` is, searched from `cursor` on (the next candidate is most often
     /// there), then before it; `cursor` moves past a hit.
+    #[inline]
     fn position_from(&self, cursor: &mut usize, endpoint: EndpointId) -> Option<usize> {
+        // The common case, checked first: the candidates are those predicted, in order.
+        if self
+            .by_endpoint
+            .get(*cursor)
+            .is_some_and(|(id, _)| *id == endpoint)
+        {
+            *cursor += 1;
+            return Some(*cursor - 1);
+        }
         let start = (*cursor).min(self.by_endpoint.len());
         let (before, after) = self.by_endpoint.split_at(start);
         let i = match after.iter().position(|(id, _)| *id == endpoint) {

@@ -403,10 +403,17 @@ pub struct FeatureReader<'c> {
     now: Timestamp,
 }
 
-/// Milliseconds from `at` to `now` (0 if `at` is later).
+/// Milliseconds from `at` to `now` (0 if `at` is later), at most a minute: the design vector
+/// takes no older age, and a count of nanoseconds that small converts as a signed integer,
+/// in one instruction.
 #[inline]
 fn age_ms(now: Timestamp, at: Timestamp) -> f64 {
-    now.as_nanos().saturating_sub(at.as_nanos()) as f64 * 1e-6
+    const MINUTE_NANOS: u64 = 60_000_000_000;
+    let nanos = now
+        .as_nanos()
+        .saturating_sub(at.as_nanos())
+        .min(MINUTE_NANOS);
+    nanos as i64 as f64 * 1e-6
 }
 
 impl<'c> FeatureReader<'c> {
