@@ -182,6 +182,60 @@ fn row_of(info: Option<&LatencyPredictionInfo>) -> Row {
     (group, p.ttft_headroom_ms.abs(), p.tpot_headroom_ms.abs())
 }
 
+/// The best group among the rows seen, and the range of each headroom magnitude within it:
+/// gathered as the rows are built, so scoring takes one more pass, not three.
+#[derive(Debug, Clone, Copy)]
+struct BestGroup {
+    group: Group,
+    t_lo: f64,
+    t_hi: f64,
+    p_lo: f64,
+    p_hi: f64,
+}
+
+impl Default for BestGroup {
+    /// No row yet: the worst group, with empty ranges (a first row of that group widens
+    /// them; one of a better group replaces them).
+    fn default() -> Self {
+        BestGroup {
+            group: Group::BothLate,
+            t_lo: f64::MAX,
+            t_hi: f64::MIN,
+            p_lo: f64::MAX,
+            p_hi: f64::MIN,
+        }
+    }
+}
+
+impl BestGroup {
+    /// Counts `row`. Plain comparisons, not `f64::min`/`max` (whose NaN handling costs a few
+    /// instructions per candidate): the magnitudes are absolute values of finite predictions
+    /// and objectives, and a NaN one is skipped either way.
+    #[inline]
+    fn add(&mut self, (group, t, p): Row) {
+        if group < self.group {
+            *self = BestGroup {
+                group,
+                ..BestGroup::default()
+            };
+        }
+        if group == self.group {
+            if t < self.t_lo {
+                self.t_lo = t;
+            }
+            if t > self.t_hi {
+                self.t_hi = t;
+            }
+            if p < self.p_lo {
+                self.p_lo = p;
+            }
+            if p > self.p_hi {
+                self.p_hi = p;
+            }
+        }
+    }
+}
+
 impl LatencyScorer {
     fn prefix_producer(&self) -> Option<&Arc<PrefixProducer>> {
         self.prefix_resolved
@@ -191,71 +245,16 @@ impl LatencyScorer {
 
     /// Upstream's headroom scoring of `infos` (one per candidate) into `out`.
     pub fn score_headroom(&self, infos: &[Option<&LatencyPredictionInfo>], out: &mut [Score]) {
-        let rows: Vec<Row> = infos.iter().map(|info| row_of(*info)).collect();
-        self.score_rows(&rows, out);
-    }
-
-    /// [`LatencyScorer::score_headroom`] of the candidates' rows ([`row_of`]).
-    fn score_rows(&self, rows: &[Row], out: &mut [Score]) {
-        let Some(best) = rows.iter().map(|r| r.0).min() else {
-            return;
-        };
-        let most = best == Group::Positive
-            && self.params.headroom_selection_strategy == HeadroomStrategy::Most;
-        let (mut t_lo, mut t_hi, mut p_lo, mut p_hi) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-        // Plain comparisons, not `f64::min`/`max` (whose NaN handling costs a few
-        // instructions per candidate): the magnitudes are absolute values of finite
-        // predictions and objectives, and a NaN one is skipped either way.
-        for &(_, t, p) in rows.iter().filter(|r| r.0 == best) {
-            if t < t_lo {
-                t_lo = t;
-            }
-            if t > t_hi {
-                t_hi = t;
-            }
-            if p < p_lo {
-                p_lo = p;
-            }
-            if p > p_hi {
-                p_hi = p;
-            }
-        }
-        let (t_range, p_range) = (t_hi - t_lo, p_hi - p_lo);
-        let (mut alpha, mut beta) = normalized(self.params.ttft_weight, self.params.tpot_weight);
-        if t_range <= EPS && p_range > EPS {
-            (alpha, beta) = (0.0, 1.0);
-        } else if p_range <= EPS && t_range > EPS {
-            (alpha, beta) = (1.0, 0.0);
-        }
-        // Each magnitude normalized to [0, 1] over the group as `(v − lo) × scale + offset`:
-        // `scale` is 1 / range, or 0 (with the offset 0.5) for a dimension with no spread.
-        let axis = |lo: f64, range: f64| {
-            if range > EPS {
-                (lo, 1.0 / range, 0.0)
-            } else {
-                (lo, 0.0, 0.5)
-            }
-        };
-        let ((t_lo, t_scale, t_offset), (p_lo, p_scale, p_offset)) =
-            (axis(t_lo, t_range), axis(p_lo, p_range));
-        for (slot, &(group, t, p)) in out.iter_mut().zip(rows) {
-            *slot = if group == best {
-                let combined = alpha * ((t - t_lo) * t_scale + t_offset)
-                    + beta * ((p - p_lo) * p_scale + p_offset);
-                let toward = if most { combined } else { 1.0 - combined };
-                // `toward` is in [0, 1] (NaN reads as 0): truncating is flooring, with no
-                // libm call; to `i32` first, which x86-64 converts in far fewer instructions
-                // than to `usize` (the same value in this range).
-                let step = ((toward * STEPS) as i32).clamp(0, STEPS as i32) as usize;
-                // Every level is in [0, 1]: no clamp needed.
-                Score {
-                    value: LEVELS[step],
-                    neutral: false,
-                }
-            } else {
-                Score::new(0.0)
-            };
-        }
+        let mut best = BestGroup::default();
+        let rows: Vec<Row> = infos
+            .iter()
+            .map(|info| {
+                let row = row_of(*info);
+                best.add(row);
+                row
+            })
+            .collect();
+        score_rows(&self.params, &rows, &best, out);
     }
 
     /// Upstream's fallback without predictions.
@@ -303,6 +302,52 @@ impl LatencyScorer {
     }
 }
 
+/// [`LatencyScorer::score_headroom`] of the candidates' rows ([`row_of`]), `best` being
+/// their best group and its ranges.
+fn score_rows(params: &LatencyScorerParameters, rows: &[Row], best: &BestGroup, out: &mut [Score]) {
+    if rows.is_empty() {
+        return;
+    }
+    let most = best.group == Group::Positive
+        && params.headroom_selection_strategy == HeadroomStrategy::Most;
+    let (t_range, p_range) = (best.t_hi - best.t_lo, best.p_hi - best.p_lo);
+    let (mut alpha, mut beta) = normalized(params.ttft_weight, params.tpot_weight);
+    if t_range <= EPS && p_range > EPS {
+        (alpha, beta) = (0.0, 1.0);
+    } else if p_range <= EPS && t_range > EPS {
+        (alpha, beta) = (1.0, 0.0);
+    }
+    // Each magnitude normalized to [0, 1] over the group as `(v − lo) × scale + offset`:
+    // `scale` is 1 / range, or 0 (with the offset 0.5) for a dimension with no spread.
+    let axis = |lo: f64, range: f64| {
+        if range > EPS {
+            (lo, 1.0 / range, 0.0)
+        } else {
+            (lo, 0.0, 0.5)
+        }
+    };
+    let ((t_lo, t_scale, t_offset), (p_lo, p_scale, p_offset)) =
+        (axis(best.t_lo, t_range), axis(best.p_lo, p_range));
+    for (slot, &(group, t, p)) in out.iter_mut().zip(rows) {
+        *slot = if group == best.group {
+            let combined = alpha * ((t - t_lo) * t_scale + t_offset)
+                + beta * ((p - p_lo) * p_scale + p_offset);
+            let toward = if most { combined } else { 1.0 - combined };
+            // `toward` is in [0, 1] (NaN reads as 0): truncating is flooring, with no
+            // libm call; to `i32` first, which x86-64 converts in far fewer instructions
+            // than to `usize` (the same value in this range).
+            let step = ((toward * STEPS) as i32).clamp(0, STEPS as i32) as usize;
+            // Every level is in [0, 1]: no clamp needed.
+            Score {
+                value: LEVELS[step],
+                neutral: false,
+            }
+        } else {
+            Score::new(0.0)
+        };
+    }
+}
+
 fn normalized(a: f64, b: f64) -> (f64, f64) {
     let sum = a + b;
     if sum <= 0.0 {
@@ -322,8 +367,14 @@ impl Scorer for LatencyScorer {
         if let Some(predictions) = producer.produce(cycle, candidates) {
             ROWS.with_borrow_mut(|rows| {
                 rows.clear();
-                predictions.map_candidates_into(candidates, row_of, rows);
-                self.score_rows(rows, out);
+                let mut best = BestGroup::default();
+                let of = |info| {
+                    let row = row_of(info);
+                    best.add(row);
+                    row
+                };
+                predictions.map_candidates_into(candidates, of, rows);
+                score_rows(&self.params, rows, &best, out);
             });
             return;
         }
@@ -356,4 +407,104 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     Ok(PluginInstance::scorer(scorer)
         .with_pick_hook(link.clone())
         .with_completion_hook(link))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Upstream's rules written out pass by pass: the best group, its ranges, the scores.
+    fn reference(params: &LatencyScorerParameters, rows: &[Row]) -> Vec<f64> {
+        let Some(best) = rows.iter().map(|r| r.0).min() else {
+            return Vec::new();
+        };
+        let most =
+            best == Group::Positive && params.headroom_selection_strategy == HeadroomStrategy::Most;
+        let (mut t_lo, mut t_hi, mut p_lo, mut p_hi) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+        for &(_, t, p) in rows.iter().filter(|r| r.0 == best) {
+            (t_lo, t_hi) = (t_lo.min(t), t_hi.max(t));
+            (p_lo, p_hi) = (p_lo.min(p), p_hi.max(p));
+        }
+        let (t_range, p_range) = (t_hi - t_lo, p_hi - p_lo);
+        let (mut alpha, mut beta) = normalized(params.ttft_weight, params.tpot_weight);
+        if t_range <= EPS && p_range > EPS {
+            (alpha, beta) = (0.0, 1.0);
+        } else if p_range <= EPS && t_range > EPS {
+            (alpha, beta) = (1.0, 0.0);
+        }
+        let norm = |v: f64, lo: f64, range: f64| if range > EPS { (v - lo) / range } else { 0.5 };
+        rows.iter()
+            .map(|&(group, t, p)| {
+                if group != best {
+                    return 0.0;
+                }
+                let combined = alpha * norm(t, t_lo, t_range) + beta * norm(p, p_lo, p_range);
+                let toward = if most { combined } else { 1.0 - combined };
+                ((toward * STEPS).floor().clamp(0.0, STEPS) + 1.0).min(STEPS) / STEPS
+            })
+            .collect()
+    }
+
+    fn info(ttft_headroom: f64, tpot_headroom: f64, dispatched: u64) -> LatencyPredictionInfo {
+        LatencyPredictionInfo {
+            ttft_ms: 10.0,
+            tpot_ms: 5.0,
+            ttft_valid: ttft_headroom > 0.0,
+            tpot_valid: tpot_headroom > 0.0,
+            ttft_headroom_ms: ttft_headroom,
+            tpot_headroom_ms: tpot_headroom,
+            dispatched,
+        }
+    }
+
+    proptest! {
+        /// The two-pass scoring (groups and ranges gathered as the rows are built) gives every
+        /// candidate the score of the pass-by-pass reading, within a hundredth (the two
+        /// normalize by a multiply and a divide, which may round across a step).
+        #[test]
+        fn two_passes_score_as_upstream_rules_read(
+            headrooms in proptest::collection::vec(
+                (
+                    prop_oneof![-500.0..500.0f64, Just(0.0), Just(-0.0), Just(120.0)],
+                    prop_oneof![-30.0..30.0f64, Just(0.0), Just(4.0)],
+                    0u64..3,
+                ),
+                0..40,
+            ),
+            ttft_weight in prop_oneof![Just(0.8), 0.0..2.0f64],
+            tpot_weight in prop_oneof![Just(0.2), 0.0..2.0f64],
+            most in any::<bool>(),
+        ) {
+            let params = LatencyScorerParameters {
+                ttft_weight,
+                tpot_weight,
+                headroom_selection_strategy: if most {
+                    HeadroomStrategy::Most
+                } else {
+                    HeadroomStrategy::Least
+                },
+                ..LatencyScorerParameters::default()
+            };
+            let infos: Vec<LatencyPredictionInfo> =
+                headrooms.iter().map(|&(t, p, d)| info(t, p, d)).collect();
+            let rows: Vec<Row> = infos.iter().map(|i| row_of(Some(i))).collect();
+            let mut best = BestGroup::default();
+            for &row in &rows {
+                best.add(row);
+            }
+            let mut out = vec![Score::NEUTRAL; rows.len()];
+            score_rows(&params, &rows, &best, &mut out);
+            let expected = reference(&params, &rows);
+            for (i, (got, want)) in out.iter().zip(&expected).enumerate() {
+                prop_assert!(!got.neutral);
+                prop_assert!(
+                    (got.value - want).abs() <= 0.0100001,
+                    "candidate {i}: {} vs {want} ({:?})", got.value, rows[i]
+                );
+                // Out of the best group is 0 in both.
+                prop_assert_eq!(got.value == 0.0, *want == 0.0);
+            }
+        }
+    }
 }
