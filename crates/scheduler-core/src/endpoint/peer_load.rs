@@ -69,7 +69,15 @@ impl Endpoint {
     #[inline]
     pub fn total_in_flight_requests(&self) -> u64 {
         self.in_flight_requests()
-            .saturating_add(self.peers.requests.load(Ordering::Relaxed))
+            .saturating_add(self.peer_in_flight_requests())
+    }
+
+    /// Requests the other replicas last reported in flight here (zero without peers): with
+    /// [`Endpoint::in_flight_requests`], [`Endpoint::total_in_flight_requests`] in two reads
+    /// for a caller that needs both.
+    #[inline]
+    pub fn peer_in_flight_requests(&self) -> u64 {
+        self.peers.requests.load(Ordering::Relaxed)
     }
 
     /// Prompt tokens in flight here from this replica and its peers.

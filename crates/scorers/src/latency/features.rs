@@ -62,6 +62,90 @@ fn count_of(v: u64) -> f64 {
     v.min(MAX_COUNT as u64) as f64
 }
 
+/// Longest metrics age read, in nanoseconds (a minute: the design vector takes no more).
+pub const MAX_AGE_NANOS: u64 = 60_000_000_000;
+
+/// Nanoseconds as milliseconds.
+#[inline]
+fn nanos_ms(nanos: u64) -> f64 {
+    nanos as f64 * 1e-6
+}
+
+/// One candidate's figures as read at pick time, before any conversion: integer counts, the
+/// scraped KV utilization, and ages in nanoseconds. [`RawFeatures::design`] turns them into
+/// the design vector without the checks garbage floats need (only the KV utilization is a
+/// float); the [`LatencyFeatures`] made from them give the same design vector.
+///
+/// ```
+/// use shepherd_scorers::latency::{LatencyFeatures, RawFeatures};
+///
+/// let raw = RawFeatures { uncached_tokens: 1500, waiting: 2, metrics_age_nanos: 40_000_000, ..RawFeatures::default() };
+/// assert_eq!(raw.design(), LatencyFeatures::from(raw).design());
+/// assert_eq!(LatencyFeatures::from(raw).metrics_age_ms, 40.0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RawFeatures {
+    /// Prompt tokens of the request.
+    pub prompt_tokens: u64,
+    /// Of those, tokens the candidate is not believed to cache.
+    pub uncached_tokens: u64,
+    /// Prefill tokens this scheduler sent to the candidate whose first token is not back.
+    pub pending_prefill_tokens: u64,
+    /// Nanoseconds since those requests were sent, summed over them.
+    pub pending_prefill_age_nanos: u64,
+    /// Requests waiting on the candidate (scraped).
+    pub waiting: u32,
+    /// Requests running on the candidate (scraped).
+    pub running: u32,
+    /// Requests in flight there, from this scheduler and its peers.
+    pub in_flight: u64,
+    /// KV-cache utilization (scraped; anything, it is clamped).
+    pub kv_utilization: f64,
+    /// Nanoseconds since the candidate's metrics were scraped (taken at most
+    /// [`MAX_AGE_NANOS`]).
+    pub metrics_age_nanos: u64,
+}
+
+impl RawFeatures {
+    /// The design vector: the same as [`LatencyFeatures::design`] of
+    /// `LatencyFeatures::from(self)`, bit for bit.
+    #[inline]
+    pub fn design(&self) -> [f64; DESIGN] {
+        // Under a minute, the nanoseconds convert as a signed integer (one instruction) to
+        // the value an unsigned conversion gives; the milliseconds are then at most 60 000,
+        // finite and non-negative, which is what the float path's clamp leaves them.
+        let metrics_ms = self.metrics_age_nanos.min(MAX_AGE_NANOS) as i64 as f64 * 1e-6;
+        design_from(
+            [
+                count_of(self.uncached_tokens) * 1e-3,
+                count_of(self.pending_prefill_tokens) * 1e-3,
+                count_of(u64::from(self.waiting)),
+                count_of(u64::from(self.running)),
+                count_of(self.in_flight),
+            ],
+            self.kv_utilization,
+            (metrics_ms * 1e-3).min(MAX_AGE_S),
+            nanos_ms(self.pending_prefill_age_nanos).min(MAX_COUNT) * 1e-3,
+        )
+    }
+}
+
+impl From<RawFeatures> for LatencyFeatures {
+    fn from(raw: RawFeatures) -> Self {
+        LatencyFeatures {
+            prompt_tokens: raw.prompt_tokens as f64,
+            uncached_tokens: raw.uncached_tokens as f64,
+            pending_prefill_tokens: raw.pending_prefill_tokens as f64,
+            pending_prefill_age_ms: nanos_ms(raw.pending_prefill_age_nanos),
+            waiting: f64::from(raw.waiting),
+            running: f64::from(raw.running),
+            in_flight: raw.in_flight as f64,
+            kv_utilization: raw.kv_utilization,
+            metrics_age_ms: nanos_ms(raw.metrics_age_nanos.min(MAX_AGE_NANOS)),
+        }
+    }
+}
+
 impl LatencyFeatures {
     /// The design vector: every feature clamped to a sane range (non-finite → 0), token
     /// counts in thousands.
@@ -77,46 +161,20 @@ impl LatencyFeatures {
                 count(self.in_flight),
             ],
             self.kv_utilization,
-            self.metrics_age_ms,
-            self.pending_prefill_age_ms,
-        )
-    }
-
-    /// The design vector of features given as integer counts — `[uncached tokens, pending
-    /// prefill tokens, waiting, running, in flight]` — with the KV utilization, the
-    /// metrics' age and the pending prefills' summed age in ms: the same as
-    /// [`LatencyFeatures::design`] of those values.
-    #[inline]
-    pub fn design_of_counts(
-        counts: [u64; 5],
-        kv_utilization: f64,
-        metrics_age_ms: f64,
-        pending_prefill_age_ms: f64,
-    ) -> [f64; DESIGN] {
-        let [uncached, pending, waiting, running, in_flight] = counts;
-        design_from(
-            [
-                count_of(uncached) * 1e-3,
-                count_of(pending) * 1e-3,
-                count_of(waiting),
-                count_of(running),
-                count_of(in_flight),
-            ],
-            kv_utilization,
-            metrics_age_ms,
-            pending_prefill_age_ms,
+            (count(self.metrics_age_ms) * 1e-3).min(MAX_AGE_S),
+            count(self.pending_prefill_age_ms) * 1e-3,
         )
     }
 }
 
 /// The design vector from the clamped counts (tokens in thousands), the raw KV utilization,
-/// metrics age and pending prefills' age.
+/// and the clamped metrics age and pending prefills' age, in seconds.
 #[inline]
 fn design_from(
     counts: [f64; 5],
     kv_utilization: f64,
-    metrics_age_ms: f64,
-    pending_prefill_age_ms: f64,
+    metrics_age_s: f64,
+    pending_prefill_age_s: f64,
 ) -> [f64; DESIGN] {
     let [uncached, pending, waiting, running, in_flight] = counts;
     let kv = if kv_utilization.is_finite() {
@@ -133,10 +191,8 @@ fn design_from(
         running,
         in_flight,
         kv,
-        // Seconds: multiplied by 1e-3 rather than divided by 1000 (a division per candidate
-        // costs more than the rest of this vector's arithmetic).
-        (count(metrics_age_ms) * 1e-3).min(MAX_AGE_S),
-        count(pending_prefill_age_ms) * 1e-3,
+        metrics_age_s,
+        pending_prefill_age_s,
     ]
 }
 
@@ -146,28 +202,30 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-    /// Integer counts give the design vector the float features give.
+    /// The raw figures give the design vector the float features made from them give.
     #[test]
-    fn design_of_counts_is_design(
-        counts in proptest::array::uniform5(prop_oneof![0u64..3_000_000, Just(u64::MAX)]),
+    fn raw_design_is_the_features_design(
+        counts in proptest::array::uniform3(prop_oneof![0u64..3_000_000, Just(u64::MAX)]),
+        in_flight in prop_oneof![0u64..3_000_000, Just(u64::MAX)],
+        queues in proptest::array::uniform2(prop_oneof![0u32..3_000_000, Just(u32::MAX)]),
         kv in prop_oneof![-1.0..2.0f64, Just(f64::NAN), Just(f64::INFINITY)],
-        age in prop_oneof![0.0..1e8f64, Just(f64::NAN), Just(1e6)],
-        pending_age in prop_oneof![0.0..1e9f64, Just(f64::NAN), Just(f64::INFINITY)],
+        age in prop_oneof![0u64..100_000_000_000, Just(MAX_AGE_NANOS), Just(u64::MAX)],
+        pending_age in prop_oneof![0u64..2_000_000_000_000, Just(u64::MAX)],
     ) {
-        let [uncached, pending, waiting, running, in_flight] = counts.map(|c| c as f64);
-        let features = LatencyFeatures {
+        let [prompt, uncached, pending] = counts;
+        let raw = RawFeatures {
+            prompt_tokens: prompt,
             uncached_tokens: uncached,
             pending_prefill_tokens: pending,
-            waiting,
-            running,
+            pending_prefill_age_nanos: pending_age,
+            waiting: queues[0],
+            running: queues[1],
             in_flight,
             kv_utilization: kv,
-            metrics_age_ms: age,
-            pending_prefill_age_ms: pending_age,
-            ..LatencyFeatures::default()
+            metrics_age_nanos: age,
         };
-        let a = features.design().map(f64::to_bits);
-        let b = LatencyFeatures::design_of_counts(counts, kv, age, pending_age).map(f64::to_bits);
+        let a = raw.design().map(f64::to_bits);
+        let b = LatencyFeatures::from(raw).design().map(f64::to_bits);
         prop_assert_eq!(a, b);
     }
     }

@@ -19,7 +19,7 @@ mod prediction_info;
 pub mod producer;
 mod ridge;
 
-pub use features::{DESIGN, LatencyFeatures};
+pub use features::{DESIGN, LatencyFeatures, MAX_AGE_NANOS, RawFeatures};
 pub use link::LatencyLink;
 pub use model::{
     ErrorTally, LOAD_LEVELS, LatencyModel, LatencyModelParameters, Prediction, Predictor,

@@ -44,8 +44,8 @@ use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, PickHook};
 use super::judge::Judge;
 use super::prediction_info::{PredictionColumns, Produced};
 use super::{
-    DESIGN, LatencyFeatures, LatencyModel, LatencyModelParameters, LatencyPredictionInfo,
-    LatencyPredictions, Objectives,
+    LatencyFeatures, LatencyModel, LatencyModelParameters, LatencyPredictionInfo,
+    LatencyPredictions, MAX_AGE_NANOS, Objectives, RawFeatures,
 };
 use crate::producers::PrefixProducer;
 use crate::producers::link::ProducerLink;
@@ -279,7 +279,8 @@ impl LatencyProducer {
             .map(|ep| {
                 // Not judged on a prefill-only endpoint.
                 let tpot_here = with_tpot && !self.is_prefill_only(ep);
-                let predicted = predictor.predict_design(&reader.design(ep), tpot_here);
+                let (raw, dispatched) = reader.raw(ep);
+                let predicted = predictor.predict_design(&raw.design(), tpot_here);
                 let min_running = tracking
                     .as_ref()
                     .and_then(|t| t.min_tpot_objective(ep.id()));
@@ -287,7 +288,7 @@ impl LatencyProducer {
                     predicted.ttft_ms.unwrap_or(0.0),
                     predicted.tpot_ms,
                     min_running,
-                    ep.in_flight_requests(),
+                    dispatched,
                 );
                 (ep.id(), info)
             })
@@ -403,19 +404,6 @@ pub struct FeatureReader<'c> {
     now: Timestamp,
 }
 
-/// Milliseconds from `at` to `now` (0 if `at` is later), at most a minute: the design vector
-/// takes no older age, and a count of nanoseconds that small converts as a signed integer,
-/// in one instruction.
-#[inline]
-fn age_ms(now: Timestamp, at: Timestamp) -> f64 {
-    const MINUTE_NANOS: u64 = 60_000_000_000;
-    let nanos = now
-        .as_nanos()
-        .saturating_sub(at.as_nanos())
-        .min(MINUTE_NANOS);
-    nanos as i64 as f64 * 1e-6
-}
-
 impl<'c> FeatureReader<'c> {
     /// The reader for the request of `cycle`.
     pub fn of(cycle: &'c CycleState<'_>) -> Self {
@@ -426,59 +414,42 @@ impl<'c> FeatureReader<'c> {
         }
     }
 
-    /// `endpoint`'s design vector: the same as `self.read(endpoint).design()`, the counts
-    /// clamped as integers.
+    /// `endpoint`'s figures, and the requests this scheduler itself has in flight there (the
+    /// scorer's "dispatched"): every counter read once.
     #[inline]
-    pub fn design(&self, endpoint: &Endpoint) -> [f64; DESIGN] {
-        let uncached = self.cached.map_or(self.prompt, |c| {
-            c.uncached_tokens(endpoint.id(), self.prompt)
-        });
-        let metrics = endpoint.load_metrics();
-        let age_ms = metrics.scraped_at.map_or(1e6, |at| age_ms(self.now, at));
-        let pending = endpoint.pending_prefill_tokens();
-        LatencyFeatures::design_of_counts(
-            [
-                uncached,
-                pending,
-                u64::from(metrics.waiting),
-                u64::from(metrics.running),
-                endpoint.total_in_flight_requests(),
-            ],
-            metrics.kv_utilization,
-            age_ms,
-            self.pending_age_ms(endpoint, pending),
-        )
-    }
-
-    /// How long `endpoint`'s pending prefills (`pending` tokens) have waited, summed, in ms:
-    /// none when no token is pending, without reading the clock sums.
-    #[inline]
-    fn pending_age_ms(&self, endpoint: &Endpoint, pending: u64) -> f64 {
-        if pending == 0 {
-            return 0.0;
-        }
-        endpoint.pending_prefill_elapsed_nanos(self.now) as f64 * 1e-6
-    }
-
-    /// `endpoint`'s features.
-    pub fn read(&self, endpoint: &Endpoint) -> LatencyFeatures {
+    pub fn raw(&self, endpoint: &Endpoint) -> (RawFeatures, u64) {
         let uncached = self.cached.map_or(self.prompt, |c| {
             c.uncached_tokens(endpoint.id(), self.prompt)
         });
         let metrics = endpoint.load_metrics();
         // Never scraped: as old as the model takes.
-        let age_ms = metrics.scraped_at.map_or(1e6, |at| age_ms(self.now, at));
+        let metrics_age_nanos = metrics.scraped_at.map_or(MAX_AGE_NANOS, |at| {
+            self.now.as_nanos().saturating_sub(at.as_nanos())
+        });
         let pending = endpoint.pending_prefill_tokens();
-        LatencyFeatures {
-            prompt_tokens: self.prompt as f64,
-            uncached_tokens: uncached as f64,
-            pending_prefill_tokens: pending as f64,
-            pending_prefill_age_ms: self.pending_age_ms(endpoint, pending),
-            waiting: f64::from(metrics.waiting),
-            running: f64::from(metrics.running),
-            in_flight: endpoint.total_in_flight_requests() as f64,
+        // The clock sums are read only when some prefill is pending.
+        let pending_age_nanos = if pending == 0 {
+            0
+        } else {
+            endpoint.pending_prefill_elapsed_nanos(self.now)
+        };
+        let dispatched = endpoint.in_flight_requests();
+        let raw = RawFeatures {
+            prompt_tokens: self.prompt,
+            uncached_tokens: uncached,
+            pending_prefill_tokens: pending,
+            pending_prefill_age_nanos: pending_age_nanos,
+            waiting: metrics.waiting,
+            running: metrics.running,
+            in_flight: dispatched.saturating_add(endpoint.peer_in_flight_requests()),
             kv_utilization: metrics.kv_utilization,
-            metrics_age_ms: age_ms,
-        }
+            metrics_age_nanos,
+        };
+        (raw, dispatched)
+    }
+
+    /// `endpoint`'s features.
+    pub fn read(&self, endpoint: &Endpoint) -> LatencyFeatures {
+        LatencyFeatures::from(self.raw(endpoint).0)
     }
 }
