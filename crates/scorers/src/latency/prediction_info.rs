@@ -54,21 +54,21 @@ impl LatencyPredictionInfo {
 #[derive(Debug, Default)]
 pub struct LatencyPredictions {
     pub(super) key: usize,
-    /// In the order predicted; shared with the breakdown's annotations
-    /// ([`PredictionColumns`]).
-    pub(super) by_endpoint: Arc<Vec<(EndpointId, LatencyPredictionInfo)>>,
+    /// In the order predicted; the same table the breakdown's annotations read.
+    pub(super) table: Arc<PredictionTable>,
 }
 
-/// The predicted TTFT (and TPOT) of each candidate as breakdown columns, read from the
-/// predictions themselves when the breakdown is shown.
-#[derive(Debug)]
-pub(super) struct PredictionColumns {
+/// The predictions of one producer for the current request, kept in one allocation and
+/// shared between the cycle (its consumers) and the breakdown: the predicted TTFT (and TPOT)
+/// of each candidate are the breakdown's columns, read when it is shown.
+#[derive(Debug, Clone, Default)]
+pub(super) struct PredictionTable {
     /// `[ttft column]` or `[ttft column, tpot column]`.
     pub(super) columns: Arc<[Arc<str>]>,
-    pub(super) by_endpoint: Arc<Vec<(EndpointId, LatencyPredictionInfo)>>,
+    pub(super) by_endpoint: Vec<(EndpointId, LatencyPredictionInfo)>,
 }
 
-impl AnnotationTable for PredictionColumns {
+impl AnnotationTable for PredictionTable {
     fn columns(&self) -> &[Arc<str>] {
         &self.columns
     }
@@ -87,7 +87,8 @@ impl LatencyPredictions {
     /// The predictions for `endpoint`, if it was a candidate (a linear search: for several
     /// candidates, [`LatencyPredictions::for_candidates`]).
     pub fn get(&self, endpoint: EndpointId) -> Option<&LatencyPredictionInfo> {
-        self.by_endpoint
+        self.table
+            .by_endpoint
             .iter()
             .find(|(id, _)| *id == endpoint)
             .map(|(_, info)| info)
@@ -125,7 +126,7 @@ impl LatencyPredictions {
         let mut cursor = 0;
         out.extend(candidates.iter().map(|e| {
             let i = self.position_from(&mut cursor, e.id());
-            f(i.map(|i| &self.by_endpoint[i].1))
+            f(i.map(|i| &self.table.by_endpoint[i].1))
         }));
     }
 
@@ -145,6 +146,7 @@ impl LatencyPredictions {
     fn position_from(&self, cursor: &mut usize, endpoint: EndpointId) -> Option<usize> {
         // The common case, checked first: the candidates are those predicted, in order.
         if self
+            .table
             .by_endpoint
             .get(*cursor)
             .is_some_and(|(id, _)| *id == endpoint)
@@ -152,8 +154,8 @@ impl LatencyPredictions {
             *cursor += 1;
             return Some(*cursor - 1);
         }
-        let start = (*cursor).min(self.by_endpoint.len());
-        let (before, after) = self.by_endpoint.split_at(start);
+        let start = (*cursor).min(self.table.by_endpoint.len());
+        let (before, after) = self.table.by_endpoint.split_at(start);
         let i = match after.iter().position(|(id, _)| *id == endpoint) {
             Some(i) => start + i,
             None => before.iter().position(|(id, _)| *id == endpoint)?,
@@ -162,29 +164,58 @@ impl LatencyPredictions {
         Some(i)
     }
 
-    /// Adds predictions for endpoints not predicted yet.
-    pub(super) fn extend(&mut self, judged: Vec<(EndpointId, LatencyPredictionInfo)>) {
-        if self.by_endpoint.is_empty() {
-            self.by_endpoint = Arc::new(judged);
-        } else {
-            Arc::make_mut(&mut self.by_endpoint).extend(judged);
-        }
+    /// Adds predictions for endpoints not predicted yet, the breakdown showing `columns`.
+    pub(super) fn extend(
+        &mut self,
+        judged: Vec<(EndpointId, LatencyPredictionInfo)>,
+        columns: Arc<[Arc<str>]>,
+    ) {
+        let table = Arc::make_mut(&mut self.table);
+        table.by_endpoint.extend(judged);
+        table.columns = columns;
     }
 
     /// Number of candidates predicted.
     pub fn len(&self) -> usize {
-        self.by_endpoint.len()
+        self.table.by_endpoint.len()
     }
 
     /// Whether no candidate was predicted.
     pub fn is_empty(&self) -> bool {
-        self.by_endpoint.is_empty()
+        self.table.by_endpoint.is_empty()
     }
 }
 
-/// Every producer's predictions for the current request.
+/// Every producer's predictions for the current request: the first inline (a config has one
+/// producer, and its cycle then allocates no list), any others after it.
 #[derive(Debug, Default)]
-pub(super) struct Produced(pub(super) Vec<LatencyPredictions>);
+pub(super) struct Produced {
+    first: Option<LatencyPredictions>,
+    more: Vec<LatencyPredictions>,
+}
+
+impl Produced {
+    /// The predictions of the producer `key`.
+    pub(super) fn find(&self, key: usize) -> Option<&LatencyPredictions> {
+        self.first.iter().chain(&self.more).find(|m| m.key == key)
+    }
+
+    /// The predictions of the producer `key`, to extend.
+    pub(super) fn find_mut(&mut self, key: usize) -> Option<&mut LatencyPredictions> {
+        self.first
+            .iter_mut()
+            .chain(&mut self.more)
+            .find(|m| m.key == key)
+    }
+
+    /// Adds a producer's predictions.
+    pub(super) fn push(&mut self, predictions: LatencyPredictions) {
+        match self.first {
+            None => self.first = Some(predictions),
+            Some(_) => self.more.push(predictions),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -220,12 +251,13 @@ mod tests {
     fn predicted(all: &[Arc<Endpoint>], order: &[usize]) -> LatencyPredictions {
         LatencyPredictions {
             key: 0,
-            by_endpoint: Arc::new(
-                order
+            table: Arc::new(PredictionTable {
+                columns: Arc::from([]),
+                by_endpoint: order
                     .iter()
                     .map(|&i| (all[i].id(), info(i as f64)))
                     .collect(),
-            ),
+            }),
         }
     }
 

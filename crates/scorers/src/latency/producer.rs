@@ -42,7 +42,7 @@ use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId};
 use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, PickHook};
 
 use super::judge::Judge;
-use super::prediction_info::{PredictionColumns, Produced};
+use super::prediction_info::{PredictionTable, Produced};
 use super::{
     LatencyFeatures, LatencyModel, LatencyModelParameters, LatencyPredictionInfo,
     LatencyPredictions, MAX_AGE_NANOS, Objectives, RawFeatures,
@@ -194,10 +194,7 @@ impl LatencyProducer {
     /// The predictions this producer left in `cycle` (without computing any).
     pub fn find<'c>(&self, cycle: &'c CycleState<'_>) -> Option<&'c LatencyPredictions> {
         let key = self.key();
-        cycle
-            .extensions
-            .get::<Produced>()
-            .and_then(|p| p.0.iter().find(|m| m.key == key))
+        cycle.extensions.get::<Produced>().and_then(|p| p.find(key))
     }
 
     /// Every candidate's predictions for the request of `cycle`: computed for candidates not
@@ -228,31 +225,31 @@ impl LatencyProducer {
             if cycle.extensions.get::<Produced>().is_none() {
                 cycle.extensions.insert(Produced::default());
             }
-            let produced = cycle.extensions.get_mut::<Produced>()?;
-            let by_endpoint = match produced.0.iter_mut().find(|m| m.key == key) {
-                Some(entry) => {
-                    entry.extend(judged);
-                    Arc::clone(&entry.by_endpoint)
-                }
-                None => {
-                    let by_endpoint = Arc::new(judged);
-                    produced.0.push(LatencyPredictions {
-                        key,
-                        by_endpoint: Arc::clone(&by_endpoint),
-                    });
-                    by_endpoint
-                }
-            };
             // The breakdown reads the predictions themselves (no copy per pick).
-            let columns = if self.judges_tpot(&predictor) {
+            let columns = Arc::clone(if self.judges_tpot(&predictor) {
                 &self.both_columns
             } else {
                 &self.ttft_column
+            });
+            let produced = cycle.extensions.get_mut::<Produced>()?;
+            let table = match produced.find_mut(key) {
+                Some(entry) => {
+                    entry.extend(judged, columns);
+                    Arc::clone(&entry.table)
+                }
+                None => {
+                    let table = Arc::new(PredictionTable {
+                        columns,
+                        by_endpoint: judged,
+                    });
+                    produced.push(LatencyPredictions {
+                        key,
+                        table: Arc::clone(&table),
+                    });
+                    table
+                }
             };
-            cycle.annotations.record_table(Arc::new(PredictionColumns {
-                columns: Arc::clone(columns),
-                by_endpoint,
-            }));
+            cycle.annotations.record_table(table);
         }
         self.find(cycle)
     }
