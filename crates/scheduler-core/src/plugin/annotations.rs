@@ -59,10 +59,13 @@ impl Annotations {
     /// column is already a table's replaces that table (a plugin that predicted more
     /// candidates later in the cycle shares its fuller table).
     pub fn record_table(&mut self, table: Arc<dyn AnnotationTable>) {
-        let first = table.columns().first().cloned();
-        let same = |t: &Arc<dyn AnnotationTable>| t.columns().first().cloned() == first;
-        match self.tables.iter_mut().find(|t| same(t)) {
-            Some(slot) => *slot = table,
+        let first = table.columns().first();
+        match self
+            .tables
+            .iter()
+            .position(|t| t.columns().first() == first)
+        {
+            Some(i) => self.tables[i] = table,
             None => self.tables.push(table),
         }
     }
