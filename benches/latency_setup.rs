@@ -1,8 +1,11 @@
 //! The latency-pick setups shared by `benches/latency_pick.rs` and the profiling example
 //! `examples/profile_latency_pick.rs`: 64 endpoints, one 16 KB prompt of Shepherd's docs held
 //! by 8 of them, and the configurations compared (the default profile, with the
-//! predicted-latency plugins added, their latency model trained).
+//! predicted-latency plugins added, their latency model trained). Every case's pool is
+//! prepared the same way (the same 8 holders, the same 400 requests served among them, fresh
+//! metrics), so the cases differ by their plugins alone.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use shepherd_scheduler_core::clock::Clock;
@@ -16,7 +19,7 @@ use shepherd_scorers::latency::{LatencyFeatures, LatencyProducer};
 use shepherd_scorers::{DEFAULT_CONFIG_YAML, builtin_registry};
 
 use crate::docs_prompts::{completions, docs_text};
-use crate::workload::pool;
+use crate::workload::{pool, scrape};
 
 /// A dry-run `schedule` (filters, scorers, picker; no hooks).
 pub const DRY: ScheduleOptions<'static> = ScheduleOptions {
@@ -67,34 +70,60 @@ pub fn with_latency(yaml: &str, slo: bool) -> String {
     out
 }
 
-/// A scheduler for `yaml` over 64 endpoints, `request`'s prefix picked onto 8 of them and,
-/// when `train`, 400 requests served (first token and end on the pool's clock) so that a
-/// latency model is ready.
-pub fn scheduler(yaml: &str, request: &InferenceRequest, train: bool) -> Scheduler {
+/// The addresses of the [`HOLDERS`] endpoints that hold the prompt: one in every eight of
+/// the pool's.
+fn holders() -> Vec<String> {
+    let (pool, _) = pool(ENDPOINTS);
+    let snapshot = pool.snapshot();
+    let all = snapshot.endpoints();
+    (0..HOLDERS)
+        .map(|h| all[h * ENDPOINTS / HOLDERS].address().to_owned())
+        .collect()
+}
+
+/// A scheduler for `yaml` over 64 endpoints, prepared the same way whatever the profile, so
+/// that the cases differ by their plugins alone: `request`'s prompt picked onto 8 of them
+/// (one pick restricted to each), then 400 requests with that prompt served among those 8
+/// (first token and end on the pool's clock; a latency model learns from them), then every
+/// endpoint's metrics scraped afresh. With `has_model`, asserts that the config's latency
+/// model is ready.
+pub fn scheduler(yaml: &str, request: &InferenceRequest, has_model: bool) -> Scheduler {
     let (pool, clock) = pool(ENDPOINTS);
-    let shared = SharedState::new(pool);
+    let shared = SharedState::new(Arc::clone(&pool));
     let config = EndpointPickerConfig::from_yaml(yaml).expect("bench config");
     let scheduler = build_scheduler_in(&config, &builtin_registry(), &shared).expect("builds");
-    for _ in 0..HOLDERS {
-        drop(scheduler.schedule(request));
+    let holders = holders();
+    for holder in &holders {
+        let only = std::slice::from_ref(holder);
+        let on = ScheduleOptions {
+            subset: Some(only),
+            ..ScheduleOptions::default()
+        };
+        drop(scheduler.schedule_with(request, on));
     }
-    if train {
-        for i in 0..400u64 {
-            let r = InferenceRequest::new(format!("t{i}"), "m", request.prompt.clone());
-            let Ok(mut d) = scheduler.schedule(&r) else {
-                continue;
-            };
-            let waiting = u64::from(d.primary().metrics().waiting);
-            let step = |ms: u64| clock.set(clock.now().saturating_add(Duration::from_millis(ms)));
-            step(20 + 9 * waiting + i % 5);
-            d.handle_mut().first_token();
-            step(70);
-            d.finish(Completion::success(Some(Usage {
-                prompt_tokens: 4096,
-                completion_tokens: 11,
-                cached_tokens: None,
-            })));
-        }
+    let among_holders = ScheduleOptions {
+        subset: Some(&holders),
+        ..ScheduleOptions::default()
+    };
+    for i in 0..400u64 {
+        let r = InferenceRequest::new(format!("t{i}"), "m", request.prompt.clone());
+        let Ok(mut d) = scheduler.schedule_with(&r, among_holders) else {
+            continue;
+        };
+        let waiting = u64::from(d.primary().metrics().waiting);
+        let step = |ms: u64| clock.set(clock.now().saturating_add(Duration::from_millis(ms)));
+        step(20 + 9 * waiting + i % 5);
+        d.handle_mut().first_token();
+        step(70);
+        d.finish(Completion::success(Some(Usage {
+            prompt_tokens: 4096,
+            completion_tokens: 11,
+            cached_tokens: None,
+        })));
+    }
+    // Fresh metrics, as a scrape would leave them (the training moved the clock on).
+    scrape(pool.snapshot().endpoints());
+    if has_model {
         // The timed picks must use the model, not its neutral cold start.
         for (_, producer) in shared.resources.all::<LatencyProducer>() {
             let ready = producer
@@ -128,17 +157,23 @@ pub fn predicted_latency_policy() -> String {
     )
 }
 
-/// `scheduler` with `count` requests whose TTFT objective is 5 s kept in flight for good (their
-/// handles are forgotten, so they never complete): the tolerant work `slo-class-scorer` counts.
+/// `scheduler` with `count` requests whose TTFT objective is 5 s kept in flight for good on the
+/// holders (their handles are forgotten, so they never complete): the tolerant work `slo-class-scorer` counts.
 fn with_tolerant_in_flight(
     scheduler: Scheduler,
     request: &InferenceRequest,
     count: u64,
 ) -> Scheduler {
+    // Among the holders, as the training was: no other endpoint gets the prompt.
+    let holders = holders();
+    let among_holders = ScheduleOptions {
+        subset: Some(&holders),
+        ..ScheduleOptions::default()
+    };
     for i in 0..count {
         let mut r = InferenceRequest::new(format!("doc{i}"), "m", request.prompt.clone());
         r.headers.push((SLO_TTFT_HEADER.into(), "5000".into()));
-        if let Ok(d) = scheduler.schedule(&r) {
+        if let Ok(d) = scheduler.schedule_with(&r, among_holders) {
             std::mem::forget(d.into_handle());
         }
     }

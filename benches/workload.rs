@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use shepherd_scheduler_core::clock::{ManualClock, Timestamp};
-use shepherd_scheduler_core::endpoint::{EndpointMetrics, Pool};
+use shepherd_scheduler_core::endpoint::{Endpoint, EndpointMetrics, Pool};
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 use shepherd_scheduler_core::rng::PickRng;
 use shepherd_test_util::TestPool;
@@ -41,8 +41,15 @@ pub fn pool(n: usize) -> (Arc<Pool>, Arc<ManualClock>) {
     let t =
         TestPool::with_addresses((0..n).map(|i| format!("127.0.{}.{}:8000", i / 250, i % 250 + 1)));
     t.clock.set(Timestamp::from_millis(1_000));
+    scrape(&t.endpoints);
+    (t.pool, t.clock)
+}
+
+/// Stores the same pseudo-random load on `endpoints` as every scrape of the bench pool (a
+/// fixed seed), stamped now: fresh metrics.
+pub fn scrape(endpoints: &[Arc<Endpoint>]) {
     let mut rng = PickRng::seed_from(7);
-    for ep in &t.endpoints {
+    for ep in endpoints {
         ep.set_metrics(EndpointMetrics {
             waiting: rng.below(8) as u32,
             running: rng.below(64) as u32,
@@ -52,7 +59,6 @@ pub fn pool(n: usize) -> (Arc<Pool>, Arc<ManualClock>) {
             ..Default::default()
         });
     }
-    (t.pool, t.clock)
 }
 
 /// Pseudo tokens of a text prompt: 4 bytes each, little-endian (a trailing partial token is
