@@ -205,3 +205,45 @@ pub fn cases(request: &InferenceRequest) -> Vec<(&'static str, Scheduler)> {
         ),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every case is timed on the same pool state, so that the cases differ by their plugins
+    /// alone: the prompt held by exactly the 8 holders, and metrics fresh enough that the
+    /// scorers reading them (queue, KV cache) do not fall back to neutral scores.
+    #[test]
+    fn every_case_is_timed_on_the_same_pool_state() {
+        let request = request();
+        for (name, scheduler) in cases(&request) {
+            let decision = scheduler
+                .schedule_with(&request, DRY)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let breakdown = &decision.breakdown;
+            let scorers = breakdown.scorers();
+            let prefix = scorers
+                .iter()
+                .position(|c| c.name.contains("prefix"))
+                .unwrap_or_else(|| panic!("{name}: no prefix scorer in {scorers:?}"));
+            let holding = (0..breakdown.len())
+                .filter(|&i| breakdown.score(prefix, i).is_some_and(|s| s.value > 0.0))
+                .count();
+            assert_eq!(holding, HOLDERS, "{name}");
+            let scraped = scorers
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.name.contains("queue") || c.name.contains("kv-cache"));
+            for (s, column) in scraped {
+                for i in 0..breakdown.len() {
+                    let score = breakdown.score(s, i);
+                    assert!(
+                        score.is_some_and(|s| !s.neutral),
+                        "{name}: {} neutral on candidate {i}",
+                        column.name
+                    );
+                }
+            }
+        }
+    }
+}
