@@ -31,7 +31,7 @@ pub struct LatencyFeatures {
     pub waiting: f64,
     /// Requests running on the candidate (scraped).
     pub running: f64,
-    /// Requests this scheduler has in flight there.
+    /// Requests in flight there, from this scheduler and its peers.
     pub in_flight: f64,
     /// KV-cache utilization in [0, 1] (scraped).
     pub kv_utilization: f64,

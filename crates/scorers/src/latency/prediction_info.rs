@@ -100,23 +100,14 @@ impl LatencyPredictions {
         &self,
         candidates: &[&Arc<Endpoint>],
     ) -> Vec<Option<&LatencyPredictionInfo>> {
-        self.map_candidates(candidates, |info| info)
-    }
-
-    /// `f` of the predictions for each of `candidates`, in their order (as
-    /// [`LatencyPredictions::for_candidates`], without the intermediate list).
-    pub fn map_candidates<'s, T>(
-        &'s self,
-        candidates: &[&Arc<Endpoint>],
-        f: impl FnMut(Option<&'s LatencyPredictionInfo>) -> T,
-    ) -> Vec<T> {
         let mut out = Vec::with_capacity(candidates.len());
-        self.map_candidates_into(candidates, f, &mut out);
+        self.map_candidates_into(candidates, |info| info, &mut out);
         out
     }
 
-    /// [`LatencyPredictions::map_candidates`] appended to `out` (a buffer kept between
-    /// calls, so a pick allocates nothing).
+    /// `f` of the predictions for each of `candidates`, in their order, appended to `out` (as
+    /// [`LatencyPredictions::for_candidates`] reads them; `out` a buffer kept between calls,
+    /// so a pick allocates nothing).
     pub fn map_candidates_into<'s, T>(
         &'s self,
         candidates: &[&Arc<Endpoint>],

@@ -157,17 +157,15 @@ impl LatencyProducer {
         settings: LatencyProducerSettings,
         prefix: Option<ProducerLink>,
     ) -> Self {
+        let ttft: Arc<str> = Arc::from(format!("{name}/ttft_ms"));
         LatencyProducer {
             model: LatencyModel::new(settings.model),
             settings,
             prefix,
             prefix_resolved: OnceLock::new(),
             tracking: Mutex::new(Tracking::default()),
-            ttft_column: Arc::from([Arc::from(format!("{name}/ttft_ms"))]),
-            both_columns: Arc::from([
-                Arc::from(format!("{name}/ttft_ms")),
-                Arc::from(format!("{name}/tpot_ms")),
-            ]),
+            ttft_column: Arc::from([Arc::clone(&ttft)]),
+            both_columns: Arc::from([ttft, Arc::from(format!("{name}/tpot_ms"))]),
         }
     }
 

@@ -243,20 +243,6 @@ impl LatencyScorer {
             .as_ref()
     }
 
-    /// Upstream's headroom scoring of `infos` (one per candidate) into `out`.
-    pub fn score_headroom(&self, infos: &[Option<&LatencyPredictionInfo>], out: &mut [Score]) {
-        let mut best = BestGroup::default();
-        let rows: Vec<Row> = infos
-            .iter()
-            .map(|info| {
-                let row = row_of(*info);
-                best.add(row);
-                row
-            })
-            .collect();
-        score_rows(&self.params, &rows, &best, out);
-    }
-
     /// Upstream's fallback without predictions.
     fn score_composite(
         &self,
@@ -302,8 +288,8 @@ impl LatencyScorer {
     }
 }
 
-/// [`LatencyScorer::score_headroom`] of the candidates' rows ([`row_of`]), `best` being
-/// their best group and its ranges.
+/// Upstream's headroom scoring (see the module docs) of the candidates' rows ([`row_of`])
+/// into `out`, `best` being their best group and its ranges.
 fn score_rows(params: &LatencyScorerParameters, rows: &[Row], best: &BestGroup, out: &mut [Score]) {
     if rows.is_empty() {
         return;
