@@ -106,25 +106,25 @@ pub struct PrefillDutyScorer {
 
 impl Default for PrefillDutyScorer {
     fn default() -> Self {
-        let defaults = PrefillDutyParameters::default();
-        PrefillDutyScorer {
-            window_ns: defaults.window_ms as f64 * 1e6,
-            scale_tokens: defaults.scale_tokens as f64,
-            averages: Mutex::new(Averages::default()),
-        }
+        PrefillDutyScorer::with_valid(PrefillDutyParameters::default())
     }
 }
 
 impl PrefillDutyScorer {
     /// A scorer with these parameters, or why they are invalid.
     pub fn new(params: PrefillDutyParameters) -> Result<Self, ParameterError> {
-        let window_ms = ParameterError::require_positive("windowMs", params.window_ms)?;
-        let scale = ParameterError::require_positive("scaleTokens", params.scale_tokens)?;
-        Ok(PrefillDutyScorer {
-            window_ns: window_ms as f64 * 1e6,
-            scale_tokens: scale as f64,
+        ParameterError::require_positive("windowMs", params.window_ms)?;
+        ParameterError::require_positive("scaleTokens", params.scale_tokens)?;
+        Ok(PrefillDutyScorer::with_valid(params))
+    }
+
+    /// A scorer with `params`, already checked.
+    fn with_valid(params: PrefillDutyParameters) -> Self {
+        PrefillDutyScorer {
+            window_ns: params.window_ms as f64 * 1e6,
+            scale_tokens: params.scale_tokens as f64,
             averages: Mutex::new(Averages::default()),
-        })
+        }
     }
 
     /// The average pending prefill tokens of `endpoint`, as of the last pick (0 if unknown).

@@ -166,25 +166,25 @@ pub struct SloClassScorer {
 
 impl Default for SloClassScorer {
     fn default() -> Self {
-        SloClassScorer {
-            tolerant_ttft_ms: DEFAULT_TOLERANT_TTFT_MS,
-            max_tracked: DEFAULT_MAX_TRACKED,
-            tolerant: Mutex::new(Tolerant::default()),
-        }
+        SloClassScorer::with_valid(SloClassParameters::default())
     }
 }
 
 impl SloClassScorer {
     /// A scorer with these parameters, or why they are invalid.
     pub fn new(params: SloClassParameters) -> Result<Self, ParameterError> {
-        let tolerant_ttft_ms =
-            ParameterError::require_range("tolerantTtftMs", params.tolerant_ttft_ms, 1e-9, 1e12)?;
-        let max_tracked = ParameterError::require_positive("maxTracked", params.max_tracked)?;
-        Ok(SloClassScorer {
-            tolerant_ttft_ms,
-            max_tracked,
+        ParameterError::require_range("tolerantTtftMs", params.tolerant_ttft_ms, 1e-9, 1e12)?;
+        ParameterError::require_positive("maxTracked", params.max_tracked)?;
+        Ok(SloClassScorer::with_valid(params))
+    }
+
+    /// A scorer with `params`, already checked.
+    fn with_valid(params: SloClassParameters) -> Self {
+        SloClassScorer {
+            tolerant_ttft_ms: params.tolerant_ttft_ms,
+            max_tracked: params.max_tracked,
             tolerant: Mutex::new(Tolerant::default()),
-        })
+        }
     }
 
     /// `request`'s class, `None` without a TTFT objective.
