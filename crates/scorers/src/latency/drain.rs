@@ -50,8 +50,15 @@ pub(super) const PENDING_AGE: usize = 9;
 #[inline(always)]
 pub(super) fn with_left(x: &[f64; DESIGN], rate: f64) -> [f64; DESIGN] {
     let mut x = *x;
-    x[PENDING_AGE] = (x[PENDING] - rate * x[PENDING_AGE]).max(0.0);
+    x[PENDING_AGE] = left(x[PENDING], x[PENDING_AGE], rate);
     x
+}
+
+/// The pending prefill left (thousand tokens) of `pending` thousand tokens pending for
+/// `age` seconds (summed over their requests) at `rate` thousand tokens per second.
+#[inline(always)]
+pub(super) fn left(pending: f64, age: f64, rate: f64) -> f64 {
+    (pending - rate * age).max(0.0)
 }
 
 /// The coarse grid of drain rates tried, thousand tokens per second: 1k to 512k tokens/s by

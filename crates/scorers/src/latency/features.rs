@@ -15,6 +15,10 @@
 /// Entries of the design vector.
 pub const DESIGN: usize = 10;
 
+/// Entries of the design vector after the constant and the uncached tokens' two
+/// ([`RawFeatures::load_terms`]).
+pub const LOAD_TERMS: usize = DESIGN - 3;
+
 /// What the model reads about one candidate at pick time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LatencyFeatures {
@@ -108,16 +112,53 @@ pub struct RawFeatures {
 
 impl RawFeatures {
     /// The design vector: the same as [`LatencyFeatures::design`] of
-    /// `LatencyFeatures::from(self)`, bit for bit.
+    /// `LatencyFeatures::from(self)`, bit for bit. It is the constant,
+    /// [`RawFeatures::uncached_terms`] and [`RawFeatures::load_terms`], in that order.
     #[inline]
     pub fn design(&self) -> [f64; DESIGN] {
+        let [uncached, squared] = Self::uncached_terms(self.uncached_tokens);
+        let [
+            pending,
+            waiting,
+            running,
+            in_flight,
+            kv,
+            metrics_age,
+            pending_age,
+        ] = self.load_terms();
+        [
+            1.0,
+            uncached,
+            squared,
+            pending,
+            waiting,
+            running,
+            in_flight,
+            kv,
+            metrics_age,
+            pending_age,
+        ]
+    }
+
+    /// The design vector's entries for `uncached` prompt tokens: thousands of them, and its
+    /// square (entries 1 and 2). They depend on the candidate only through its cached
+    /// prefix, so the candidates caching none of the prompt share them.
+    #[inline]
+    pub fn uncached_terms(uncached: u64) -> [f64; 2] {
+        let uncached = count_of(uncached) * 1e-3;
+        [uncached, uncached * uncached]
+    }
+
+    /// The design vector's entries after the uncached tokens' (entries 3 to 9): the
+    /// candidate's load and how old its figures are.
+    #[inline]
+    pub fn load_terms(&self) -> [f64; LOAD_TERMS] {
         // Under a minute, the nanoseconds convert as a signed integer (one instruction) to
         // the value an unsigned conversion gives; the milliseconds are then at most 60 000,
         // finite and non-negative, which is what the float path's clamp leaves them.
         let metrics_ms = self.metrics_age_nanos.min(MAX_AGE_NANOS) as i64 as f64 * 1e-6;
-        design_from(
+        load_terms_from(
             [
-                count_of(self.uncached_tokens) * 1e-3,
                 count_of(self.pending_prefill_tokens) * 1e-3,
                 count_of(u64::from(self.waiting)),
                 count_of(u64::from(self.running)),
@@ -152,9 +193,17 @@ impl LatencyFeatures {
     #[inline]
     pub fn design(&self) -> [f64; DESIGN] {
         let kilo = |v: f64| count(v) * 1e-3;
-        design_from(
+        let uncached = kilo(self.uncached_tokens);
+        let [
+            pending,
+            waiting,
+            running,
+            in_flight,
+            kv,
+            metrics_age,
+            pending_age,
+        ] = load_terms_from(
             [
-                kilo(self.uncached_tokens),
                 kilo(self.pending_prefill_tokens),
                 count(self.waiting),
                 count(self.running),
@@ -163,29 +212,39 @@ impl LatencyFeatures {
             self.kv_utilization,
             (count(self.metrics_age_ms) * 1e-3).min(MAX_AGE_S),
             count(self.pending_prefill_age_ms) * 1e-3,
-        )
+        );
+        [
+            1.0,
+            uncached,
+            uncached * uncached,
+            pending,
+            waiting,
+            running,
+            in_flight,
+            kv,
+            metrics_age,
+            pending_age,
+        ]
     }
 }
 
-/// The design vector from the clamped counts (tokens in thousands), the raw KV utilization,
-/// and the clamped metrics age and pending prefills' age, in seconds.
+/// The design vector's load entries ([`RawFeatures::load_terms`]) from the clamped counts
+/// (pending tokens in thousands), the raw KV utilization, and the clamped metrics age and
+/// pending prefills' age, in seconds.
 #[inline]
-fn design_from(
-    counts: [f64; 5],
+fn load_terms_from(
+    counts: [f64; 4],
     kv_utilization: f64,
     metrics_age_s: f64,
     pending_prefill_age_s: f64,
-) -> [f64; DESIGN] {
-    let [uncached, pending, waiting, running, in_flight] = counts;
+) -> [f64; LOAD_TERMS] {
+    let [pending, waiting, running, in_flight] = counts;
     let kv = if kv_utilization.is_finite() {
         kv_utilization.clamp(0.0, 1.0)
     } else {
         0.0
     };
     [
-        1.0,
-        uncached,
-        uncached * uncached,
         pending,
         waiting,
         running,

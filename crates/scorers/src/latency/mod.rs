@@ -17,9 +17,10 @@ mod model;
 mod objectives;
 mod prediction_info;
 pub mod producer;
+mod request_predictor;
 mod ridge;
 
-pub use features::{DESIGN, LatencyFeatures, MAX_AGE_NANOS, RawFeatures};
+pub use features::{DESIGN, LOAD_TERMS, LatencyFeatures, MAX_AGE_NANOS, RawFeatures};
 pub use link::LatencyLink;
 pub use model::{
     ErrorTally, LOAD_LEVELS, LatencyModel, LatencyModelParameters, Prediction, Predictor,
@@ -27,4 +28,5 @@ pub use model::{
 pub use objectives::Objectives;
 pub use prediction_info::{LatencyPredictionInfo, LatencyPredictions};
 pub use producer::{FeatureReader, LatencyProducer, LatencyProducerSettings};
+pub use request_predictor::RequestPredictor;
 pub use ridge::NormalEquations;

@@ -45,6 +45,7 @@ use parking_lot::Mutex;
 
 use super::drain;
 use super::features::{DESIGN, LatencyFeatures};
+use super::request_predictor::RequestPredictor;
 
 /// The model's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -84,17 +85,17 @@ pub struct Prediction {
 
 /// The targets' fitted coefficients, each if it is ready.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-struct Fitted {
-    ttft: Option<[f64; DESIGN]>,
-    tpot: Option<[f64; DESIGN]>,
+pub(super) struct Fitted {
+    pub(super) ttft: Option<[f64; DESIGN]>,
+    pub(super) tpot: Option<[f64; DESIGN]>,
     /// Both, entry by entry (TTFT, TPOT), when both are ready: two lanes of one dot product.
     both: Option<[[f64; 2]; DESIGN]>,
     /// The drain rate the coefficients were fitted with ([`drain`]).
-    rate: f64,
+    pub(super) rate: f64,
 }
 
 impl Fitted {
-    fn new(ttft: Option<[f64; DESIGN]>, tpot: Option<[f64; DESIGN]>, rate: f64) -> Self {
+    pub(super) fn new(ttft: Option<[f64; DESIGN]>, tpot: Option<[f64; DESIGN]>, rate: f64) -> Self {
         let both = ttft
             .zip(tpot)
             .map(|(a, b)| std::array::from_fn(|j| [a[j], b[j]]));
@@ -345,6 +346,12 @@ impl Predictor {
         }
     }
 
+    /// The predictor of one request's candidates, its prompt `prompt_tokens` long (see
+    /// [`RequestPredictor`]); `None` while the TTFT target is not ready.
+    pub fn for_request(&self, prompt_tokens: u64) -> Option<RequestPredictor> {
+        RequestPredictor::new(&self.0, prompt_tokens)
+    }
+
     /// Whether the TTFT target is ready.
     pub fn ttft_ready(&self) -> bool {
         self.0.ttft.is_some()
@@ -379,7 +386,8 @@ fn dot_pair(c: &[[f64; 2]; DESIGN], x: &[f64; DESIGN]) -> [f64; 2] {
     acc
 }
 
-fn finite_or_zero(v: f64) -> f64 {
+#[inline]
+pub(super) fn finite_or_zero(v: f64) -> f64 {
     if v.is_finite() { v.max(0.0) } else { 0.0 }
 }
 

@@ -43,6 +43,7 @@ use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, PickHook};
 
 use super::judge::Judge;
 use super::prediction_info::{PredictionTable, Produced};
+use super::request_predictor::RequestPredictor;
 use super::{
     LatencyFeatures, LatencyModel, LatencyModelParameters, LatencyPredictionInfo,
     LatencyPredictions, MAX_AGE_NANOS, Objectives, RawFeatures,
@@ -260,46 +261,35 @@ impl LatencyProducer {
         endpoints: &[&Arc<Endpoint>],
     ) -> Vec<(EndpointId, LatencyPredictionInfo)> {
         let reader = FeatureReader::of(cycle);
-        let with_tpot = self.judges_tpot(predictor);
-        // The TPOT objectives of running requests matter only where the TPOT is judged.
-        let tracking = with_tpot
-            .then(|| self.tracking.lock())
-            .filter(|t| !t.tpot_objectives.is_empty());
+        let Some(request) = predictor.for_request(reader.prompt) else {
+            return Vec::new();
+        };
         let judge = Judge::new(
             &Objectives::of(cycle.request),
             self.settings.slo_buffer_factor,
         );
-        endpoints
-            .iter()
-            .map(|ep| {
-                // Not judged on a prefill-only endpoint.
-                let tpot_here = with_tpot && !self.is_prefill_only(ep);
-                let (raw, dispatched) = reader.raw(ep);
-                let predicted = predictor.predict_design(&raw.design(), tpot_here);
-                let min_running = tracking
-                    .as_ref()
-                    .and_then(|t| t.min_tpot_objective(ep.id()));
-                let info = judge.info(
-                    predicted.ttft_ms.unwrap_or(0.0),
-                    predicted.tpot_ms,
-                    min_running,
-                    dispatched,
-                );
-                (ep.id(), info)
-            })
-            .collect()
+        if !self.judges_tpot(predictor) {
+            return judge_each::<false>(&reader, &request, &judge, endpoints, |_| (false, None));
+        }
+        // The TPOT objectives of running requests matter only where the TPOT is judged.
+        let tracking = Some(self.tracking.lock()).filter(|t| !t.tpot_objectives.is_empty());
+        let role = self.settings.endpoint_role_label.as_deref();
+        if tracking.is_none() && role.is_none() {
+            // Every candidate judged alike (the common case: one loop without lookups).
+            return judge_each::<true>(&reader, &request, &judge, endpoints, |_| (true, None));
+        }
+        judge_each::<true>(&reader, &request, &judge, endpoints, |ep| {
+            // Not judged on a prefill-only endpoint.
+            let here = !role.is_some_and(|label| is_prefill_only(ep, label));
+            let min_running = tracking
+                .as_ref()
+                .and_then(|t| t.min_tpot_objective(ep.id()));
+            (here, min_running)
+        })
     }
 
     fn judges_tpot(&self, predictor: &super::Predictor) -> bool {
         self.settings.streaming_mode && predictor.tpot_ready()
-    }
-
-    #[inline]
-    fn is_prefill_only(&self, endpoint: &Endpoint) -> bool {
-        self.settings
-            .endpoint_role_label
-            .as_ref()
-            .is_some_and(|label| endpoint.labels().get(label).is_some_and(|v| v == "prefill"))
     }
 
     fn prefix_producer(&self) -> Option<&Arc<PrefixProducer>> {
@@ -388,6 +378,33 @@ impl CompletionHook for LatencyProducer {
     fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
         self.record_completion(request, completion);
     }
+}
+
+/// Predicts (the TPOT too with `TPOT`) and judges each of `endpoints`; `per_candidate`
+/// says of each whether its TPOT is judged, and the tightest TPOT objective running there.
+#[inline(always)]
+fn judge_each<const TPOT: bool>(
+    reader: &FeatureReader<'_>,
+    request: &RequestPredictor,
+    judge: &Judge,
+    endpoints: &[&Arc<Endpoint>],
+    per_candidate: impl Fn(&Endpoint) -> (bool, Option<f64>),
+) -> Vec<(EndpointId, LatencyPredictionInfo)> {
+    endpoints
+        .iter()
+        .map(|ep| {
+            let (raw, dispatched) = reader.raw(ep);
+            let [ttft, tpot] = request.predict::<TPOT>(&raw);
+            let (tpot_here, min_running) = per_candidate(ep);
+            let tpot = (TPOT && tpot_here).then_some(tpot);
+            (ep.id(), judge.info(ttft, tpot, min_running, dispatched))
+        })
+        .collect()
+}
+
+/// Whether `endpoint`'s `label` says it only prefills.
+fn is_prefill_only(endpoint: &Endpoint, label: &str) -> bool {
+    endpoint.labels().get(label).is_some_and(|v| v == "prefill")
 }
 
 /// What the model reads about each candidate for the request of one cycle: the cycle's
