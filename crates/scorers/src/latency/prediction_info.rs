@@ -100,59 +100,32 @@ impl LatencyPredictions {
         &self,
         candidates: &[&Arc<Endpoint>],
     ) -> Vec<Option<&LatencyPredictionInfo>> {
-        let mut out = Vec::with_capacity(candidates.len());
-        self.map_candidates_into(candidates, |info| info, &mut out);
-        out
+        self.by_candidate(candidates).collect()
     }
 
-    /// `f` of the predictions for each of `candidates`, in their order, appended to `out` (as
-    /// [`LatencyPredictions::for_candidates`] reads them; `out` a buffer kept between calls,
-    /// so a pick allocates nothing).
-    pub fn map_candidates_into<'s, T>(
+    /// The predictions for each of `candidates`, in their order, as
+    /// [`LatencyPredictions::for_candidates`] gives them, without collecting them.
+    pub fn by_candidate<'s, 'c>(
         &'s self,
-        candidates: &[&Arc<Endpoint>],
-        mut f: impl FnMut(Option<&'s LatencyPredictionInfo>) -> T,
-        out: &mut Vec<T>,
-    ) {
+        candidates: &'c [&Arc<Endpoint>],
+    ) -> impl ExactSizeIterator<Item = Option<&'s LatencyPredictionInfo>> + use<'s, 'c> {
+        let by_endpoint = &self.table.by_endpoint[..];
         let mut cursor = 0;
-        out.extend(candidates.iter().map(|e| {
-            let i = self.position_from(&mut cursor, e.id());
-            f(i.map(|i| &self.table.by_endpoint[i].1))
-        }));
+        candidates.iter().map(move |e| {
+            let i = position_from(by_endpoint, &mut cursor, e.id());
+            i.and_then(|i| by_endpoint.get(i)).map(|(_, info)| info)
+        })
     }
 
     /// The candidates among `candidates` not predicted yet, in their order.
     pub(super) fn missing<'e>(&self, candidates: &[&'e Arc<Endpoint>]) -> Vec<&'e Arc<Endpoint>> {
+        let by_endpoint = &self.table.by_endpoint[..];
         let mut cursor = 0;
         candidates
             .iter()
             .copied()
-            .filter(|e| self.position_from(&mut cursor, e.id()).is_none())
+            .filter(|e| position_from(by_endpoint, &mut cursor, e.id()).is_none())
             .collect()
-    }
-
-    /// Where `endpoint` is, searched from `cursor` on (the next candidate is most often
-    /// there), then before it; `cursor` moves past a hit.
-    #[inline]
-    fn position_from(&self, cursor: &mut usize, endpoint: EndpointId) -> Option<usize> {
-        // The common case, checked first: the candidates are those predicted, in order.
-        if self
-            .table
-            .by_endpoint
-            .get(*cursor)
-            .is_some_and(|(id, _)| *id == endpoint)
-        {
-            *cursor += 1;
-            return Some(*cursor - 1);
-        }
-        let start = (*cursor).min(self.table.by_endpoint.len());
-        let (before, after) = self.table.by_endpoint.split_at(start);
-        let i = match after.iter().position(|(id, _)| *id == endpoint) {
-            Some(i) => start + i,
-            None => before.iter().position(|(id, _)| *id == endpoint)?,
-        };
-        *cursor = i + 1;
-        Some(i)
     }
 
     /// Adds predictions for endpoints not predicted yet, the breakdown showing `columns`.
@@ -175,6 +148,32 @@ impl LatencyPredictions {
     pub fn is_empty(&self) -> bool {
         self.table.by_endpoint.is_empty()
     }
+}
+
+/// Where `endpoint` is in `by_endpoint`, searched from `cursor` on (the next candidate is
+/// most often there), then before it; `cursor` moves past a hit.
+#[inline]
+fn position_from(
+    by_endpoint: &[(EndpointId, LatencyPredictionInfo)],
+    cursor: &mut usize,
+    endpoint: EndpointId,
+) -> Option<usize> {
+    // The common case, checked first: the candidates are those predicted, in order.
+    if by_endpoint
+        .get(*cursor)
+        .is_some_and(|(id, _)| *id == endpoint)
+    {
+        *cursor += 1;
+        return Some(*cursor - 1);
+    }
+    let start = (*cursor).min(by_endpoint.len());
+    let (before, after) = by_endpoint.split_at(start);
+    let i = match after.iter().position(|(id, _)| *id == endpoint) {
+        Some(i) => start + i,
+        None => before.iter().position(|(id, _)| *id == endpoint)?,
+    };
+    *cursor = i + 1;
+    Some(i)
 }
 
 /// Every producer's predictions for the current request: the first inline (a config has one

@@ -354,12 +354,11 @@ impl Scorer for LatencyScorer {
             ROWS.with_borrow_mut(|rows| {
                 rows.clear();
                 let mut best = BestGroup::default();
-                let of = |info| {
+                rows.extend(predictions.by_candidate(candidates).map(|info| {
                     let row = row_of(info);
                     best.add(row);
                     row
-                };
-                predictions.map_candidates_into(candidates, of, rows);
+                }));
                 score_rows(&self.params, rows, &best, out);
             });
             return;
