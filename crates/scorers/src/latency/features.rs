@@ -116,28 +116,10 @@ impl RawFeatures {
     /// [`RawFeatures::uncached_terms`] and [`RawFeatures::load_terms`], in that order.
     #[inline]
     pub fn design(&self) -> [f64; DESIGN] {
-        let [uncached, squared] = Self::uncached_terms(self.uncached_tokens);
-        let [
-            pending,
-            waiting,
-            running,
-            in_flight,
-            kv,
-            metrics_age,
-            pending_age,
-        ] = self.load_terms();
-        [
-            1.0,
-            uncached,
-            squared,
-            pending,
-            waiting,
-            running,
-            in_flight,
-            kv,
-            metrics_age,
-            pending_age,
-        ]
+        design_of(
+            Self::uncached_terms(self.uncached_tokens),
+            self.load_terms(),
+        )
     }
 
     /// The design vector's entries for `uncached` prompt tokens: thousands of them, and its
@@ -194,15 +176,7 @@ impl LatencyFeatures {
     pub fn design(&self) -> [f64; DESIGN] {
         let kilo = |v: f64| count(v) * 1e-3;
         let uncached = kilo(self.uncached_tokens);
-        let [
-            pending,
-            waiting,
-            running,
-            in_flight,
-            kv,
-            metrics_age,
-            pending_age,
-        ] = load_terms_from(
+        let load = load_terms_from(
             [
                 kilo(self.pending_prefill_tokens),
                 count(self.waiting),
@@ -213,19 +187,17 @@ impl LatencyFeatures {
             (count(self.metrics_age_ms) * 1e-3).min(MAX_AGE_S),
             count(self.pending_prefill_age_ms) * 1e-3,
         );
-        [
-            1.0,
-            uncached,
-            uncached * uncached,
-            pending,
-            waiting,
-            running,
-            in_flight,
-            kv,
-            metrics_age,
-            pending_age,
-        ]
+        design_of([uncached, uncached * uncached], load)
     }
+}
+
+/// The design vector: the constant, the uncached tokens' two entries, the load's.
+#[inline]
+fn design_of(uncached: [f64; 2], load: [f64; LOAD_TERMS]) -> [f64; DESIGN] {
+    let mut x = [1.0; DESIGN];
+    x[1..3].copy_from_slice(&uncached);
+    x[3..].copy_from_slice(&load);
+    x
 }
 
 /// The design vector's load entries ([`RawFeatures::load_terms`]) from the clamped counts
