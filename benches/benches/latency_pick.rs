@@ -27,6 +27,9 @@ use shepherd_scorers::latency::{LatencyFeatures, LatencyModel};
 /// noise only ever slows a round down).
 const ROUNDS: usize = 7;
 
+/// The predictor's pick cost target, as a multiple of the default profile's (issue 17).
+const TARGET: f64 = 1.5;
+
 /// Median microseconds per call of `f` over 15 timed batches sized to about 50 ms.
 fn median_us(mut f: impl FnMut()) -> f64 {
     let start = Instant::now();
@@ -92,5 +95,10 @@ fn main() {
     println!(
         "predicted-latency vs adaptive: {:.2}×; one prediction (both targets): {predict_ns:.0} ns",
         best[3] / best[2]
+    );
+    let ratio = best[1] / best[0];
+    println!(
+        "default+latency: {ratio:.2}× the default profile, {} the ≤ {TARGET:.1}× target",
+        if ratio <= TARGET { "within" } else { "OVER" }
     );
 }
