@@ -250,6 +250,54 @@ fn the_tier_filter_keeps_the_servers_predicted_to_meet_the_objective_else_every_
 }
 
 #[test]
+fn a_prefill_only_server_and_the_running_requests_tpot_objectives_change_what_is_judged() {
+    let yaml = YAML.replace(
+        "{streamingMode: true, minSamples: 50}",
+        "{streamingMode: true, minSamples: 50, endpointRoleLabel: llm-d.ai/role}",
+    );
+    let rig = Rig::trained(&yaml);
+    let generous = Ask {
+        ttft_objective: Some(10_000),
+        tpot_objective: Some(50),
+        ..Ask::default()
+    };
+    // Nothing running and no roles: every server meets a 50 ms TPOT (7 ms predicted).
+    let d = rig.schedule(1, [2, 2, 2, 2], generous).unwrap();
+    assert_eq!(kept(&d), [0, 1, 2, 3]);
+    d.finish(Completion::success(None));
+
+    // A request with a 1 ms TPOT objective runs on one server (picked, not finished): a new
+    // request there would break it, so that server is no longer predicted to meet the TPOT.
+    let tight = Ask {
+        tpot_objective: Some(1),
+        ..generous
+    };
+    let running = rig.schedule(2, [2, 2, 2, 2], tight).unwrap();
+    let busy = index_of(running.primary().address());
+    let d = rig.schedule(3, [2, 2, 2, 2], generous).unwrap();
+    let others: Vec<usize> = (0..4).filter(|&i| i != busy).collect();
+    assert_eq!(kept(&d), others);
+    d.finish(Completion::success(None));
+    running.finish(Completion::success(None));
+
+    // A TPOT objective nobody meets, and server 3 only prefills: its TPOT is not judged, so
+    // it alone is predicted to meet the request's objectives.
+    let endpoints = rig.shared.pool.snapshot();
+    endpoints.endpoints()[3].set_labels(
+        [("llm-d.ai/role".to_string(), "prefill".to_string())]
+            .into_iter()
+            .collect(),
+    );
+    let strict = Ask {
+        tpot_objective: Some(3),
+        ..generous
+    };
+    let d = rig.schedule(4, [2, 2, 2, 2], strict).unwrap();
+    assert_eq!(kept(&d), [3]);
+    d.finish(Completion::success(None));
+}
+
+#[test]
 fn the_admitter_refuses_only_sheddable_requests_nobody_can_serve_in_time() {
     let rig = Rig::trained(YAML);
     let ask = |ttft_ms, priority| Ask {
