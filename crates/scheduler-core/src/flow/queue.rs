@@ -10,7 +10,7 @@
 //! - **Flows**: within a band, requests are grouped by a fairness id (`""` is the default
 //!   flow); the band serves its non-empty flows in turn, one request each (round robin), and a
 //!   flow's requests in arrival order (FCFS). A flow that appears joins the end of the round.
-//! - **Limits**: per band, queued requests and bytes ([`BandLimits`]); over all bands, the
+//! - **Limits**: per band, queued requests and bytes ([`BandLimits`](super::BandLimits)); over all bands, the
 //!   global limits of [`FlowSettings`]. A request over a limit is refused with
 //!   [`DropReason::QueueFull`].
 //! - **Time-to-live**: a request enqueued at `t` with TTL `d` expires at `t + d`: at that

@@ -45,7 +45,8 @@ pub trait AnnotationTable: Send + Sync + fmt::Debug {
     fn value(&self, column: usize, endpoint: EndpointId) -> Option<f64>;
 }
 
-/// Per-candidate figures by column (see the [module docs](self)).
+/// Per-candidate figures by column that are not scores, recorded by plugins during a cycle
+/// and shown beside the scores in the pick's [`Breakdown`](crate::decision::Breakdown).
 #[derive(Debug, Clone, Default)]
 pub struct Annotations {
     /// `(column, [(endpoint, value)])`, columns in the order first recorded.

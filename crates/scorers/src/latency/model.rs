@@ -289,9 +289,9 @@ impl LatencyModel {
         Predictor(self.fitted.load_full())
     }
 
-    /// The drain rate the model learned ([`drain`]), thousand prefill tokens per second, once
-    /// it has searched one: how fast the pool's endpoints work off the prefills sent to them,
-    /// as the latencies show it.
+    /// The drain rate the model learned for the pending prefill left, thousand prefill tokens
+    /// per second, once it has searched one: how fast the pool's endpoints work off the
+    /// prefills sent to them, as the latencies show it.
     pub fn drain_rate(&self) -> Option<f64> {
         let t = self.training.lock();
         t.rate_searched.then_some(t.rate)

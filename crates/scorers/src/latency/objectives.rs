@@ -20,7 +20,8 @@
 
 use shepherd_scheduler_core::request::{InferenceRequest, SLO_TPOT_HEADER, SLO_TTFT_HEADER};
 
-/// A request's latency objectives (see the [module docs](self)).
+/// A request's latency objectives, read from its `x-slo-ttft-ms` and `x-slo-tpot-ms` headers by
+/// [`Objectives::of`]; a header that is absent or not a positive finite number sets none.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Objectives {
     /// Time to first token, ms.

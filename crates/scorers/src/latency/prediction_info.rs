@@ -13,7 +13,9 @@ use std::sync::Arc;
 use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId};
 use shepherd_scheduler_core::plugin::AnnotationTable;
 
-/// One candidate's predictions (see the [module docs](self)).
+/// One candidate's predictions and their headroom against the request's objectives
+/// (`objective − predicted`; without any objective, `−predicted`; a TPOT not judged is valid with
+/// headroom 0).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LatencyPredictionInfo {
     /// Predicted time to first token, ms.

@@ -1,42 +1,43 @@
 //! [`RequestPredictor`]: the model's coefficients bound to one request, predicting each of
 //! its candidates from the figures read at pick time ([`RawFeatures`]) — the form a pick
 //! uses, 64 candidates or more at a time.
-//!
-//! A prediction is the dot product of the coefficients with the design vector
-//! ([`RawFeatures::design`]), summed in order: the constant, the uncached prompt tokens and
-//! their square, then the candidate's load. The first three terms depend on the candidate
-//! only through its cached prefix, and most candidates cache none of the prompt: their sum
-//! for the whole prompt is taken once per request, and each such candidate starts from it.
-//! The sums are the same additions in the same order, so the predictions are bit for bit
-//! those of [`Predictor::predict`](super::Predictor::predict).
-//!
-//! ```
-//! use shepherd_scorers::latency::{LatencyFeatures, LatencyModel, LatencyModelParameters, RawFeatures};
-//!
-//! let model = LatencyModel::new(LatencyModelParameters { min_samples: 50, ..Default::default() });
-//! for i in 0..300u32 {
-//!     let f = LatencyFeatures {
-//!         uncached_tokens: f64::from(i % 40) * 100.0,
-//!         waiting: f64::from(i % 7),
-//!         ..LatencyFeatures::default()
-//!     };
-//!     model.learn(&f, Some(10.0 + 0.05 * f.uncached_tokens + 8.0 * f.waiting), Some(6.0));
-//! }
-//! let request = model.predictor().for_request(3000).expect("ready");
-//! // A candidate caching none of the 3000 prompt tokens, and one caching 1000 of them.
-//! for uncached in [3000, 2000] {
-//!     let raw = RawFeatures { prompt_tokens: 3000, uncached_tokens: uncached, waiting: 2, ..RawFeatures::default() };
-//!     let [ttft, tpot] = request.predict::<true>(&raw);
-//!     let p = model.predict(&LatencyFeatures::from(raw));
-//!     assert_eq!((Some(ttft), Some(tpot)), (p.ttft_ms, p.tpot_ms));
-//! }
-//! ```
 
 use super::drain;
 use super::features::{DESIGN, LOAD_TERMS, RawFeatures};
 use super::model::{Fitted, finite_or_zero};
 
-/// The coefficients in force, bound to one request's prompt (see the [module docs](self)).
+/// The coefficients in force, bound to one request's prompt
+/// ([`Predictor::for_request`](super::Predictor::for_request)).
+///
+/// A prediction is the dot product of the coefficients with the design vector
+/// ([`RawFeatures::design`]), summed in order: the constant, the uncached prompt tokens and
+/// their square, then the candidate's load. The first three terms depend on the candidate
+/// only through its cached prefix, and most candidates cache none of the prompt: their sum
+/// for the whole prompt is taken once per request, and each such candidate starts from it.
+/// The sums are the same additions in the same order, so the predictions are bit for bit
+/// those of [`Predictor::predict`](super::Predictor::predict).
+///
+/// ```
+/// use shepherd_scorers::latency::{LatencyFeatures, LatencyModel, LatencyModelParameters, RawFeatures};
+///
+/// let model = LatencyModel::new(LatencyModelParameters { min_samples: 50, ..Default::default() });
+/// for i in 0..300u32 {
+///     let f = LatencyFeatures {
+///         uncached_tokens: f64::from(i % 40) * 100.0,
+///         waiting: f64::from(i % 7),
+///         ..LatencyFeatures::default()
+///     };
+///     model.learn(&f, Some(10.0 + 0.05 * f.uncached_tokens + 8.0 * f.waiting), Some(6.0));
+/// }
+/// let request = model.predictor().for_request(3000).expect("ready");
+/// // A candidate caching none of the 3000 prompt tokens, and one caching 1000 of them.
+/// for uncached in [3000, 2000] {
+///     let raw = RawFeatures { prompt_tokens: 3000, uncached_tokens: uncached, waiting: 2, ..RawFeatures::default() };
+///     let [ttft, tpot] = request.predict::<true>(&raw);
+///     let p = model.predict(&LatencyFeatures::from(raw));
+///     assert_eq!((Some(ttft), Some(tpot)), (p.ttft_ms, p.tpot_ms));
+/// }
+/// ```
 #[derive(Debug, Clone)]
 pub struct RequestPredictor {
     /// Each design entry's coefficients: TTFT, and TPOT (0 while it is not ready).

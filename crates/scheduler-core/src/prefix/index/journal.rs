@@ -101,8 +101,9 @@ impl InsertJournal {
 }
 
 impl PrefixIndex {
-    /// Turns the insert journal on (see [`journal`](self)), keeping at most `max_keys` keys
-    /// between two [`take_journal`](Self::take_journal)s; calling it again changes the bound.
+    /// Turns the insert journal on (the chains picks record, kept for peer replicas), keeping
+    /// at most `max_keys` keys between two [`take_journal`](Self::take_journal)s; calling it
+    /// again changes the bound.
     pub fn journal_inserts(&self, max_keys: usize) {
         self.journal.state.lock().limit = max_keys;
         self.journal.on.store(true, Ordering::Relaxed);
