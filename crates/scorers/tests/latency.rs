@@ -250,6 +250,26 @@ fn the_tier_filter_keeps_the_servers_predicted_to_meet_the_objective_else_every_
 }
 
 #[test]
+fn exploring_keeps_the_negative_tier_when_both_tiers_exist_and_never_empties_the_set() {
+    let rig = Rig::trained(&YAML.replace("{epsilonExploreNeg: 0}", "{epsilonExploreNeg: 1}"));
+    let ttft = |ms| Ask {
+        ttft_objective: Some(ms),
+        tpot_objective: Some(50),
+        ..Ask::default()
+    };
+    // Predicted TTFT 58, 18, 34, 42 ms: servers 1 and 2 meet 38 ms; exploring keeps the others.
+    let d = rig.schedule(1, [6, 1, 3, 4], ttft(38)).unwrap();
+    assert_eq!(kept(&d), [0, 3]);
+    d.finish(Completion::success(None));
+    // One tier only (all meet 1 s, or none meets 5 ms): every server, exploring or not.
+    for (id, ms) in [(2, 1_000), (3, 5)] {
+        let d = rig.schedule(id, [6, 1, 3, 4], ttft(ms)).unwrap();
+        assert_eq!(kept(&d), [0, 1, 2, 3]);
+        d.finish(Completion::success(None));
+    }
+}
+
+#[test]
 fn a_prefill_only_server_and_the_running_requests_tpot_objectives_change_what_is_judged() {
     let yaml = YAML.replace(
         "{streamingMode: true, minSamples: 50}",

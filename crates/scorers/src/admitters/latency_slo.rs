@@ -57,8 +57,8 @@ impl Admitter for LatencySloAdmitter {
         let Some(predictions) = producer.produce(cycle, candidates) else {
             return Ok(());
         };
-        let infos = predictions.for_candidates(candidates);
-        let servable = candidates.iter().zip(&infos).any(|(e, info)| {
+        let infos = predictions.by_candidate(candidates);
+        let servable = candidates.iter().zip(infos).any(|(e, info)| {
             let metrics = e.load_metrics();
             info.is_some_and(|p| p.is_valid())
                 || metrics.running == 0

@@ -106,21 +106,20 @@ impl Filter for SloHeadroomTierFilter {
         let Some(predictions) = producer.produce(cycle, candidates) else {
             return;
         };
-        let infos = predictions.for_candidates(candidates);
-        let (mut positive, mut negative) = (Vec::new(), Vec::new());
-        for (e, info) in candidates.iter().zip(&infos) {
-            if info.is_some_and(|p| p.has_headroom()) {
-                positive.push(*e);
-            } else {
-                negative.push(*e);
-            }
+        let headroom: Vec<bool> = predictions
+            .by_candidate(candidates)
+            .map(|info| info.is_some_and(|p| p.has_headroom()))
+            .collect();
+        let positive = headroom.iter().filter(|&&h| h).count();
+        // No candidate in the positive tier: every one is kept (best effort); all of them in
+        // it: likewise.
+        if positive == 0 || positive == headroom.len() {
+            return;
         }
-        let kept = match (positive.is_empty(), negative.is_empty()) {
-            (false, false) if self.explores(cycle.request_id()) => negative,
-            (false, _) => positive,
-            (true, _) => return,
-        };
-        *candidates = kept;
+        // Both tiers: the positive one, or (exploring) the negative one, in order.
+        let keep = !self.explores(cycle.request_id());
+        let mut tiers = headroom.into_iter();
+        candidates.retain(|_| tiers.next() == Some(keep));
     }
 }
 
