@@ -204,33 +204,32 @@ impl PrefixAffinityFilter {
         if p.max_ttft_penalty_ms <= 0.0 || others.is_empty() {
             return false;
         }
-        let predicted: Option<Vec<Option<f64>>> = match &self.latency {
-            Some(link) => {
-                let producer = Arc::clone(link.get());
-                let Some(predictions) = producer.produce(cycle, candidates) else {
-                    return false;
-                };
-                Some(
-                    predictions
-                        .for_candidates(candidates)
-                        .into_iter()
-                        .map(|p| p.map(|p| p.ttft_ms))
-                        .collect(),
-                )
+        let Some(link) = &self.latency else {
+            let best = |set: &[&Arc<Endpoint>]| {
+                set.iter()
+                    .map(|e| self.ttft_ms(e))
+                    .fold(f64::INFINITY, f64::min)
+            };
+            return best(sticky) - best(others) > p.max_ttft_penalty_ms;
+        };
+        let producer = Arc::clone(link.get());
+        let Some(predictions) = producer.produce(cycle, candidates) else {
+            return false;
+        };
+        // `sticky` and `others` split `candidates` keeping their order: one walk over the
+        // candidates and their predictions takes the best of each (a candidate without a
+        // prediction counts as never starting).
+        let mut sticky_ids = sticky.iter().map(|e| e.id()).peekable();
+        let (mut best_sticky, mut best_other) = (f64::INFINITY, f64::INFINITY);
+        for (e, predicted) in candidates.iter().zip(predictions.by_candidate(candidates)) {
+            let ttft = predicted.map_or(f64::INFINITY, |p| p.ttft_ms);
+            if sticky_ids.next_if_eq(&e.id()).is_some() {
+                best_sticky = best_sticky.min(ttft);
+            } else {
+                best_other = best_other.min(ttft);
             }
-            None => None,
-        };
-        let ttft = |e: &Arc<Endpoint>| match &predicted {
-            Some(values) => candidates
-                .iter()
-                .position(|c| c.id() == e.id())
-                .and_then(|i| values[i])
-                .unwrap_or(f64::INFINITY),
-            None => self.ttft_ms(e),
-        };
-        let best =
-            |set: &[&Arc<Endpoint>]| set.iter().map(|e| ttft(e)).fold(f64::INFINITY, f64::min);
-        best(sticky) - best(others) > p.max_ttft_penalty_ms
+        }
+        best_sticky - best_other > p.max_ttft_penalty_ms
     }
 }
 
