@@ -88,21 +88,20 @@ pub struct Prediction {
 pub(super) struct Fitted {
     pub(super) ttft: Option<[f64; DESIGN]>,
     pub(super) tpot: Option<[f64; DESIGN]>,
-    /// Both, entry by entry (TTFT, TPOT), when both are ready: two lanes of one dot product.
-    both: Option<[[f64; 2]; DESIGN]>,
+    /// Both, entry by entry (TTFT, TPOT; a TPOT not ready as 0): two lanes of one dot
+    /// product, paired once per refit rather than per prediction.
+    pub(super) lanes: [[f64; 2]; DESIGN],
     /// The drain rate the coefficients were fitted with ([`drain`]).
     pub(super) rate: f64,
 }
 
 impl Fitted {
     pub(super) fn new(ttft: Option<[f64; DESIGN]>, tpot: Option<[f64; DESIGN]>, rate: f64) -> Self {
-        let both = ttft
-            .zip(tpot)
-            .map(|(a, b)| std::array::from_fn(|j| [a[j], b[j]]));
+        let (a, b) = (ttft.unwrap_or_default(), tpot.unwrap_or_default());
         Fitted {
             ttft,
             tpot,
-            both,
+            lanes: std::array::from_fn(|j| [a[j], b[j]]),
             rate,
         }
     }
@@ -332,8 +331,8 @@ impl Predictor {
     #[inline(always)]
     pub fn predict_design(&self, x: &[f64; DESIGN], with_tpot: bool) -> Prediction {
         let x = &drain::with_left(x, self.0.rate);
-        if with_tpot && let Some(both) = &self.0.both {
-            let [ttft, tpot] = dot_pair(both, x);
+        if with_tpot && self.0.ttft.is_some() && self.0.tpot.is_some() {
+            let [ttft, tpot] = dot_pair(&self.0.lanes, x);
             return Prediction {
                 ttft_ms: Some(finite_or_zero(ttft)),
                 tpot_ms: Some(finite_or_zero(tpot)),

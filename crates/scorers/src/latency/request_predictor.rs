@@ -55,10 +55,9 @@ impl RequestPredictor {
     /// The predictor of a request of `prompt_tokens` with `fitted`'s coefficients; `None`
     /// while the TTFT target is not ready.
     pub(super) fn new(fitted: &Fitted, prompt_tokens: u64) -> Option<Self> {
-        let ttft = fitted.ttft?;
-        let tpot = fitted.tpot.unwrap_or([0.0; DESIGN]);
+        fitted.ttft?;
         let mut predictor = RequestPredictor {
-            lanes: std::array::from_fn(|j| [ttft[j], tpot[j]]),
+            lanes: fitted.lanes,
             rate: fitted.rate,
             prompt: prompt_tokens,
             whole_prompt: [0.0; 2],
