@@ -104,6 +104,32 @@ impl InferenceRequest {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The values of headers `names` (each lowercase; matched in any case), as
+    /// [`InferenceRequest::header`] finds each, in one pass over the headers: for a caller
+    /// reading several on every pick.
+    ///
+    /// ```
+    /// use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
+    ///
+    /// let mut r = InferenceRequest::new("r", "m", Prompt::Text("hi".into()));
+    /// r.headers.push(("X-Slo-Ttft-Ms".into(), "250".into()));
+    /// assert_eq!(r.headers_named(["x-slo-ttft-ms", "x-slo-tpot-ms"]), [Some("250"), None]);
+    /// ```
+    pub fn headers_named<const N: usize>(&self, names: [&str; N]) -> [Option<&str>; N] {
+        let mut found = [None; N];
+        for (key, value) in &self.headers {
+            // The exact bytes first (how HTTP/2 and the adapters hand headers over), then
+            // ignoring ASCII case.
+            let named = |name: &&str| key == name || key.eq_ignore_ascii_case(name);
+            if let Some(i) = names.iter().position(named)
+                && found[i].is_none()
+            {
+                found[i] = Some(value.as_str());
+            }
+        }
+        found
+    }
+
     /// The model or adapter name that endpoints must serve: the LoRA adapter when set.
     pub fn target_model(&self) -> &str {
         self.lora.as_deref().unwrap_or(&self.model)
@@ -129,5 +155,34 @@ impl fmt::Debug for InferenceRequest {
             .field("session_key", &self.session_key)
             .field("body_size", &self.body_size)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// One pass finds what `header` finds for each name, in any case and with repeats.
+        #[test]
+        fn headers_named_reads_what_header_finds(
+            headers in proptest::collection::vec(
+                (
+                    prop_oneof![
+                        Just("x-a"), Just("X-A"), Just("x-b"), Just("X-b"), Just("x-ab"),
+                        Just("content-type"),
+                    ],
+                    prop_oneof![Just("1"), Just("2"), Just("")],
+                ),
+                0..6,
+            ),
+        ) {
+            let mut request = InferenceRequest::new("r", "m", Prompt::Text("hi".into()));
+            request.headers = headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+            let [a, b] = request.headers_named(["x-a", "x-b"]);
+            prop_assert_eq!(a, request.header("x-a"));
+            prop_assert_eq!(b, request.header("x-b"));
+        }
     }
 }

@@ -33,16 +33,8 @@ pub struct Objectives {
 impl Objectives {
     /// The objectives in `request`'s headers.
     pub fn of(request: &InferenceRequest) -> Self {
-        // One pass over the headers (this runs once per pick), the first of each name read,
-        // as `InferenceRequest::header` reads it.
-        let (mut ttft, mut tpot) = (None, None);
-        for (name, value) in &request.headers {
-            if ttft.is_none() && is_named(name, SLO_TTFT_HEADER) {
-                ttft = Some(value.as_str());
-            } else if tpot.is_none() && is_named(name, SLO_TPOT_HEADER) {
-                tpot = Some(value.as_str());
-            }
-        }
+        // One pass over the headers: this runs once per pick.
+        let [ttft, tpot] = request.headers_named([SLO_TTFT_HEADER, SLO_TPOT_HEADER]);
         Objectives {
             ttft_ms: parse(ttft),
             tpot_ms: parse(tpot),
@@ -59,13 +51,6 @@ impl Objectives {
     pub fn any(&self) -> bool {
         self.ttft_ms.is_some() || self.tpot_ms.is_some()
     }
-}
-
-/// Whether header `name` is `expected` (lowercase), in any case: the exact bytes first (how
-/// HTTP/2 and the adapters hand headers over), then ignoring ASCII case.
-#[inline]
-fn is_named(name: &str, expected: &str) -> bool {
-    name == expected || name.eq_ignore_ascii_case(expected)
 }
 
 fn parse(value: Option<&str>) -> Option<f64> {
