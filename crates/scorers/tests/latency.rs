@@ -62,6 +62,17 @@ struct Ask {
     priority: i32,
 }
 
+impl Ask {
+    /// A TTFT objective of `ms`, and a 50 ms TPOT objective every server meets.
+    fn ttft(ms: u64) -> Self {
+        Ask {
+            ttft_objective: Some(ms),
+            tpot_objective: Some(50),
+            ..Ask::default()
+        }
+    }
+}
+
 impl Rig {
     fn new(yaml: &str) -> Self {
         let clock = Arc::new(ManualClock::at(Timestamp::from_millis(1_000)));
@@ -223,11 +234,7 @@ fn a_trained_model_sends_requests_where_they_start_soonest_and_shows_its_predict
 #[test]
 fn the_tier_filter_keeps_the_servers_predicted_to_meet_the_objective_else_every_server() {
     let rig = Rig::trained(YAML);
-    let ttft = |ms| Ask {
-        ttft_objective: Some(ms),
-        tpot_objective: Some(50),
-        ..Ask::default()
-    };
+    let ttft = Ask::ttft;
     // Predicted TTFT 58, 18, 34, 42 ms; TPOT 7 ms everywhere.
     let d = rig.schedule(1, [6, 1, 3, 4], ttft(38)).unwrap();
     assert_eq!(kept(&d), [1, 2]);
@@ -252,11 +259,7 @@ fn the_tier_filter_keeps_the_servers_predicted_to_meet_the_objective_else_every_
 #[test]
 fn exploring_keeps_the_negative_tier_when_both_tiers_exist_and_never_empties_the_set() {
     let rig = Rig::trained(&YAML.replace("{epsilonExploreNeg: 0}", "{epsilonExploreNeg: 1}"));
-    let ttft = |ms| Ask {
-        ttft_objective: Some(ms),
-        tpot_objective: Some(50),
-        ..Ask::default()
-    };
+    let ttft = Ask::ttft;
     // Predicted TTFT 58, 18, 34, 42 ms: servers 1 and 2 meet 38 ms; exploring keeps the others.
     let d = rig.schedule(1, [6, 1, 3, 4], ttft(38)).unwrap();
     assert_eq!(kept(&d), [0, 3]);
@@ -276,11 +279,7 @@ fn a_prefill_only_server_and_the_running_requests_tpot_objectives_change_what_is
         "{streamingMode: true, minSamples: 50, endpointRoleLabel: llm-d.ai/role}",
     );
     let rig = Rig::trained(&yaml);
-    let generous = Ask {
-        ttft_objective: Some(10_000),
-        tpot_objective: Some(50),
-        ..Ask::default()
-    };
+    let generous = Ask::ttft(10_000);
     // Nothing running and no roles: every server meets a 50 ms TPOT (7 ms predicted).
     let d = rig.schedule(1, [2, 2, 2, 2], generous).unwrap();
     assert_eq!(kept(&d), [0, 1, 2, 3]);
