@@ -12,16 +12,19 @@
 //! | 401 | client keys are configured and the request has none of them | `invalid_request_error` | `invalid_api_key` |
 //! | 404 | unknown route, or a model no server lists | `invalid_request_error` | `not_found`, `model_not_found` |
 //! | 405 | wrong method on a known route | `invalid_request_error` | `method_not_allowed` |
+//! | 408 | the body did not arrive within `gateway.bodyReadTimeoutMs` | `invalid_request_error` | `request_timeout` |
 //! | 413 | the body is over `gateway.maxBodyBytes` | `invalid_request_error` | `request_too_large` |
 //! | 429 | `gateway.maxConcurrentRequests` requests are already in flight | `rate_limit_error` | `rate_limit_exceeded` |
 //! | 429 | flow control shed a sheddable request, or its priority band is full (`x-shepherd-dropped-reason`) | `rate_limit_error` | `shed`, `queue_full` |
 //! | 502 | every endpoint tried refused or dropped the connection before answering | `server_error` | `upstream_unreachable` |
 //! | 503 | the scheduler has no endpoint (`Retry-After`) | `server_error` | the scheduler's reason: `no_endpoints`, `no_healthy_endpoint`, `no_candidates`, ... |
+//! | 503 | the bodies held fill `gateway.maxBufferedBodyBytes` (`x-shepherd-dropped-reason: body_buffer_full`) | `server_error` | `body_buffer_full` |
 //! | 503 | flow control: the request waited its whole time-to-live, or the gateway is shutting down (`x-shepherd-dropped-reason`) | `server_error` | `ttl_expired`, `shutting_down` |
 //! | 504 | no response byte within `gateway.firstByteTimeoutMs` | `server_error` | `upstream_timeout` |
 //!
 //! Answers from model servers (their own 4xx and 5xx included) are passed through as they
-//! are.
+//! are. What the client sent is quoted at most [`MAX_ECHO_BYTES`] at a time, and no message
+//! is longer than [`MAX_MESSAGE_BYTES`].
 //!
 //! ```
 //! use axum::response::IntoResponse;
@@ -45,6 +48,23 @@ use shepherd_scheduler_core::scheduler::ScheduleError;
 const INVALID_REQUEST: &str = "invalid_request_error";
 /// `type` of errors on the gateway's or the servers' side.
 const SERVER_ERROR: &str = "server_error";
+/// Longest `error.message` sent, in bytes: what a client sent (a model name, a path) is
+/// echoed at most this much, never megabytes back.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+/// Longest piece of a client's own text (a model name, a path) quoted in a message, in bytes.
+pub const MAX_ECHO_BYTES: usize = 256;
+
+/// `text` cut to at most `max` bytes on a character boundary, marked with `…` when cut.
+pub fn truncated(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &text[..end]))
+}
 
 /// An answer the gateway makes itself. See the [module docs](self).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,9 +86,14 @@ impl ApiError {
         code: &'static str,
         message: impl Into<String>,
     ) -> Self {
+        let message = message.into();
+        let message = match truncated(&message, MAX_MESSAGE_BYTES) {
+            std::borrow::Cow::Borrowed(_) => message,
+            std::borrow::Cow::Owned(cut) => cut,
+        };
         ApiError {
             status,
-            message: message.into(),
+            message,
             kind,
             param: None,
             code,
@@ -77,9 +102,10 @@ impl ApiError {
         }
     }
 
-    /// Names the request field at fault.
+    /// Names the request field at fault (at most [`MAX_ECHO_BYTES`] of it).
     pub fn with_param(mut self, param: impl Into<String>) -> Self {
-        self.param = Some(param.into());
+        let param = param.into();
+        self.param = Some(truncated(&param, MAX_ECHO_BYTES).into_owned());
         self
     }
 
@@ -96,7 +122,10 @@ impl ApiError {
             ParseError::InvalidJson(_) | ParseError::InvalidUtf8 { .. } => ("invalid_json", None),
             ParseError::NotAnObject => ("invalid_json", None),
             ParseError::MissingField(field) => ("missing_field", Some((*field).to_owned())),
-            ParseError::InvalidField { field, .. } => ("invalid_field", Some(field.clone())),
+            ParseError::InvalidField { field, .. } => (
+                "invalid_field",
+                Some(truncated(field, MAX_ECHO_BYTES).into_owned()),
+            ),
             ParseError::EmptyPrompt => ("empty_prompt", None),
             ParseError::BodyTooLarge { .. } => ("request_too_large", None),
             ParseError::UnsupportedPath(_) => ("not_found", None),
@@ -124,7 +153,10 @@ impl ApiError {
             StatusCode::NOT_FOUND,
             INVALID_REQUEST,
             "model_not_found",
-            format!("The model `{model}` does not exist: no server behind this gateway lists it."),
+            format!(
+                "The model `{}` does not exist: no server behind this gateway lists it.",
+                truncated(model, MAX_ECHO_BYTES)
+            ),
         )
         .with_param("model")
     }
@@ -135,7 +167,7 @@ impl ApiError {
             StatusCode::NOT_FOUND,
             INVALID_REQUEST,
             "not_found",
-            format!("Unknown route `{path}`."),
+            format!("Unknown route `{}`.", truncated(path, MAX_ECHO_BYTES)),
         )
     }
 
@@ -173,6 +205,28 @@ impl ApiError {
             "invalid_body",
             format!("The request body could not be read: {reason}"),
         )
+    }
+
+    /// 408: the body did not arrive within `gateway.bodyReadTimeoutMs`.
+    pub fn body_timeout(waited_ms: u64) -> Self {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            INVALID_REQUEST,
+            "request_timeout",
+            format!("The request body did not arrive within {waited_ms} ms."),
+        )
+    }
+
+    /// 503: the bodies being held already fill `gateway.maxBufferedBodyBytes`
+    /// (`x-shepherd-dropped-reason: body_buffer_full`).
+    pub fn body_buffer_full(retry_after: u64) -> Self {
+        let mut error = ApiError::unavailable(
+            "body_buffer_full",
+            "The gateway holds as many request bodies as it may; retry later.",
+            retry_after,
+        );
+        error.dropped_reason = Some("body_buffer_full");
+        error
     }
 
     /// 429: `limit` requests are already in flight.
@@ -359,6 +413,23 @@ mod tests {
         assert_eq!(error.code(), "missing_field");
         let error = ApiError::bad_body(&ParseError::BodyTooLarge { size: 9, limit: 8 });
         assert_eq!(error.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[test]
+    fn client_text_is_echoed_bounded() {
+        let model = "m".repeat(15 << 20);
+        let error = ApiError::unknown_model(&model);
+        assert!(error.message().len() <= MAX_MESSAGE_BYTES);
+        assert!(error.message().contains('…'));
+        let path = format!("/{}", "é".repeat(1000));
+        let error = ApiError::not_found(&path);
+        assert!(
+            error.message().len() < MAX_ECHO_BYTES + 64,
+            "{}",
+            error.message()
+        );
+        assert_eq!(truncated("short", 8), "short");
+        assert_eq!(truncated("ééééé", 6), "é…");
     }
 
     #[test]

@@ -24,7 +24,6 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
-use crate::body::read_limited;
 use crate::headers::{self, REQUEST_ID, SESSION};
 use crate::{ApiError, Gateway};
 
@@ -48,13 +47,14 @@ async fn run(
     let inner = &gateway.inner;
     let (parts, body) = request.into_parts();
     gateway.authorize(&parts.headers)?;
-    let body = read_limited(body, &parts.headers, inner.settings.max_body_bytes).await?;
+    let read = gateway.read_body(body, &parts.headers).await?;
+    let body = read.bytes();
     let path = format!("/{}", api_path.trim_start_matches('/'));
     let parsed = inner
         .scheduler
         .load()
         .parsers()
-        .parse(&path, &body, &inner.parse_limits);
+        .parse(&path, body, &inner.parse_limits);
     let mut request = parsed.map_err(|e| ApiError::bad_body(&e))?;
     request.assign_id(headers::text(&parts.headers, REQUEST_ID));
     request.session_key = headers::text(&parts.headers, SESSION).map(str::to_owned);

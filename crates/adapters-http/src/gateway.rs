@@ -13,8 +13,9 @@
 //! force, so a reload that changes `requestHandler.parsers` changes the routes too.
 //!
 //! The `/v1/*` routes, every proxied path and `/debug/explain` check client keys when
-//! `gateway.apiKeys` has any; the admin routes never do (probes and Prometheus read them; keep
-//! the port private or turn `gateway.adminRoutes` off and use the admin port).
+//! `gateway.apiKeys` has any, and so do the admin routes mounted here (`/metrics` and
+//! `/debug/*`: Prometheus then sends a key as its bearer token), but for the probes
+//! `/healthz` and `/readyz`. The admin port itself asks no key: keep it private.
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ use axum::routing::{MethodRouter, get, post};
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use shepherd_scheduler_core::request::{ApiKind, ParseLimits};
 
+use crate::body::BodyBudget;
 use crate::limit::ConcurrencyLimit;
 use crate::models::ModelCatalog;
 use crate::stats::Rejection;
@@ -77,6 +79,7 @@ pub(crate) struct Inner {
     pub(crate) flow: Option<FlowController>,
     pub(crate) stats: Arc<GatewayStats>,
     pub(crate) parse_limits: ParseLimits,
+    pub(crate) budget: BodyBudget,
 }
 
 impl Gateway {
@@ -95,8 +98,10 @@ impl Gateway {
             settings.models_timeout,
         ));
         let parse_limits = ParseLimits::default().with_max_body_bytes(settings.max_body_bytes);
+        let budget = BodyBudget::new(settings.max_buffered_body_bytes);
         Gateway {
             inner: Arc::new(Inner {
+                budget,
                 scheduler,
                 limit: ConcurrencyLimit::new(settings.max_concurrent_requests),
                 flow: None,
@@ -121,6 +126,7 @@ impl Gateway {
             limit,
             stats,
             parse_limits,
+            budget,
             ..
         } = &*self.inner;
         Gateway {
@@ -133,6 +139,7 @@ impl Gateway {
                 flow: Some(flow),
                 stats: Arc::clone(stats),
                 parse_limits: parse_limits.clone(),
+                budget: budget.clone(),
             }),
         }
     }
@@ -185,9 +192,30 @@ impl Gateway {
         }
         let mut router = router.fallback(other_path).with_state(self.clone());
         if let Some(admin) = admin {
+            // With client keys, what the admin routes show (metrics, the config, the
+            // controller's state) takes a key too; the probes stay open.
+            let admin = if self.inner.settings.client_keys.is_enabled() {
+                admin.route_layer(axum::middleware::from_fn_with_state(
+                    self.clone(),
+                    admin_key,
+                ))
+            } else {
+                admin
+            };
             router = router.merge(admin);
         }
         router
+    }
+
+    /// Reads a request body within the gateway's limits ([`crate::body`]); counts the reads
+    /// its limits ended.
+    pub(crate) async fn read_body(
+        &self,
+        body: axum::body::Body,
+        headers: &HeaderMap,
+    ) -> Result<crate::body::ReadBody, ApiError> {
+        let inner = &self.inner;
+        crate::body::read_body(body, headers, &inner.settings.body_limits(), &inner.budget).await
     }
 
     /// Checks the client's key; counts and builds the 401 when it is wrong.
@@ -204,6 +232,23 @@ impl Gateway {
             Err(ApiError::unauthorized())
         }
     }
+}
+
+/// The admin routes that answer without a key even when keys are set: the probes.
+const OPEN_ADMIN_PATHS: [&str; 2] = ["/healthz", "/readyz"];
+
+/// Lets an admin request through when it is a probe or carries a client key.
+async fn admin_key(
+    State(gateway): State<Gateway>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !OPEN_ADMIN_PATHS.contains(&request.uri().path())
+        && let Err(error) = gateway.authorize(request.headers())
+    {
+        return error.into_response();
+    }
+    next.run(request).await
 }
 
 /// The method router of one inference route.

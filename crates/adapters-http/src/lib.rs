@@ -72,6 +72,6 @@ pub mod upstream;
 pub use api_error::ApiError;
 pub use error::GatewayError;
 pub use gateway::Gateway;
-pub use server::{GatewayServer, serve};
+pub use server::GatewayServer;
 pub use settings::GatewaySettings;
 pub use stats::GatewayStats;

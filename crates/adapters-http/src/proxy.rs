@@ -1,15 +1,18 @@
 //! One inference request, from the client's headers to the last byte of the answer.
 //!
 //! 1. **Admission**: the client's key ([`ClientKeys`](crate::settings::ClientKeys), 401),
-//!    then a place under `gateway.maxConcurrentRequests` ([`limit`](crate::limit), 429).
-//! 2. **Body**: read whole within `gateway.maxBodyBytes` ([`body`](crate::body), 413), parsed
+//!    then the body, read whole within `gateway.maxBodyBytes`, `gateway.bodyReadTimeoutMs`
+//!    and `gateway.maxBufferedBodyBytes` ([`body`](crate::body): 413, 408, 503), then a
+//!    place under `gateway.maxConcurrentRequests` ([`limit`](crate::limit), 429).
+//! 2. **Body**: parsed
 //!    by the parser the config's `ParserSet` gives for the path (400 in OpenAI's shape; 404
 //!    when no parser takes the path), the model checked against the pool's list
 //!    ([`models`](crate::models), 404) when the parser read one (`passthrough-parser` and
 //!    SGLang's `/generate` read none). The request's id is the client's
-//!    `x-request-id` or a generated one; `x-shepherd-priority`,
-//!    `x-llm-d-inference-fairness-id` (or `x-gateway-inference-fairness-id`) and `x-session-id` are read as the ext_proc picker
-//!    reads them.
+//!    `x-request-id` or a generated one; `x-session-id` is read as the ext_proc picker reads
+//!    it, and `x-shepherd-priority` and `x-llm-d-inference-fairness-id` (or
+//!    `x-gateway-inference-fairness-id`) only when `gateway.trustedHeaders` names them (by
+//!    default a client cannot raise its own priority or choose its flow).
 //! 3. **Flow control** (when the config has a `flowControl` section): the request waits while
 //!    the pool is saturated and leaves by priority and fairness; sheddable requests are shed
 //!    (429), a full band refuses (429), a request that waits its whole TTL gets 503, each with
@@ -34,7 +37,6 @@ use shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER;
 use shepherd_scheduler_core::request::ApiKind;
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
-use crate::body::read_limited;
 use crate::headers::{self, FAIRNESS_ID, FAIRNESS_ID_LEGACY, PRIORITY, REQUEST_ID, SESSION};
 use crate::models::ModelCheck;
 use crate::stats::Rejection;
@@ -75,12 +77,15 @@ async fn forward(
     let settings = &inner.settings;
     let (parts, body) = request.into_parts();
     gateway.authorize(&parts.headers)?;
+    // The body first: a place under the concurrency cap is taken only once it is here, so a
+    // slow client holds no place it does not use (its connection and bytes are bounded by the
+    // server's limits and the body budget).
+    let read = gateway.read_body(body, &parts.headers).await?;
     let admitted = inner
         .limit
         .try_admit(&inner.stats)
         .ok_or_else(|| ApiError::rate_limited(inner.limit.max(), settings.retry_after_seconds))?;
-
-    let body = read_limited(body, &parts.headers, settings.max_body_bytes).await?;
+    let body = read.bytes().clone();
     let parsed = inner
         .scheduler
         .load()
@@ -94,11 +99,18 @@ async fn forward(
     }
     let client_headers = &parts.headers;
     request.assign_id(headers::text(client_headers, REQUEST_ID));
-    if let Some(priority) = headers::text(client_headers, PRIORITY).and_then(|p| p.parse().ok()) {
+    // A client sets its own priority and flow only where `gateway.trustedHeaders` says so.
+    let trusted = |name: &'static str| {
+        settings
+            .trusts(name)
+            .then(|| headers::text(client_headers, name))
+            .flatten()
+    };
+    if let Some(priority) = trusted(PRIORITY).and_then(|p| p.parse().ok()) {
         request.priority = priority;
     }
-    request.fairness_id = headers::text(client_headers, FAIRNESS_ID)
-        .or_else(|| headers::text(client_headers, FAIRNESS_ID_LEGACY))
+    request.fairness_id = trusted(FAIRNESS_ID)
+        .or_else(|| trusted(FAIRNESS_ID_LEGACY))
         .map(str::to_owned);
     request.session_key = headers::text(client_headers, SESSION).map(str::to_owned);
     request.headers = headers::plugin_headers(client_headers);
@@ -170,6 +182,8 @@ async fn forward(
         }
     };
     drop(outgoing);
+    // The server has answered: the body's bytes leave the budget.
+    drop(read);
 
     let (mut head, upstream_body) = answer.into_parts();
     let status = head.status.as_u16();

@@ -7,6 +7,11 @@
 //! 503), lets the requests in flight finish — a streaming response runs to its end — until the
 //! deadline, and then closes what is left.
 //!
+//! The port is served by [`shepherd_runtime::http::serve`]: a deadline for each request head
+//! (`server.headerReadTimeoutMs`), an idle keep-alive timeout (`server.idleTimeoutMs`), a cap
+//! on open connections (`server.maxConnections`), bounded read buffers; the gateway itself
+//! bounds each body ([`crate::body`]).
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use shepherd_adapters_http::GatewayServer;
@@ -25,11 +30,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::serve::ListenerExt;
-use shepherd_runtime::{
-    ConfigSource, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport, ShutdownSignal,
-};
+use shepherd_runtime::http::{ConnectionLimits, ConnectionStats};
+use shepherd_runtime::{ConfigSource, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -75,6 +77,8 @@ impl GatewayServer {
     ) -> Result<Self, GatewayError> {
         let stats = Arc::new(GatewayStats::default());
         options.metrics_sources.push(stats.clone());
+        let connections = Arc::new(ConnectionStats::new("http"));
+        options.metrics_sources.push(connections.clone());
         let runtime = Runtime::start(source, options).await?;
         let config = runtime.config();
         let settings = match GatewaySettings::from_config(&config.gateway) {
@@ -102,7 +106,12 @@ impl GatewayServer {
             .admin_routes
             .then(|| runtime.admin_router());
         let router = gateway.router_with(admin);
-        let task = tokio::spawn(serve(listener, router, runtime.shutdown_signal()));
+        let limits = ConnectionLimits::traffic(&config.server);
+        let stop = runtime.shutdown_signal();
+        let task = tokio::spawn(async move {
+            shepherd_runtime::http::serve(listener, router, limits, connections, stop).await;
+            Ok::<(), std::io::Error>(())
+        });
         tracing::info!(addr = %local_addr, "OpenAI-compatible gateway listening");
         Ok(GatewayServer {
             runtime,
@@ -140,20 +149,4 @@ impl GatewayServer {
         }
         report
     }
-}
-
-/// Serves `router` on `listener` (with `TCP_NODELAY` on every connection, so small SSE
-/// events are not held back) until `stop` fires, then lets open requests finish.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    stop: ShutdownSignal,
-) -> std::io::Result<()> {
-    let listener = listener.tap_io(|tcp| {
-        // Without it small writes (one SSE event) may wait for the previous one's ACK.
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { stop.wait().await })
-        .await
 }

@@ -28,6 +28,12 @@ use crate::GatewayError;
 pub struct GatewaySettings {
     /// Largest request body accepted.
     pub max_body_bytes: usize,
+    /// Time allowed to read a request body whole.
+    pub body_read_timeout: Duration,
+    /// Request-body bytes all requests may hold at once.
+    pub max_buffered_body_bytes: usize,
+    /// The privileged headers ([`PRIVILEGED_HEADERS`](shepherd_runtime::config::PRIVILEGED_HEADERS)) taken from clients, lowercase.
+    pub trusted_headers: Vec<String>,
     /// Time allowed to connect to a model server.
     pub connect_timeout: Duration,
     /// Time allowed until the first response byte, if limited.
@@ -58,6 +64,9 @@ impl Default for GatewaySettings {
         let config = GatewayConfig::default();
         GatewaySettings {
             max_body_bytes: config.max_body_bytes,
+            body_read_timeout: Duration::from_millis(config.body_read_timeout_ms),
+            max_buffered_body_bytes: config.max_buffered_body_bytes,
+            trusted_headers: Vec::new(),
             connect_timeout: Duration::from_millis(config.connect_timeout_ms),
             first_byte_timeout: None,
             max_concurrent_requests: None,
@@ -74,6 +83,19 @@ impl Default for GatewaySettings {
 }
 
 impl GatewaySettings {
+    /// Whether the client's `header` (one of [`PRIVILEGED_HEADERS`](shepherd_runtime::config::PRIVILEGED_HEADERS), lowercase) is taken.
+    pub fn trusts(&self, header: &str) -> bool {
+        self.trusted_headers.iter().any(|h| h == header)
+    }
+
+    /// What one request body may cost.
+    pub fn body_limits(&self) -> crate::body::BodyLimits {
+        crate::body::BodyLimits {
+            max_bytes: self.max_body_bytes,
+            timeout: self.body_read_timeout,
+        }
+    }
+
     /// Reads `config`'s keys (environment variables and files are read now).
     ///
     /// # Errors
@@ -104,6 +126,13 @@ impl GatewaySettings {
         }
         Ok(GatewaySettings {
             max_body_bytes: config.max_body_bytes,
+            body_read_timeout: Duration::from_millis(config.body_read_timeout_ms),
+            max_buffered_body_bytes: config.max_buffered_body_bytes,
+            trusted_headers: config
+                .trusted_headers
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
             connect_timeout: Duration::from_millis(config.connect_timeout_ms),
             first_byte_timeout: config.first_byte_timeout_ms.map(Duration::from_millis),
             max_concurrent_requests: config.max_concurrent_requests,

@@ -11,8 +11,11 @@ use common::{Setup, TestGateway, completion, expect_error, sims};
 use shepherd_runtime::flow::{DropReason, FlowController};
 use shepherd_scheduler_core::flow::Detector;
 
-/// One request in flight saturates the pool; queued requests may wait 30 s.
+/// One request in flight saturates the pool; queued requests may wait 30 s. The clients are
+/// trusted to set their priority and flow (a public gateway takes neither by default).
 const FLOW_CONTROL: &str = "\
+gateway:
+  trustedHeaders: [x-shepherd-priority, x-llm-d-inference-fairness-id, x-gateway-inference-fairness-id]
 plugins:
   - name: one-at-a-time
     type: concurrency-detector

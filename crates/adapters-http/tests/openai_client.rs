@@ -43,10 +43,12 @@ const LONG_TOKENS: u32 = 180;
 const TTL: &str = "500ms";
 
 /// The flow-control sections: a detector that one request in flight per endpoint saturates,
-/// and the upstream `flowControl` section referring to it.
+/// and the upstream `flowControl` section referring to it; the test's clients are trusted to
+/// set their priority.
 fn flow_control(ttl: &str) -> String {
     format!(
-        "plugins:\n  - name: one-at-a-time\n    type: concurrency-detector\n    \
+        "gateway:\n  trustedHeaders: [x-shepherd-priority]\n\
+         plugins:\n  - name: one-at-a-time\n    type: concurrency-detector\n    \
          parameters: {{maxConcurrency: 1}}\n\
          flowControl:\n  defaultRequestTTL: {ttl}\n  \
          saturationDetector: {{pluginRef: one-at-a-time}}\n"

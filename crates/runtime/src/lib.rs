@@ -16,6 +16,8 @@
 //! - [`kv_events`]: subscriptions to the model servers' KV-cache events for the precise
 //!   prefix-cache producers;
 //! - [`replicas`]: several active replicas exchanging their in-flight load;
+//! - [`http`]: the HTTP server both HTTP ports run on, with a head deadline, an idle timeout,
+//!   bounded buffers and a cap on open connections;
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config`;
 //! - [`Runtime`]: all of it wired, with [`RuntimeHandle::shutdown`] for a graceful end;
 //! - [`usage`]: the token `usage` at the end of a JSON or SSE response, found in a bounded
@@ -71,6 +73,8 @@ pub mod discovery;
 mod error;
 #[cfg(feature = "runtime")]
 pub mod flow;
+#[cfg(feature = "runtime")]
+pub mod http;
 #[cfg(feature = "runtime")]
 pub mod kv_events;
 pub mod mapping;

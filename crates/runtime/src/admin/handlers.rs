@@ -39,12 +39,28 @@ pub(super) async fn readyz(State(state): State<AdminState>) -> Response {
 pub(super) async fn adaptive(
     State(state): State<AdminState>,
     RawQuery(query): RawQuery,
-) -> Json<serde_json::Value> {
-    Json(state.adaptive_json(limit(query.as_deref())))
+) -> Response {
+    if !state.debug_budget.try_take() {
+        return too_often();
+    }
+    Json(state.adaptive_json(limit(query.as_deref()))).into_response()
 }
 
-pub(super) async fn config(State(state): State<AdminState>) -> Json<serde_json::Value> {
-    Json(state.config().to_json())
+pub(super) async fn config(State(state): State<AdminState>) -> Response {
+    if !state.debug_budget.try_take() {
+        return too_often();
+    }
+    Json(state.config().to_json()).into_response()
+}
+
+/// 429: the debug views' render budget is spent for now.
+fn too_often() -> Response {
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [(header::RETRY_AFTER, "1")],
+        "debug views are rendered at most 10 times a second; retry later\n",
+    )
+        .into_response()
 }
 
 /// `limit=N` from a query string.

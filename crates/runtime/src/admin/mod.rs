@@ -8,6 +8,11 @@
 //! | `GET /debug/adaptive` | JSON: whether the adaptive loop runs, its profile, mode, smoothed signal, and its recent tick records, oldest first (`?limit=N` for the newest N) |
 //! | `GET /debug/config` | JSON: the effective config (the policy in force, endpoints, scraping, server) |
 //!
+//! The debug views are rendered at most [`DEBUG_RENDERS_PER_SECOND`] a second (bursts of as
+//! many); more get 429 with `Retry-After: 1`. The admin port takes no key: keep it private
+//! (on the gateway's port, where they can be mounted too, they take a client key when keys
+//! are configured).
+//!
 //! [`router`] builds the routes over an [`AdminState`]; the runtime serves them on the admin
 //! port, and an adapter may also mount them in a server of its own
 //! ([`RuntimeHandle::admin_router`](crate::RuntimeHandle::admin_router)).
@@ -22,15 +27,14 @@
 //! # }
 //! ```
 
+mod budget;
 mod handlers;
 mod state;
 
 use axum::Router;
 use axum::routing::get;
-use tokio::net::TcpListener;
-
-use crate::shutdown::ShutdownSignal;
-
+pub use budget::DEBUG_RENDERS_PER_SECOND;
+pub(crate) use budget::RenderBudget;
 pub use state::AdminState;
 
 /// The admin routes over `state`.
@@ -42,14 +46,4 @@ pub fn router(state: AdminState) -> Router {
         .route("/debug/adaptive", get(handlers::adaptive))
         .route("/debug/config", get(handlers::config))
         .with_state(state)
-}
-
-/// Serves `router` on `listener` until `stop`, then finishes open requests.
-pub(crate) async fn serve(listener: TcpListener, router: Router, stop: ShutdownSignal) {
-    let served = axum::serve(listener, router)
-        .with_graceful_shutdown(async move { stop.wait().await })
-        .await;
-    if let Err(error) = served {
-        tracing::error!(%error, "admin server failed");
-    }
 }

@@ -27,6 +27,8 @@ pub struct AdminState {
     pub(crate) extra: Arc<[Arc<dyn MetricsSource>]>,
     /// Whether flow control is on: requests can then be held while no endpoint can serve.
     pub(crate) holds_requests: bool,
+    /// How often the debug views may be rendered.
+    pub(crate) debug_budget: Arc<super::budget::RenderBudget>,
 }
 
 impl fmt::Debug for AdminState {

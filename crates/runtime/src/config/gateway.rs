@@ -17,6 +17,17 @@ pub const DEFAULT_RETRY_AFTER_SECONDS: u64 = 1;
 pub const DEFAULT_MODELS_CACHE_MS: u64 = 5_000;
 /// Default time allowed to fetch one server's `/v1/models`.
 pub const DEFAULT_MODELS_TIMEOUT_MS: u64 = 2_000;
+/// Default time allowed to read a whole request body, from the end of its head.
+pub const DEFAULT_BODY_READ_TIMEOUT_MS: u64 = 30_000;
+/// Default cap on the request-body bytes all requests hold at once (256 MiB).
+pub const DEFAULT_MAX_BUFFERED_BODY_BYTES: usize = 256 * 1024 * 1024;
+/// The request headers that set a request's scheduling privileges, which the gateway takes
+/// from a client only when `gateway.trustedHeaders` names them.
+pub const PRIVILEGED_HEADERS: [&str; 3] = [
+    "x-shepherd-priority",
+    "x-llm-d-inference-fairness-id",
+    "x-gateway-inference-fairness-id",
+];
 
 /// The `gateway` section: how `shepherd-gateway` (the OpenAI-compatible HTTP gateway of
 /// `shepherd-adapters-http`) proxies requests.
@@ -38,6 +49,7 @@ pub const DEFAULT_MODELS_TIMEOUT_MS: u64 = 2_000;
 /// assert_eq!(gateway.api_keys, [Secret::Env { env: "SHEPHERD_CLIENT_KEY".into() }]);
 /// assert_eq!(gateway.first_byte_timeout_ms, None); // no default cuts a long generation
 /// assert_eq!(gateway.max_body_bytes, 16 * 1024 * 1024);
+/// assert!(gateway.trusted_headers.is_empty()); // clients do not set their own priority
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -75,6 +87,18 @@ pub struct GatewayConfig {
     pub upstream_api_key: Option<Secret>,
     /// Per-server keys, by `ip:port`.
     pub upstream_api_keys: BTreeMap<String, Secret>,
+    /// Time allowed to read a request's whole body, from the end of its head; a body still
+    /// arriving then gets 408. Default 30000 ms.
+    pub body_read_timeout_ms: u64,
+    /// Request-body bytes all requests may hold at once (bodies being read, and read bodies
+    /// until their model server answers); a request whose body would go over gets 503 with
+    /// `x-shepherd-dropped-reason: body_buffer_full`. Default 256 MiB.
+    pub max_buffered_body_bytes: usize,
+    /// Which of the headers that set a request's scheduling privileges
+    /// ([`PRIVILEGED_HEADERS`]: `x-shepherd-priority`, the fairness-id headers) the gateway
+    /// takes from its clients. Default none: on a public port any client could raise its own
+    /// priority; name them when the clients are trusted (or a gateway in front sets them).
+    pub trusted_headers: Vec<String>,
 }
 
 impl Default for GatewayConfig {
@@ -92,6 +116,9 @@ impl Default for GatewayConfig {
             api_keys: Vec::new(),
             upstream_api_key: None,
             upstream_api_keys: BTreeMap::new(),
+            body_read_timeout_ms: DEFAULT_BODY_READ_TIMEOUT_MS,
+            max_buffered_body_bytes: DEFAULT_MAX_BUFFERED_BODY_BYTES,
+            trusted_headers: Vec::new(),
         }
     }
 }
@@ -120,6 +147,30 @@ impl GatewayConfig {
         }
         if self.models_timeout_ms == 0 {
             return fail("gateway.modelsTimeoutMs", "must be at least 1");
+        }
+        if self.body_read_timeout_ms == 0 {
+            return fail("gateway.bodyReadTimeoutMs", "must be at least 1");
+        }
+        if self.max_buffered_body_bytes < self.max_body_bytes {
+            return fail(
+                "gateway.maxBufferedBodyBytes",
+                "must be at least gateway.maxBodyBytes (else the largest body could never be read)",
+            );
+        }
+        for (i, name) in self.trusted_headers.iter().enumerate() {
+            if !PRIVILEGED_HEADERS
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(name))
+            {
+                return Err((
+                    format!("gateway.trustedHeaders[{i}]"),
+                    format!(
+                        "`{}` is not one of the headers it can name: {}",
+                        name.chars().take(64).collect::<String>(),
+                        PRIVILEGED_HEADERS.join(", ")
+                    ),
+                ));
+            }
         }
         for (i, key) in self.api_keys.iter().enumerate() {
             key.check()

@@ -308,6 +308,10 @@ fn validate(config: &RuntimeConfig, path: Option<&Path>) -> Result<(), LoadError
         .gateway
         .check()
         .map_err(|(field, reason)| LoadError::invalid(path, field, reason))?;
+    config
+        .server
+        .check()
+        .map_err(|(field, reason)| LoadError::invalid(path, field, reason))?;
 
     if config.policy.adaptive.is_some() {
         AdaptiveConfig::from_picker_config(&config.policy).map_err(|source| {

@@ -75,8 +75,9 @@ use shepherd_scheduler_core::flow::FlowSettings;
 pub use endpoints::EndpointSpec;
 pub use error::LoadError;
 pub use gateway::{
-    DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_GATEWAY_MAX_BODY_BYTES, DEFAULT_MODELS_CACHE_MS,
-    DEFAULT_MODELS_TIMEOUT_MS, DEFAULT_RETRY_AFTER_SECONDS, GatewayConfig, Secret, SecretError,
+    DEFAULT_BODY_READ_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_GATEWAY_MAX_BODY_BYTES,
+    DEFAULT_MAX_BUFFERED_BODY_BYTES, DEFAULT_MODELS_CACHE_MS, DEFAULT_MODELS_TIMEOUT_MS,
+    DEFAULT_RETRY_AFTER_SECONDS, GatewayConfig, PRIVILEGED_HEADERS, Secret, SecretError,
 };
 pub use replicas::{DEFAULT_PEER_EXPIRY_MS, DEFAULT_SYNC_INTERVAL_MS, ReplicasConfig};
 pub use scraping::{
@@ -84,8 +85,9 @@ pub use scraping::{
     ScrapingConfig,
 };
 pub use server::{
-    DEFAULT_EXTPROC_PORT, DEFAULT_HEALTH_PORT, DEFAULT_HTTP_PORT, DEFAULT_METRICS_PORT,
-    ServerConfig,
+    DEFAULT_EXTPROC_PORT, DEFAULT_HEADER_READ_TIMEOUT_MS, DEFAULT_HEALTH_PORT, DEFAULT_HTTP_PORT,
+    DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_ADMIN_CONNECTIONS, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_METRICS_PORT, ServerConfig,
 };
 
 /// A whole runtime configuration, validated. See the [module docs](self).

@@ -25,6 +25,7 @@ use crate::config::{RuntimeConfig, read_error};
 use crate::discovery::membership::Membership;
 use crate::discovery::{Discovery, FileWatcher, StaticDiscovery};
 use crate::flow::FlowController;
+use crate::http::{ConnectionLimits, ConnectionStats};
 use crate::kv_events::{KvEventStats, KvEventsManager};
 use crate::replicas::{IndexSync, LoadExchange, ReplicaStats};
 use crate::scrape::scraper::Scraper;
@@ -146,6 +147,7 @@ impl Runtime {
         let membership = Arc::new(Membership::new(Arc::clone(&shared.pool)));
         membership.apply(&discovery.subscribe().borrow());
 
+        let admin_limits = ConnectionLimits::admin(&config.server);
         let admin_listener = if options.serve_admin {
             let addr = options
                 .admin_addr
@@ -208,6 +210,10 @@ impl Runtime {
             tasks.spawn(Arc::clone(&adaptive).run(Arc::clone(&shared.pool), signal.clone()));
         }
         let mut extra = options.metrics_sources.clone();
+        let admin_connections = Arc::new(ConnectionStats::new("admin"));
+        if admin_listener.is_some() {
+            extra.push(admin_connections.clone());
+        }
         let kv_event_stats = Arc::new(KvEventStats::default());
         if options.kv_events {
             let manager = KvEventsManager {
@@ -259,13 +265,16 @@ impl Runtime {
             shutdown: signal.clone(),
             extra: extra.into(),
             holds_requests: flow.is_some(),
+            debug_budget: Arc::new(admin::RenderBudget::new()),
         };
         let mut admin_addr = None;
         if let Some(listener) = admin_listener {
             admin_addr = listener.local_addr().ok();
-            tasks.spawn(admin::serve(
+            tasks.spawn(crate::http::serve(
                 listener,
                 admin::router(admin.clone()),
+                admin_limits,
+                admin_connections,
                 signal.clone(),
             ));
             if let Some(addr) = admin_addr {
