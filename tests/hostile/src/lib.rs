@@ -106,8 +106,13 @@ mod build {
 
 /// Simulated vLLM servers on loopback, fast enough for tests.
 pub async fn backends(n: usize) -> ServeHandle {
+    backends_at(n, 50.0).await
+}
+
+/// Simulated vLLM servers on loopback whose engines run `speed` times faster than real time.
+pub async fn backends_at(n: usize, speed: f64) -> ServeHandle {
     let mut config = ServeConfig::ephemeral(n);
-    config.speed = 50.0;
+    config.speed = speed;
     serve::spawn(config).await.unwrap()
 }
 

@@ -15,7 +15,8 @@
 //! | open connections | `server.maxConnections` (traffic), `server.maxAdminConnections` (admin) | 4096, 256 | one more is answered `503` with `connection: close` and closed |
 //! | head size | — | 64 KiB, 100 headers | a larger head gets `431` and the connection is closed |
 //!
-//! Every closing is counted ([`ConnectionStats`], on `/metrics` as
+//! A connection is closed between its deadline and the shorter of the two timeouts after it
+//! (its watchdog looks at it no less often). Every closing is counted ([`ConnectionStats`], on `/metrics` as
 //! `shepherd_http_connections_closed_total{port,reason}`) and logged at most once a second.
 //!
 //! ```no_run

@@ -12,6 +12,7 @@ use axum::body::Body;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -39,6 +40,7 @@ pub async fn serve(
 ) {
     let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
     let places = Arc::new(Semaphore::new(max));
+    let refusals = Arc::new(Semaphore::new(MAX_REFUSALS));
     let mut accept_errors = 0u64;
     loop {
         let accepted = tokio::select! {
@@ -59,7 +61,7 @@ pub async fn serve(
         };
         let Ok(place) = Arc::clone(&places).try_acquire_owned() else {
             stats.close(Closed::Refused);
-            refuse(tcp);
+            refuse(tcp, &refusals);
             continue;
         };
         // Without it small writes (one SSE event) may wait for the previous one's ACK.
@@ -81,10 +83,26 @@ pub async fn serve(
         .await;
 }
 
-/// Answers a connection over the cap with [`REFUSAL`], without waiting for it.
-fn refuse(tcp: TcpStream) {
-    let _ = tcp.try_write(REFUSAL);
-    drop(tcp);
+/// Refusals being written at once; past them a connection over the cap is closed unanswered.
+const MAX_REFUSALS: usize = 64;
+/// Time a refusal may take to write.
+const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Answers a connection over the cap with [`REFUSAL`] (within [`REFUSAL_TIMEOUT`], at most
+/// [`MAX_REFUSALS`] at once: a flood of connections cannot make refusing them cost more).
+fn refuse(tcp: TcpStream, refusals: &Arc<Semaphore>) {
+    let Ok(writing) = Arc::clone(refusals).try_acquire_owned() else {
+        return; // dropped: closed unanswered
+    };
+    tokio::spawn(async move {
+        let mut tcp = tcp;
+        let _ = tokio::time::timeout(REFUSAL_TIMEOUT, async {
+            tcp.write_all(REFUSAL).await?;
+            tcp.shutdown().await
+        })
+        .await;
+        drop(writing);
+    });
 }
 
 /// One connection, until it ends, a limit closes it, or `stop` drains it.
@@ -110,7 +128,9 @@ async fn connection(
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
     let mut draining = false;
-    let mut check = Instant::now() + limits.header_read_timeout;
+    // Looked at no less often than the shorter timeout: a connection is closed at most that
+    // long after its deadline.
+    let mut check = Instant::now() + limits.header_read_timeout.min(limits.idle_timeout);
     loop {
         tokio::select! {
             ended = conn.as_mut() => {
