@@ -56,8 +56,12 @@ impl Binary {
     }
 
     /// The binary's path, built first (once per test process) in this build's profile, so
-    /// the suite never runs a stale one.
+    /// the suite never runs a stale one — or, with `SHEPHERD_HOSTILE_BIN_DIR` set, the one in
+    /// that folder as it is (to try another build, an older one say, against the suite).
     pub fn path(self) -> PathBuf {
+        if let Some(dir) = std::env::var_os("SHEPHERD_HOSTILE_BIN_DIR").filter(|d| !d.is_empty()) {
+            return PathBuf::from(dir).join(self.package_and_name().1);
+        }
         static BUILT: OnceLock<build::Built> = OnceLock::new();
         let built = BUILT.get_or_init(build::Built::default);
         built.path(self)
