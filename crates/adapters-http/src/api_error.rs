@@ -48,6 +48,9 @@ use shepherd_scheduler_core::scheduler::ScheduleError;
 const INVALID_REQUEST: &str = "invalid_request_error";
 /// `type` of errors on the gateway's or the servers' side.
 const SERVER_ERROR: &str = "server_error";
+/// `x-shepherd-dropped-reason` and `error.code` of a body refused because the bodies held fill
+/// `gateway.maxBufferedBodyBytes`.
+pub const BODY_BUFFER_FULL: &str = "body_buffer_full";
 /// Longest `error.message` sent, in bytes: what a client sent (a model name, a path) is
 /// echoed at most this much, never megabytes back.
 pub const MAX_MESSAGE_BYTES: usize = 1024;
@@ -221,11 +224,11 @@ impl ApiError {
     /// (`x-shepherd-dropped-reason: body_buffer_full`).
     pub fn body_buffer_full(retry_after: u64) -> Self {
         let mut error = ApiError::unavailable(
-            "body_buffer_full",
+            BODY_BUFFER_FULL,
             "The gateway holds as many request bodies as it may; retry later.",
             retry_after,
         );
-        error.dropped_reason = Some("body_buffer_full");
+        error.dropped_reason = Some(BODY_BUFFER_FULL);
         error
     }
 

@@ -56,7 +56,9 @@ pub(crate) async fn proxy(
     match forward(gateway, path, request).await {
         Ok(response) => response,
         Err(error) => {
-            if error.dropped_reason().is_some() {
+            if error.dropped_reason() == Some(crate::api_error::BODY_BUFFER_FULL) {
+                inner.stats.rejected(Rejection::BodyBufferFull);
+            } else if error.dropped_reason().is_some() {
                 inner.stats.rejected(Rejection::FlowControl);
             } else if error.status() != axum::http::StatusCode::UNAUTHORIZED {
                 inner

@@ -93,10 +93,14 @@ pub enum Rejection {
     Internal,
     /// 429 or 503 from flow control (`x-shepherd-dropped-reason`).
     FlowControl,
+    /// 408: the body did not arrive within `gateway.bodyReadTimeoutMs`.
+    BodyTimeout,
+    /// 503: the bodies held filled `gateway.maxBufferedBodyBytes`.
+    BodyBufferFull,
 }
 
 impl Rejection {
-    const ALL: [Rejection; 10] = [
+    const ALL: [Rejection; 12] = [
         Rejection::Unauthorized,
         Rejection::RateLimited,
         Rejection::BodyTooLarge,
@@ -107,6 +111,8 @@ impl Rejection {
         Rejection::UpstreamTimeout,
         Rejection::Internal,
         Rejection::FlowControl,
+        Rejection::BodyTimeout,
+        Rejection::BodyBufferFull,
     ];
 
     /// The `reason` label.
@@ -122,6 +128,8 @@ impl Rejection {
             Rejection::UpstreamTimeout => "upstream_timeout",
             Rejection::Internal => "internal",
             Rejection::FlowControl => "flow_control",
+            Rejection::BodyTimeout => "body_timeout",
+            Rejection::BodyBufferFull => "body_buffer_full",
         }
     }
 
@@ -132,6 +140,7 @@ impl Rejection {
             429 => Rejection::RateLimited,
             413 => Rejection::BodyTooLarge,
             404 => Rejection::UnknownModel,
+            408 => Rejection::BodyTimeout,
             400..=499 => Rejection::BadRequest,
             502 => Rejection::UpstreamUnreachable,
             503 => Rejection::NoEndpoint,
@@ -149,7 +158,7 @@ impl Rejection {
 #[derive(Debug, Default)]
 pub struct GatewayStats {
     requests: [AtomicU64; APIS.len()],
-    rejections: [AtomicU64; 10],
+    rejections: [AtomicU64; 12],
     responses: [AtomicU64; 5],
     errors_before_response: AtomicU64,
     errors_mid_stream: AtomicU64,
