@@ -497,7 +497,7 @@ async fn the_deployment_example_is_valid() {
     )
     .unwrap();
     assert_eq!(config.policy.scheduler.max_endpoints, 1);
-    assert_eq!(config.endpoints.len(), 2);
+    assert_eq!(config.endpoints.len(), 4);
     assert_eq!(config.server.extproc_addr().to_string(), "127.0.0.1:9002");
     let Some(envoy) = envoy_binary() else {
         return;
