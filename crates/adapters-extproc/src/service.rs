@@ -7,6 +7,10 @@
 //! bounded channel — a 6 MB body streamed back is built chunk by chunk as the channel drains,
 //! never all at once.
 //!
+//! Every stream's request body is charged to one [`BodyBudget`] (the cap on buffered body bytes,
+//! [`ExtProcOptions::max_buffered_bytes`]), exported on the admin port's `/metrics` when the
+//! binary registers [`ExtProcService::body_budget`] as a metrics source.
+//!
 //! How a stream ends:
 //! - Envoy closes or resets it (it resets the stream after every request: a normal end). A
 //!   request still being served is then dropped, i.e. finished as cancelled.
@@ -44,6 +48,7 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::budget::BodyBudget;
 use crate::error::Rejection;
 use crate::exchange::{Exchange, PickJob, Step};
 use crate::options::ExtProcOptions;
@@ -93,6 +98,7 @@ struct Shared {
     scheduler: Arc<ReloadableScheduler>,
     options: Arc<ExtProcOptions>,
     admission: Option<Arc<dyn Admission>>,
+    budget: Arc<BodyBudget>,
 }
 
 /// The ext_proc endpoint picker. See the [module docs](self).
@@ -102,29 +108,54 @@ pub struct ExtProcService {
 }
 
 impl ExtProcService {
-    /// A picker scheduling with `scheduler`.
+    /// A picker scheduling with `scheduler`, its streams' bodies charged to a budget of
+    /// [`ExtProcOptions::max_buffered_bytes`].
     pub fn new(scheduler: Arc<ReloadableScheduler>, options: ExtProcOptions) -> Self {
+        let budget = Arc::new(BodyBudget::new(options.max_buffered_bytes));
         ExtProcService {
             shared: Arc::new(Shared {
                 scheduler,
                 options: Arc::new(options),
                 admission: None,
+                budget,
             }),
         }
     }
 
     /// Asks `admission` before scheduling each request.
     pub fn with_admission(self, admission: Arc<dyn Admission>) -> Self {
+        self.rebuilt(|shared| shared.admission = Some(admission))
+    }
+
+    /// Charges request bodies to `budget` instead of a budget of its own (to share one cap
+    /// between services, or to read it from elsewhere).
+    pub fn with_body_budget(self, budget: Arc<BodyBudget>) -> Self {
+        self.rebuilt(|shared| shared.budget = budget)
+    }
+
+    fn rebuilt(self, edit: impl FnOnce(&mut Shared)) -> Self {
         let Shared {
-            scheduler, options, ..
+            scheduler,
+            options,
+            admission,
+            budget,
         } = &*self.shared;
+        let mut shared = Shared {
+            scheduler: Arc::clone(scheduler),
+            options: Arc::clone(options),
+            admission: admission.clone(),
+            budget: Arc::clone(budget),
+        };
+        edit(&mut shared);
         ExtProcService {
-            shared: Arc::new(Shared {
-                scheduler: Arc::clone(scheduler),
-                options: Arc::clone(options),
-                admission: Some(admission),
-            }),
+            shared: Arc::new(shared),
         }
+    }
+
+    /// The cap on request-body bytes buffered across this service's streams; a
+    /// [`MetricsSource`](shepherd_scheduler_core::metrics::MetricsSource) of its figures.
+    pub fn body_budget(&self) -> &Arc<BodyBudget> {
+        &self.shared.budget
     }
 
     /// The options in force.
@@ -169,7 +200,9 @@ impl ExtProcService {
     ) {
         // The parsers of the config in force when the stream opens read its request.
         let parsers = Arc::clone(self.shared.scheduler.load().parsers());
-        let mut exchange = Exchange::new(Arc::clone(&self.shared.options)).with_parsers(parsers);
+        let mut exchange = Exchange::new(Arc::clone(&self.shared.options))
+            .with_parsers(parsers)
+            .with_body_budget(Arc::clone(&self.shared.budget));
         'stream: loop {
             let message = match inbound.message().await {
                 Ok(Some(message)) => message,
