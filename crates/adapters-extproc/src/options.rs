@@ -258,10 +258,13 @@ impl ExtProcOptions {
             .with_max_body_bytes(self.max_body_bytes)
     }
 
-    /// The largest gRPC message the server must accept: a whole body in BUFFERED mode, plus
-    /// room for its headers and metadata.
+    /// The largest gRPC message the server accepts: a whole body in BUFFERED mode, plus a
+    /// margin of a quarter of the body limit (at least 1 MiB), so that a body somewhat over
+    /// the limit still reaches the picker and is answered 413 `body_too_large`. A message
+    /// larger than this ends its stream with gRPC `RESOURCE_EXHAUSTED`.
     pub fn max_message_bytes(&self) -> usize {
-        self.max_body_bytes.saturating_add(1024 * 1024)
+        let margin = (self.max_body_bytes / 4).max(1024 * 1024);
+        self.max_body_bytes.saturating_add(margin)
     }
 }
 
@@ -321,5 +324,15 @@ mod tests {
         }
         let zero = ExtProcOptions::default().with_max_body_bytes(0);
         assert_eq!(zero.validate(), Err(OptionsError::ZeroBodyLimit));
+    }
+
+    #[test]
+    fn the_message_limit_leaves_room_over_the_body_limit() {
+        let options = ExtProcOptions::default();
+        assert_eq!(options.max_message_bytes(), 20 << 20);
+        assert_eq!(
+            options.with_max_body_bytes(1000).max_message_bytes(),
+            1000 + (1 << 20)
+        );
     }
 }

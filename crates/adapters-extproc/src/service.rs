@@ -14,7 +14,13 @@
 //! How a stream ends:
 //! - Envoy closes or resets it (it resets the stream after every request: a normal end). A
 //!   request still being served is then dropped, i.e. finished as cancelled.
-//! - A [`ProtocolError`](crate::ProtocolError) ends it with a gRPC error status.
+//! - The request was rejected: after the `ImmediateResponse` the picker reads and ignores what
+//!   still arrives until Envoy closes the stream (it does at once) or for at most
+//!   [`REJECTED_LINGER`], then ends it (OK: the request was answered). A client that goes on
+//!   sending after its rejection costs nothing for long, and the stream's buffers are freed.
+//! - A [`ProtocolError`](crate::ProtocolError) ends it with a gRPC error status; so does a
+//!   message the gRPC layer could not take (over [`ExtProcOptions::max_message_bytes`]:
+//!   `RESOURCE_EXHAUSTED`), never a clean end without an answer.
 //! - If the task dies without a word (a panic), the stream still ends with a gRPC `INTERNAL`
 //!   status, never a silent OK: Envoy would take a clean close as "go on without the picker"
 //!   and forward the request with no destination.
@@ -35,6 +41,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
     ExternalProcessor, ExternalProcessorServer,
@@ -55,6 +62,9 @@ use crate::options::ExtProcOptions;
 
 /// Answers sent ahead of Envoy reading them, per stream.
 const CHANNEL_DEPTH: usize = 8;
+
+/// How long a stream whose request was rejected stays open for the client to close it.
+pub const REJECTED_LINGER: Duration = Duration::from_secs(1);
 
 /// A boxed future, as [`Admission::admit`] returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -191,6 +201,23 @@ impl ExtProcService {
         Ok(decision?)
     }
 
+    /// The status that ends a stream whose inbound side failed with `status`.
+    fn inbound_failure(&self, status: Status) -> Status {
+        if status.code() == tonic::Code::OutOfRange {
+            // tonic's "decoded message length too large".
+            let limit = self.shared.options.max_message_bytes();
+            tracing::warn!(%status, limit, "ext_proc message over the size limit");
+            return Status::resource_exhausted(format!(
+                "request message over the endpoint picker's limit of {limit} bytes \
+                 (its body limit is {} bytes): {}",
+                self.shared.options.max_body_bytes,
+                status.message()
+            ));
+        }
+        tracing::trace!(%status, "ext_proc stream ended by the data plane");
+        status
+    }
+
     /// Runs one stream to its end. See the [module docs](self).
     async fn drive(
         self,
@@ -208,8 +235,11 @@ impl ExtProcService {
                 Ok(Some(message)) => message,
                 Ok(None) => break,
                 Err(status) => {
-                    // Envoy resets the stream once a request is over: not an error.
-                    tracing::trace!(%status, "ext_proc stream ended by the data plane");
+                    // Envoy resets the stream once a request is over: not an error, and nobody
+                    // hears the answer. Otherwise the data plane sent what the gRPC layer could
+                    // not take: say so with an error status, never a clean end.
+                    let status = self.inbound_failure(status);
+                    let _ = tx.send(Err(status)).await;
                     break;
                 }
             };
@@ -233,9 +263,31 @@ impl ExtProcService {
                     break 'stream;
                 }
             }
+            if exchange.is_rejected() {
+                // Answered with an ImmediateResponse: nothing more that arrives matters.
+                drain_after_rejection(&mut inbound).await;
+                break;
+            }
         }
         clean_end.store(true, Ordering::Release);
         // `exchange` drops here: a request still being served ends as cancelled.
+    }
+}
+
+/// Reads and ignores what still arrives on a stream whose request was rejected, until the
+/// client closes it or [`REJECTED_LINGER`] passed.
+async fn drain_after_rejection(inbound: &mut Streaming<ProcessingRequest>) {
+    let linger = tokio::time::sleep(REJECTED_LINGER);
+    tokio::pin!(linger);
+    loop {
+        tokio::select! {
+            message = inbound.message() => {
+                if !matches!(message, Ok(Some(_))) {
+                    return;
+                }
+            }
+            () = &mut linger => return,
+        }
     }
 }
 
