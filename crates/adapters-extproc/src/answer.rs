@@ -34,6 +34,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
 use envoy_types::pb::google::protobuf::value::Kind;
 use envoy_types::pb::google::protobuf::{Struct, Value};
 
+use crate::budget::BodyReservation;
 use crate::headers::set_header;
 use crate::options::ExtProcOptions;
 
@@ -217,6 +218,8 @@ pub fn echo_response_body(body: Vec<u8>, end_of_stream: bool, chunk_size: usize)
 #[derive(Debug)]
 pub struct BodyChunks {
     body: Vec<u8>,
+    /// The body's bytes in the picker's budget, given back with the body.
+    held: Option<BodyReservation>,
     offset: usize,
     chunk_size: usize,
     end_of_stream: bool,
@@ -230,12 +233,20 @@ impl BodyChunks {
     pub fn new(body: Vec<u8>, chunk_size: usize, end_of_stream: bool, request: bool) -> Self {
         BodyChunks {
             body,
+            held: None,
             offset: 0,
             chunk_size: chunk_size.max(1),
             end_of_stream,
             request,
             done: false,
         }
+    }
+
+    /// Keeps `held` (the body's bytes in the budget) until the last chunk is built, then gives
+    /// it back with the body.
+    pub fn holding(mut self, held: BodyReservation) -> Self {
+        self.held = Some(held);
+        self
     }
 }
 
@@ -258,6 +269,7 @@ impl Iterator for BodyChunks {
         if last {
             self.done = true;
             self.body = Vec::new();
+            self.held = None;
         }
         Some(streamed_chunk(
             chunk,

@@ -9,6 +9,14 @@
 //! headers, a body that grows over it is refused at the chunk that crosses it — the picker
 //! never holds more than `max_body_bytes` of one request.
 //!
+//! The buffer grows with the bytes that arrive, never ahead of them: `content-length` is the
+//! client's word, and reserving it would let header-only streams claim memory they never send
+//! (10,000 streams announcing 16 MiB would reserve 156 GiB). The announced length only caps
+//! the growth (a body that arrives as announced gets no spare room), and every growth is
+//! charged first to the picker's [`BodyBudget`] (when the assembly is
+//! [charged to one](RequestAssembly::charged_to)); a refused growth is answered 503
+//! `body_buffer_full`.
+//!
 //! ```
 //! use envoy_types::pb::envoy::config::core::v3::{HeaderMap, HeaderValue};
 //! use shepherd_adapters_extproc::assembly::RequestAssembly;
@@ -30,11 +38,14 @@
 //! assert_eq!(request.header("x-slo-tpot-ms"), None);
 //! ```
 
+use std::sync::Arc;
+
 use envoy_types::pb::envoy::config::core::v3::HeaderMap;
 use shepherd_scheduler_core::request::{
     InferenceRequest, MAX_PLUGIN_HEADER_LEN, PLUGIN_HEADERS, ParserSet,
 };
 
+use crate::budget::{BodyBudget, BodyReservation};
 use crate::error::Rejection;
 use crate::headers::{has_header, header_value};
 use crate::options::ExtProcOptions;
@@ -51,7 +62,11 @@ pub struct RequestAssembly {
     plugin_headers: Vec<(String, String)>,
     /// Owned routing headers the client sent, to be removed.
     client_owned: Vec<String>,
+    /// The announced body length (`content-length`): a ceiling on growth, never a reservation.
+    declared: Option<usize>,
     body: Vec<u8>,
+    /// The body buffer's capacity, charged to the budget.
+    held: BodyReservation,
 }
 
 impl RequestAssembly {
@@ -93,9 +108,21 @@ impl RequestAssembly {
                 .filter(|(_, v)| v.len() <= MAX_PLUGIN_HEADER_LEN)
                 .collect(),
             client_owned,
-            // Preallocate what the client announced (already checked against the limit).
-            body: Vec::with_capacity(declared.unwrap_or(0)),
+            declared,
+            // Nothing is reserved until bytes arrive: the client's word is not memory.
+            body: Vec::new(),
+            held: BodyReservation::unbudgeted(),
         })
+    }
+
+    /// Charges the body's buffer to `budget` from now on. Call it before the first body byte
+    /// arrives (the [`Exchange`](crate::Exchange) does, at the headers); on an assembly that
+    /// already holds body bytes it changes nothing.
+    pub fn charged_to(mut self, budget: &Arc<BodyBudget>) -> Self {
+        if self.body.capacity() == 0 {
+            self.held = budget.reservation();
+        }
+        self
     }
 
     /// The request path (`:path`), query string included.
@@ -108,21 +135,80 @@ impl RequestAssembly {
         self.body.len()
     }
 
+    /// Bytes reserved for the body (its buffer's capacity): what has arrived, plus at most as
+    /// much again of room to grow, within the announced length and the body limit.
+    pub fn reserved_bytes(&self) -> usize {
+        self.body.capacity()
+    }
+
+    /// Takes the guard of the body's bytes out of the assembly, so that they stay counted while
+    /// the body is held after [`RequestAssembly::finish`] (waiting for the pick, then streamed
+    /// back). The assembly's own guard then counts nothing.
+    pub fn take_reservation(&mut self) -> BodyReservation {
+        std::mem::replace(&mut self.held, BodyReservation::unbudgeted())
+    }
+
     /// Routing headers the picker owns that the client sent (to be removed).
     pub fn client_owned_headers(&self) -> &[String] {
         &self.client_owned
     }
 
-    /// Appends a body chunk; refuses one that takes the body over the limit.
+    /// Appends a body chunk; refuses one that takes the body over the limit (413), or whose
+    /// room the budget cannot give (503).
     pub fn push_body(&mut self, chunk: &[u8], options: &ExtProcOptions) -> Result<(), Rejection> {
-        let size = self.body.len().saturating_add(chunk.len());
+        self.check_limit(chunk.len(), options)?;
+        self.make_room(chunk.len(), options)?;
+        self.body.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    /// [`RequestAssembly::push_body`] for a chunk the caller owns: the first chunk becomes the
+    /// buffer without a copy (a BUFFERED body is one message of up to the body limit).
+    pub fn push_body_vec(
+        &mut self,
+        chunk: Vec<u8>,
+        options: &ExtProcOptions,
+    ) -> Result<(), Rejection> {
+        if self.body.capacity() != 0 {
+            return self.push_body(&chunk, options);
+        }
+        self.check_limit(chunk.len(), options)?;
+        self.held.grow_to(chunk.capacity())?;
+        self.body = chunk;
+        Ok(())
+    }
+
+    fn check_limit(&self, extra: usize, options: &ExtProcOptions) -> Result<(), Rejection> {
+        let size = self.body.len().saturating_add(extra);
         if size > options.max_body_bytes {
             return Err(Rejection::BodyTooLarge {
                 size,
                 limit: options.max_body_bytes,
             });
         }
-        self.body.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    /// Makes room for `extra` more bytes: the buffer doubles (to amortize many small chunks),
+    /// but never past the body limit, nor past the announced length when the body is still
+    /// within it; the growth is charged to the budget before the buffer grows.
+    fn make_room(&mut self, extra: usize, options: &ExtProcOptions) -> Result<(), Rejection> {
+        let len = self.body.len();
+        let need = len.saturating_add(extra);
+        if need <= self.body.capacity() {
+            return Ok(());
+        }
+        let mut target = need.max(
+            self.body
+                .capacity()
+                .saturating_mul(2)
+                .min(options.max_body_bytes),
+        );
+        if let Some(declared) = self.declared.filter(|d| *d >= need) {
+            target = target.min(declared);
+        }
+        self.held.grow_to(target)?;
+        self.body.reserve_exact(target - len);
         Ok(())
     }
 
@@ -153,5 +239,135 @@ impl RequestAssembly {
         request.session_key = self.session;
         request.headers = self.plugin_headers;
         Ok((request, self.body))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+
+    use super::*;
+
+    fn headers(content_length: Option<usize>) -> HeaderMap {
+        let header = |k: &str, v: String| HeaderValue {
+            key: k.into(),
+            raw_value: v.into_bytes(),
+            ..Default::default()
+        };
+        let mut headers = vec![header(":path", "/v1/completions".into())];
+        if let Some(n) = content_length {
+            headers.push(header("content-length", n.to_string()));
+        }
+        HeaderMap { headers }
+    }
+
+    #[test]
+    fn an_announced_length_reserves_nothing() {
+        let options = ExtProcOptions::default();
+        let budget = Arc::new(BodyBudget::new(options.max_buffered_bytes));
+        let assembly =
+            RequestAssembly::from_headers(Some(&headers(Some(options.max_body_bytes))), &options)
+                .unwrap()
+                .charged_to(&budget);
+        assert_eq!(assembly.reserved_bytes(), 0);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn the_buffer_grows_with_what_arrives_capped_by_the_announced_length() {
+        let options = ExtProcOptions::default();
+        let budget = Arc::new(BodyBudget::new(options.max_buffered_bytes));
+        let declared = 100_000;
+        let mut assembly = RequestAssembly::from_headers(Some(&headers(Some(declared))), &options)
+            .unwrap()
+            .charged_to(&budget);
+        let chunk = [b'a'; 10_000];
+        assembly.push_body(&chunk, &options).unwrap();
+        assert_eq!(assembly.reserved_bytes(), 10_000);
+        let mut previous = assembly.reserved_bytes();
+        for _ in 1..10 {
+            assembly.push_body(&chunk, &options).unwrap();
+            let reserved = assembly.reserved_bytes();
+            // At most doubling, never past what was announced, always what arrived.
+            assert!(reserved >= assembly.body_len());
+            assert!(reserved <= (2 * previous).max(assembly.body_len()));
+            assert!(reserved <= declared);
+            assert_eq!(budget.used(), reserved);
+            previous = reserved;
+        }
+        assert_eq!(assembly.reserved_bytes(), declared);
+        // A client that sends more than it announced still only gets what it sends.
+        assembly.push_body(&chunk, &options).unwrap();
+        assert!(assembly.reserved_bytes() <= 2 * declared);
+        let held = assembly.take_reservation();
+        assert_eq!(held.held(), assembly.reserved_bytes());
+        drop(assembly);
+        assert_eq!(budget.used(), held.held());
+        drop(held);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn without_an_announced_length_growth_stops_at_the_body_limit() {
+        let options = ExtProcOptions::default().with_max_body_bytes(50_000);
+        let mut assembly = RequestAssembly::from_headers(Some(&headers(None)), &options).unwrap();
+        for _ in 0..4 {
+            assembly.push_body(&[b'a'; 12_000], &options).unwrap();
+        }
+        assert_eq!(assembly.body_len(), 48_000);
+        assert_eq!(assembly.reserved_bytes(), 48_000);
+        // Doubling would give 96,000: the limit caps it.
+        assembly.push_body(&[b'a'; 1_000], &options).unwrap();
+        assert_eq!(assembly.reserved_bytes(), 50_000);
+        let error = assembly.push_body(&[b'a'; 1_001], &options).unwrap_err();
+        assert_eq!(error.http_status(), 413);
+        assert_eq!(assembly.reserved_bytes(), 50_000);
+    }
+
+    #[test]
+    fn a_growth_the_budget_refuses_is_503_and_its_bytes_are_given_back() {
+        let options = ExtProcOptions::default();
+        let budget = Arc::new(BodyBudget::new(1 << 20));
+        let mut first = RequestAssembly::from_headers(Some(&headers(None)), &options)
+            .unwrap()
+            .charged_to(&budget);
+        first
+            .push_body_vec(vec![b'a'; 800 << 10], &options)
+            .unwrap();
+        let mut second = RequestAssembly::from_headers(Some(&headers(None)), &options)
+            .unwrap()
+            .charged_to(&budget);
+        second.push_body(&[b'a'; 32 << 10], &options).unwrap();
+        let error = second.push_body(&[b'a'; 100 << 10], &options).unwrap_err();
+        assert_eq!(
+            (error.http_status(), error.reason()),
+            (503, "body_buffer_full")
+        );
+        assert_eq!(budget.refused(), 1);
+        drop((first, second));
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn an_owned_first_chunk_becomes_the_buffer() {
+        let options = ExtProcOptions::default();
+        let budget = Arc::new(BodyBudget::new(options.max_buffered_bytes));
+        let mut assembly = RequestAssembly::from_headers(Some(&headers(None)), &options)
+            .unwrap()
+            .charged_to(&budget);
+        let body = br#"{"model":"m","prompt":"hi"}"#.to_vec();
+        let capacity = body.capacity();
+        assembly.push_body_vec(body, &options).unwrap();
+        assert_eq!(budget.used(), capacity);
+        let over = vec![0; options.max_body_bytes];
+        assert_eq!(
+            assembly
+                .push_body_vec(over, &options)
+                .unwrap_err()
+                .http_status(),
+            413
+        );
     }
 }

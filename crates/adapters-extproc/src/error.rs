@@ -1,7 +1,7 @@
 //! What can go wrong, in three kinds that end differently:
 //!
 //! - a [`Rejection`]: this *request* cannot be routed (bad body, unknown model, too large, shed,
-//!   no endpoint). The picker answers it with an `ImmediateResponse` carrying the HTTP status,
+//!   no endpoint, the body buffers full). The picker answers it with an `ImmediateResponse` carrying the HTTP status,
 //!   the `x-shepherd-dropped-reason` header and a small JSON body (see [`crate::reject`]);
 //! - a [`ProtocolError`]: the *stream* cannot go on (messages out of order, a body mode the
 //!   picker cannot work with). The stream ends with a gRPC error status, so Envoy fails the
@@ -20,6 +20,8 @@ use shepherd_scheduler_core::request::ParseError;
 use shepherd_scheduler_core::scheduler::ScheduleError;
 use thiserror::Error;
 
+use crate::budget::BudgetExhausted;
+
 /// Why a request was not routed; answered with an `ImmediateResponse`. See the
 /// [module docs](self).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -35,6 +37,13 @@ pub enum Rejection {
         /// Bytes seen (or announced by `content-length`).
         size: usize,
         /// The configured limit.
+        limit: usize,
+    },
+    /// The picker's buffers for request bodies are full: this body would have taken the bytes
+    /// held across every stream over the cap (503; see [`crate::budget`]).
+    #[error("the endpoint picker's request-body buffers are full ({limit} bytes): try again")]
+    BodyBufferFull {
+        /// The cap on buffered request-body bytes.
         limit: usize,
     },
     /// The model is not one of the configured models (404).
@@ -70,7 +79,9 @@ impl Rejection {
             Rejection::UnknownModel(_) => 404,
             Rejection::Shed(_) => 429,
             Rejection::Dropped(reason) => reason.http_status(),
-            Rejection::Unavailable(_) | Rejection::EmptySubset => 503,
+            Rejection::Unavailable(_)
+            | Rejection::EmptySubset
+            | Rejection::BodyBufferFull { .. } => 503,
             Rejection::Schedule(e) => e.http_status(),
             Rejection::Internal(_) => 500,
         }
@@ -81,6 +92,7 @@ impl Rejection {
         match self {
             Rejection::BadBody(e) => parse_reason(e),
             Rejection::BodyTooLarge { .. } => "body_too_large",
+            Rejection::BodyBufferFull { .. } => "body_buffer_full",
             Rejection::UnknownModel(_) => "unknown_model",
             Rejection::Shed(_) => "shed",
             Rejection::Dropped(reason) => reason.as_str(),
@@ -103,6 +115,12 @@ fn parse_reason(error: &ParseError) -> &'static str {
         ParseError::InvalidField { .. } => "invalid_field",
         ParseError::EmptyPrompt => "empty_prompt",
         _ => "bad_request",
+    }
+}
+
+impl From<BudgetExhausted> for Rejection {
+    fn from(error: BudgetExhausted) -> Self {
+        Rejection::BodyBufferFull { limit: error.limit }
     }
 }
 

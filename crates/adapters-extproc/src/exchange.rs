@@ -18,7 +18,10 @@
 //! - **Request.** In `FULL_DUPLEX_STREAMED` mode nothing is answered until the body is
 //!   complete; in `BUFFERED` mode the headers are answered at once (Envoy holds the body until
 //!   they are). A body over the limit, or an unparsable one, is answered with an
-//!   `ImmediateResponse` and the exchange is [done](Exchange::is_done).
+//!   `ImmediateResponse` and the exchange is [done](Exchange::is_done). The body's buffer grows
+//!   with what arrives and is charged to the picker's [`BodyBudget`] (see
+//!   [`Exchange::with_body_budget`]); it stays charged while the request waits for its pick
+//!   and while the body streams back, and is given back when the exchange drops it.
 //! - **Picking.** When the request is complete, [`Exchange::on_message`] returns
 //!   [`Step::Pick`] with the parsed request and the subset hint. The caller picks (admission,
 //!   then the scheduler) and hands the outcome to [`Exchange::picked`], which returns the
@@ -61,6 +64,7 @@ use shepherd_scheduler_core::request::{InferenceRequest, ParserSet};
 
 use crate::answer::{self, BodyChunks, Replies, Route};
 use crate::assembly::RequestAssembly;
+use crate::budget::{BodyBudget, BodyReservation};
 use crate::error::{ProtocolError, Rejection};
 use crate::headers::header_value;
 use crate::hint::{served_endpoint, subset_hint};
@@ -100,6 +104,8 @@ struct Pending {
     /// The request ended with trailers, which are answered after the body.
     ended_by_trailers: bool,
     remove: Vec<String>,
+    /// The body's bytes, counted until it is streamed back or dropped.
+    held: BodyReservation,
 }
 
 /// The response being received.
@@ -144,23 +150,36 @@ pub struct Exchange {
     request_mode: BodyMode,
     response_mode: BodyMode,
     subset: Option<Vec<String>>,
+    budget: Arc<BodyBudget>,
     phase: Phase,
+    /// The request was answered with an `ImmediateResponse`.
+    rejected: bool,
 }
 
 impl Exchange {
     /// A new stream, before its first message, reading requests with upstream's default
-    /// parsers (see [`Exchange::with_parsers`]).
+    /// parsers (see [`Exchange::with_parsers`]), its body charged to a budget of its own of
+    /// [`ExtProcOptions::max_buffered_bytes`] (see [`Exchange::with_body_budget`]).
     pub fn new(options: Arc<ExtProcOptions>) -> Self {
         static DEFAULT_PARSERS: LazyLock<Arc<ParserSet>> =
             LazyLock::new(|| Arc::new(ParserSet::upstream_default()));
         Exchange {
             request_mode: options.default_request_body_mode,
             response_mode: options.default_response_body_mode,
-            options,
             parsers: Arc::clone(&DEFAULT_PARSERS),
             subset: None,
+            budget: Arc::new(BodyBudget::new(options.max_buffered_bytes)),
+            options,
             phase: Phase::Start,
+            rejected: false,
         }
+    }
+
+    /// Charges the request body to `budget`, shared by every stream of a service (set before
+    /// the first message).
+    pub fn with_body_budget(mut self, budget: Arc<BodyBudget>) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Reads the request with `parsers` (the service passes those of the scheduler in force
@@ -183,6 +202,12 @@ impl Exchange {
     /// Whether the exchange is over: the request was rejected, or its response ended.
     pub fn is_done(&self) -> bool {
         matches!(self.phase, Phase::Done)
+    }
+
+    /// Whether the request was answered with an `ImmediateResponse` (a rejection): the stream
+    /// has nothing more to say.
+    pub fn is_rejected(&self) -> bool {
+        self.rejected
     }
 
     /// Whether a pick is awaited ([`Exchange::picked`] is next).
@@ -239,6 +264,7 @@ impl Exchange {
     fn reject(&mut self, rejection: &Rejection) -> Option<Step> {
         tracing::debug!(reason = rejection.reason(), %rejection, "request rejected");
         self.phase = Phase::Done;
+        self.rejected = true;
         Some(Step::Reply(Replies::one(immediate_response(
             rejection,
             &self.options,
@@ -261,7 +287,7 @@ impl Exchange {
         }
         let assembly = match RequestAssembly::from_headers(headers.headers.as_ref(), &self.options)
         {
-            Ok(a) => a,
+            Ok(a) => a.charged_to(&self.budget),
             Err(rejection) => return Ok(self.reject(&rejection)),
         };
         if headers.end_of_stream {
@@ -288,7 +314,7 @@ impl Exchange {
                 mut assembly,
                 headers_answered,
             } => {
-                if let Err(rejection) = assembly.push_body(&body.body, &self.options) {
+                if let Err(rejection) = assembly.push_body_vec(body.body, &self.options) {
                     return Ok(self.reject(&rejection));
                 }
                 // A buffered body is whole in one message (trailers, if any, follow only after
@@ -332,7 +358,7 @@ impl Exchange {
     /// The request is complete: parse it and ask for a pick.
     fn complete(
         &mut self,
-        assembly: RequestAssembly,
+        mut assembly: RequestAssembly,
         has_body: bool,
         headers_answered: bool,
         ended_by_trailers: bool,
@@ -342,6 +368,7 @@ impl Exchange {
         } else {
             assembly.client_owned_headers().to_vec()
         };
+        let held = assembly.take_reservation();
         let (request, body) = match assembly.finish(&self.options, &self.parsers) {
             Ok(parsed) => parsed,
             Err(rejection) => return self.reject(&rejection),
@@ -355,6 +382,7 @@ impl Exchange {
             headers_answered,
             ended_by_trailers,
             remove,
+            held,
         });
         Some(Step::Pick(PickJob {
             request,
@@ -416,7 +444,8 @@ impl Exchange {
                 options.chunk_size,
                 !pending.ended_by_trailers,
                 true,
-            );
+            )
+            .holding(pending.held);
             let tail = pending.ended_by_trailers.then(answer::request_trailers);
             Replies::new(head, Some(body), tail)
         };

@@ -12,6 +12,7 @@
 //! - [`exchange`]: the state machine of one stream (request headers → body → trailers →
 //!   pick → response headers → body → trailers), free of I/O;
 //! - [`assembly`]: buffering and parsing one request, within the body limit;
+//! - [`budget`]: the cap on request-body bytes buffered across every stream;
 //! - [`answer`]: every `ProcessingResponse` shape the picker sends;
 //! - [`reject`]: rejections as `ImmediateResponse`s (status, reason header, JSON body);
 //! - [`hint`]: the subset hint and the served-endpoint report in metadata;
@@ -41,6 +42,7 @@
 
 pub mod answer;
 pub mod assembly;
+pub mod budget;
 pub mod error;
 pub mod exchange;
 pub mod headers;
@@ -50,9 +52,10 @@ pub mod reject;
 pub mod server;
 pub mod service;
 
+pub use budget::{BodyBudget, BodyReservation};
 pub use error::{ProtocolError, Rejection, ServeError};
 pub use exchange::{Exchange, PickJob, Step};
-pub use options::{BodyMode, ExtProcOptions, HeaderNames, MetadataKeys};
+pub use options::{BodyMode, ExtProcOptions, HeaderNames, MetadataKeys, OptionsError};
 pub use server::{SERVICE_NAME, serve, serve_health};
 pub use service::{Admission, Admitted, AnswerStream, BoxFuture, ExtProcService};
 

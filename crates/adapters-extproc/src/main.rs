@@ -20,6 +20,9 @@
 //! Once every listener is bound it logs one line naming them, which scripts and tests read
 //! when they ask for port 0:
 //! `shepherd-epp listening extproc=127.0.0.1:9002 health=127.0.0.1:9003 admin=127.0.0.1:9090`.
+//!
+//! If it cannot start (a bad config file, a port taken, limits that cannot work together) it
+//! prints the error's message and its causes to stderr, one per line, and exits with status 1.
 #![forbid(unsafe_code)]
 
 mod flow_admission;
@@ -29,11 +32,13 @@ use std::error::Error;
 use std::io::IsTerminal;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use shepherd_adapters_extproc::{ExtProcOptions, ExtProcService, serve, serve_health};
+use shepherd_adapters_extproc::options::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BUFFERED_BYTES};
+use shepherd_adapters_extproc::{BodyBudget, ExtProcOptions, ExtProcService, serve, serve_health};
 use shepherd_runtime::config::{EndpointSpec, RuntimeConfig, ServerConfig};
 use shepherd_runtime::discovery::{EndpointSet, StaticDiscovery};
 use shepherd_runtime::{ConfigSource, Runtime, RuntimeOptions};
@@ -65,8 +70,12 @@ struct Args {
     #[arg(long)]
     metrics_port: Option<u16>,
     /// Largest request body accepted, in bytes.
-    #[arg(long, default_value_t = shepherd_adapters_extproc::options::DEFAULT_MAX_BODY_BYTES)]
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
+    /// Cap on request-body bytes buffered across every stream; a body that would take the
+    /// total over it is answered 503 (bodies over 64 KiB may use seven eighths of it).
+    #[arg(long, default_value_t = DEFAULT_MAX_BUFFERED_BYTES)]
+    max_buffered_bytes: usize,
     /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish.
     #[arg(long, default_value_t = 30)]
     drain_timeout_secs: u64,
@@ -92,6 +101,17 @@ impl Args {
             server.metrics_port = port;
         }
         server
+    }
+
+    /// The ext_proc service's options, checked.
+    fn extproc_options(&self) -> Result<ExtProcOptions, Box<dyn Error>> {
+        let options = ExtProcOptions::default()
+            .with_max_body_bytes(self.max_body_bytes)
+            .with_max_buffered_bytes(self.max_buffered_bytes);
+        options
+            .validate()
+            .map_err(|e| format!("--max-body-bytes / --max-buffered-bytes: {e}"))?;
+        Ok(options)
     }
 
     fn endpoint_set(&self) -> EndpointSet {
@@ -150,16 +170,56 @@ async fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener, Box<dyn Error
         .map_err(|e| format!("cannot listen for {what} on {addr}: {e}").into())
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
+/// Prints `error` and its causes to stderr, one per line; a cause whose text the lines above
+/// already carry is skipped (many errors repeat their source in their own message).
+fn print_error(error: &dyn Error) {
+    let mut printed = error.to_string();
+    eprintln!("shepherd-epp: error: {printed}");
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !printed.contains(&text) {
+            eprintln!("  caused by: {text}");
+            printed.push('\n');
+            printed.push_str(&text);
+        }
+        source = cause.source();
+    }
+}
+
+fn main() -> ExitCode {
     let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            print_error(&error);
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            print_error(&*error);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn Error>> {
     init_logging();
     let mut stop = StopSignals::listen();
+    let extproc_options = args.extproc_options()?;
+    // One cap on buffered bodies for every stream, exported on the admin port's /metrics.
+    let budget = Arc::new(BodyBudget::new(extproc_options.max_buffered_bytes));
 
     let mut options = RuntimeOptions {
         config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),
         ..RuntimeOptions::default()
     };
+    options.metrics_sources.push(budget.clone());
     let (source, file_server) = match &args.config {
         Some(path) => {
             // Read once here for the listen addresses; the runtime reads it again and watches
@@ -192,10 +252,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .admin_addr()
         .map_or_else(|| "-".to_string(), |a| a.to_string());
 
-    let mut service = ExtProcService::new(
-        Arc::clone(handle.scheduler()),
-        ExtProcOptions::default().with_max_body_bytes(args.max_body_bytes),
-    );
+    let mut service = ExtProcService::new(Arc::clone(handle.scheduler()), extproc_options)
+        .with_body_budget(budget);
     if let Some(flow) = handle.flow() {
         service = service.with_admission(Arc::new(FlowAdmission(flow.clone())));
     }

@@ -1,5 +1,6 @@
-//! What an [`ExtProcService`](crate::ExtProcService) can be told: body limits, the chunk size of
-//! the body it streams back, and the names of every header and metadata key of the protocol.
+//! What an [`ExtProcService`](crate::ExtProcService) can be told: body limits (per request, and
+//! across every stream), the chunk size of the body it streams back, and the names of every
+//! header and metadata key of the protocol.
 //!
 //! The defaults are the Gateway API Inference Extension's endpoint-picker protocol as Envoy
 //! speaks it, so most embedders only change [`ExtProcOptions::max_body_bytes`]:
@@ -17,6 +18,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use shepherd_scheduler_core::request::ParseLimits;
+use thiserror::Error;
+
+use crate::budget::BodyBudget;
 
 /// Largest body chunk sent back to Envoy: Envoy caps a streamed chunk at 64 KiB, and this
 /// leaves a margin (the llm-d router uses the same figure).
@@ -24,6 +28,17 @@ pub const DEFAULT_CHUNK_SIZE: usize = 62_000;
 
 /// Default largest request body (16 MiB, the core parser's default).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// Default cap on request-body bytes buffered across every stream (256 MiB).
+///
+/// Why this figure: it holds 14 bodies of the default 16 MiB limit at once (large bodies get
+/// seven eighths of the cap, see [`crate::budget`]), or thousands of ordinary prompts (a few
+/// to a few hundred KiB each), which is far more than a picker has in hand at any moment —
+/// Envoy streams a body in and the pick takes microseconds, so bodies are held for
+/// milliseconds unless flow control queues them. And it keeps the body buffers of a picker
+/// attacked by clients that park partial bodies well inside a 1–2 GiB container, instead of
+/// growing with the number of streams.
+pub const DEFAULT_MAX_BUFFERED_BYTES: usize = 256 * 1024 * 1024;
 
 /// Default bytes of a response body's end kept to find its `usage`.
 pub const DEFAULT_USAGE_SCAN_BYTES: usize = 16 * 1024;
@@ -148,6 +163,10 @@ pub struct ExtProcOptions {
     /// Largest request body accepted; a larger one is answered 413 as soon as it is known to be
     /// larger (from `content-length`, or while it streams in). Default 16 MiB.
     pub max_body_bytes: usize,
+    /// Cap on request-body bytes buffered across every stream of a service; a body that would
+    /// take the total over it is answered 503 `body_buffer_full` (see [`crate::budget`]).
+    /// Default [`DEFAULT_MAX_BUFFERED_BYTES`] (256 MiB).
+    pub max_buffered_bytes: usize,
     /// Largest body chunk streamed back to Envoy. Default [`DEFAULT_CHUNK_SIZE`] (62,000).
     pub chunk_size: usize,
     /// Bytes at the end of a response body kept to find its `usage`. Default 16 KiB.
@@ -173,6 +192,7 @@ impl Default for ExtProcOptions {
     fn default() -> Self {
         ExtProcOptions {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_buffered_bytes: DEFAULT_MAX_BUFFERED_BYTES,
             chunk_size: DEFAULT_CHUNK_SIZE,
             usage_scan_bytes: DEFAULT_USAGE_SCAN_BYTES,
             default_request_body_mode: BodyMode::FullDuplexStreamed,
@@ -190,6 +210,29 @@ impl ExtProcOptions {
     pub fn with_max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
         self
+    }
+
+    /// Sets the cap on request-body bytes buffered across every stream.
+    pub fn with_max_buffered_bytes(mut self, bytes: usize) -> Self {
+        self.max_buffered_bytes = bytes;
+        self
+    }
+
+    /// Checks that the limits can work together: a body of `max_body_bytes` must fit in the
+    /// share of `max_buffered_bytes` large bodies may use.
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        if self.max_body_bytes == 0 {
+            return Err(OptionsError::ZeroBodyLimit);
+        }
+        let share = BodyBudget::new(self.max_buffered_bytes).large_body_ceiling();
+        if share < self.max_body_bytes {
+            return Err(OptionsError::BufferedBelowBody {
+                buffered: self.max_buffered_bytes,
+                body: self.max_body_bytes,
+                least: least_buffered_for(self.max_body_bytes),
+            });
+        }
+        Ok(())
     }
 
     /// Sets the largest chunk streamed back (at least 1 byte).
@@ -215,9 +258,81 @@ impl ExtProcOptions {
             .with_max_body_bytes(self.max_body_bytes)
     }
 
-    /// The largest gRPC message the server must accept: a whole body in BUFFERED mode, plus
-    /// room for its headers and metadata.
+    /// The largest gRPC message the server accepts: a whole body in BUFFERED mode, plus a
+    /// margin of a quarter of the body limit (at least 1 MiB), so that a body somewhat over
+    /// the limit still reaches the picker and is answered 413 `body_too_large`. A message
+    /// larger than this ends its stream with gRPC `RESOURCE_EXHAUSTED`.
     pub fn max_message_bytes(&self) -> usize {
-        self.max_body_bytes.saturating_add(1024 * 1024)
+        let margin = (self.max_body_bytes / 4).max(1024 * 1024);
+        self.max_body_bytes.saturating_add(margin)
+    }
+}
+
+/// The smallest cap on buffered bodies whose share for large bodies (the cap less an eighth,
+/// rounded down) holds one body of `body` bytes (at least 1).
+fn least_buffered_for(body: usize) -> usize {
+    let least = (body.max(1) as u128 - 1) * 8 / 7 + 1;
+    usize::try_from(least).unwrap_or(usize::MAX)
+}
+
+/// Limits that cannot work together ([`ExtProcOptions::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// The body limit is zero: no request with a body could be routed.
+    #[error("the request body limit must be at least 1 byte")]
+    ZeroBodyLimit,
+    /// The cap on buffered bodies leaves no room for one body at the body limit.
+    #[error(
+        "the cap on buffered request bodies ({buffered} bytes) leaves no room for one body of \
+         the {body}-byte limit: bodies over 64 KiB may use seven eighths of the cap, so give \
+         at least {least} bytes"
+    )]
+    BufferedBelowBody {
+        /// The cap on buffered bodies.
+        buffered: usize,
+        /// The body limit.
+        body: usize,
+        /// The smallest cap that fits one body at the limit.
+        least: usize,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_fit_together_and_the_least_cap_named_fits() {
+        assert_eq!(ExtProcOptions::default().validate(), Ok(()));
+        for body in [1, 7, 1000, 1 << 20, DEFAULT_MAX_BODY_BYTES, 100_000_007] {
+            let options = ExtProcOptions::default().with_max_body_bytes(body);
+            let least = match options.clone().with_max_buffered_bytes(0).validate() {
+                Err(OptionsError::BufferedBelowBody { least, .. }) => least,
+                other => panic!("{body}: {other:?}"),
+            };
+            assert_eq!(
+                options.clone().with_max_buffered_bytes(least).validate(),
+                Ok(())
+            );
+            assert!(
+                options
+                    .with_max_buffered_bytes(least - 1)
+                    .validate()
+                    .is_err()
+            );
+        }
+        let zero = ExtProcOptions::default().with_max_body_bytes(0);
+        assert_eq!(zero.validate(), Err(OptionsError::ZeroBodyLimit));
+    }
+
+    #[test]
+    fn the_message_limit_leaves_room_over_the_body_limit() {
+        let options = ExtProcOptions::default();
+        assert_eq!(options.max_message_bytes(), 20 << 20);
+        assert_eq!(
+            options.with_max_body_bytes(1000).max_message_bytes(),
+            1000 + (1 << 20)
+        );
     }
 }

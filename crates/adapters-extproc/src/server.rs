@@ -5,6 +5,22 @@
 //! Accepted connections get `TCP_NODELAY`: ext_proc answers are small messages on a
 //! latency-critical path, and Nagle's algorithm would hold them back.
 //!
+//! Both servers bound what one peer may make them hold (the figures are this module's
+//! constants; `docs/ext-proc.md` says why each):
+//!
+//! - at most [`MAX_CONCURRENT_STREAMS`] streams per HTTP/2 connection (Envoy opens another
+//!   connection when it needs more);
+//! - HTTP/2 flow-control windows of [`STREAM_WINDOW_BYTES`] per stream and
+//!   [`CONNECTION_WINDOW_BYTES`] per connection: what a peer may send ahead of the picker
+//!   reading it;
+//! - an HTTP/2 PING every [`KEEPALIVE_INTERVAL`], the connection closed when one is not
+//!   answered within [`KEEPALIVE_TIMEOUT`], and TCP keepalive after [`TCP_KEEPALIVE`]: a dead
+//!   peer's streams and buffers are freed instead of held forever;
+//! - request headers (gRPC metadata) of at most [`MAX_HEADER_LIST_BYTES`];
+//! - messages of at most [`ExtProcOptions::max_message_bytes`](crate::ExtProcOptions::max_message_bytes)
+//!   (the body limit and a margin, so an over-size BUFFERED body is still answered 413; a
+//!   larger message ends its stream with `RESOURCE_EXHAUSTED`).
+//!
 //! ```no_run
 //! # async fn run(service: shepherd_adapters_extproc::ExtProcService) -> Result<(), Box<dyn std::error::Error>> {
 //! use shepherd_adapters_extproc::{serve, serve_health};
@@ -19,30 +35,65 @@
 //! ```
 
 use std::future::Future;
+use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::ExternalProcessorServer;
-use tokio::net::{TcpListener, TcpStream};
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::TcpListenerStream;
+use tokio::net::TcpListener;
 use tonic::server::NamedService;
 use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::error::ServeError;
 use crate::service::ExtProcService;
 
+/// Most streams (requests in flight) on one HTTP/2 connection.
+pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+
+/// HTTP/2 flow-control window of one stream (1 MiB): a 62,000-byte body chunk and many more
+/// fit, so a body streams in without waiting on window updates.
+pub const STREAM_WINDOW_BYTES: u32 = 1024 * 1024;
+
+/// HTTP/2 flow-control window of one connection (8 MiB): what all its streams together may
+/// send ahead of the picker reading it.
+pub const CONNECTION_WINDOW_BYTES: u32 = 8 * 1024 * 1024;
+
+/// How often an idle HTTP/2 connection is pinged.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// How long an HTTP/2 PING may go unanswered before the connection is closed.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Idle time before the operating system starts probing a TCP connection.
+pub const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+
+/// Largest HTTP/2 header list (gRPC metadata) accepted on a request (64 KiB; Envoy sends a
+/// few hundred bytes; hyper's default is 16 MiB).
+pub const MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
+
 /// The gRPC name of the ext_proc service, as health checks ask for it.
 pub const SERVICE_NAME: &str = <ExternalProcessorServer<ExtProcService> as NamedService>::NAME;
 
-fn incoming(listener: TcpListener) -> impl tokio_stream::Stream<Item = std::io::Result<TcpStream>> {
-    TcpListenerStream::new(listener).map(|stream| {
-        let stream = stream?;
-        stream.set_nodelay(true)?;
-        Ok(stream)
-    })
+/// Accepted connections, with `TCP_NODELAY` and TCP keepalive.
+fn incoming(listener: TcpListener) -> TcpIncoming {
+    TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(TCP_KEEPALIVE))
 }
 
-/// Serves `service` on `listener` until `shutdown` completes.
+/// A server builder with the limits of the [module docs](self).
+fn builder() -> Server {
+    Server::builder()
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .initial_stream_window_size(STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
+}
+
+/// Serves `service` on `listener` until `shutdown` completes, with the limits of the
+/// [module docs](self).
 pub async fn serve<F>(
     listener: TcpListener,
     service: ExtProcService,
@@ -51,7 +102,7 @@ pub async fn serve<F>(
 where
     F: Future<Output = ()> + Send,
 {
-    Server::builder()
+    builder()
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await?;
@@ -71,7 +122,7 @@ where
     reporter
         .set_service_status(SERVICE_NAME, ServingStatus::Serving)
         .await;
-    Server::builder()
+    builder()
         .add_service(health)
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await?;

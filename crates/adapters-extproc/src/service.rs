@@ -7,10 +7,20 @@
 //! bounded channel — a 6 MB body streamed back is built chunk by chunk as the channel drains,
 //! never all at once.
 //!
+//! Every stream's request body is charged to one [`BodyBudget`] (the cap on buffered body bytes,
+//! [`ExtProcOptions::max_buffered_bytes`]), exported on the admin port's `/metrics` when the
+//! binary registers [`ExtProcService::body_budget`] as a metrics source.
+//!
 //! How a stream ends:
 //! - Envoy closes or resets it (it resets the stream after every request: a normal end). A
 //!   request still being served is then dropped, i.e. finished as cancelled.
-//! - A [`ProtocolError`](crate::ProtocolError) ends it with a gRPC error status.
+//! - The request was rejected: after the `ImmediateResponse` the picker reads and ignores what
+//!   still arrives until Envoy closes the stream (it does at once) or for at most
+//!   [`REJECTED_LINGER`], then ends it (OK: the request was answered). A client that goes on
+//!   sending after its rejection costs nothing for long, and the stream's buffers are freed.
+//! - A [`ProtocolError`](crate::ProtocolError) ends it with a gRPC error status; so does a
+//!   message the gRPC layer could not take (over [`ExtProcOptions::max_message_bytes`]:
+//!   `RESOURCE_EXHAUSTED`), never a clean end without an answer.
 //! - If the task dies without a word (a panic), the stream still ends with a gRPC `INTERNAL`
 //!   status, never a silent OK: Envoy would take a clean close as "go on without the picker"
 //!   and forward the request with no destination.
@@ -31,6 +41,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
     ExternalProcessor, ExternalProcessorServer,
@@ -44,12 +55,16 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::budget::BodyBudget;
 use crate::error::Rejection;
 use crate::exchange::{Exchange, PickJob, Step};
 use crate::options::ExtProcOptions;
 
 /// Answers sent ahead of Envoy reading them, per stream.
 const CHANNEL_DEPTH: usize = 8;
+
+/// How long a stream whose request was rejected stays open for the client to close it.
+pub const REJECTED_LINGER: Duration = Duration::from_secs(1);
 
 /// A boxed future, as [`Admission::admit`] returns.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -93,6 +108,7 @@ struct Shared {
     scheduler: Arc<ReloadableScheduler>,
     options: Arc<ExtProcOptions>,
     admission: Option<Arc<dyn Admission>>,
+    budget: Arc<BodyBudget>,
 }
 
 /// The ext_proc endpoint picker. See the [module docs](self).
@@ -102,29 +118,54 @@ pub struct ExtProcService {
 }
 
 impl ExtProcService {
-    /// A picker scheduling with `scheduler`.
+    /// A picker scheduling with `scheduler`, its streams' bodies charged to a budget of
+    /// [`ExtProcOptions::max_buffered_bytes`].
     pub fn new(scheduler: Arc<ReloadableScheduler>, options: ExtProcOptions) -> Self {
+        let budget = Arc::new(BodyBudget::new(options.max_buffered_bytes));
         ExtProcService {
             shared: Arc::new(Shared {
                 scheduler,
                 options: Arc::new(options),
                 admission: None,
+                budget,
             }),
         }
     }
 
     /// Asks `admission` before scheduling each request.
     pub fn with_admission(self, admission: Arc<dyn Admission>) -> Self {
+        self.rebuilt(|shared| shared.admission = Some(admission))
+    }
+
+    /// Charges request bodies to `budget` instead of a budget of its own (to share one cap
+    /// between services, or to read it from elsewhere).
+    pub fn with_body_budget(self, budget: Arc<BodyBudget>) -> Self {
+        self.rebuilt(|shared| shared.budget = budget)
+    }
+
+    fn rebuilt(self, edit: impl FnOnce(&mut Shared)) -> Self {
         let Shared {
-            scheduler, options, ..
+            scheduler,
+            options,
+            admission,
+            budget,
         } = &*self.shared;
+        let mut shared = Shared {
+            scheduler: Arc::clone(scheduler),
+            options: Arc::clone(options),
+            admission: admission.clone(),
+            budget: Arc::clone(budget),
+        };
+        edit(&mut shared);
         ExtProcService {
-            shared: Arc::new(Shared {
-                scheduler: Arc::clone(scheduler),
-                options: Arc::clone(options),
-                admission: Some(admission),
-            }),
+            shared: Arc::new(shared),
         }
+    }
+
+    /// The cap on request-body bytes buffered across this service's streams; a
+    /// [`MetricsSource`](shepherd_scheduler_core::metrics::MetricsSource) of its figures.
+    pub fn body_budget(&self) -> &Arc<BodyBudget> {
+        &self.shared.budget
     }
 
     /// The options in force.
@@ -160,6 +201,23 @@ impl ExtProcService {
         Ok(decision?)
     }
 
+    /// The status that ends a stream whose inbound side failed with `status`.
+    fn inbound_failure(&self, status: Status) -> Status {
+        if status.code() == tonic::Code::OutOfRange {
+            // tonic's "decoded message length too large".
+            let limit = self.shared.options.max_message_bytes();
+            tracing::warn!(%status, limit, "ext_proc message over the size limit");
+            return Status::resource_exhausted(format!(
+                "request message over the endpoint picker's limit of {limit} bytes \
+                 (its body limit is {} bytes): {}",
+                self.shared.options.max_body_bytes,
+                status.message()
+            ));
+        }
+        tracing::trace!(%status, "ext_proc stream ended by the data plane");
+        status
+    }
+
     /// Runs one stream to its end. See the [module docs](self).
     async fn drive(
         self,
@@ -169,14 +227,19 @@ impl ExtProcService {
     ) {
         // The parsers of the config in force when the stream opens read its request.
         let parsers = Arc::clone(self.shared.scheduler.load().parsers());
-        let mut exchange = Exchange::new(Arc::clone(&self.shared.options)).with_parsers(parsers);
+        let mut exchange = Exchange::new(Arc::clone(&self.shared.options))
+            .with_parsers(parsers)
+            .with_body_budget(Arc::clone(&self.shared.budget));
         'stream: loop {
             let message = match inbound.message().await {
                 Ok(Some(message)) => message,
                 Ok(None) => break,
                 Err(status) => {
-                    // Envoy resets the stream once a request is over: not an error.
-                    tracing::trace!(%status, "ext_proc stream ended by the data plane");
+                    // Envoy resets the stream once a request is over: not an error, and nobody
+                    // hears the answer. Otherwise the data plane sent what the gRPC layer could
+                    // not take: say so with an error status, never a clean end.
+                    let status = self.inbound_failure(status);
+                    let _ = tx.send(Err(status)).await;
                     break;
                 }
             };
@@ -200,9 +263,31 @@ impl ExtProcService {
                     break 'stream;
                 }
             }
+            if exchange.is_rejected() {
+                // Answered with an ImmediateResponse: nothing more that arrives matters.
+                drain_after_rejection(&mut inbound).await;
+                break;
+            }
         }
         clean_end.store(true, Ordering::Release);
         // `exchange` drops here: a request still being served ends as cancelled.
+    }
+}
+
+/// Reads and ignores what still arrives on a stream whose request was rejected, until the
+/// client closes it or [`REJECTED_LINGER`] passed.
+async fn drain_after_rejection(inbound: &mut Streaming<ProcessingRequest>) {
+    let linger = tokio::time::sleep(REJECTED_LINGER);
+    tokio::pin!(linger);
+    loop {
+        tokio::select! {
+            message = inbound.message() => {
+                if !matches!(message, Ok(Some(_))) {
+                    return;
+                }
+            }
+            () = &mut linger => return,
+        }
     }
 }
 

@@ -166,6 +166,16 @@ impl Process {
     /// `shepherd-epp --config <config>` with every port chosen by the OS; `extra` are more
     /// arguments. Its addresses are named `extproc`, `health` and `admin`.
     pub async fn epp(config: &tempfile::NamedTempFile, extra: &[&str]) -> Process {
+        Process::epp_with_env(config, extra, &[]).await
+    }
+
+    /// [`Process::epp`] with `env` (see [`Process::start`]: `SHEPHERD_HOSTILE_RLIMIT_AS_KIB`
+    /// runs it under an address-space limit).
+    pub async fn epp_with_env(
+        config: &tempfile::NamedTempFile,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Process {
         let mut args = vec![
             "--config".to_owned(),
             config.path().display().to_string(),
@@ -177,7 +187,7 @@ impl Process {
             "0".to_owned(),
         ];
         args.extend(extra.iter().map(|s| (*s).to_owned()));
-        Process::start(Binary::Epp, &args, &[]).await
+        Process::start(Binary::Epp, &args, env).await
     }
 
     /// Starts `binary` with `args` and `env`, and waits (at most 60 s) for the line that
