@@ -45,6 +45,7 @@ pub mod assembly;
 pub mod budget;
 pub mod error;
 pub mod exchange;
+pub mod framing;
 pub mod headers;
 pub mod hint;
 pub mod options;

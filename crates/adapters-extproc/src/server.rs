@@ -17,6 +17,11 @@
 //!   answered within [`KEEPALIVE_TIMEOUT`], and TCP keepalive after [`TCP_KEEPALIVE`]: a dead
 //!   peer's streams and buffers are freed instead of held forever;
 //! - request headers (gRPC metadata) of at most [`MAX_HEADER_LIST_BYTES`];
+//! - every message a stream declares charged to the picker's body budget before the gRPC
+//!   library reserves room for it ([`crate::framing`]): declaring is not enough to make the
+//!   picker hold memory;
+//! - an accept error (out of file descriptors, say) pauses accepting for
+//!   [`ACCEPT_ERROR_PAUSE`] instead of retrying at once;
 //! - messages of at most [`ExtProcOptions::max_message_bytes`](crate::ExtProcOptions::max_message_bytes)
 //!   (the body limit and a margin, so an over-size BUFFERED body is still answered 413; a
 //!   larger message ends its stream with `RESOURCE_EXHAUSTED`).
@@ -35,7 +40,11 @@
 //! ```
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use tokio_stream::Stream;
 
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::ExternalProcessorServer;
 use tokio::net::TcpListener;
@@ -45,6 +54,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::error::ServeError;
+use crate::framing::DeclaredMessagesLayer;
 use crate::service::ExtProcService;
 
 /// Most streams (requests in flight) on one HTTP/2 connection.
@@ -74,11 +84,49 @@ pub const MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
 /// The gRPC name of the ext_proc service, as health checks ask for it.
 pub const SERVICE_NAME: &str = <ExternalProcessorServer<ExtProcService> as NamedService>::NAME;
 
-/// Accepted connections, with `TCP_NODELAY` and TCP keepalive.
-fn incoming(listener: TcpListener) -> TcpIncoming {
-    TcpIncoming::from(listener)
-        .with_nodelay(Some(true))
-        .with_keepalive(Some(TCP_KEEPALIVE))
+/// How long accepting pauses after an accept error.
+pub const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
+/// Accepted connections, with `TCP_NODELAY` and TCP keepalive, paced after accept errors.
+fn incoming(listener: TcpListener) -> Paced<TcpIncoming> {
+    Paced {
+        inner: TcpIncoming::from(listener)
+            .with_nodelay(Some(true))
+            .with_keepalive(Some(TCP_KEEPALIVE)),
+        pause: None,
+        errors: 0,
+    }
+}
+
+/// A stream of accepted connections that waits [`ACCEPT_ERROR_PAUSE`] after each error (the
+/// gRPC server would otherwise poll again at once, spinning while descriptors are out).
+struct Paced<S> {
+    inner: S,
+    pause: Option<Pin<Box<tokio::time::Sleep>>>,
+    errors: u64,
+}
+
+impl<S, T> Stream for Paced<S>
+where
+    S: Stream<Item = std::io::Result<T>> + Unpin,
+{
+    type Item = std::io::Result<T>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(pause) = self.pause.as_mut() {
+            std::task::ready!(pause.as_mut().poll(cx));
+            self.pause = None;
+        }
+        let next = Pin::new(&mut self.inner).poll_next(cx);
+        if let Poll::Ready(Some(Err(error))) = &next {
+            self.errors += 1;
+            if self.errors.is_power_of_two() {
+                tracing::warn!(%error, errors = self.errors, "cannot accept an ext_proc connection");
+            }
+            self.pause = Some(Box::pin(tokio::time::sleep(ACCEPT_ERROR_PAUSE)));
+        }
+        next
+    }
 }
 
 /// A server builder with the limits of the [module docs](self).
@@ -102,7 +150,9 @@ pub async fn serve<F>(
 where
     F: Future<Output = ()> + Send,
 {
+    let declared = DeclaredMessagesLayer::new(std::sync::Arc::clone(service.body_budget()));
     builder()
+        .layer(declared)
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await?;

@@ -487,3 +487,70 @@ async fn an_over_size_buffered_body_gets_413_and_a_far_larger_one_a_grpc_error()
     assert!(epp.is_running());
     assert!(!legitimate_request(addr).await.is_empty());
 }
+
+/// 400 raw HTTP/2 streams that each send only a gRPC message prefix declaring a 16 MiB message
+/// (under the picker's message limit), against a picker under a 4 GiB address-space limit. The
+/// gRPC library would reserve each declared message before its bytes arrive (6.4 GiB in all);
+/// the picker charges each declaration to its body budget first and ends the streams the
+/// budget cannot hold with `RESOURCE_EXHAUSTED`, so it stays up and routes a legitimate
+/// request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_declaring_huge_grpc_messages_reserve_nothing() {
+    use bytes::Bytes;
+    use http_body_util::StreamBody;
+    use hyper::body::Frame;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    const STREAMS: usize = 400;
+    const DECLARED: u32 = MAX_BODY as u32;
+    let (picker, _keep) = picker(&[("SHEPHERD_HOSTILE_RLIMIT_AS_KIB", "4194304")]).await;
+    let addr = picker.addr("extproc");
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let mut prefix = vec![0u8];
+    prefix.extend_from_slice(&DECLARED.to_be_bytes());
+    let prefix = Bytes::from(prefix);
+    let mut bodies = Vec::with_capacity(STREAMS);
+    let mut answers = Vec::with_capacity(STREAMS);
+    for _ in 0..STREAMS {
+        let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(1);
+        tx.send(Ok(Frame::data(prefix.clone()))).await.unwrap();
+        let request = hyper::Request::post(format!(
+            "http://{addr}/envoy.service.ext_proc.v3.ExternalProcessor/Process"
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(StreamBody::new(ReceiverStream::new(rx)))
+        .unwrap();
+        sender.ready().await.unwrap();
+        answers.push(tokio::spawn(sender.send_request(request)));
+        bodies.push(tx); // the rest of each message never comes
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    report("400 streams declaring 16 MiB messages", &picker);
+    let mut picker = picker;
+    assert!(picker.is_running(), "the picker died");
+    assert!(
+        picker.virtual_kib() < 3 * 1024 * 1024,
+        "VmSize {} KiB",
+        picker.virtual_kib()
+    );
+    let ended = answers.iter().filter(|a| a.is_finished()).count();
+    let refused = metric(
+        picker.addr("admin"),
+        "shepherd_extproc_body_buffer_full_total",
+    )
+    .await;
+    eprintln!("{ended} of {STREAMS} streams answered, {refused} refused by the body budget");
+    assert!(
+        refused as usize >= STREAMS - MAX_BUFFERED / MAX_BODY,
+        "the budget refused {refused} declarations"
+    );
+    let routed = legitimate_request(addr).await;
+    assert!(!routed.is_empty());
+    drop(bodies);
+}
