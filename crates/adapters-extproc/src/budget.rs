@@ -44,7 +44,7 @@ pub const SMALL_BODY_BYTES: usize = 64 * 1024;
 
 const BUFFERED: MetricDesc<'static> = MetricDesc::new(
     "shepherd_extproc_buffered_body_bytes",
-    "Request-body bytes the ext_proc streams hold now (buffer capacity reserved).",
+    "Bytes the ext_proc streams hold now: request bodies (buffer=\"body\", capacity reserved) and gRPC messages still arriving (buffer=\"message\").",
 );
 const LIMIT: MetricDesc<'static> = MetricDesc::new(
     "shepherd_extproc_buffered_body_limit_bytes",
@@ -56,7 +56,7 @@ const PEAK: MetricDesc<'static> = MetricDesc::new(
 );
 const REFUSED: MetricDesc<'static> = MetricDesc::new(
     "shepherd_extproc_body_buffer_full_total",
-    "Requests answered 503 body_buffer_full: their body would have taken the bytes held over the cap.",
+    "Refusals at the cap: requests answered 503 body_buffer_full (buffer=\"body\"), streams ended RESOURCE_EXHAUSTED for a message they declared (buffer=\"message\").",
 );
 
 /// A growth the budget refused. See the [module docs](self).
@@ -78,6 +78,9 @@ pub struct BudgetExhausted {
 /// [module docs](self).
 #[derive(Debug)]
 pub struct BodyBudget {
+    /// What it counts, its metrics' `buffer` label: `body` (request bodies being assembled)
+    /// or `message` (gRPC messages still arriving, [`crate::framing`]).
+    buffer: &'static str,
     limit: usize,
     reserve: usize,
     used: AtomicUsize,
@@ -86,9 +89,21 @@ pub struct BodyBudget {
 }
 
 impl BodyBudget {
-    /// A budget of `limit` bytes, an eighth of which is kept for small bodies.
+    /// A budget of `limit` bytes for request bodies, an eighth of which is kept for small
+    /// bodies.
     pub fn new(limit: usize) -> Self {
+        BodyBudget::counting("body", limit)
+    }
+
+    /// A budget of `limit` bytes for the gRPC messages still arriving on the streams
+    /// ([`crate::framing`]), with the same reserve for small ones.
+    pub fn for_messages(limit: usize) -> Self {
+        BodyBudget::counting("message", limit)
+    }
+
+    fn counting(buffer: &'static str, limit: usize) -> Self {
         BodyBudget {
+            buffer,
             limit,
             reserve: limit / 8,
             used: AtomicUsize::new(0),
@@ -172,10 +187,11 @@ impl BodyBudget {
 
 impl MetricsSource for BodyBudget {
     fn visit_metrics(&self, visitor: &mut dyn MetricsVisitor) {
-        visitor.gauge(BUFFERED, &[], self.used() as f64);
-        visitor.gauge(LIMIT, &[], self.limit as f64);
-        visitor.gauge(PEAK, &[], self.peak() as f64);
-        visitor.counter(REFUSED, &[], self.refused());
+        let labels = [("buffer", self.buffer)];
+        visitor.gauge(BUFFERED, &labels, self.used() as f64);
+        visitor.gauge(LIMIT, &labels, self.limit as f64);
+        visitor.gauge(PEAK, &labels, self.peak() as f64);
+        visitor.counter(REFUSED, &labels, self.refused());
     }
 }
 

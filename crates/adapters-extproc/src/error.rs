@@ -46,6 +46,12 @@ pub enum Rejection {
         /// The cap on buffered request-body bytes.
         limit: usize,
     },
+    /// The body did not arrive whole within the body-read timeout (408).
+    #[error("the request body did not arrive within {waited_ms} ms")]
+    BodyTimeout {
+        /// The timeout, in milliseconds.
+        waited_ms: u64,
+    },
     /// The model is not one of the configured models (404).
     #[error("unknown model `{0}`")]
     UnknownModel(String),
@@ -76,6 +82,7 @@ impl Rejection {
         match self {
             Rejection::BadBody(e) => e.http_status(),
             Rejection::BodyTooLarge { .. } => 413,
+            Rejection::BodyTimeout { .. } => 408,
             Rejection::UnknownModel(_) => 404,
             Rejection::Shed(_) => 429,
             Rejection::Dropped(reason) => reason.http_status(),
@@ -93,6 +100,7 @@ impl Rejection {
             Rejection::BadBody(e) => parse_reason(e),
             Rejection::BodyTooLarge { .. } => "body_too_large",
             Rejection::BodyBufferFull { .. } => "body_buffer_full",
+            Rejection::BodyTimeout { .. } => "body_timeout",
             Rejection::UnknownModel(_) => "unknown_model",
             Rejection::Shed(_) => "shed",
             Rejection::Dropped(reason) => reason.as_str(),

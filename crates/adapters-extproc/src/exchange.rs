@@ -210,6 +210,26 @@ impl Exchange {
         self.rejected
     }
 
+    /// Whether the request's body is being received (its headers are in, its end is not).
+    pub fn is_receiving_body(&self) -> bool {
+        matches!(self.phase, Phase::Body { .. })
+    }
+
+    /// The body did not arrive within [`ExtProcOptions::body_read_timeout`]: the request is
+    /// answered 408 `body_timeout` (its buffered bytes given back). `None` unless a body is
+    /// being received.
+    pub fn time_out_body(&mut self) -> Option<Replies> {
+        if !self.is_receiving_body() {
+            return None;
+        }
+        let waited_ms =
+            u64::try_from(self.options.body_read_timeout.as_millis()).unwrap_or(u64::MAX);
+        match self.reject(&Rejection::BodyTimeout { waited_ms }) {
+            Some(Step::Reply(replies)) => Some(replies),
+            _ => None,
+        }
+    }
+
     /// Whether a pick is awaited ([`Exchange::picked`] is next).
     pub fn is_picking(&self) -> bool {
         matches!(self.phase, Phase::Picking(_))

@@ -7,11 +7,15 @@
 //! a byte of the message has arrived, and a stream's decode buffer keeps that size while the
 //! stream lives. So a peer that declares a 20 MiB message on each of a few hundred streams and
 //! sends nothing more would make the picker reserve gigabytes. [`DeclaredMessages`] reads
-//! each stream's message prefixes as its bytes go by and holds, charged to the budget for the
-//! stream's life, as many bytes as the largest message it declared; a declaration the budget
-//! cannot take ends the stream with `RESOURCE_EXHAUSTED` before the library sees it (counted
-//! in `shepherd_extproc_body_buffer_full_total`). Envoy's messages (headers, body chunks of
-//! at most 62,000 bytes in streamed mode) are small: a legitimate stream holds a few KiB.
+//! each stream's message prefixes as its bytes go by and holds, charged to the budget, the
+//! declared length of the message being received until it has arrived whole (its bytes are
+//! then the request body's, charged by the [`RequestAssembly`](crate::assembly::RequestAssembly));
+//! a declaration the budget cannot take ends the stream with `RESOURCE_EXHAUSTED` before the
+//! library sees it (counted in `shepherd_extproc_body_buffer_full_total{buffer="message"}`).
+//! The messages' budget is the service's
+//! [`message_budget`](crate::ExtProcService::message_budget), of the same size as the bodies'
+//! (`--max-buffered-bytes`) but apart from it: a body is charged once as it arrives and once
+//! as it is assembled, and neither may starve the other.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -20,10 +24,13 @@
 //!
 //! let budget = Arc::new(BodyBudget::new(1 << 20));
 //! let mut prefixes = Prefixes::new(budget.reservation());
-//! // A 3-byte message, then the first byte of a prefix declaring 16 MiB.
-//! prefixes.read(&[0, 0, 0, 0, 3, b'a', b'b', b'c', 0]).unwrap();
-//! assert!(prefixes.read(&[1, 0, 0, 0]).is_err()); // 16 MiB: over the budget
+//! // A 3-byte message, half of it arrived: its 3 bytes are held.
+//! prefixes.read(&[0, 0, 0, 0, 3, b'a']).unwrap();
 //! assert_eq!(budget.used(), 3);
+//! // The rest, then the first byte of a prefix declaring 16 MiB.
+//! prefixes.read(&[b'b', b'c', 0]).unwrap();
+//! assert_eq!(budget.used(), 0);
+//! assert!(prefixes.read(&[1, 0, 0, 0]).is_err()); // 16 MiB: over the budget
 //! ```
 
 use std::pin::Pin;
@@ -40,7 +47,7 @@ use crate::budget::{BodyBudget, BodyReservation, BudgetExhausted};
 /// Length of a gRPC message prefix: the compression flag and a 4-byte big-endian length.
 const PREFIX: usize = 5;
 
-/// Reads gRPC message prefixes from a stream's bytes and charges the largest declared message.
+/// Reads gRPC message prefixes from a stream's bytes and charges the message being received.
 /// See the [module docs](self).
 #[derive(Debug)]
 pub struct Prefixes {
@@ -70,6 +77,9 @@ impl Prefixes {
                 let skipped = self.remaining.min(bytes.len());
                 self.remaining -= skipped;
                 bytes = &bytes[skipped..];
+                if self.remaining == 0 {
+                    self.reservation.release(); // arrived whole
+                }
                 continue;
             }
             let taken = (PREFIX - self.filled).min(bytes.len());
@@ -82,6 +92,9 @@ impl Prefixes {
                 let declared = u32::from_be_bytes([a, b, c, d]) as usize;
                 self.reservation.grow_to(declared)?;
                 self.remaining = declared;
+                if declared == 0 {
+                    self.reservation.release();
+                }
             }
         }
         Ok(())
@@ -191,14 +204,17 @@ mod tests {
     }
 
     #[test]
-    fn the_largest_declared_message_is_held_until_the_stream_ends() {
+    fn a_declared_message_is_held_until_it_arrives_or_the_stream_ends() {
         let budget = Arc::new(BodyBudget::new(1 << 20));
         let mut prefixes = Prefixes::new(budget.reservation());
-        for len in [10, 300, 20] {
+        for len in [10, 0, 300, 20] {
             prefixes.read(&message(len)).unwrap();
+            assert_eq!(budget.used(), 0);
         }
-        assert_eq!(budget.used(), 300);
-        drop(prefixes);
+        let partial = message(5000);
+        prefixes.read(&partial[..100]).unwrap();
+        assert_eq!(budget.used(), 5000);
+        drop(prefixes); // the stream ended mid-message
         assert_eq!(budget.used(), 0);
     }
 
@@ -221,7 +237,7 @@ mod tests {
                 prefixes.read(now).unwrap();
                 rest = later;
             }
-            prop_assert_eq!(budget.used(), lens.iter().copied().max().unwrap_or(0));
+            prop_assert_eq!(budget.used(), 0);
             prop_assert_eq!(prefixes.remaining, 0);
             prop_assert_eq!(prefixes.filled, 0);
         }

@@ -76,6 +76,10 @@ struct Args {
     /// total over it is answered 503 (bodies over 64 KiB may use seven eighths of it).
     #[arg(long, default_value_t = DEFAULT_MAX_BUFFERED_BYTES)]
     max_buffered_bytes: usize,
+    /// Time a request body may take to arrive whole, from its headers, in milliseconds; a
+    /// body still arriving then is answered 408.
+    #[arg(long, default_value_t = 30_000)]
+    body_read_timeout_ms: u64,
     /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish.
     #[arg(long, default_value_t = 30)]
     drain_timeout_secs: u64,
@@ -107,7 +111,8 @@ impl Args {
     fn extproc_options(&self) -> Result<ExtProcOptions, Box<dyn Error>> {
         let options = ExtProcOptions::default()
             .with_max_body_bytes(self.max_body_bytes)
-            .with_max_buffered_bytes(self.max_buffered_bytes);
+            .with_max_buffered_bytes(self.max_buffered_bytes)
+            .with_body_read_timeout(Duration::from_millis(self.body_read_timeout_ms.max(1)));
         options
             .validate()
             .map_err(|e| format!("--max-body-bytes / --max-buffered-bytes: {e}"))?;
@@ -214,12 +219,14 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let extproc_options = args.extproc_options()?;
     // One cap on buffered bodies for every stream, exported on the admin port's /metrics.
     let budget = Arc::new(BodyBudget::new(extproc_options.max_buffered_bytes));
+    let messages = Arc::new(BodyBudget::for_messages(extproc_options.max_buffered_bytes));
 
     let mut options = RuntimeOptions {
         config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),
         ..RuntimeOptions::default()
     };
     options.metrics_sources.push(budget.clone());
+    options.metrics_sources.push(messages.clone());
     let (source, file_server) = match &args.config {
         Some(path) => {
             // Read once here for the listen addresses; the runtime reads it again and watches
@@ -253,7 +260,8 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
         .map_or_else(|| "-".to_string(), |a| a.to_string());
 
     let mut service = ExtProcService::new(Arc::clone(handle.scheduler()), extproc_options)
-        .with_body_budget(budget);
+        .with_body_budget(budget)
+        .with_message_budget(messages);
     if let Some(flow) = handle.flow() {
         service = service.with_admission(Arc::new(FlowAdmission(flow.clone())));
     }

@@ -40,6 +40,11 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// growing with the number of streams.
 pub const DEFAULT_MAX_BUFFERED_BYTES: usize = 256 * 1024 * 1024;
 
+/// Default time a request's body may take to arrive whole, from its headers (30 s): Envoy
+/// streams a body as its client sends it, so a client that stalls would otherwise hold the
+/// stream and its buffered bytes for as long as it likes.
+pub const DEFAULT_BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Default bytes of a response body's end kept to find its `usage`.
 pub const DEFAULT_USAGE_SCAN_BYTES: usize = 16 * 1024;
 
@@ -167,6 +172,9 @@ pub struct ExtProcOptions {
     /// take the total over it is answered 503 `body_buffer_full` (see [`crate::budget`]).
     /// Default [`DEFAULT_MAX_BUFFERED_BYTES`] (256 MiB).
     pub max_buffered_bytes: usize,
+    /// Time a request's body may take to arrive whole, from its headers; a body still
+    /// arriving then is answered 408 `body_timeout`. Default [`DEFAULT_BODY_READ_TIMEOUT`].
+    pub body_read_timeout: std::time::Duration,
     /// Largest body chunk streamed back to Envoy. Default [`DEFAULT_CHUNK_SIZE`] (62,000).
     pub chunk_size: usize,
     /// Bytes at the end of a response body kept to find its `usage`. Default 16 KiB.
@@ -193,6 +201,7 @@ impl Default for ExtProcOptions {
         ExtProcOptions {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_buffered_bytes: DEFAULT_MAX_BUFFERED_BYTES,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             chunk_size: DEFAULT_CHUNK_SIZE,
             usage_scan_bytes: DEFAULT_USAGE_SCAN_BYTES,
             default_request_body_mode: BodyMode::FullDuplexStreamed,
@@ -215,6 +224,12 @@ impl ExtProcOptions {
     /// Sets the cap on request-body bytes buffered across every stream.
     pub fn with_max_buffered_bytes(mut self, bytes: usize) -> Self {
         self.max_buffered_bytes = bytes;
+        self
+    }
+
+    /// Sets [`ExtProcOptions::body_read_timeout`].
+    pub fn with_body_read_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.body_read_timeout = timeout;
         self
     }
 

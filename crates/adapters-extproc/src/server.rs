@@ -150,7 +150,7 @@ pub async fn serve<F>(
 where
     F: Future<Output = ()> + Send,
 {
-    let declared = DeclaredMessagesLayer::new(std::sync::Arc::clone(service.body_budget()));
+    let declared = DeclaredMessagesLayer::new(std::sync::Arc::clone(service.message_budget()));
     builder()
         .layer(declared)
         .add_service(service.into_server())

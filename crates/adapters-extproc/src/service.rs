@@ -109,6 +109,7 @@ struct Shared {
     options: Arc<ExtProcOptions>,
     admission: Option<Arc<dyn Admission>>,
     budget: Arc<BodyBudget>,
+    messages: Arc<BodyBudget>,
 }
 
 /// The ext_proc endpoint picker. See the [module docs](self).
@@ -122,12 +123,14 @@ impl ExtProcService {
     /// [`ExtProcOptions::max_buffered_bytes`].
     pub fn new(scheduler: Arc<ReloadableScheduler>, options: ExtProcOptions) -> Self {
         let budget = Arc::new(BodyBudget::new(options.max_buffered_bytes));
+        let messages = Arc::new(BodyBudget::for_messages(options.max_buffered_bytes));
         ExtProcService {
             shared: Arc::new(Shared {
                 scheduler,
                 options: Arc::new(options),
                 admission: None,
                 budget,
+                messages,
             }),
         }
     }
@@ -143,18 +146,26 @@ impl ExtProcService {
         self.rebuilt(|shared| shared.budget = budget)
     }
 
+    /// Charges the gRPC messages still arriving on the streams to `budget` ([`crate::framing`])
+    /// instead of a budget of its own.
+    pub fn with_message_budget(self, budget: Arc<BodyBudget>) -> Self {
+        self.rebuilt(|shared| shared.messages = budget)
+    }
+
     fn rebuilt(self, edit: impl FnOnce(&mut Shared)) -> Self {
         let Shared {
             scheduler,
             options,
             admission,
             budget,
+            messages,
         } = &*self.shared;
         let mut shared = Shared {
             scheduler: Arc::clone(scheduler),
             options: Arc::clone(options),
             admission: admission.clone(),
             budget: Arc::clone(budget),
+            messages: Arc::clone(messages),
         };
         edit(&mut shared);
         ExtProcService {
@@ -166,6 +177,13 @@ impl ExtProcService {
     /// [`MetricsSource`](shepherd_scheduler_core::metrics::MetricsSource) of its figures.
     pub fn body_budget(&self) -> &Arc<BodyBudget> {
         &self.shared.budget
+    }
+
+    /// The cap on the bytes of gRPC messages still arriving across this service's streams
+    /// ([`crate::framing`]); a [`MetricsSource`](shepherd_scheduler_core::metrics::MetricsSource)
+    /// of its figures.
+    pub fn message_budget(&self) -> &Arc<BodyBudget> {
+        &self.shared.messages
     }
 
     /// The options in force.
@@ -230,8 +248,30 @@ impl ExtProcService {
         let mut exchange = Exchange::new(Arc::clone(&self.shared.options))
             .with_parsers(parsers)
             .with_body_budget(Arc::clone(&self.shared.budget));
+        // While a body is being received: when it must be whole.
+        let mut body_deadline: Option<tokio::time::Instant> = None;
         'stream: loop {
-            let message = match inbound.message().await {
+            let next = match body_deadline {
+                Some(deadline) => tokio::select! {
+                    next = inbound.message() => Some(next),
+                    () = tokio::time::sleep_until(deadline) => None,
+                },
+                None => Some(inbound.message().await),
+            };
+            let Some(next) = next else {
+                // The body stalled: 408, and the stream is over.
+                if let Some(replies) = exchange.time_out_body() {
+                    tracing::info!("ext_proc request body did not arrive in time; answered 408");
+                    for reply in replies {
+                        if tx.send(Ok(reply)).await.is_err() {
+                            break 'stream;
+                        }
+                    }
+                }
+                drain_after_rejection(&mut inbound).await;
+                break;
+            };
+            let message = match next {
                 Ok(Some(message)) => message,
                 Ok(None) => break,
                 Err(status) => {
@@ -263,6 +303,13 @@ impl ExtProcService {
                     break 'stream;
                 }
             }
+            body_deadline = match (exchange.is_receiving_body(), body_deadline) {
+                (true, None) => {
+                    Some(tokio::time::Instant::now() + self.shared.options.body_read_timeout)
+                }
+                (true, deadline) => deadline,
+                (false, _) => None,
+            };
             if exchange.is_rejected() {
                 // Answered with an ImmediateResponse: nothing more that arrives matters.
                 drain_after_rejection(&mut inbound).await;

@@ -554,3 +554,56 @@ async fn streams_declaring_huge_grpc_messages_reserve_nothing() {
     assert!(!routed.is_empty());
     drop(bodies);
 }
+
+/// A stream whose body stalls half-way is answered 408 `body_timeout` once
+/// `--body-read-timeout-ms` has passed since its headers, and its bytes are given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_is_answered_408_at_its_deadline() {
+    let servers = backends(1).await;
+    let config = config_file(&format!("endpoints:\n{}", endpoint_lines(&servers)));
+    let epp = Process::epp_with_env(&config, &["--body-read-timeout-ms", "1500"], &[]).await;
+    let addr = epp.addr("extproc");
+    let mut stream = Stream::open(connect(addr).await).await.unwrap();
+    assert!(
+        stream
+            .send(request_headers(
+                &[],
+                false,
+                BodySendMode::FullDuplexStreamed
+            ))
+            .await
+    );
+    assert!(
+        stream
+            .send(request_body(vec![b' '; 256 * 1024], false))
+            .await
+    );
+    let sent = std::time::Instant::now();
+    let answer = stream
+        .answer(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("no answer to the stalled body");
+    let waited = sent.elapsed();
+    let immediate = immediate(&answer).unwrap_or_else(|| panic!("not a rejection: {answer:?}"));
+    assert_eq!(
+        status_and_reason(immediate),
+        (408, "body_timeout".to_owned())
+    );
+    assert!(
+        waited >= Duration::from_millis(1000),
+        "answered after {waited:?}"
+    );
+    // Given back once the stream is over (the picker lingers up to a second to read what
+    // still arrives).
+    let mut held = f64::NAN;
+    for _ in 0..30 {
+        held = metric(epp.addr("admin"), "shepherd_extproc_buffered_body_bytes").await;
+        if held == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(held, 0.0, "the stalled body's bytes are given back");
+    assert!(!legitimate_request(addr).await.is_empty());
+}
