@@ -26,15 +26,20 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
 };
 use envoy_types::pb::envoy::r#type::v3::HttpStatus;
 
+use shepherd_scheduler_core::echo::{MAX_MESSAGE_BYTES, truncated};
+
 use crate::error::Rejection;
 use crate::headers::set_header;
 use crate::options::ExtProcOptions;
 
-/// The JSON body of a rejection.
+/// The JSON body of a rejection; its message at most
+/// [`MAX_MESSAGE_BYTES`](shepherd_scheduler_core::echo::MAX_MESSAGE_BYTES), however much of
+/// the client's text (a model name) it quotes.
 pub fn error_body(rejection: &Rejection) -> Vec<u8> {
+    let message = rejection.to_string();
     let body = serde_json::json!({
         "error": {
-            "message": rejection.to_string(),
+            "message": truncated(&message, MAX_MESSAGE_BYTES),
             "type": rejection.reason(),
             "code": rejection.http_status(),
         }
@@ -63,5 +68,20 @@ pub fn immediate_response(rejection: &Rejection, options: &ExtProcOptions) -> Pr
     ProcessingResponse {
         response: Some(Response::ImmediateResponse(immediate)),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_huge_model_name_is_not_echoed_whole() {
+        let body = error_body(&Rejection::UnknownModel("m".repeat(15 << 20)));
+        assert!(body.len() < 2 * MAX_MESSAGE_BYTES, "{} bytes", body.len());
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["error"]["type"], "unknown_model");
     }
 }

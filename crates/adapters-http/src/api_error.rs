@@ -51,23 +51,7 @@ const SERVER_ERROR: &str = "server_error";
 /// `x-shepherd-dropped-reason` and `error.code` of a body refused because the bodies held fill
 /// `gateway.maxBufferedBodyBytes`.
 pub const BODY_BUFFER_FULL: &str = "body_buffer_full";
-/// Longest `error.message` sent, in bytes: what a client sent (a model name, a path) is
-/// echoed at most this much, never megabytes back.
-pub const MAX_MESSAGE_BYTES: usize = 1024;
-/// Longest piece of a client's own text (a model name, a path) quoted in a message, in bytes.
-pub const MAX_ECHO_BYTES: usize = 256;
-
-/// `text` cut to at most `max` bytes on a character boundary, marked with `…` when cut.
-pub fn truncated(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if text.len() <= max {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut end = max.saturating_sub('…'.len_utf8());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    std::borrow::Cow::Owned(format!("{}…", &text[..end]))
-}
+pub use shepherd_scheduler_core::echo::{MAX_ECHO_BYTES, MAX_MESSAGE_BYTES, truncated};
 
 /// An answer the gateway makes itself. See the [module docs](self).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -431,8 +415,6 @@ mod tests {
             "{}",
             error.message()
         );
-        assert_eq!(truncated("short", 8), "short");
-        assert_eq!(truncated("ééééé", 6), "é…");
     }
 
     #[test]

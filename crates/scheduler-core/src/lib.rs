@@ -35,6 +35,7 @@ pub mod completion;
 pub mod config;
 pub mod decision;
 pub mod disagg;
+pub mod echo;
 pub mod endpoint;
 pub mod flow;
 pub mod kv_events;
