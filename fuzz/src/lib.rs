@@ -11,6 +11,8 @@
 //!   picker's stream state machine (see [`ext_proc`]).
 //! - [`kv_events::decode_kv_events`]: the input is a KV-event payload, also tried as a topic
 //!   and a sequence frame.
+//! - [`zmtp::zmtp_subscriber`]: the input is what a publisher sends a KV-event subscriber on a
+//!   loopback TCP connection (first byte: a valid handshake first, small limits).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -219,3 +221,4 @@ pub fn parse_config(data: &[u8]) {
 
 pub mod kv_events;
 pub mod metrics;
+pub mod zmtp;

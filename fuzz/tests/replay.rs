@@ -68,3 +68,8 @@ fn decode_kv_events_inputs() {
         ) >= 12
     );
 }
+
+#[test]
+fn zmtp_subscriber_inputs() {
+    assert!(replay("zmtp_subscriber", shepherd_fuzz::zmtp::zmtp_subscriber) >= 8);
+}

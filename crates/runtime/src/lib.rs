@@ -21,7 +21,9 @@
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz`, `/debug/adaptive`, `/debug/config`;
 //! - [`Runtime`]: all of it wired, with [`RuntimeHandle::shutdown`] for a graceful end;
 //! - [`usage`]: the token `usage` at the end of a JSON or SSE response, found in a bounded
-//!   tail as the response streams by.
+//!   tail as the response streams by;
+//! - [`zmtp`]: the bounded ZeroMQ wire protocol the KV-event subscriptions speak (also the
+//!   cargo feature `zmtp` alone, for the fuzz targets).
 //!
 //! All of that is the default cargo feature `runtime`; without it (`default-features =
 //! false`) the crate is only its pure parts below, with no async dependency.
@@ -88,6 +90,8 @@ pub mod scrape;
 #[cfg(feature = "runtime")]
 mod shutdown;
 pub mod usage;
+#[cfg(feature = "zmtp")]
+pub mod zmtp;
 
 #[cfg(feature = "runtime")]
 pub use clock::TokioClock;

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use shepherd_scheduler_core::endpoint::Pool;
 use shepherd_scheduler_core::resources::Resources;
-use shepherd_scorers::producers::PreciseKvEvents;
 use shepherd_scorers::producers::precise_prefix::{
     PUBLISHER_LABEL, REPLAY_LABEL, SCORER_TYPE_NAME, TYPE_NAME,
 };
+use shepherd_scorers::producers::{KvEventLimits, PreciseKvEvents};
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
@@ -30,12 +30,14 @@ enum Key {
         publisher: String,
         replay: Option<String>,
         filter: String,
+        limits: KvEventLimits,
         feed: usize,
     },
     Bound {
         plugin: String,
         bind: String,
         filter: String,
+        limits: KvEventLimits,
         feed: usize,
     },
 }
@@ -131,6 +133,7 @@ impl KvEventsManager {
                         publisher: publisher.clone(),
                         replay: replay.clone(),
                         filter: subscription.topic_filter.clone(),
+                        limits: subscription.limits,
                         feed: id,
                     };
                     let start = Start::Endpoint(EndpointSubscription {
@@ -139,6 +142,7 @@ impl KvEventsManager {
                         publisher,
                         replay,
                         topic_filter: subscription.topic_filter.clone(),
+                        limits: subscription.limits,
                     });
                     desired.insert(key, start);
                 }
@@ -148,12 +152,14 @@ impl KvEventsManager {
                     plugin: feed.name.clone(),
                     bind: bind.clone(),
                     filter: subscription.topic_filter.clone(),
+                    limits: subscription.limits,
                     feed: id,
                 };
                 let start = Start::Bound(BoundSubscription {
                     target: target.clone(),
                     bind: bind.clone(),
                     topic_filter: subscription.topic_filter.clone(),
+                    limits: subscription.limits,
                 });
                 desired.insert(key, start);
             }

@@ -2,20 +2,25 @@
 //!
 //! vLLM's replay socket is a ROUTER: a client sends the first sequence it wants (8 bytes,
 //! big-endian) after an empty delimiter frame, and gets `[empty, seq, payload]` for every
-//! buffered batch from there, then `[empty, -1, empty]`. A DEALER socket (not REQ, which would
-//! take only the first reply) sends the delimiter itself and reads every reply.
+//! buffered batch from there, then `[empty, -1, empty]`. A DEALER (not REQ, which would take
+//! only the first reply) sends the delimiter itself and reads every reply, over Shepherd's
+//! bounded ZMTP ([`crate::zmtp`]).
+//!
+//! The answer is never held whole: each batch is handed to the caller as it arrives, and one
+//! answer may carry at most `maxReplayBytes` and `maxReplayBatches` (each message at most
+//! `maxMessageBytes`); over that the replay is abandoned and the connection dropped.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use shepherd_scheduler_core::kv_events::wire::{REPLAY_END, decode_sequence, encode_sequence};
-use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
+use shepherd_scorers::producers::KvEventLimits;
+use tokio::net::TcpStream;
+
+use crate::zmtp::{self, Connection, SocketType, ZmtpError};
 
 /// How long a replay may take in all (connecting, and waiting for the end marker).
 pub(crate) const REPLAY_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// The batches a replay returned, in order.
-pub(crate) type Replayed = Vec<(u64, Bytes)>;
 
 /// Why a replay gave nothing usable.
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +30,7 @@ pub(crate) enum ReplayError {
     Socket {
         address: String,
         #[source]
-        source: zeromq::ZmqError,
+        source: ZmtpError,
     },
     /// No end marker within [`REPLAY_TIMEOUT`].
     #[error("replay socket {0}: no answer within {REPLAY_TIMEOUT:?}")]
@@ -33,77 +38,102 @@ pub(crate) enum ReplayError {
     /// A reply that is not `[empty, seq, payload]`.
     #[error("replay socket {0}: malformed reply")]
     Malformed(String),
+    /// The answer carried more than `maxReplayBytes` or `maxReplayBatches`.
+    #[error(
+        "replay socket {address}: the answer passed {batches} batches and {bytes} bytes, over the limits (maxReplayBatches, maxReplayBytes); abandoned"
+    )]
+    Abandoned {
+        address: String,
+        batches: u64,
+        bytes: u64,
+    },
 }
 
-/// A lazily connected DEALER to one replay socket.
-pub(crate) struct ReplayClient {
-    address: String,
-    socket: Option<DealerSocket>,
-}
-
-impl std::fmt::Debug for ReplayClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReplayClient")
-            .field("address", &self.address)
-            .field("connected", &self.socket.is_some())
-            .finish()
+impl ReplayError {
+    /// Whether the replay socket declared a message over `maxMessageBytes`.
+    pub(crate) fn is_oversized(&self) -> bool {
+        matches!(self, ReplayError::Socket { source, .. } if source.is_oversized())
     }
 }
 
+/// A lazily connected DEALER to one replay socket.
+#[derive(Debug)]
+pub(crate) struct ReplayClient {
+    address: String,
+    limits: KvEventLimits,
+    connection: Option<Connection<TcpStream>>,
+}
+
 impl ReplayClient {
-    pub(crate) fn new(address: String) -> Self {
+    pub(crate) fn new(address: String, limits: KvEventLimits) -> Self {
         ReplayClient {
             address,
-            socket: None,
+            limits,
+            connection: None,
         }
     }
 
     /// Drops the connection: the next fetch connects again (after the publisher's own
     /// connection broke, its replay socket's likely did too).
     pub(crate) fn disconnect(&mut self) {
-        self.socket = None;
+        self.connection = None;
     }
 
-    /// Every buffered batch from `start` on. On any failure the connection is dropped (a
-    /// later call connects again), so a late reply to this request cannot be taken for the
-    /// answer to the next one.
-    pub(crate) async fn fetch(&mut self, start: u64) -> Result<Replayed, ReplayError> {
-        let result = tokio::time::timeout(REPLAY_TIMEOUT, self.exchange(start)).await;
+    /// Every buffered batch from `start` on, handed to `batch` in order as it arrives;
+    /// returns how many there were. On any failure the connection is dropped (a later call
+    /// connects again), so a late reply to this request cannot be taken for the answer to
+    /// the next one; the batches handed over before the failure were part of an answer that
+    /// did not end.
+    pub(crate) async fn fetch(
+        &mut self,
+        start: u64,
+        batch: impl FnMut(u64, Bytes),
+    ) -> Result<u64, ReplayError> {
+        let result = tokio::time::timeout(REPLAY_TIMEOUT, self.exchange(start, batch)).await;
         match result {
-            Ok(Ok(batches)) => Ok(batches),
+            Ok(Ok(count)) => Ok(count),
             Ok(Err(error)) => {
-                self.socket = None;
+                self.connection = None;
                 Err(error)
             }
             Err(_) => {
-                self.socket = None;
+                self.connection = None;
                 Err(ReplayError::Timeout(self.address.clone()))
             }
         }
     }
 
-    async fn exchange(&mut self, start: u64) -> Result<Replayed, ReplayError> {
+    async fn exchange(
+        &mut self,
+        start: u64,
+        mut batch: impl FnMut(u64, Bytes),
+    ) -> Result<u64, ReplayError> {
         let address = self.address.clone();
         let socket_error = |source| ReplayError::Socket {
             address: address.clone(),
             source,
         };
-        if self.socket.is_none() {
-            let mut socket = DealerSocket::new();
-            socket.connect(&self.address).await.map_err(socket_error)?;
-            self.socket = Some(socket);
+        if self.connection.is_none() {
+            let connection = zmtp::endpoint::connect(
+                &self.address,
+                SocketType::Dealer,
+                super::zmtp_limits(&self.limits),
+            )
+            .await
+            .map_err(socket_error)?;
+            self.connection = Some(connection);
         }
-        let Some(socket) = self.socket.as_mut() else {
+        let Some(connection) = self.connection.as_mut() else {
             return Err(ReplayError::Malformed(address));
         };
         let start = i64::try_from(start).unwrap_or(i64::MAX);
-        let mut request = ZmqMessage::from(Bytes::new());
-        request.push_back(Bytes::copy_from_slice(&encode_sequence(start)));
-        socket.send(request).await.map_err(socket_error)?;
-        let mut batches = Vec::new();
+        connection
+            .send(&[&[][..], &encode_sequence(start)[..]])
+            .await
+            .map_err(socket_error)?;
+        let (mut batches, mut bytes) = (0u64, 0u64);
         loop {
-            let reply = socket.recv().await.map_err(socket_error)?;
-            let frames = reply.into_vec();
+            let frames = connection.recv().await.map_err(socket_error)?;
             // [empty, seq, payload] (the delimiter the ROUTER sends back), or with the topic
             // before the sequence as newer vLLM sends it ([empty, topic, seq, payload]).
             let frames = match frames.split_first() {
@@ -119,7 +149,16 @@ impl ReplayClient {
                 return Ok(batches);
             }
             let seq = u64::try_from(seq).map_err(|_| ReplayError::Malformed(address.clone()))?;
-            batches.push((seq, payload.clone()));
+            batches += 1;
+            bytes = bytes.saturating_add(payload.len() as u64);
+            if batches > self.limits.max_replay_batches || bytes > self.limits.max_replay_bytes {
+                return Err(ReplayError::Abandoned {
+                    address,
+                    batches,
+                    bytes,
+                });
+            }
+            batch(seq, payload.clone());
         }
     }
 }

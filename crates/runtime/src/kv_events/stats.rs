@@ -18,6 +18,12 @@ pub struct KvEventStats {
     pub(crate) unrouted: AtomicU64,
     pub(crate) replay_requests: AtomicU64,
     pub(crate) replayed_batches: AtomicU64,
+    pub(crate) oversized_publisher: AtomicU64,
+    pub(crate) oversized_bound: AtomicU64,
+    pub(crate) oversized_replay: AtomicU64,
+    pub(crate) replays_abandoned: AtomicU64,
+    pub(crate) refused_connections: AtomicU64,
+    pub(crate) handshake_failures: AtomicU64,
 }
 
 impl KvEventStats {
@@ -43,6 +49,24 @@ impl KvEventStats {
     /// Gaps no replay filled (the endpoint's entries were dropped).
     pub fn gaps_lost(&self) -> u64 {
         self.gaps_lost.load(Ordering::Relaxed)
+    }
+
+    /// Peers disconnected for declaring a frame or message over `maxMessageBytes` (publishers,
+    /// peers of the bound socket, replay sockets).
+    pub fn oversized_peers(&self) -> u64 {
+        self.oversized_publisher.load(Ordering::Relaxed)
+            + self.oversized_bound.load(Ordering::Relaxed)
+            + self.oversized_replay.load(Ordering::Relaxed)
+    }
+
+    /// Replays abandoned for carrying more than `maxReplayBytes` or `maxReplayBatches`.
+    pub fn replays_abandoned(&self) -> u64 {
+        self.replays_abandoned.load(Ordering::Relaxed)
+    }
+
+    /// Connections the bound socket refused at its `maxConnections`.
+    pub fn refused_connections(&self) -> u64 {
+        self.refused_connections.load(Ordering::Relaxed)
     }
 
     /// Publishers seen restarting (sequence going back).
@@ -89,6 +113,25 @@ const REPLAYED: MetricDesc<'static> = MetricDesc::new(
     "Batches received from replay sockets and applied.",
 );
 
+const OVERSIZED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_kv_events_oversized_total",
+    "ZeroMQ peers disconnected for declaring a frame or message over kvEventsConfig.maxMessageBytes, \
+     by socket (publisher: a subscription's publisher; bound: a peer of zmqEndpoint; replay: a replay socket).",
+);
+const ABANDONED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_kv_events_replays_abandoned_total",
+    "Replays abandoned for carrying more than kvEventsConfig.maxReplayBytes or maxReplayBatches \
+     (handled as a failed replay).",
+);
+const REFUSED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_kv_events_refused_connections_total",
+    "Connections to the bound zmqEndpoint refused at kvEventsConfig.maxConnections.",
+);
+const HANDSHAKES: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_kv_events_handshake_failures_total",
+    "ZMTP handshakes that failed or timed out (kvEventsConfig.handshakeTimeout), on every KV-event socket.",
+);
+
 impl MetricsSource for KvEventStats {
     fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -110,5 +153,15 @@ impl MetricsSource for KvEventStats {
         v.counter(UNROUTED, &[], get(&self.unrouted));
         v.counter(REPLAYS, &[], get(&self.replay_requests));
         v.counter(REPLAYED, &[], get(&self.replayed_batches));
+        for (socket, counter) in [
+            ("publisher", &self.oversized_publisher),
+            ("bound", &self.oversized_bound),
+            ("replay", &self.oversized_replay),
+        ] {
+            v.counter(OVERSIZED, &[("socket", socket)], get(counter));
+        }
+        v.counter(ABANDONED, &[], get(&self.replays_abandoned));
+        v.counter(REFUSED, &[], get(&self.refused_connections));
+        v.counter(HANDSHAKES, &[], get(&self.handshake_failures));
     }
 }

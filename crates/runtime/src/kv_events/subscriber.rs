@@ -13,18 +13,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::StreamExt;
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::kv_events::wire::decode_sequence;
 use shepherd_scheduler_core::kv_events::{ResetReason, SequenceTracker, SequenceVerdict};
-use zeromq::{Socket, SocketEvent, SocketRecv, SubSocket};
+use shepherd_scorers::producers::KvEventLimits;
 
 use super::apply::Target;
-use super::replay::ReplayClient;
+use super::replay::{ReplayClient, ReplayError};
 use super::stats::KvEventStats;
+use super::throttle::Throttle;
 use crate::shutdown::ShutdownSignal;
+use crate::zmtp::{self, SocketType, ZmtpError};
 
-/// How long one connection attempt may take.
+/// How long one connection attempt (TCP and the ZMTP handshake) may take at most.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Backoff between connection attempts: from the first to the largest.
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
@@ -41,6 +42,8 @@ pub(crate) struct EndpointSubscription {
     pub(crate) replay: Option<String>,
     /// The SUB subscription prefix.
     pub(crate) topic_filter: String,
+    /// The bounds of the publisher and the replay socket.
+    pub(crate) limits: KvEventLimits,
 }
 
 /// The stream state of one connection.
@@ -60,25 +63,40 @@ impl EndpointSubscription {
         stats
             .subscriptions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let limits = self.limits;
         let mut stream = Stream {
             tracker: SequenceTracker::new(),
             replayed_until: None,
             has_state: false,
-            replay: self.replay.clone().map(ReplayClient::new),
+            replay: self
+                .replay
+                .clone()
+                .map(|address| ReplayClient::new(address, limits)),
         };
+        let oversized_log = Throttle::default();
         let mut backoff = BACKOFF.0;
         let mut failures = 0u32;
+        let connect_timeout = CONNECT_TIMEOUT.max(limits.handshake_timeout);
         loop {
-            let mut socket = SubSocket::new();
-            let mut monitor = socket.monitor();
             let connected = tokio::select! {
-                connected = tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(&self.publisher)) => connected,
+                connected = tokio::time::timeout(
+                    connect_timeout,
+                    zmtp::endpoint::connect(&self.publisher, SocketType::Sub, super::zmtp_limits(&limits)),
+                ) => connected,
                 () = stop.wait() => break,
             };
-            match connected {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => {
+            let connected = match connected {
+                Ok(Ok(connection)) => Ok(connection),
+                Ok(Err(error)) => Err(error),
+                Err(_) => Err(ZmtpError::HandshakeTimeout(connect_timeout)),
+            };
+            let mut connection = match connected {
+                Ok(connection) => connection,
+                Err(error) => {
                     failures += 1;
+                    if error.is_violation() || matches!(error, ZmtpError::HandshakeTimeout(_)) {
+                        KvEventStats::bump(&stats.handshake_failures);
+                    }
                     if failures == 1 || failures.is_power_of_two() {
                         tracing::warn!(endpoint = self.address, publisher = self.publisher, %error, failures, "cannot connect to the KV-event publisher; retrying");
                     }
@@ -89,25 +107,15 @@ impl EndpointSubscription {
                     backoff = (backoff * 2).min(BACKOFF.1);
                     continue;
                 }
-                Err(_) => {
-                    failures += 1;
-                    if failures == 1 || failures.is_power_of_two() {
-                        tracing::warn!(
-                            endpoint = self.address,
-                            publisher = self.publisher,
-                            failures,
-                            "KV-event publisher did not answer; retrying"
-                        );
-                    }
-                    continue;
-                }
-            }
-            if let Err(error) = socket.subscribe(&self.topic_filter).await {
+            };
+            if let Err(error) = connection.subscribe(self.topic_filter.as_bytes()).await {
                 tracing::warn!(endpoint = self.address, %error, "KV-event subscription failed; reconnecting");
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = stop.wait() => break,
+                }
                 continue;
             }
-            failures = 0;
-            backoff = BACKOFF.0;
             tracing::info!(
                 endpoint = self.address,
                 publisher = self.publisher,
@@ -118,33 +126,52 @@ impl EndpointSubscription {
                 .connected
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.resync(&mut stream).await;
-            // Until the connection breaks: then a fresh socket connects again (the socket's
-            // own reconnection is not relied on) and the next connection resyncs.
-            let stopped = loop {
+            // Until the connection breaks: then a fresh connection is made and resyncs.
+            let ended = loop {
                 tokio::select! {
-                    message = socket.recv() => match message {
-                        Ok(message) => self.handle(&mut stream, message.into_vec()).await,
-                        Err(error) => {
-                            tracing::warn!(endpoint = self.address, %error, "KV-event stream failed; reconnecting");
-                            break false;
-                        }
+                    message = connection.recv() => match message {
+                        Ok(frames) => self.handle(&mut stream, frames).await,
+                        Err(error) => break Some(error),
                     },
-                    event = monitor.next() => match event {
-                        Some(SocketEvent::Disconnected(_)) | None => {
-                            tracing::warn!(endpoint = self.address, publisher = self.publisher, "KV-event publisher disconnected; reconnecting");
-                            break false;
-                        }
-                        Some(_) => {}
-                    },
-                    () = stop.wait() => break true,
+                    () = stop.wait() => break None,
                 }
             };
             stats
                 .connected
                 .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            drop(socket);
-            if stopped {
+            drop(connection);
+            let Some(error) = ended else {
                 break;
+            };
+            if error.is_oversized() {
+                KvEventStats::bump(&stats.oversized_publisher);
+                if let Some(suppressed) = oversized_log.allow() {
+                    tracing::warn!(
+                        endpoint = self.address,
+                        publisher = self.publisher,
+                        %error,
+                        suppressed,
+                        max_message_bytes = limits.max_message_bytes,
+                        "KV-event publisher declared a message over kvEventsConfig.maxMessageBytes; disconnected"
+                    );
+                }
+            } else {
+                tracing::warn!(endpoint = self.address, publisher = self.publisher, %error, "KV-event stream ended; reconnecting");
+            }
+            // A publisher that breaks the protocol is retried with a growing backoff; one
+            // that merely went away, after the shortest.
+            if error.is_violation() {
+                failures += 1;
+            } else {
+                failures = 0;
+                backoff = BACKOFF.0;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = stop.wait() => break,
+            }
+            if error.is_violation() {
+                backoff = (backoff * 2).min(BACKOFF.1);
             }
         }
         stats
@@ -166,30 +193,38 @@ impl EndpointSubscription {
             self.target.reset(&endpoint, ResetReason::Disconnected);
         }
         stream.has_state = false;
-        let Some(replay) = stream.replay.as_mut() else {
+        let Stream {
+            tracker,
+            replayed_until,
+            has_state,
+            replay,
+        } = stream;
+        let Some(replay) = replay.as_mut() else {
             return;
         };
         replay.disconnect();
         KvEventStats::bump(&self.target.stats.replay_requests);
-        match replay.fetch(0).await {
-            Ok(batches) => {
+        let endpoint = self.endpoint();
+        let mut last = None;
+        // Each batch is applied as it arrives: the answer is never held whole.
+        let result = replay
+            .fetch(0, |seq, payload| {
+                last = Some(seq);
+                tracker.expect(seq.saturating_add(1));
+                *replayed_until = Some(seq);
+                if let Some(endpoint) = &endpoint
+                    && self.target.apply(endpoint, &payload)
+                {
+                    *has_state = true;
+                    KvEventStats::bump(&self.target.stats.replayed_batches);
+                }
+            })
+            .await;
+        match result {
+            Ok(count) => {
                 // Everything the publisher sent so far is in the buffer (or was before it
                 // filled up): the live stream must continue right after it.
-                stream
-                    .tracker
-                    .expect(batches.last().map_or(0, |(seq, _)| seq.saturating_add(1)));
-                let Some(endpoint) = self.endpoint() else {
-                    return;
-                };
-                let count = batches.len();
-                for (seq, payload) in batches {
-                    stream.tracker.expect(seq.saturating_add(1));
-                    stream.replayed_until = Some(seq);
-                    if self.target.apply(&endpoint, &payload) {
-                        stream.has_state = true;
-                        KvEventStats::bump(&self.target.stats.replayed_batches);
-                    }
-                }
+                tracker.expect(last.map_or(0, |seq| seq.saturating_add(1)));
                 tracing::debug!(
                     endpoint = self.address,
                     batches = count,
@@ -197,8 +232,29 @@ impl EndpointSubscription {
                 );
             }
             Err(error) => {
+                self.count_replay_failure(&error);
                 tracing::warn!(endpoint = self.address, %error, "KV-event replay failed; the index starts from the live stream");
+                // What a broken answer applied may lack its end: start from the live stream
+                // alone, as if no replay had come.
+                tracker.reset();
+                *replayed_until = None;
+                if *has_state && let Some(endpoint) = &endpoint {
+                    self.target.reset(endpoint, ResetReason::Gap);
+                }
+                *has_state = false;
             }
+        }
+    }
+
+    /// Counts a failed replay that the socket made fail (too large a message, too long an
+    /// answer).
+    fn count_replay_failure(&self, error: &ReplayError) {
+        let stats = &self.target.stats;
+        if error.is_oversized() {
+            KvEventStats::bump(&stats.oversized_replay);
+        }
+        if matches!(error, ReplayError::Abandoned { .. }) {
+            KvEventStats::bump(&stats.replays_abandoned);
         }
     }
 
@@ -252,41 +308,49 @@ impl EndpointSubscription {
     /// Batches `from..to` were missed: replay them, or drop the endpoint's entries.
     async fn fill_gap(&self, stream: &mut Stream, endpoint: &Endpoint, from: u64, to: u64) {
         let stats = &self.target.stats;
-        let missing = to - from;
         if let Some(replay) = stream.replay.as_mut() {
             KvEventStats::bump(&stats.replay_requests);
-            match replay.fetch(from).await {
-                Ok(batches) => {
-                    let wanted: Vec<&(u64, Bytes)> = batches
-                        .iter()
-                        .filter(|(s, _)| (from..to).contains(s))
-                        .collect();
-                    let complete = wanted.len() as u64 == missing
-                        && wanted.iter().zip(from..to).all(|((s, _), e)| *s == e);
-                    if complete {
-                        for (_, payload) in wanted {
-                            if self.target.apply(endpoint, payload) {
-                                KvEventStats::bump(&stats.replayed_batches);
-                            }
-                        }
-                        KvEventStats::bump(&stats.gaps_replayed);
-                        tracing::info!(
-                            endpoint = self.address,
-                            from,
-                            to,
-                            "KV-event gap filled by replay"
-                        );
+            // The missing batches are applied as they arrive, while they come in order;
+            // if any is missing the entries are dropped below anyway.
+            let mut next = from;
+            let mut in_order = true;
+            let result = replay
+                .fetch(from, |seq, payload| {
+                    if !in_order || !(from..to).contains(&seq) {
                         return;
                     }
+                    if seq != next {
+                        in_order = false;
+                        return;
+                    }
+                    next += 1;
+                    if self.target.apply(endpoint, &payload) {
+                        KvEventStats::bump(&stats.replayed_batches);
+                    }
+                })
+                .await;
+            match result {
+                Ok(_) if in_order && next == to => {
+                    KvEventStats::bump(&stats.gaps_replayed);
+                    tracing::info!(
+                        endpoint = self.address,
+                        from,
+                        to,
+                        "KV-event gap filled by replay"
+                    );
+                    return;
+                }
+                Ok(_) => {
                     tracing::warn!(
                         endpoint = self.address,
                         from,
                         to,
-                        returned = wanted.len(),
+                        returned = next - from,
                         "KV-event replay no longer holds the missed batches"
                     );
                 }
                 Err(error) => {
+                    self.count_replay_failure(&error);
                     tracing::warn!(endpoint = self.address, from, to, %error, "KV-event replay failed");
                 }
             }

@@ -19,7 +19,9 @@ pub mod token;
 
 pub use approx_prefix::ApproxPrefixParameters;
 pub use indexes::approximate_indexes;
-pub use precise_prefix::{KvEventSubscription, PreciseKvEvents, PrecisePrefixParameters};
+pub use precise_prefix::{
+    KvEventLimits, KvEventSubscription, PreciseKvEvents, PrecisePrefixParameters,
+};
 pub use predicted_latency::PredictedLatencyParameters;
 pub use prefix_producer::{PrefixMatchInfo, PrefixProducer};
 pub use token::{TokenCount, TokenProducer};

@@ -35,6 +35,18 @@
 //! | `speculativeIndexing` | false | record each pick's blocks for the picked endpoint at once, as speculative entries, so the requests that follow before the server's events arrive (its queue wait and prefill) see them; the events confirm them, and unconfirmed ones are taken out when they expire |
 //! | `speculativeTTL` | 2s | how long a speculative entry lasts (Go duration) |
 //!
+//! Shepherd extensions in `kvEventsConfig`: the bounds of what a ZeroMQ peer (a publisher, a
+//! replay socket, or anyone who connects to `zmqEndpoint`) can make Shepherd hold. A peer that
+//! declares more is disconnected and counted (`docs/kv-events.md`).
+//!
+//! | parameter | default | meaning |
+//! |---|---|---|
+//! | `kvEventsConfig.maxMessageBytes` | 4194304 (4 MiB) | the largest message (all its frames) read from a publisher or a replay socket; a frame declaring more is refused at its header |
+//! | `kvEventsConfig.maxConnections` | 64 | the most publishers connected at once to the bound `zmqEndpoint`; more are refused |
+//! | `kvEventsConfig.handshakeTimeout` | 5s | how long a peer may take to complete the ZMTP handshake (Go duration) |
+//! | `kvEventsConfig.maxReplayBytes` | 67108864 (64 MiB) | the most bytes one replay answer may carry; over it the replay is abandoned |
+//! | `kvEventsConfig.maxReplayBatches` | 100000 | the most batches one replay answer may carry (vLLM buffers 10,000 by default) |
+//!
 //! Shepherd extensions, on an endpoint's labels (the `endpoints` section): `shepherd.dev/kv-events-endpoint`
 //! and `shepherd.dev/kv-events-replay-endpoint` give that endpoint's publisher and replay
 //! addresses when they are not `<ip>:<socketPort>` (several servers on one host).
@@ -226,6 +238,16 @@ pub struct KvEventsConfig {
     pub discover_pods: bool,
     /// Where each endpoint publishes.
     pub pod_discovery_config: PodDiscoveryConfig,
+    /// Shepherd: the largest ZeroMQ message accepted from a peer, in bytes.
+    pub max_message_bytes: u64,
+    /// Shepherd: the most peers connected at once to the bound `zmqEndpoint`.
+    pub max_connections: u64,
+    /// Shepherd: how long a peer may take to complete the ZMTP handshake (Go duration).
+    pub handshake_timeout: Option<String>,
+    /// Shepherd: the most bytes one replay answer may carry.
+    pub max_replay_bytes: u64,
+    /// Shepherd: the most batches one replay answer may carry.
+    pub max_replay_batches: u64,
 }
 
 impl Default for KvEventsConfig {
@@ -238,7 +260,64 @@ impl Default for KvEventsConfig {
             tracing: false,
             discover_pods: true,
             pod_discovery_config: PodDiscoveryConfig::default(),
+            max_message_bytes: KvEventLimits::default().max_message_bytes as u64,
+            max_connections: KvEventLimits::default().max_connections as u64,
+            handshake_timeout: None,
+            max_replay_bytes: KvEventLimits::default().max_replay_bytes,
+            max_replay_batches: KvEventLimits::default().max_replay_batches,
         }
+    }
+}
+
+impl KvEventsConfig {
+    /// The peers' bounds, or why a setting is refused.
+    pub fn limits(&self) -> Result<KvEventLimits, PluginError> {
+        let positive = |parameter: &str, value: u64, max: u64| {
+            if value == 0 || value > max {
+                Err(PluginError::invalid(
+                    parameter,
+                    format!("{value} is out of range: from 1 to {max}"),
+                ))
+            } else {
+                Ok(value)
+            }
+        };
+        let to_usize = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+        let handshake_timeout = match self.handshake_timeout.as_deref().filter(|t| !t.is_empty()) {
+            None => KvEventLimits::default().handshake_timeout,
+            Some(text) => match parse_go_duration(text) {
+                Some(timeout) if !timeout.is_zero() => timeout,
+                _ => {
+                    return Err(PluginError::invalid(
+                        "kvEventsConfig.handshakeTimeout",
+                        format!("`{text}` is not a positive Go duration (e.g. 5s)"),
+                    ));
+                }
+            },
+        };
+        Ok(KvEventLimits {
+            max_message_bytes: to_usize(positive(
+                "kvEventsConfig.maxMessageBytes",
+                self.max_message_bytes,
+                KvEventLimits::MAX_MESSAGE_BYTES,
+            )?),
+            max_connections: to_usize(positive(
+                "kvEventsConfig.maxConnections",
+                self.max_connections,
+                65_536,
+            )?),
+            handshake_timeout,
+            max_replay_bytes: positive(
+                "kvEventsConfig.maxReplayBytes",
+                self.max_replay_bytes,
+                u64::MAX,
+            )?,
+            max_replay_batches: positive(
+                "kvEventsConfig.maxReplayBatches",
+                self.max_replay_batches,
+                u64::MAX,
+            )?,
+        })
     }
 }
 
@@ -276,6 +355,39 @@ pub struct EndpointSockets {
     pub replay_port: Option<u16>,
 }
 
+/// The bounds of what a ZeroMQ peer can make Shepherd hold (Shepherd's `kvEventsConfig`
+/// extensions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KvEventLimits {
+    /// The largest message (all its frames), in bytes.
+    pub max_message_bytes: usize,
+    /// The most peers connected at once to a bound socket.
+    pub max_connections: usize,
+    /// How long a peer may take to complete the handshake.
+    pub handshake_timeout: Duration,
+    /// The most bytes one replay answer may carry.
+    pub max_replay_bytes: u64,
+    /// The most batches one replay answer may carry.
+    pub max_replay_batches: u64,
+}
+
+impl KvEventLimits {
+    /// The largest `maxMessageBytes` accepted (1 GiB).
+    pub const MAX_MESSAGE_BYTES: u64 = 1 << 30;
+}
+
+impl Default for KvEventLimits {
+    fn default() -> Self {
+        KvEventLimits {
+            max_message_bytes: 4 << 20,
+            max_connections: 64,
+            handshake_timeout: Duration::from_secs(5),
+            max_replay_bytes: 64 << 20,
+            max_replay_batches: 100_000,
+        }
+    }
+}
+
 /// What the runtime subscribes to for one precise producer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvEventSubscription {
@@ -285,6 +397,8 @@ pub struct KvEventSubscription {
     pub bind: Option<String>,
     /// The subscription prefix.
     pub topic_filter: String,
+    /// The bounds of the ZeroMQ peers.
+    pub limits: KvEventLimits,
 }
 
 /// A precise producer's index and where its events come from, kept in the shared resources
@@ -386,6 +500,7 @@ impl PrecisePrefixParameters {
                 "must be a `tcp://host:port` address (ipc and inproc are not supported)",
             );
         }
+        let limits = events.limits()?;
         let config = PreciseIndexConfig {
             block_tokens: block,
             max_blocks: (131_072 / block).max(1),
@@ -398,6 +513,7 @@ impl PrecisePrefixParameters {
             }),
             bind: events.zmq_endpoint.clone().filter(|e| !e.is_empty()),
             topic_filter: events.topic_filter.clone(),
+            limits,
         };
         Ok((config, subscription))
     }
@@ -506,6 +622,40 @@ impl MetricsSource for PreciseKvEvents {
         for reason in ResetReason::ALL {
             let labels = [("plugin", self.name.as_str()), ("reason", reason.label())];
             v.counter(RESETS, &labels, stats.resets_for(reason));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(json: &str) -> Result<KvEventLimits, PluginError> {
+        let config: KvEventsConfig = serde_json::from_str(json).unwrap();
+        config.limits()
+    }
+
+    #[test]
+    fn peer_limits_have_safe_defaults_and_refuse_nonsense() {
+        assert_eq!(limits("{}").unwrap(), KvEventLimits::default());
+        let set = limits(
+            r#"{"maxMessageBytes": 1048576, "maxConnections": 8, "handshakeTimeout": "500ms",
+                "maxReplayBytes": 1000, "maxReplayBatches": 10}"#,
+        )
+        .unwrap();
+        assert_eq!(set.max_message_bytes, 1 << 20);
+        assert_eq!(set.max_connections, 8);
+        assert_eq!(set.handshake_timeout, Duration::from_millis(500));
+        assert_eq!((set.max_replay_bytes, set.max_replay_batches), (1000, 10));
+        for bad in [
+            r#"{"maxMessageBytes": 0}"#,
+            r#"{"maxMessageBytes": 2147483648}"#,
+            r#"{"maxConnections": 0}"#,
+            r#"{"handshakeTimeout": "0s"}"#,
+            r#"{"handshakeTimeout": "soon"}"#,
+            r#"{"maxReplayBatches": 0}"#,
+        ] {
+            assert!(limits(bad).is_err(), "{bad}");
         }
     }
 }
