@@ -282,7 +282,15 @@ impl Exchange {
     }
 
     fn reject(&mut self, rejection: &Rejection) -> Option<Step> {
-        tracing::debug!(reason = rejection.reason(), %rejection, "request rejected");
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            // The client's text (a model name) logged bounded.
+            let message = rejection.to_string();
+            let message = shepherd_scheduler_core::echo::truncated(
+                &message,
+                shepherd_scheduler_core::echo::MAX_MESSAGE_BYTES,
+            );
+            tracing::debug!(reason = rejection.reason(), rejection = %message, "request rejected");
+        }
         self.phase = Phase::Done;
         self.rejected = true;
         Some(Step::Reply(Replies::one(immediate_response(
