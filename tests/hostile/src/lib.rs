@@ -323,6 +323,33 @@ impl Process {
     }
 }
 
+/// The Prometheus page of the admin port at `admin`.
+pub async fn metrics_page(admin: SocketAddr) -> String {
+    reqwest::get(format!("http://{admin}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The sum of the samples of `name` (any labels) on a Prometheus page.
+pub fn sample(page: &str, name: &str) -> f64 {
+    page.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The sum of the samples of `name` on the admin port's `/metrics`.
+pub async fn metric(admin: SocketAddr, name: &str) -> f64 {
+    sample(&metrics_page(admin).await, name)
+}
+
 fn ready(binary: Binary, addrs: &BTreeMap<String, SocketAddr>) -> bool {
     match binary {
         Binary::Epp => addrs.contains_key("extproc"),

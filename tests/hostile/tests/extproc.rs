@@ -18,7 +18,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
     ProtocolConfiguration,
 };
 use futures_util::future::join_all;
-use shepherd_hostile_tests::{Process, backends, config_file, endpoint_lines};
+use shepherd_hostile_tests::{Process, backends, config_file, endpoint_lines, metric};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
@@ -177,8 +177,9 @@ fn status_and_reason(immediate: &ImmediateResponse) -> (i32, String) {
 
 /// A full-duplex request with a small body on a new connection: its routing answer's
 /// destination (within 10 s).
-async fn legitimate_request(addr: SocketAddr) -> String {
-    let mut stream = Stream::open(connect(addr).await).await.unwrap();
+/// A stream on a new connection with the headers of a streamed request sent.
+async fn streamed_request(addr: SocketAddr) -> Stream {
+    let stream = Stream::open(connect(addr).await).await.unwrap();
     assert!(
         stream
             .send(request_headers(
@@ -188,6 +189,11 @@ async fn legitimate_request(addr: SocketAddr) -> String {
             ))
             .await
     );
+    stream
+}
+
+async fn legitimate_request(addr: SocketAddr) -> String {
+    let mut stream = streamed_request(addr).await;
     assert!(stream.send(request_body(small_body(), true)).await);
     let answer = stream
         .answer(Duration::from_secs(10))
@@ -195,24 +201,6 @@ async fn legitimate_request(addr: SocketAddr) -> String {
         .expect("the legitimate request's stream failed")
         .expect("no answer to the legitimate request within 10 s");
     destination(&answer).unwrap_or_else(|| panic!("not a routing answer: {answer:?}"))
-}
-
-/// The sum of every sample of metric `name` on the admin port's `/metrics`.
-async fn metric(admin: SocketAddr, name: &str) -> f64 {
-    let page = reqwest::get(format!("http://{admin}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    page.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
-            l.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 /// A picker over two simulated servers (all three kept alive by the returned values).
@@ -563,16 +551,7 @@ async fn a_stalled_body_is_answered_408_at_its_deadline() {
     let config = config_file(&format!("endpoints:\n{}", endpoint_lines(&servers)));
     let epp = Process::epp_with_env(&config, &["--body-read-timeout-ms", "1500"], &[]).await;
     let addr = epp.addr("extproc");
-    let mut stream = Stream::open(connect(addr).await).await.unwrap();
-    assert!(
-        stream
-            .send(request_headers(
-                &[],
-                false,
-                BodySendMode::FullDuplexStreamed
-            ))
-            .await
-    );
+    let mut stream = streamed_request(addr).await;
     assert!(
         stream
             .send(request_body(vec![b' '; 256 * 1024], false))

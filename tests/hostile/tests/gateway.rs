@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use shepherd_hostile_tests::{Process, backends, config_file, endpoint_lines};
+use shepherd_hostile_tests::{Process, backends, config_file, endpoint_lines, metrics_page};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout};
@@ -228,12 +228,7 @@ async fn slow_headers_are_closed_at_the_header_deadline() {
     );
     assert_eq!(closed, 2000);
     assert_eq!(legit(&client, addr).await, 200);
-    let metrics = reqwest::get(format!("http://{}/metrics", gateway.addr("admin")))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_page(gateway.addr("admin")).await;
     assert!(
         metrics.contains(
             "shepherd_http_connections_closed_total{port=\"http\",reason=\"header_timeout\"} 2000"

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use shepherd_hostile_tests::{Process, config_file};
+use shepherd_hostile_tests::{Process, config_file, metrics_page, sample};
 use shepherd_scheduler_core::kv_events::KvEventBatch;
 use shepherd_scheduler_core::kv_events::wire::{Encoding, encode_batch, encode_sequence};
 use shepherd_sim::serve::{self, KvEventsConfig, ServeConfig, ServeHandle};
@@ -182,24 +182,7 @@ fn endpoint(addr: SocketAddr, publisher: &str, replay: Option<&str>) -> String {
 
 /// The admin `/metrics` page.
 async fn metrics(epp: &Process) -> String {
-    reqwest::get(format!("http://{}/metrics", epp.addr("admin")))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
-/// The sum of the samples of `name` (any labels) on the page.
-fn sample(page: &str, name: &str) -> f64 {
-    page.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
-            l.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    metrics_page(epp.addr("admin")).await
 }
 
 /// Waits until `name` reaches `at_least`; its last value.
