@@ -26,6 +26,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use shepherd_runtime::throttle::Throttle;
 use shepherd_scheduler_core::completion::RequestHandle;
 use shepherd_scheduler_core::endpoint::Endpoint;
 
@@ -137,13 +138,18 @@ pub(crate) async fn send(
             Err(error) => {
                 stats.upstream_error_before_response();
                 let retrying = attempt < attempts && handle.move_to_fallback().is_some();
-                tracing::warn!(
-                    endpoint = endpoint.address(),
-                    request_id = handle.id(),
-                    error = %ErrorChain(&error),
-                    retrying,
-                    "model server failed before answering"
-                );
+                // A dead server fails every request sent to it: one line a period, with how
+                // many were held back (each is counted in the upstream-error metric).
+                if let Some(held_back) = FAILED_LOG.allow() {
+                    tracing::warn!(
+                        endpoint = endpoint.address(),
+                        request_id = handle.id(),
+                        error = %ErrorChain(&error),
+                        retrying,
+                        held_back,
+                        "model server failed before answering (logged at most once every 10 s)"
+                    );
+                }
                 if !retrying {
                     return Err(ApiError::upstream_unreachable(attempt));
                 }
@@ -152,6 +158,9 @@ pub(crate) async fn send(
     }
     Err(ApiError::upstream_unreachable(attempts))
 }
+
+/// The log of exchanges that failed before a response: once per [`LOG_EVERY`](shepherd_runtime::throttle::LOG_EVERY).
+static FAILED_LOG: std::sync::LazyLock<Throttle> = std::sync::LazyLock::new(Throttle::default);
 
 /// An error and its sources, `: `-separated (hyper's client errors say little by themselves).
 struct ErrorChain<'a>(&'a (dyn std::error::Error + 'static));

@@ -89,6 +89,8 @@ mod runtime;
 pub mod scrape;
 #[cfg(feature = "runtime")]
 mod shutdown;
+#[cfg(feature = "runtime")]
+pub mod throttle;
 pub mod usage;
 #[cfg(feature = "zmtp")]
 pub mod zmtp;

@@ -503,3 +503,39 @@ async fn the_admin_port_has_the_same_limits() {
     assert_eq!(closed, 49, "within {:?}", started.elapsed());
     assert_eq!(scrape(&reqwest::Client::new()).await, 200);
 }
+
+/// A dead server fails every request the pick sends it: each moves to a fallback and is
+/// counted, but the log gets one line per period, not one per request.
+#[tokio::test]
+async fn a_dead_server_does_not_flood_the_log() {
+    let mut servers = backends(2).await;
+    let (gateway, _config) = gateway(&servers, "", "", "").await;
+    let addr = gateway.addr("http");
+    let client = reqwest::Client::new();
+    assert_eq!(legit(&client, addr).await, 200);
+    assert!(servers.stop(0).await);
+    let mut statuses = Vec::new();
+    for i in 0..60 {
+        let answer = client
+            .post(format!("http://{addr}/v1/completions"))
+            .body(completion(&format!("request {i} after a server died")))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(answer.status().as_u16());
+    }
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+    let failed = shepherd_hostile_tests::metric(
+        gateway.addr("admin"),
+        "shepherd_gateway_upstream_errors_total",
+    )
+    .await;
+    let lines = gateway.log_lines("model server failed before answering");
+    eprintln!(
+        "{failed} exchanges failed before a response; {} log lines",
+        lines.len()
+    );
+    assert!(failed >= 1.0);
+    assert!(lines.len() <= 2, "{lines:#?}");
+}

@@ -22,8 +22,8 @@ use tokio::task::JoinSet;
 
 use super::apply::Target;
 use super::stats::KvEventStats;
-use super::throttle::Throttle;
 use crate::shutdown::ShutdownSignal;
+use crate::throttle::Throttle;
 use crate::zmtp::{self, Connection, SocketType, ZmtpError};
 
 /// Messages read from the peers and not yet applied (each at most `maxMessageBytes`).

@@ -28,7 +28,6 @@ mod manager;
 mod replay;
 mod stats;
 mod subscriber;
-mod throttle;
 
 pub(crate) use manager::KvEventsManager;
 pub use stats::KvEventStats;

@@ -21,8 +21,8 @@ use shepherd_scorers::producers::KvEventLimits;
 use super::apply::Target;
 use super::replay::{ReplayClient, ReplayError};
 use super::stats::KvEventStats;
-use super::throttle::Throttle;
 use crate::shutdown::ShutdownSignal;
+use crate::throttle::Throttle;
 use crate::zmtp::{self, SocketType, ZmtpError};
 
 /// How long one connection attempt (TCP and the ZMTP handshake) may take at most.

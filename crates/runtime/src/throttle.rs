@@ -1,22 +1,34 @@
-//! Rate-limited logging: a hostile peer that repeats its offence must not turn every attempt
-//! into a log line.
+//! Rate-limited logging: a hostile peer that repeats its offence, or a dead server that fails
+//! every request sent to it, must not turn every occurrence into a log line.
+//!
+//! ```
+//! use std::time::Duration;
+//! use shepherd_runtime::throttle::Throttle;
+//!
+//! let throttle = Throttle::new(Duration::from_secs(10));
+//! if let Some(held_back) = throttle.allow() {
+//!     eprintln!("a server failed ({held_back} more since the last line)");
+//! }
+//! assert_eq!(throttle.allow(), None); // within the period: held back, and counted
+//! ```
 
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-/// How often a throttled message may be logged.
-pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
+/// How often a throttled message may be logged by default.
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// Lets one log line through per period, and says how many were held back meanwhile.
 #[derive(Debug)]
-pub(crate) struct Throttle {
+pub struct Throttle {
     every: Duration,
     state: Mutex<(Option<Instant>, u64)>,
 }
 
 impl Throttle {
-    pub(crate) fn new(every: Duration) -> Throttle {
+    /// One line per `every`.
+    pub fn new(every: Duration) -> Throttle {
         Throttle {
             every,
             state: Mutex::new((None, 0)),
@@ -25,7 +37,7 @@ impl Throttle {
 
     /// `Some(suppressed)` when a line may be logged now (with how many were held back since
     /// the last), else `None` (and this one is counted as held back).
-    pub(crate) fn allow(&self) -> Option<u64> {
+    pub fn allow(&self) -> Option<u64> {
         let now = Instant::now();
         let mut state = self.state.lock();
         let (last, suppressed) = &mut *state;
