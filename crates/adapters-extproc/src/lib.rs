@@ -43,6 +43,7 @@
 pub mod answer;
 pub mod assembly;
 pub mod budget;
+pub mod connections;
 pub mod error;
 pub mod exchange;
 pub mod framing;

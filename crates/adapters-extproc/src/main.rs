@@ -37,6 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use shepherd_adapters_extproc::connections::ConnectionCounts;
 use shepherd_adapters_extproc::options::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BUFFERED_BYTES};
 use shepherd_adapters_extproc::{BodyBudget, ExtProcOptions, ExtProcService, serve, serve_health};
 use shepherd_runtime::config::{EndpointSpec, RuntimeConfig, ServerConfig};
@@ -76,6 +77,9 @@ struct Args {
     /// total over it is answered 503 (bodies over 64 KiB may use seven eighths of it).
     #[arg(long, default_value_t = DEFAULT_MAX_BUFFERED_BYTES)]
     max_buffered_bytes: usize,
+    /// Connections open at once on the ext_proc port; more are closed as they arrive.
+    #[arg(long, default_value_t = shepherd_adapters_extproc::options::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
     /// Time a request body may take to arrive whole, from its headers, in milliseconds; a
     /// body still arriving then is answered 408.
     #[arg(long, default_value_t = 30_000)]
@@ -112,6 +116,7 @@ impl Args {
         let options = ExtProcOptions::default()
             .with_max_body_bytes(self.max_body_bytes)
             .with_max_buffered_bytes(self.max_buffered_bytes)
+            .with_max_connections(self.max_connections.max(1))
             .with_body_read_timeout(Duration::from_millis(self.body_read_timeout_ms.max(1)));
         options
             .validate()
@@ -227,6 +232,8 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
     };
     options.metrics_sources.push(budget.clone());
     options.metrics_sources.push(messages.clone());
+    let connections = Arc::new(ConnectionCounts::new("extproc"));
+    options.metrics_sources.push(connections.clone());
     let (source, file_server) = match &args.config {
         Some(path) => {
             // Read once here for the listen addresses; the runtime reads it again and watches
@@ -261,7 +268,8 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
     let mut service = ExtProcService::new(Arc::clone(handle.scheduler()), extproc_options)
         .with_body_budget(budget)
-        .with_message_budget(messages);
+        .with_message_budget(messages)
+        .with_connection_counts(connections);
     if let Some(flow) = handle.flow() {
         service = service.with_admission(Arc::new(FlowAdmission(flow.clone())));
     }

@@ -40,6 +40,10 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// growing with the number of streams.
 pub const DEFAULT_MAX_BUFFERED_BYTES: usize = 256 * 1024 * 1024;
 
+/// Default cap on the connections open at once on the ext_proc port (Envoy opens a few per
+/// worker thread).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
 /// Default time a request's body may take to arrive whole, from its headers (30 s): Envoy
 /// streams a body as its client sends it, so a client that stalls would otherwise hold the
 /// stream and its buffered bytes for as long as it likes.
@@ -175,6 +179,9 @@ pub struct ExtProcOptions {
     /// Time a request's body may take to arrive whole, from its headers; a body still
     /// arriving then is answered 408 `body_timeout`. Default [`DEFAULT_BODY_READ_TIMEOUT`].
     pub body_read_timeout: std::time::Duration,
+    /// Connections open at once on the ext_proc port; more are closed as they arrive (see
+    /// [`crate::connections`]). Default [`DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: usize,
     /// Largest body chunk streamed back to Envoy. Default [`DEFAULT_CHUNK_SIZE`] (62,000).
     pub chunk_size: usize,
     /// Bytes at the end of a response body kept to find its `usage`. Default 16 KiB.
@@ -202,6 +209,7 @@ impl Default for ExtProcOptions {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_buffered_bytes: DEFAULT_MAX_BUFFERED_BYTES,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             chunk_size: DEFAULT_CHUNK_SIZE,
             usage_scan_bytes: DEFAULT_USAGE_SCAN_BYTES,
             default_request_body_mode: BodyMode::FullDuplexStreamed,
@@ -224,6 +232,12 @@ impl ExtProcOptions {
     /// Sets the cap on request-body bytes buffered across every stream.
     pub fn with_max_buffered_bytes(mut self, bytes: usize) -> Self {
         self.max_buffered_bytes = bytes;
+        self
+    }
+
+    /// Sets [`ExtProcOptions::max_connections`].
+    pub fn with_max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max;
         self
     }
 

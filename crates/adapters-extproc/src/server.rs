@@ -20,6 +20,10 @@
 //! - every message a stream declares charged to the picker's body budget before the gRPC
 //!   library reserves room for it ([`crate::framing`]): declaring is not enough to make the
 //!   picker hold memory;
+//! - at most [`ExtProcOptions::max_connections`](crate::ExtProcOptions::max_connections)
+//!   connections open on the ext_proc port ([`MAX_HEALTH_CONNECTIONS`] on the health port),
+//!   more closed as they arrive, and a connection that sends nothing within
+//!   [`PREFACE_TIMEOUT`](crate::connections::PREFACE_TIMEOUT) closed ([`crate::connections`]);
 //! - an accept error (out of file descriptors, say) pauses accepting for
 //!   [`ACCEPT_ERROR_PAUSE`] instead of retrying at once;
 //! - messages of at most [`ExtProcOptions::max_message_bytes`](crate::ExtProcOptions::max_message_bytes)
@@ -53,6 +57,7 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
+use crate::connections::{Capped, ConnectionCounts};
 use crate::error::ServeError;
 use crate::framing::DeclaredMessagesLayer;
 use crate::service::ExtProcService;
@@ -83,6 +88,9 @@ pub const MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
 
 /// The gRPC name of the ext_proc service, as health checks ask for it.
 pub const SERVICE_NAME: &str = <ExternalProcessorServer<ExtProcService> as NamedService>::NAME;
+
+/// Connections open at once on the health port.
+pub const MAX_HEALTH_CONNECTIONS: usize = 64;
 
 /// How long accepting pauses after an accept error.
 pub const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
@@ -151,10 +159,15 @@ where
     F: Future<Output = ()> + Send,
 {
     let declared = DeclaredMessagesLayer::new(std::sync::Arc::clone(service.message_budget()));
+    let accepted = Capped::new(
+        incoming(listener),
+        service.options().max_connections,
+        std::sync::Arc::clone(service.connection_counts()),
+    );
     builder()
         .layer(declared)
         .add_service(service.into_server())
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
+        .serve_with_incoming_shutdown(accepted, shutdown)
         .await?;
     Ok(())
 }
@@ -172,9 +185,11 @@ where
     reporter
         .set_service_status(SERVICE_NAME, ServingStatus::Serving)
         .await;
+    let counts = std::sync::Arc::new(ConnectionCounts::new("health"));
+    let accepted = Capped::new(incoming(listener), MAX_HEALTH_CONNECTIONS, counts);
     builder()
         .add_service(health)
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
+        .serve_with_incoming_shutdown(accepted, shutdown)
         .await?;
     Ok(())
 }

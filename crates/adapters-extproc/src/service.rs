@@ -56,6 +56,7 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::budget::BodyBudget;
+use crate::connections::ConnectionCounts;
 use crate::error::Rejection;
 use crate::exchange::{Exchange, PickJob, Step};
 use crate::options::ExtProcOptions;
@@ -110,6 +111,7 @@ struct Shared {
     admission: Option<Arc<dyn Admission>>,
     budget: Arc<BodyBudget>,
     messages: Arc<BodyBudget>,
+    connections: Arc<ConnectionCounts>,
 }
 
 /// The ext_proc endpoint picker. See the [module docs](self).
@@ -131,6 +133,7 @@ impl ExtProcService {
                 admission: None,
                 budget,
                 messages,
+                connections: Arc::new(ConnectionCounts::new("extproc")),
             }),
         }
     }
@@ -152,6 +155,12 @@ impl ExtProcService {
         self.rebuilt(|shared| shared.messages = budget)
     }
 
+    /// Counts the ext_proc port's connections in `counts` instead of counters of its own (to
+    /// export them before the service exists).
+    pub fn with_connection_counts(self, counts: Arc<ConnectionCounts>) -> Self {
+        self.rebuilt(|shared| shared.connections = counts)
+    }
+
     fn rebuilt(self, edit: impl FnOnce(&mut Shared)) -> Self {
         let Shared {
             scheduler,
@@ -159,6 +168,7 @@ impl ExtProcService {
             admission,
             budget,
             messages,
+            connections,
         } = &*self.shared;
         let mut shared = Shared {
             scheduler: Arc::clone(scheduler),
@@ -166,6 +176,7 @@ impl ExtProcService {
             admission: admission.clone(),
             budget: Arc::clone(budget),
             messages: Arc::clone(messages),
+            connections: Arc::clone(connections),
         };
         edit(&mut shared);
         ExtProcService {
@@ -184,6 +195,12 @@ impl ExtProcService {
     /// of its figures.
     pub fn message_budget(&self) -> &Arc<BodyBudget> {
         &self.shared.messages
+    }
+
+    /// The ext_proc port's connection counters ([`crate::connections`]); a
+    /// [`MetricsSource`](shepherd_scheduler_core::metrics::MetricsSource).
+    pub fn connection_counts(&self) -> &Arc<ConnectionCounts> {
+        &self.shared.connections
     }
 
     /// The options in force.

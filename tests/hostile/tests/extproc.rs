@@ -586,3 +586,77 @@ async fn a_stalled_body_is_answered_408_at_its_deadline() {
     assert_eq!(held, 0.0, "the stalled body's bytes are given back");
     assert!(!legitimate_request(addr).await.is_empty());
 }
+
+/// Connections to the ext_proc port that never send the HTTP/2 preface are closed at the
+/// preface deadline, and those over `--max-connections` as they arrive; the counters show
+/// both, and the port serves again once the silent ones are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_and_surplus_connections_are_closed() {
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpStream;
+
+    /// The streams the server closed within `wait`, and those still open.
+    async fn split(streams: Vec<TcpStream>, wait: Duration) -> (usize, Vec<TcpStream>) {
+        let reads = streams.into_iter().map(|mut stream| async move {
+            let mut buf = [0u8; 64];
+            let closed = matches!(
+                tokio::time::timeout(wait, stream.read(&mut buf)).await,
+                Ok(Ok(0) | Err(_))
+            );
+            (closed, stream)
+        });
+        let mut open = Vec::new();
+        let mut closed = 0;
+        for (was_closed, stream) in join_all(reads).await {
+            if was_closed {
+                closed += 1;
+            } else {
+                open.push(stream);
+            }
+        }
+        (closed, open)
+    }
+    async fn closed_for(admin: SocketAddr, reason: &str) -> f64 {
+        let page = shepherd_hostile_tests::metrics_page(admin).await;
+        let line = format!(
+            "shepherd_extproc_connections_closed_total{{port=\"extproc\",reason=\"{reason}\"}}"
+        );
+        shepherd_hostile_tests::sample(&page, &line)
+    }
+
+    let servers = backends(1).await;
+    let config = config_file(&format!("endpoints:\n{}", endpoint_lines(&servers)));
+    let epp = Process::epp_with_env(&config, &["--max-connections", "100"], &[]).await;
+    let addr = epp.addr("extproc");
+    let admin = epp.addr("admin");
+    let files_before = epp.open_files();
+    let mut silent = Vec::new();
+    for _ in 0..150 {
+        silent.push(TcpStream::connect(addr).await.unwrap());
+    }
+    // The server accepts them as fast as it can; the 50 over the cap are closed at once.
+    for _ in 0..100 {
+        if closed_for(admin, "connection_limit").await >= 50.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(closed_for(admin, "connection_limit").await, 50.0);
+    let (surplus, silent) = split(silent, Duration::from_millis(500)).await;
+    assert_eq!((surplus, silent.len()), (50, 100));
+    // The 100 it kept are closed at the 10 s preface deadline.
+    let (late, still_open) = split(silent, Duration::from_secs(12)).await;
+    eprintln!(
+        "{surplus} of 150 silent connections closed at once (over the cap), {late} at the preface deadline, {} left",
+        still_open.len()
+    );
+    assert_eq!(late, 100);
+    assert_eq!(closed_for(admin, "preface_timeout").await, 100.0);
+    assert!(!legitimate_request(addr).await.is_empty());
+    assert!(
+        epp.open_files() <= files_before + 4,
+        "open files {} before, {} after",
+        files_before,
+        epp.open_files()
+    );
+}
