@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use shepherd_scheduler_core::endpoint::{PeerLoad, Pool};
 use tokio::net::UdpSocket;
 
-use super::frame::{Kind, MAX_DATAGRAM, Sealer};
+use super::frame::{Kind, MAX_DATAGRAM, Sealer, now_ms};
 use super::gate::{Gate, Rejection};
 use super::index_sync::{IndexSync, Refusal};
 use super::index_wire;
@@ -93,7 +93,7 @@ impl LoadExchange {
     }
 
     fn take_in(&self, bytes: &[u8], from: SocketAddr, gate: &mut Gate, table: &mut PeerTable) {
-        let admitted = match gate.admit(from, bytes) {
+        let admitted = match gate.admit(from, bytes, now_ms()) {
             Ok(admitted) => admitted,
             Err(why) => {
                 self.stats.reject(why, from);

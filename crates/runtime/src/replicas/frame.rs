@@ -14,10 +14,11 @@
 //! | 2 | the sender's port |
 //! | 8 | epoch: when the sender started (nanoseconds since the UNIX epoch); a later epoch starts a new replay window |
 //! | 8 | sequence number of the datagram within its epoch, from 1 |
+//! | 8 | when it was sealed (milliseconds since the UNIX epoch): a receiver refuses one far from its own clock |
 //! | n | payload |
 //! | 16 | MAC: the first 16 bytes of the keyed BLAKE3 hash of every byte before it |
 //!
-//! A datagram is at most [`MAX_DATAGRAM`] bytes; 44 of them are the frame (IPv4 sender).
+//! A datagram is at most [`MAX_DATAGRAM`] bytes; 52 of them are the frame (IPv4 sender).
 //!
 //! ```
 //! use shepherd_runtime::replicas::frame::{FrameError, Kind, Sealer, open};
@@ -48,7 +49,7 @@ pub const MAX_DATAGRAM: usize = 1_400;
 /// Bytes of the MAC.
 pub const TAG_BYTES: usize = 16;
 /// Bytes of the frame around the payload with an IPv4 sender (the shortest frame).
-pub const MIN_FRAME: usize = 4 + 1 + 1 + 4 + 2 + 8 + 8 + TAG_BYTES;
+pub const MIN_FRAME: usize = 4 + 1 + 1 + 4 + 2 + 8 + 8 + 8 + TAG_BYTES;
 
 /// What a datagram carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -79,6 +80,15 @@ pub struct Header {
     pub epoch: u64,
     /// The datagram's sequence number in that run.
     pub seq: u64,
+    /// When it was sealed, in milliseconds since the UNIX epoch (the sender's clock).
+    pub sent_ms: u64,
+}
+
+/// Now, in milliseconds since the UNIX epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Why a datagram was refused.
@@ -134,7 +144,7 @@ impl Sealer {
         max_bytes.saturating_sub(overhead(&self.sender))
     }
 
-    /// Seals `payload` as the next datagram.
+    /// Seals `payload` as the next datagram, stamped with the time now.
     pub fn seal(&mut self, kind: Kind, payload: &[u8]) -> Vec<u8> {
         self.seq += 1;
         let header = Header {
@@ -142,6 +152,7 @@ impl Sealer {
             sender: self.sender,
             epoch: self.epoch,
             seq: self.seq,
+            sent_ms: now_ms(),
         };
         seal(&self.key, &header, payload)
     }
@@ -165,6 +176,7 @@ pub fn seal(key: &MacKey, header: &Header, payload: &[u8]) -> Vec<u8> {
     bytes.extend_from_slice(&header.sender.port().to_le_bytes());
     bytes.extend_from_slice(&header.epoch.to_le_bytes());
     bytes.extend_from_slice(&header.seq.to_le_bytes());
+    bytes.extend_from_slice(&header.sent_ms.to_le_bytes());
     bytes.extend_from_slice(payload);
     let tag = key.tag(&bytes);
     bytes.extend_from_slice(&tag);
@@ -208,12 +220,14 @@ pub fn open<'a>(key: &MacKey, bytes: &'a [u8]) -> Result<(Header, &'a [u8]), Fra
     };
     let (port, rest) = split::<2>(rest)?;
     let (epoch, rest) = split::<8>(rest)?;
-    let (seq, payload) = split::<8>(rest)?;
+    let (seq, rest) = split::<8>(rest)?;
+    let (sent_ms, payload) = split::<8>(rest)?;
     let header = Header {
         kind,
         sender: SocketAddr::new(ip, u16::from_le_bytes(port)),
         epoch: u64::from_le_bytes(epoch),
         seq: u64::from_le_bytes(seq),
+        sent_ms: u64::from_le_bytes(sent_ms),
     };
     Ok((header, payload))
 }
@@ -273,7 +287,7 @@ mod tests {
     fn an_authenticated_header_of_another_shape_is_malformed() {
         let mut bytes = MAGIC.to_vec();
         bytes.extend_from_slice(&[9, 4]);
-        bytes.extend_from_slice(&[0u8; 22]);
+        bytes.extend_from_slice(&[0u8; 30]);
         let tag = key().tag(&bytes);
         bytes.extend_from_slice(&tag);
         assert!(matches!(
@@ -283,7 +297,7 @@ mod tests {
         // An IPv6 family in a frame too short to hold the address.
         let mut short = MAGIC.to_vec();
         short.extend_from_slice(&[1, 6]);
-        short.extend_from_slice(&[0u8; 22]);
+        short.extend_from_slice(&[0u8; 30]);
         let tag = key().tag(&short);
         short.extend_from_slice(&tag);
         assert!(matches!(
@@ -299,6 +313,7 @@ mod tests {
             port: u16,
             epoch: u64,
             seq: u64,
+            sent_ms: u64,
             delta: bool,
             payload in proptest::collection::vec(any::<u8>(), 0..1300),
         ) {
@@ -307,6 +322,7 @@ mod tests {
                 sender: sender(v6, port),
                 epoch,
                 seq,
+                sent_ms,
             };
             let bytes = seal(&key(), &header, &payload);
             prop_assert_eq!(bytes.len(), overhead(&header.sender) + payload.len());

@@ -19,9 +19,9 @@ pub struct ReplicaStats {
     pub(crate) send_errors: AtomicU64,
     pub(crate) received: AtomicU64,
     /// Datagrams dropped, by [`Rejection::ALL`]'s order.
-    rejected: [AtomicU64; 6],
+    rejected: [AtomicU64; 7],
     /// When each reason was last logged (a flood logs once a second).
-    logged: Mutex<[Option<Instant>; 6]>,
+    logged: Mutex<[Option<Instant>; 7]>,
     pub(crate) unknown_endpoints: AtomicU64,
     pub(crate) expired: AtomicU64,
     pub(crate) deltas_sent: AtomicU64,
@@ -102,7 +102,7 @@ const RECEIVED: MetricDesc<'static> = MetricDesc::new(
 );
 const REJECTED: MetricDesc<'static> = MetricDesc::new(
     "shepherd_replicas_rejected_datagrams_total",
-    "Datagrams dropped, by reason: unknown_peer (a source or sender not in replicas.peers), truncated, oversized, bad_mac (not sealed with the replicas' key), replayed, malformed.",
+    "Datagrams dropped, by reason: unknown_peer (a source or sender not in replicas.peers), truncated, oversized, bad_mac (not sealed with the replicas' key), replayed, stale (sealed over 60 s from this clock), malformed.",
 );
 const UNKNOWN_ENDPOINTS: MetricDesc<'static> = MetricDesc::new(
     "shepherd_replicas_unknown_endpoints_total",

@@ -2,19 +2,22 @@
 //!
 //! A datagram of a later epoch than the window's starts a new window (the sender restarted:
 //! its epoch is the time it started); one of an earlier epoch is refused (an old run's
-//! datagram replayed). Within the epoch, a sequence number above the highest seen moves the
-//! window up; one at or below the window's floor ([`WINDOW`] below the highest), or already
-//! seen inside it, is refused. A window is a few words: one per configured peer, whatever
+//! datagram replayed). A new window starts at the first sequence number it takes in: every
+//! number below it counts as seen (a recording of the run's earlier datagrams is refused).
+//! Within the epoch, a sequence number above the highest seen moves the window up; one at or
+//! below the window's floor ([`WINDOW`] below the highest), or already seen inside it, is
+//! refused. A window is a few words: one per configured peer, whatever
 //! arrives.
 //!
 //! ```
 //! use shepherd_runtime::replicas::window::{Replay, ReplayWindow};
 //!
 //! let mut w = ReplayWindow::default();
-//! assert_eq!(w.admit(100, 1), Ok(()));
-//! assert_eq!(w.admit(100, 3), Ok(()));
-//! assert_eq!(w.admit(100, 2), Ok(()));        // reordered: still inside the window
-//! assert_eq!(w.admit(100, 2), Err(Replay::Seen));
+//! assert_eq!(w.admit(100, 5), Ok(()));
+//! assert_eq!(w.admit(100, 4), Err(Replay::Seen)); // before the window opened
+//! assert_eq!(w.admit(100, 7), Ok(()));
+//! assert_eq!(w.admit(100, 6), Ok(()));        // reordered: still inside the window
+//! assert_eq!(w.admit(100, 6), Err(Replay::Seen));
 //! assert_eq!(w.admit(99, 50), Err(Replay::OldEpoch));
 //! assert_eq!(w.admit(200, 1), Ok(()));        // the sender restarted
 //! assert_eq!(w.admit(100, 4), Err(Replay::OldEpoch));
@@ -59,8 +62,7 @@ impl ReplayWindow {
             _ => {
                 self.epoch = Some(epoch);
                 self.top = seq;
-                self.seen = [0; WORDS];
-                self.seen[0] = 1;
+                self.seen = [u64::MAX; WORDS];
                 return Ok(());
             }
         }
@@ -70,6 +72,7 @@ impl ReplayWindow {
             self.seen[0] |= 1;
             return Ok(());
         }
+        // Numbers below the first one of the window stay seen (`seen` started full).
         let back = self.top - seq;
         if back >= WINDOW {
             return Err(Replay::BelowWindow);
@@ -120,6 +123,8 @@ mod tests {
     #[test]
     fn the_floor_moves_with_the_top() {
         let mut w = ReplayWindow::default();
+        assert_eq!(w.admit(1, 3000), Ok(()));
+        assert_eq!(w.admit(1, 2999), Err(Replay::Seen));
         assert_eq!(w.admit(1, 5000), Ok(()));
         assert_eq!(w.admit(1, 5000 - WINDOW + 1), Ok(()));
         assert_eq!(w.admit(1, 5000 - WINDOW), Err(Replay::BelowWindow));
@@ -135,13 +140,15 @@ mod tests {
 
     proptest! {
         /// Against a model that remembers everything: the window never admits a pair twice,
-        /// never an older epoch, and refuses a new pair only below its floor.
+        /// never an older epoch, nor a number below the one its epoch opened with, and refuses
+        /// a new pair only for one of those reasons or below its floor.
         #[test]
         fn never_admits_twice(ops in proptest::collection::vec((0u64..3, 0u64..3000), 1..400)) {
             let mut w = ReplayWindow::default();
             let mut taken = BTreeSet::new();
             let mut epoch: Option<u64> = None;
             let mut top = 0u64;
+            let mut opened = 0u64;
             for (e, s) in ops {
                 let result = w.admit(e, s);
                 let fresh = !taken.contains(&(e, s));
@@ -151,13 +158,15 @@ mod tests {
                         prop_assert!(epoch.is_none_or(|c| e >= c));
                         if epoch != Some(e) {
                             top = s;
+                            opened = s;
                         }
+                        prop_assert!(s >= opened);
                         epoch = Some(e);
                         top = top.max(s);
                         taken.insert((e, s));
                     }
                     Err(Replay::OldEpoch) => prop_assert!(epoch.is_some_and(|c| e < c)),
-                    Err(Replay::Seen) => prop_assert!(!fresh),
+                    Err(Replay::Seen) => prop_assert!(!fresh || (epoch == Some(e) && s < opened)),
                     Err(Replay::BelowWindow) => {
                         prop_assert_eq!(epoch, Some(e));
                         prop_assert!(top - s >= WINDOW);
