@@ -207,7 +207,7 @@ async fn forged_replayed_truncated_and_oversized_deltas_change_no_pick() {
         let count = sent.entry(kind).or_default();
         *count += 1;
         // Paced, so the kernel's receive buffer drops none of them.
-        if *count % 32 == 0 {
+        if count.is_multiple_of(32) {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     };
@@ -336,7 +336,7 @@ async fn a_flood_from_many_sources_leaves_memory_flat_and_a_real_peer_heard() {
             &strangers[i as usize % strangers.len()]
         };
         let _ = socket.send_to(&datagram, e_udp);
-        if i % 256 == 0 {
+        if i.is_multiple_of(256) {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
