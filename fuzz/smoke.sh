@@ -23,7 +23,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
-targets=(parse_body parse_config parse_metrics ext_proc_sequence decode_kv_events zmtp_subscriber)
+targets=(parse_body parse_config parse_metrics ext_proc_sequence decode_kv_events zmtp_subscriber replica_datagram)
 summary=()
 for target in "${targets[@]}"; do
     corpus="fuzz/corpus/${target}"

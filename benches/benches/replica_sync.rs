@@ -49,7 +49,7 @@ async fn start(replicas: Option<(SocketAddr, Vec<SocketAddr>)>) -> RuntimeHandle
     if let Some((listen, peers)) = replicas {
         let peers: Vec<String> = peers.iter().map(ToString::to_string).collect();
         yaml.push_str(&format!(
-            "replicas: {{listen: {listen}, peers: [{}]}}\n",
+            "replicas: {{listen: {listen}, peers: [{}], key: bench-replicas-shared-secret-0123}}\n",
             peers.join(", ")
         ));
     }

@@ -221,4 +221,5 @@ pub fn parse_config(data: &[u8]) {
 
 pub mod kv_events;
 pub mod metrics;
+pub mod replicas;
 pub mod zmtp;

@@ -73,3 +73,8 @@ fn decode_kv_events_inputs() {
 fn zmtp_subscriber_inputs() {
     assert!(replay("zmtp_subscriber", shepherd_fuzz::zmtp::zmtp_subscriber) >= 8);
 }
+
+#[test]
+fn replica_datagram_inputs() {
+    assert!(replay("replica_datagram", shepherd_fuzz::replicas::replica_datagram) >= 3);
+}

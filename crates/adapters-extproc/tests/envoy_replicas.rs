@@ -69,13 +69,11 @@ async fn two_replicas_share_the_servers_caches_and_their_load() {
     stack.wait_peer_load().await;
     for epp in epps {
         let m = stack.metrics_of(epp).await;
-        assert_eq!(
-            sample(
-                &m,
-                "shepherd_replicas_rejected_datagrams_total{reason=\"malformed\"}"
-            ),
-            0.0
-        );
+        for reason in ["malformed", "bad_mac", "replayed", "unknown_peer"] {
+            let series =
+                format!("shepherd_replicas_rejected_datagrams_total{{reason=\"{reason}\"}}");
+            assert_eq!(sample(&m, &series), 0.0, "{series}");
+        }
     }
     for request in long {
         assert_eq!(request.await.unwrap().unwrap(), 200);

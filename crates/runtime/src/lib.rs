@@ -81,7 +81,7 @@ pub mod http;
 pub mod kv_events;
 pub mod mapping;
 pub mod prom;
-#[cfg(feature = "runtime")]
+#[cfg(feature = "replicas-wire")]
 pub mod replicas;
 #[cfg(feature = "runtime")]
 mod runtime;

@@ -1,7 +1,8 @@
 //! Several runtimes exchanging their in-flight load over UDP on loopback (the `replicas`
 //! section): a replica's requests show as its peers' peer load, go when they end, vanish at
-//! once when it shuts down, expire when it falls silent, and datagrams from strangers are
-//! refused; a replica's picks reach its peers' approximate prefix indexes.
+//! once when it shuts down, expire when it falls silent, and datagrams from strangers, without
+//! the key, or replayed are refused; a replica's picks reach its peers' approximate prefix
+//! indexes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -11,6 +12,8 @@ use std::time::Duration;
 
 use common::wait_until;
 use shepherd_runtime::config::RuntimeConfig;
+use shepherd_runtime::replicas::frame::{Kind, Sealer};
+use shepherd_runtime::replicas::key::MacKey;
 use shepherd_runtime::replicas::wire::{Entry, encode};
 use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
 use shepherd_scheduler_core::endpoint::PeerLoad;
@@ -20,6 +23,8 @@ use shepherd_scorers::producers::approximate_indexes;
 
 const ENDPOINT: &str = "127.0.0.1:9";
 const WAIT: Duration = Duration::from_secs(5);
+/// The replicas' shared secret in these tests.
+const SECRET: &str = "test-replicas-shared-secret-0123";
 
 /// Free UDP ports on loopback (bound, read, released).
 fn ports(n: usize) -> Vec<SocketAddr> {
@@ -38,7 +43,7 @@ async fn replica(listen: SocketAddr, peers: &[SocketAddr]) -> RuntimeHandle {
 async fn replica_with(listen: SocketAddr, peers: &[SocketAddr], extra: &str) -> RuntimeHandle {
     let peers: Vec<String> = peers.iter().map(ToString::to_string).collect();
     let yaml = format!(
-        "endpoints: [{ENDPOINT}, 127.0.0.1:10, 127.0.0.1:11]\nreplicas:\n  listen: {listen}\n  peers: [{}]\n  intervalMs: 10\n{extra}",
+        "endpoints: [{ENDPOINT}, 127.0.0.1:10, 127.0.0.1:11]\nreplicas:\n  listen: {listen}\n  peers: [{}]\n  intervalMs: 10\n  key: {SECRET}\n{extra}",
         peers.join(", ")
     );
     let options = RuntimeOptions {
@@ -67,10 +72,10 @@ async fn replicas_see_each_others_load_until_it_ends_stops_or_falls_silent() {
     let addrs = ports(3);
     let a = replica(addrs[0], &[addrs[1], addrs[2]]).await;
     let b = replica(addrs[1], &[addrs[0], addrs[2]]).await;
-    // The third peer is a bare socket speaking the protocol: it reports, then falls silent
-    // (as a crashed replica does: no last report).
+    // The third peer is a bare socket speaking the protocol with the key: it reports, then
+    // falls silent (as a crashed replica does: no last report).
     let c = UdpSocket::bind(addrs[2]).unwrap();
-    let report = |requests: u64| {
+    let report = |sealer: &mut Sealer, requests: u64| {
         let entry = Entry {
             address: ENDPOINT.to_string(),
             load: PeerLoad {
@@ -79,12 +84,14 @@ async fn replicas_see_each_others_load_until_it_ends_stops_or_falls_silent() {
                 prefill_tokens: 0,
             },
         };
-        let mut datagrams = Vec::new();
-        encode(77, 1, &[entry], 1_400, &mut datagrams);
-        datagrams.remove(0)
+        let mut payloads = Vec::new();
+        encode(1, &[entry], 1_300, &mut payloads);
+        sealer.seal(Kind::Report, &payloads[0])
     };
-    c.send_to(&report(2), addrs[1]).unwrap();
-    c.send_to(&report(2), addrs[0]).unwrap();
+    let mut sealer = Sealer::new(MacKey::derive(SECRET), addrs[2], 1);
+    let first = report(&mut sealer, 2);
+    c.send_to(&first, addrs[1]).unwrap();
+    c.send_to(&first, addrs[0]).unwrap();
 
     // Three requests in flight on A, two reported by C: B counts five that are not its own.
     let on = |h: &RuntimeHandle| {
@@ -134,11 +141,17 @@ async fn replicas_see_each_others_load_until_it_ends_stops_or_falls_silent() {
     );
     drop(held);
 
-    // Datagrams from an address that is not a peer are refused; garbage from a peer too.
+    // Refused: from an address that is not a peer; the previous protocol's report from a
+    // peer; C's first report again (a replay); a report sealed with another key.
     let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
-    stranger.send_to(&report(9), addrs[1]).unwrap();
-    c.send_to(b"SHR1 not really", addrs[1]).unwrap();
-    for reason in ["unknown_peer", "malformed"] {
+    stranger.send_to(&report(&mut sealer, 9), addrs[1]).unwrap();
+    let mut old_version = b"SHR1".to_vec();
+    old_version.resize(64, 0);
+    c.send_to(&old_version, addrs[1]).unwrap();
+    c.send_to(&first, addrs[1]).unwrap();
+    let mut forger = Sealer::new(MacKey::derive("a guess at the secret"), addrs[2], 9);
+    c.send_to(&report(&mut forger, 9), addrs[1]).unwrap();
+    for reason in ["unknown_peer", "malformed", "replayed", "bad_mac"] {
         let line = format!("shepherd_replicas_rejected_datagrams_total{{reason=\"{reason}\"}} 1");
         assert!(
             wait_until(WAIT, || b.render_metrics().contains(&line)).await,
@@ -154,25 +167,109 @@ async fn replicas_see_each_others_load_until_it_ends_stops_or_falls_silent() {
 fn a_bad_replicas_section_is_refused() {
     for (yaml, field) in [
         (
-            "replicas: {listen: 127.0.0.1:9400, intervalMs: 0}\n",
+            "replicas: {listen: 127.0.0.1:9400, intervalMs: 0, key: 0123456789abcdef}\n",
             "intervalMs",
         ),
         (
-            "replicas: {listen: 127.0.0.1:9400, intervalMs: 100, expireMs: 50}\n",
+            "replicas: {listen: 127.0.0.1:9400, intervalMs: 100, expireMs: 50, key: 0123456789abcdef}\n",
             "expireMs",
         ),
         (
-            "replicas: {listen: 127.0.0.1:9400, peers: [127.0.0.1:9400]}\n",
+            "replicas: {listen: 127.0.0.1:9400, peers: [127.0.0.1:9400], key: 0123456789abcdef}\n",
             "peers",
         ),
         (
-            "replicas: {listen: 127.0.0.1:9400, peer: [127.0.0.1:9401]}\n",
+            "replicas: {listen: 127.0.0.1:9400, peer: [127.0.0.1:9401], key: 0123456789abcdef}\n",
             "peer",
+        ),
+        // No key, and insecure not written out.
+        ("replicas: {listen: 127.0.0.1:9400}\n", "replicas.key"),
+        (
+            "replicas: {listen: 127.0.0.1:9400, insecure: false}\n",
+            "replicas.key",
+        ),
+        (
+            "replicas: {listen: 127.0.0.1:9400, key: short}\n",
+            "replicas.key",
+        ),
+        (
+            "replicas: {listen: 127.0.0.1:9400, key: 0123456789abcdef, insecure: true}\n",
+            "replicas.insecure",
+        ),
+        (
+            "replicas: {listen: 0.0.0.0:9400, key: 0123456789abcdef}\n",
+            "replicas.advertise",
         ),
     ] {
         let err = RuntimeConfig::from_yaml(yaml).unwrap_err().to_string();
         assert!(err.contains(field), "{yaml}: {err}");
     }
+    // The key is never shown, and a variable that is not set stops the start with its name.
+    let config = RuntimeConfig::from_yaml(
+        "replicas: {listen: 127.0.0.1:9400, key: inline-secret-0123456789}\n",
+    )
+    .unwrap();
+    let replicas = config.replicas.as_ref().unwrap();
+    assert!(!format!("{replicas:?}").contains("inline-secret"));
+    assert!(
+        !serde_json::to_string(replicas)
+            .unwrap()
+            .contains("inline-secret")
+    );
+    let unset = RuntimeConfig::from_yaml(
+        "replicas: {listen: 0.0.0.0:9400, advertise: 10.0.0.5:9400, key: {env: SHEPHERD_TEST_NO_SUCH_KEY}}\n",
+    )
+    .unwrap();
+    let err = unset.replicas.unwrap().mac_key().unwrap_err().to_string();
+    assert!(
+        err.contains("replicas.key") && err.contains("SHEPHERD_TEST_NO_SUCH_KEY"),
+        "{err}"
+    );
+    // Insecure, written out: runs without a key.
+    let insecure =
+        RuntimeConfig::from_yaml("replicas: {listen: 127.0.0.1:9400, insecure: true}\n").unwrap();
+    assert!(insecure.replicas.unwrap().mac_key().is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_with_different_keys_hear_nothing_of_each_other() {
+    let addrs = ports(2);
+    let a = replica(addrs[0], &[addrs[1]]).await;
+    let peers = addrs[0].to_string();
+    let yaml = format!(
+        "endpoints: [{ENDPOINT}, 127.0.0.1:10, 127.0.0.1:11]\nreplicas:\n  listen: {}\n  peers: [{peers}]\n  key: another-secret-entirely-0123\n",
+        addrs[1]
+    );
+    let options = RuntimeOptions {
+        scrape: false,
+        serve_admin: false,
+        watch_config: false,
+        ..RuntimeOptions::default()
+    };
+    let b = Runtime::start(RuntimeConfig::from_yaml(&yaml).unwrap(), options)
+        .await
+        .unwrap();
+    let endpoint = b
+        .pool()
+        .snapshot()
+        .get_by_address(ENDPOINT)
+        .cloned()
+        .unwrap();
+    let held = endpoint.start_request(10);
+    let line = "shepherd_replicas_rejected_datagrams_total{reason=\"bad_mac\"}";
+    assert!(
+        wait_until(WAIT, || counter(&a, line) >= 3.0).await,
+        "{}",
+        a.render_metrics()
+    );
+    assert_eq!(peer_requests(&a), 0);
+    assert!(
+        a.render_metrics()
+            .contains("shepherd_replicas_live_peers 0")
+    );
+    drop(held);
+    a.shutdown(Duration::from_millis(50)).await;
+    b.shutdown(Duration::from_millis(50)).await;
 }
 
 /// Blocks of `prompt` that `handle`'s approximate index believes `address` holds.

@@ -122,15 +122,19 @@ impl Stack {
                 .collect();
             sockets.iter().map(|s| s.local_addr().unwrap()).collect()
         };
+        // The replicas' shared secret, in a file as an operator would mount it.
+        let key_path = dir.path().join("replicas.key");
+        std::fs::write(&key_path, "e2e-replicas-shared-secret-0123456789\n").unwrap();
         let replica_config = |i: usize| {
             let peers: Vec<String> = (0..replicas)
                 .filter(|&j| j != i)
                 .map(|j| udp[j].to_string())
                 .collect();
             format!(
-                "{config_text}\nreplicas:\n  listen: {}\n  peers: [{}]\n",
+                "{config_text}\nreplicas:\n  listen: {}\n  peers: [{}]\n  key: {{file: {}}}\n",
                 udp[i],
-                peers.join(", ")
+                peers.join(", "),
+                key_path.display()
             )
         };
         if replicas > 1 {

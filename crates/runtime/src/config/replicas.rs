@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::Secret;
+use crate::replicas::key::{MIN_SECRET_BYTES, MacKey};
+
 /// Default time between two reports to the peers: 10 ms.
 pub const DEFAULT_SYNC_INTERVAL_MS: u64 = 10;
 /// Default age after which a peer's last report is forgotten (a dead or partitioned replica
@@ -19,15 +22,23 @@ pub const DEFAULT_PEER_EXPIRY_MS: u64 = 1_000;
 /// staleness; a peer silent for `expireMs` is forgotten. With precise prefix matching the
 /// prefix index needs no exchange: every replica hears the servers' KV-cache events.
 ///
+/// Every datagram is authenticated with `key`, a secret the replicas share (inline,
+/// `{env: NAME}` or `{file: path}`; at least 16 bytes), and carries its sender (the address
+/// its peers list it under: `advertise`, default `listen`) and a sequence number in a replay
+/// window: only the configured `peers` are heard. Without a key the section is refused,
+/// unless `insecure: true` is written out.
+///
 /// ```
-/// use shepherd_runtime::config::ReplicasConfig;
+/// use shepherd_runtime::config::{ReplicasConfig, Secret};
 ///
 /// let replicas: ReplicasConfig = serde_norway::from_str(
-///     "listen: 10.0.0.5:9400\npeers: [10.0.0.6:9400, 10.0.0.7:9400]\n",
+///     "listen: 10.0.0.5:9400\npeers: [10.0.0.6:9400, 10.0.0.7:9400]\nkey: {env: SHEPHERD_REPLICAS_KEY}\n",
 /// ).unwrap();
 /// assert_eq!(replicas.peers.len(), 2);
 /// assert_eq!(replicas.interval().as_millis(), 10);
 /// assert_eq!(replicas.expiry().as_millis(), 1000);
+/// assert_eq!(replicas.key, Some(Secret::Env { env: "SHEPHERD_REPLICAS_KEY".into() }));
+/// assert_eq!(replicas.identity(), "10.0.0.5:9400".parse().unwrap());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -47,7 +58,23 @@ pub struct ReplicasConfig {
     /// policy's approximate prefix indexes (default true; precise indexes need none).
     #[serde(default = "default_index_deltas")]
     pub index_deltas: bool,
+    /// The shared secret every datagram is authenticated with (required unless `insecure`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<Secret>,
+    /// Run without a key: anyone who reaches `listen` can forge load and index entries
+    /// (default false; a warning at every start).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
+    /// The address this replica's peers list it under, when it is not `listen` (a replica
+    /// listening on `0.0.0.0` must name it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advertise: Option<SocketAddr>,
 }
+
+/// Why the `replicas` key could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("replicas.key: {0}")]
+pub struct ReplicasKeyError(String);
 
 fn default_index_deltas() -> bool {
     true
@@ -72,8 +99,75 @@ impl ReplicasConfig {
         Duration::from_millis(self.expire_ms)
     }
 
+    /// The address this replica names itself by in its datagrams: `advertise`, else
+    /// `listen`.
+    pub fn identity(&self) -> SocketAddr {
+        self.advertise.unwrap_or(self.listen)
+    }
+
+    /// The key the datagrams are sealed and checked with: derived from `key` (its variable or
+    /// file read now), or the public key of `insecure: true`.
+    ///
+    /// # Errors
+    ///
+    /// When `key` cannot be read or is shorter than 16 bytes, or there is none and
+    /// `insecure` is not set.
+    pub fn mac_key(&self) -> Result<MacKey, ReplicasKeyError> {
+        match (&self.key, self.insecure) {
+            (Some(secret), _) => {
+                let value = secret
+                    .resolve()
+                    .map_err(|e| ReplicasKeyError(e.to_string()))?;
+                if value.len() < MIN_SECRET_BYTES {
+                    return Err(ReplicasKeyError(format!(
+                        "{} bytes; at least {MIN_SECRET_BYTES} are needed (`openssl rand -hex 32` makes one)",
+                        value.len()
+                    )));
+                }
+                Ok(MacKey::derive(&value))
+            }
+            (None, true) => Ok(MacKey::insecure()),
+            (None, false) => Err(ReplicasKeyError(MISSING_KEY.to_owned())),
+        }
+    }
+
     /// Why the section is invalid, if it is (field, reason).
     pub(crate) fn problem(&self) -> Option<(&'static str, String)> {
+        match (&self.key, self.insecure) {
+            (None, false) => return Some(("replicas.key", MISSING_KEY.to_owned())),
+            (Some(_), true) => {
+                return Some((
+                    "replicas.insecure",
+                    "given with a key: remove `insecure: true` (the key is used) or the key"
+                        .to_owned(),
+                ));
+            }
+            (Some(Secret::Value(value)), false) if value.len() < MIN_SECRET_BYTES => {
+                return Some((
+                    "replicas.key",
+                    format!(
+                        "{} bytes; at least {MIN_SECRET_BYTES} are needed (`openssl rand -hex 32` makes one)",
+                        value.len()
+                    ),
+                ));
+            }
+            (Some(Secret::Env { env }), false) if env.is_empty() => {
+                return Some(("replicas.key", "`env` names no variable".to_owned()));
+            }
+            (Some(Secret::File { file }), false) if file.as_os_str().is_empty() => {
+                return Some(("replicas.key", "`file` names no file".to_owned()));
+            }
+            _ => {}
+        }
+        if self.identity().ip().is_unspecified() {
+            return Some((
+                "replicas.advertise",
+                format!(
+                    "listen is {}: name the address the peers list for this replica",
+                    self.listen
+                ),
+            ));
+        }
         if self.interval_ms == 0 {
             return Some(("replicas.intervalMs", "must be at least 1".into()));
         }
@@ -86,12 +180,20 @@ impl ReplicasConfig {
                 ),
             ));
         }
-        if let Some(peer) = self.peers.iter().find(|p| **p == self.listen) {
+        if let Some(peer) = self
+            .peers
+            .iter()
+            .find(|p| **p == self.listen || **p == self.identity())
+        {
             return Some((
                 "replicas.peers",
-                format!("{peer} is this replica's own listen address"),
+                format!("{peer} is this replica's own address"),
             ));
         }
         None
     }
 }
+
+const MISSING_KEY: &str = "required: the replicas authenticate every datagram with a shared secret \
+     (`key: {env: NAME}`, `key: {file: path}`, or inline); `insecure: true` runs without one, \
+     letting anyone who reaches `listen` write load and index entries";

@@ -8,22 +8,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use shepherd_scheduler_core::endpoint::{PeerLoad, Pool};
 use tokio::net::UdpSocket;
 
+use super::frame::{Kind, MAX_DATAGRAM, Sealer, now_ms};
+use super::gate::{Gate, Rejection};
 use super::index_sync::{IndexSync, Refusal};
 use super::index_wire;
+use super::key::MacKey;
 use super::stats::ReplicaStats;
 use super::table::PeerTable;
 use super::wire::{self, Entry};
 use crate::config::ReplicasConfig;
 use crate::shutdown::ShutdownSignal;
 
-/// Largest datagram sent: below the common 1,500-byte MTU's payload, so reports are not
-/// fragmented (a large pool's report is split into parts).
-const MAX_DATAGRAM: usize = 1_400;
-
 /// The load exchange of one replica.
 #[derive(Debug)]
 pub(crate) struct LoadExchange {
     pub(crate) config: ReplicasConfig,
+    /// What every datagram is sealed and checked with.
+    pub(crate) key: MacKey,
     pub(crate) socket: UdpSocket,
     pub(crate) pool: Arc<Pool>,
     pub(crate) stats: Arc<ReplicaStats>,
@@ -31,37 +32,44 @@ pub(crate) struct LoadExchange {
     pub(crate) index: Option<IndexSync>,
 }
 
-/// A sender id for this process: different for every start, so peers tell a restarted
-/// replica from the one before it.
-fn sender_id() -> u64 {
-    let nanos = std::time::SystemTime::now()
+/// This run's epoch: when it started, in nanoseconds since the UNIX epoch. A restarted
+/// replica's is later, so its peers open a new replay window for it, and refuse a replay of
+/// its earlier runs' datagrams.
+fn epoch() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let mut bytes = nanos.to_le_bytes().to_vec();
-    bytes.extend_from_slice(&std::process::id().to_le_bytes());
-    bytes.extend_from_slice(&(&bytes as *const Vec<u8> as usize).to_le_bytes());
-    xxhash_rust::xxh3::xxh3_64(&bytes)
+        .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 impl LoadExchange {
     /// Runs until `stop`; on the way out, tells the peers this replica has nothing in flight.
     pub(crate) async fn run(self, stop: ShutdownSignal) {
-        let sender = sender_id();
+        let mut sealer = Sealer::new(self.key.clone(), self.config.identity(), epoch());
+        let mut gate = Gate::new(self.key.clone(), self.config.peers.clone());
+        let mut table = PeerTable::new(self.config.peers.len());
         let mut seq = 0u64;
-        let mut table = PeerTable::default();
         let mut tick = tokio::time::interval(self.config.interval());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut buf = vec![0u8; 64 * 1024];
+        // One byte more than the largest datagram: a longer one arrives cut, and is refused.
+        let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+        if self.config.insecure {
+            tracing::warn!(
+                listen = %self.config.listen,
+                "replicas.insecure: the replica exchange runs WITHOUT a key; anyone who can reach this port can write load figures and index entries into this replica"
+            );
+        }
         tracing::info!(
             listen = %self.config.listen,
+            identity = %self.config.identity(),
             peers = self.config.peers.len(),
             interval_ms = self.config.interval_ms,
+            authenticated = !self.config.insecure,
             "exchanging in-flight load with peer replicas"
         );
         loop {
             tokio::select! {
                 received = self.socket.recv_from(&mut buf) => match received {
-                    Ok((len, from)) => self.take_in(&buf[..len], from, &mut table),
+                    Ok((len, from)) => self.take_in(&buf[..len], from, &mut gate, &mut table),
                     Err(error) => tracing::debug!(%error, "load exchange receive failed"),
                 },
                 _ = tick.tick() => {
@@ -74,54 +82,69 @@ impl LoadExchange {
                     self.stats.peers.store(table.len() as i64, Ordering::Relaxed);
                     self.apply(&table);
                     seq += 1;
-                    self.send(sender, seq, &self.own_loads()).await;
-                    self.send_index_deltas(sender).await;
+                    self.send(&mut sealer, seq, &self.own_loads()).await;
+                    self.send_index_deltas(&mut sealer).await;
                 }
                 () = stop.wait() => break,
             }
         }
         // Peers forget this replica's load at once rather than after the expiry.
-        self.send(sender, seq + 1, &[]).await;
+        self.send(&mut sealer, seq + 1, &[]).await;
     }
 
-    fn take_in(&self, bytes: &[u8], from: SocketAddr, table: &mut PeerTable) {
-        if !self.config.peers.contains(&from) {
-            ReplicaStats::add(&self.stats.unknown_sender, 1);
+    fn take_in(&self, bytes: &[u8], from: SocketAddr, gate: &mut Gate, table: &mut PeerTable) {
+        let admitted = match gate.admit(from, bytes, now_ms()) {
+            Ok(admitted) => admitted,
+            Err(why) => {
+                self.stats.reject(why, from);
+                return;
+            }
+        };
+        if admitted.header.kind == Kind::IndexDelta {
+            self.take_in_delta(admitted.payload, from);
             return;
         }
-        if bytes.starts_with(index_wire::MAGIC) {
-            self.take_in_delta(bytes, from);
-            return;
-        }
-        match wire::decode(bytes) {
-            Ok(report) => {
+        match wire::decode(admitted.payload) {
+            Ok(mut report) => {
                 ReplicaStats::add(&self.stats.received, 1);
-                table.receive(report, self.pool.clock().now());
+                // Only this replica's endpoints: no entry of a stranger's naming is kept.
+                let snapshot = self.pool.snapshot();
+                let before = report.entries.len();
+                report
+                    .entries
+                    .retain(|e| snapshot.get_by_address(&e.address).is_some());
+                ReplicaStats::add(
+                    &self.stats.unknown_endpoints,
+                    (before - report.entries.len()) as u64,
+                );
+                let now = self.pool.clock().now();
+                table.receive(admitted.peer, admitted.header.epoch, report, now);
             }
             Err(error) => {
-                ReplicaStats::add(&self.stats.malformed, 1);
+                self.stats.reject(Rejection::Malformed, from);
                 tracing::debug!(%from, %error, "not a load report");
             }
         }
     }
 
-    fn take_in_delta(&self, bytes: &[u8], from: SocketAddr) {
+    fn take_in_delta(&self, payload: &[u8], from: SocketAddr) {
         let Some(index) = &self.index else {
             ReplicaStats::add(&self.stats.deltas_ignored, 1);
             return;
         };
-        let delta = match index_wire::decode(bytes) {
+        let delta = match index_wire::decode(payload) {
             Ok(delta) => delta,
             Err(error) => {
-                ReplicaStats::add(&self.stats.malformed, 1);
+                self.stats.reject(Rejection::Malformed, from);
                 tracing::debug!(%from, %error, "not an index delta");
                 return;
             }
         };
         match index.apply(&delta) {
-            Ok(keys) => {
+            Ok(applied) => {
                 ReplicaStats::add(&self.stats.deltas_received, 1);
-                ReplicaStats::add(&self.stats.keys_received, keys);
+                ReplicaStats::add(&self.stats.keys_received, applied.keys);
+                ReplicaStats::add(&self.stats.unknown_endpoints, applied.unknown_endpoints);
             }
             Err(refusal) => {
                 let counter = match refusal {
@@ -135,16 +158,20 @@ impl LoadExchange {
         }
     }
 
-    async fn send_index_deltas(&self, sender: u64) {
+    async fn send_index_deltas(&self, sealer: &mut Sealer) {
         let Some(index) = &self.index else {
             return;
         };
-        let mut datagrams = Vec::new();
-        let sent = index.outgoing(sender, MAX_DATAGRAM, &mut datagrams);
+        let mut payloads = Vec::new();
+        let sent = index.outgoing(sealer.payload_room(MAX_DATAGRAM), &mut payloads);
         ReplicaStats::add(&self.stats.keys_dropped, sent.dropped);
-        if datagrams.is_empty() {
+        if payloads.is_empty() {
             return;
         }
+        let datagrams: Vec<Vec<u8>> = payloads
+            .iter()
+            .map(|p| sealer.seal(Kind::IndexDelta, p))
+            .collect();
         ReplicaStats::add(
             &self.stats.keys_sent,
             sent.keys * self.config.peers.len() as u64,
@@ -181,9 +208,18 @@ impl LoadExchange {
             .collect()
     }
 
-    async fn send(&self, sender: u64, seq: u64, entries: &[Entry]) {
-        let mut datagrams = Vec::new();
-        wire::encode(sender, seq, entries, MAX_DATAGRAM, &mut datagrams);
+    async fn send(&self, sealer: &mut Sealer, seq: u64, entries: &[Entry]) {
+        let mut payloads = Vec::new();
+        wire::encode(
+            seq,
+            entries,
+            sealer.payload_room(MAX_DATAGRAM),
+            &mut payloads,
+        );
+        let datagrams: Vec<Vec<u8>> = payloads
+            .iter()
+            .map(|p| sealer.seal(Kind::Report, p))
+            .collect();
         let stats = &self.stats;
         self.send_to_peers(&datagrams, &stats.reports_sent, &stats.bytes_sent)
             .await;

@@ -36,6 +36,15 @@ pub(crate) struct IndexSync {
     pool: Arc<Pool>,
 }
 
+/// What a peer's delta recorded.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Applied {
+    /// Keys recorded.
+    pub(crate) keys: u64,
+    /// Endpoints named that are not in this replica's pool (their keys ignored).
+    pub(crate) unknown_endpoints: u64,
+}
+
 /// What one interval's outgoing deltas held.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Outgoing {
@@ -63,12 +72,7 @@ impl IndexSync {
     }
 
     /// Appends the datagrams of every index's inserts since the last call to `out`.
-    pub(crate) fn outgoing(
-        &self,
-        sender: u64,
-        max_bytes: usize,
-        out: &mut Vec<Vec<u8>>,
-    ) -> Outgoing {
+    pub(crate) fn outgoing(&self, max_bytes: usize, out: &mut Vec<Vec<u8>>) -> Outgoing {
         let mut sent = Outgoing::default();
         let mut addresses: Option<HashMap<_, String>> = None;
         for (name, index) in self.journaled() {
@@ -92,14 +96,14 @@ impl IndexSync {
                 .collect();
             sent.keys += inserts.iter().map(|(_, k)| k.len() as u64).sum::<u64>();
             let block_tokens = index.config().layout.block_tokens() as u32;
-            index_wire::encode(sender, &name, block_tokens, &inserts, max_bytes, out);
+            index_wire::encode(&name, block_tokens, &inserts, max_bytes, out);
         }
         sent
     }
 
-    /// Records a peer's delta; returns the keys recorded (those of endpoints this replica's
-    /// pool has).
-    pub(crate) fn apply(&self, delta: &Delta) -> Result<u64, Refusal> {
+    /// Records a peer's delta, for the endpoints this replica's pool has (the others are
+    /// counted, never stored).
+    pub(crate) fn apply(&self, delta: &Delta) -> Result<Applied, Refusal> {
         let indexes = approximate_indexes(&self.resources);
         let (_, index) = indexes
             .iter()
@@ -109,11 +113,14 @@ impl IndexSync {
             return Err(Refusal::OtherBlocks);
         }
         let snapshot = self.pool.snapshot();
-        let mut applied = 0;
+        let mut applied = Applied::default();
         for (address, keys) in &delta.inserts {
-            if let Some(endpoint) = snapshot.get_by_address(address) {
-                index.insert_blocks(endpoint.id(), keys, None);
-                applied += keys.len() as u64;
+            match snapshot.get_by_address(address) {
+                Some(endpoint) => {
+                    index.insert_blocks(endpoint.id(), keys, None);
+                    applied.keys += keys.len() as u64;
+                }
+                None => applied.unknown_endpoints += 1,
             }
         }
         Ok(applied)

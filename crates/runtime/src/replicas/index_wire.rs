@@ -1,12 +1,11 @@
 //! The index delta one replica sends its peers: the block keys its picks recorded in one
 //! approximate prefix index since the last interval, per endpoint. Read without ever panicking.
 //!
-//! Layout (integers little-endian):
+//! The payload of a [`frame`](super::frame) of kind
+//! [`IndexDelta`](super::frame::Kind::IndexDelta). Layout (integers little-endian):
 //!
 //! | bytes | field |
 //! |---|---|
-//! | 4 | magic `SHI1` |
-//! | 8 | sender (the same id as its load reports) |
 //! | 1 + n | the index's name (the plugin that owns it), 1 byte of length, UTF-8 |
 //! | 4 | tokens per block of that index |
 //! | 2 | entries |
@@ -22,12 +21,12 @@
 //! let keys: Vec<BlockKey> = (1..=300).map(BlockKey::from_raw).collect();
 //! let inserts = vec![("10.0.0.1:8000".to_string(), keys.clone())];
 //! let mut datagrams = Vec::new();
-//! encode(7, "prefix-cache-scorer", 64, &inserts, 1400, &mut datagrams);
+//! encode("prefix-cache-scorer", 64, &inserts, 1400, &mut datagrams);
 //! assert!(datagrams.len() > 1 && datagrams.iter().all(|d| d.len() <= 1400));
 //! let mut back = Vec::new();
 //! for datagram in &datagrams {
 //!     let delta: Delta = decode(datagram).unwrap();
-//!     assert_eq!((delta.sender, delta.index.as_str(), delta.block_tokens), (7, "prefix-cache-scorer", 64));
+//!     assert_eq!((delta.index.as_str(), delta.block_tokens), ("prefix-cache-scorer", 64));
 //!     for (address, part) in delta.inserts {
 //!         assert_eq!(address, "10.0.0.1:8000");
 //!         back.extend(part);
@@ -40,16 +39,12 @@ use shepherd_scheduler_core::prefix::BlockKey;
 
 use super::wire::{Reader, WireError};
 
-/// The magic of an index delta.
-pub const MAGIC: &[u8; 4] = b"SHI1";
-const FIXED: usize = 4 + 8 + 1 + 4 + 2;
+const FIXED: usize = 1 + 4 + 2;
 const ENTRY_FIXED: usize = 1 + 2;
 
-/// One decoded datagram.
+/// One decoded payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delta {
-    /// The sending replica's id.
-    pub sender: u64,
     /// The index's name.
     pub index: String,
     /// Tokens per block of the sender's index (a peer whose index differs ignores the delta).
@@ -58,11 +53,10 @@ pub struct Delta {
     pub inserts: Vec<(String, Vec<BlockKey>)>,
 }
 
-/// Encodes `inserts` of the index `index` into datagrams of at most `max_bytes` each,
+/// Encodes `inserts` of the index `index` into payloads of at most `max_bytes` each,
 /// appended to `out` (an endpoint's keys spread over several when they do not fit). Names and
 /// addresses longer than 255 bytes are left out; nothing is sent for no keys.
 pub fn encode(
-    sender: u64,
     index: &str,
     block_tokens: u32,
     inserts: &[(String, Vec<BlockKey>)],
@@ -76,8 +70,6 @@ pub fn encode(
     let max_bytes = max_bytes.max(header + ENTRY_FIXED + 255 + 8);
     let start = |out: &mut Vec<Vec<u8>>| {
         let mut bytes = Vec::with_capacity(max_bytes);
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&sender.to_le_bytes());
         bytes.push(index.len() as u8);
         bytes.extend_from_slice(index.as_bytes());
         bytes.extend_from_slice(&block_tokens.to_le_bytes());
@@ -119,13 +111,9 @@ pub fn encode(
     }
 }
 
-/// Decodes one datagram.
+/// Decodes one payload.
 pub fn decode(bytes: &[u8]) -> Result<Delta, WireError> {
     let mut r = Reader { bytes, at: 0 };
-    if r.take(4)? != MAGIC {
-        return Err(WireError::BadMagic);
-    }
-    let sender = u64::from_le_bytes(r.array()?);
     let len = usize::from(r.take(1)?[0]);
     let index = std::str::from_utf8(r.take(len)?)
         .map_err(|_| WireError::Malformed("an index name that is not UTF-8"))?
@@ -157,7 +145,6 @@ pub fn decode(bytes: &[u8]) -> Result<Delta, WireError> {
         return Err(WireError::Malformed("bytes after the last entry"));
     }
     Ok(Delta {
-        sender,
         index,
         block_tokens,
         inserts,
@@ -200,9 +187,8 @@ mod tests {
     #[test]
     fn nothing_to_send_sends_nothing() {
         let mut datagrams = Vec::new();
-        encode(1, "p", 64, &[], 1400, &mut datagrams);
+        encode("p", 64, &[], 1400, &mut datagrams);
         encode(
-            1,
             "p",
             64,
             &[("10.0.0.1:8000".into(), vec![])],
@@ -216,7 +202,6 @@ mod tests {
     fn foreign_and_broken_datagrams_are_refused() {
         let mut datagrams = Vec::new();
         encode(
-            1,
             "prefix-cache-scorer",
             64,
             &inserts(2, 3),
@@ -230,9 +215,9 @@ mod tests {
         let mut trailing = good.clone();
         trailing.push(0);
         assert!(decode(&trailing).is_err());
-        let mut foreign = good.clone();
-        foreign[3] = b'9';
-        assert_eq!(decode(&foreign), Err(WireError::BadMagic));
+        let mut long_name = good.clone();
+        long_name[0] = 200;
+        assert!(decode(&long_name).is_err());
     }
 
     proptest! {
@@ -241,11 +226,10 @@ mod tests {
             endpoints in 0usize..6,
             keys in 0usize..400,
             max in 64usize..2000,
-            sender: u64,
         ) {
             let sent = inserts(endpoints, keys);
             let mut datagrams = Vec::new();
-            encode(sender, "approx-prefix-cache-producer", 64, &sent, max, &mut datagrams);
+            encode("approx-prefix-cache-producer", 64, &sent, max, &mut datagrams);
             let floor = FIXED + "approx-prefix-cache-producer".len() + ENTRY_FIXED + 255 + 8;
             prop_assert!(datagrams.iter().all(|d| d.len() <= max.max(floor)));
             let expected: Vec<_> = sent.into_iter().filter(|(_, k)| !k.is_empty()).collect();
@@ -255,9 +239,6 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
             let _ = decode(&bytes);
-            let mut with_magic = MAGIC.to_vec();
-            with_magic.extend(&bytes);
-            let _ = decode(&with_magic);
         }
     }
 }

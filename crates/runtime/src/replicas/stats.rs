@@ -1,8 +1,14 @@
 //! The load exchange's counters, on `/metrics`.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
 
+use parking_lot::Mutex;
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
+use tokio::time::Instant;
+
+use super::gate::Rejection;
 
 /// What the load exchange with peer replicas did.
 #[derive(Debug, Default)]
@@ -12,8 +18,11 @@ pub struct ReplicaStats {
     pub(crate) bytes_sent: AtomicU64,
     pub(crate) send_errors: AtomicU64,
     pub(crate) received: AtomicU64,
-    pub(crate) unknown_sender: AtomicU64,
-    pub(crate) malformed: AtomicU64,
+    /// Datagrams dropped, by [`Rejection::ALL`]'s order.
+    rejected: [AtomicU64; 7],
+    /// When each reason was last logged (a flood logs once a second).
+    logged: Mutex<[Option<Instant>; 7]>,
+    pub(crate) unknown_endpoints: AtomicU64,
     pub(crate) expired: AtomicU64,
     pub(crate) deltas_sent: AtomicU64,
     pub(crate) delta_bytes_sent: AtomicU64,
@@ -45,6 +54,30 @@ impl ReplicaStats {
     pub fn bytes_sent(&self) -> u64 {
         self.bytes_sent.load(Ordering::Relaxed)
     }
+
+    /// Datagrams dropped for `why`.
+    pub fn rejected(&self, why: Rejection) -> u64 {
+        self.rejected[why as usize].load(Ordering::Relaxed)
+    }
+
+    /// Counts a datagram dropped for `why` from `from`, and logs it unless that reason was
+    /// logged less than a second ago.
+    pub(crate) fn reject(&self, why: Rejection, from: SocketAddr) {
+        let total = self.rejected[why as usize].fetch_add(1, Ordering::Relaxed) + 1;
+        let now = Instant::now();
+        let mut logged = self.logged.lock();
+        let last = &mut logged[why as usize];
+        if last.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1)) {
+            *last = Some(now);
+            drop(logged);
+            tracing::warn!(
+                %from,
+                reason = why.as_str(),
+                total,
+                "dropped a replica exchange datagram (logged at most once a second per reason)"
+            );
+        }
+    }
 }
 
 const PEERS: MetricDesc<'static> = MetricDesc::new(
@@ -69,7 +102,11 @@ const RECEIVED: MetricDesc<'static> = MetricDesc::new(
 );
 const REJECTED: MetricDesc<'static> = MetricDesc::new(
     "shepherd_replicas_rejected_datagrams_total",
-    "Datagrams not taken in, by reason: from an address that is not a configured peer, or not a load report.",
+    "Datagrams dropped, by reason: unknown_peer (a source or sender not in replicas.peers), truncated, oversized, bad_mac (not sealed with the replicas' key), replayed, stale (sealed over 60 s from this clock), malformed.",
+);
+const UNKNOWN_ENDPOINTS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_unknown_endpoints_total",
+    "Endpoints named in a peer's load report or index delta that are not in this replica's pool (ignored).",
 );
 const EXPIRED: MetricDesc<'static> = MetricDesc::new(
     "shepherd_replicas_expired_peers_total",
@@ -113,12 +150,10 @@ impl MetricsSource for ReplicaStats {
         v.counter(BYTES, &[], get(&self.bytes_sent));
         v.counter(SEND_ERRORS, &[], get(&self.send_errors));
         v.counter(RECEIVED, &[], get(&self.received));
-        v.counter(
-            REJECTED,
-            &[("reason", "unknown_peer")],
-            get(&self.unknown_sender),
-        );
-        v.counter(REJECTED, &[("reason", "malformed")], get(&self.malformed));
+        for why in Rejection::ALL {
+            v.counter(REJECTED, &[("reason", why.as_str())], self.rejected(why));
+        }
+        v.counter(UNKNOWN_ENDPOINTS, &[], get(&self.unknown_endpoints));
         v.counter(EXPIRED, &[], get(&self.expired));
         v.counter(DELTAS_SENT, &[], get(&self.deltas_sent));
         v.counter(DELTA_BYTES, &[], get(&self.delta_bytes_sent));

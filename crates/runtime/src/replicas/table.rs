@@ -1,4 +1,6 @@
-//! What the peers last reported, and the sums the endpoints carry.
+//! What the configured peers last reported, and the sums the endpoints carry. One slot per
+//! configured peer, each holding at most one load per endpoint of the pool (the exchange drops
+//! the other entries before they reach the table): nothing here grows with what arrives.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -8,65 +10,84 @@ use shepherd_scheduler_core::endpoint::PeerLoad;
 
 use super::wire::Report;
 
-/// Most peers remembered at once: each restart of a replica is a new sender, and the old one
-/// lingers until it expires.
-pub(crate) const MAX_PEERS: usize = 1024;
-
-#[derive(Debug)]
-struct Peer {
+#[derive(Debug, Default)]
+struct Slot {
+    /// The run of the peer the loads are from.
+    epoch: u64,
+    /// The report the loads are from.
     seq: u64,
-    last_seen: Timestamp,
+    /// When it was last heard; `None` when it never was, or fell silent.
+    last_seen: Option<Timestamp>,
     loads: HashMap<String, PeerLoad>,
 }
 
-/// The peers' last reports, by sender.
-#[derive(Debug, Default)]
+/// The configured peers' last reports, by their place in `replicas.peers`.
+#[derive(Debug)]
 pub(crate) struct PeerTable {
-    peers: HashMap<u64, Peer>,
+    slots: Vec<Slot>,
 }
 
 impl PeerTable {
-    /// Takes in one datagram received at `now`: a newer report replaces the sender's last
-    /// one, a part of the current one adds to it, an older one is ignored (reordered).
-    pub(crate) fn receive(&mut self, report: Report, now: Timestamp) {
-        if !self.peers.contains_key(&report.sender) && self.peers.len() >= MAX_PEERS {
+    /// A table for `peers` configured peers.
+    pub(crate) fn new(peers: usize) -> Self {
+        PeerTable {
+            slots: (0..peers).map(|_| Slot::default()).collect(),
+        }
+    }
+
+    /// Takes in one authenticated report of peer `peer` in its run `epoch`, received at
+    /// `now`: a report of a later run, or a newer report, replaces the peer's last one; a part
+    /// of the current one adds to it; an older one is ignored (reordered).
+    pub(crate) fn receive(&mut self, peer: usize, epoch: u64, report: Report, now: Timestamp) {
+        let Some(slot) = self.slots.get_mut(peer) else {
+            return;
+        };
+        // Never heard, or forgotten after falling silent: whatever report comes is the one.
+        let fresh = slot.last_seen.is_none() && slot.loads.is_empty();
+        if epoch < slot.epoch {
             return;
         }
-        let peer = self.peers.entry(report.sender).or_insert_with(|| Peer {
-            seq: report.seq,
-            last_seen: now,
-            loads: HashMap::new(),
-        });
-        if report.seq < peer.seq {
+        if epoch > slot.epoch || fresh {
+            slot.epoch = epoch;
+            slot.seq = report.seq;
+            slot.loads.clear();
+        } else if report.seq < slot.seq {
             return;
+        } else if report.seq > slot.seq {
+            slot.seq = report.seq;
+            slot.loads.clear();
         }
-        if report.seq > peer.seq {
-            peer.seq = report.seq;
-            peer.loads.clear();
-        }
-        peer.last_seen = now;
+        slot.last_seen = Some(now);
         for entry in report.entries {
-            peer.loads.insert(entry.address, entry.load);
+            slot.loads.insert(entry.address, entry.load);
         }
     }
 
-    /// Forgets the peers silent for `expiry` by `now`; returns how many.
+    /// Forgets the loads of the peers silent for `expiry` by `now`; returns how many.
     pub(crate) fn expire(&mut self, now: Timestamp, expiry: Duration) -> usize {
-        let before = self.peers.len();
-        self.peers
-            .retain(|_, p| now.saturating_since(p.last_seen) < expiry);
-        before - self.peers.len()
+        let mut expired = 0;
+        for slot in &mut self.slots {
+            if slot
+                .last_seen
+                .is_some_and(|seen| now.saturating_since(seen) >= expiry)
+            {
+                slot.last_seen = None;
+                slot.loads.clear();
+                expired += 1;
+            }
+        }
+        expired
     }
 
-    /// Peers remembered.
+    /// Peers heard within the expiry.
     pub(crate) fn len(&self) -> usize {
-        self.peers.len()
+        self.slots.iter().filter(|s| s.last_seen.is_some()).count()
     }
 
     /// The sum over the peers of what each has in flight at `address`.
     pub(crate) fn total(&self, address: &str) -> PeerLoad {
         let mut total = PeerLoad::default();
-        for load in self.peers.values().filter_map(|p| p.loads.get(address)) {
+        for load in self.slots.iter().filter_map(|s| s.loads.get(address)) {
             total.requests = total.requests.saturating_add(load.requests);
             total.prompt_tokens = total.prompt_tokens.saturating_add(load.prompt_tokens);
             total.prefill_tokens = total.prefill_tokens.saturating_add(load.prefill_tokens);
@@ -80,9 +101,8 @@ mod tests {
     use super::*;
     use crate::replicas::wire::Entry;
 
-    fn report(sender: u64, seq: u64, part: u16, entries: &[(&str, u64)]) -> Report {
+    fn report(seq: u64, part: u16, entries: &[(&str, u64)]) -> Report {
         Report {
-            sender,
             seq,
             part,
             parts: 2,
@@ -102,22 +122,39 @@ mod tests {
 
     #[test]
     fn newer_reports_replace_parts_add_older_are_ignored_and_silence_expires() {
-        let mut t = PeerTable::default();
+        let mut t = PeerTable::new(2);
         let at = Timestamp::from_millis;
-        t.receive(report(1, 5, 0, &[("a", 2), ("b", 1)]), at(0));
-        t.receive(report(2, 9, 0, &[("a", 3)]), at(0));
+        t.receive(0, 1, report(5, 0, &[("a", 2), ("b", 1)]), at(0));
+        t.receive(1, 1, report(9, 0, &[("a", 3)]), at(0));
         assert_eq!(t.total("a").requests, 5);
-        // Sender 1's next report: "b" has nothing in flight any more.
-        t.receive(report(1, 6, 0, &[("a", 1)]), at(10));
-        t.receive(report(1, 6, 1, &[("c", 4)]), at(10));
+        // Peer 0's next report: "b" has nothing in flight any more.
+        t.receive(0, 1, report(6, 0, &[("a", 1)]), at(10));
+        t.receive(0, 1, report(6, 1, &[("c", 4)]), at(10));
         assert_eq!((t.total("a").requests, t.total("b").requests), (4, 0));
         assert_eq!(t.total("c").prefill_tokens, 20);
         // A late datagram of report 5 changes nothing.
-        t.receive(report(1, 5, 1, &[("b", 9)]), at(11));
+        t.receive(0, 1, report(5, 1, &[("b", 9)]), at(11));
         assert_eq!(t.total("b").requests, 0);
-        // Sender 2 falls silent: after the expiry only sender 1 counts.
-        t.receive(report(1, 7, 0, &[("a", 1)]), at(900));
+        // Peer 1 falls silent: after the expiry only peer 0 counts.
+        t.receive(0, 1, report(7, 0, &[("a", 1)]), at(900));
         assert_eq!(t.expire(at(1000), Duration::from_millis(1000)), 1);
         assert_eq!((t.len(), t.total("a").requests), (1, 1));
+        // A peer number past the configured ones is no one.
+        t.receive(7, 1, report(1, 0, &[("a", 50)]), at(1000));
+        assert_eq!(t.total("a").requests, 1);
+    }
+
+    #[test]
+    fn a_restarted_peer_replaces_its_previous_run_at_once() {
+        let mut t = PeerTable::new(1);
+        let at = Timestamp::from_millis;
+        t.receive(0, 1, report(500, 0, &[("a", 4)]), at(0));
+        // The new run starts its reports at 1: its first one counts, the old run's is gone.
+        t.receive(0, 2, report(1, 0, &[("b", 1)]), at(5));
+        assert_eq!((t.total("a").requests, t.total("b").requests), (0, 1));
+        assert_eq!(t.len(), 1);
+        // A straggler of the old run changes nothing.
+        t.receive(0, 1, report(501, 0, &[("a", 4)]), at(6));
+        assert_eq!(t.total("a").requests, 0);
     }
 }

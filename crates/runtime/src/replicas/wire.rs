@@ -1,12 +1,12 @@
 //! The load report one replica sends its peers: a small datagram, read without ever panicking.
 //!
-//! Layout (integers little-endian):
+//! The payload of a [`frame`](super::frame) of kind [`Report`](super::frame::Kind::Report)
+//! (the frame carries the sender, its run and the datagram's sequence, and authenticates it
+//! all). Layout (integers little-endian):
 //!
 //! | bytes | field |
 //! |---|---|
-//! | 4 | magic `SHR1` |
-//! | 8 | sender: a random id the replica draws when it starts |
-//! | 8 | sequence of the report (one per interval) |
+//! | 8 | sequence of the report (one per interval; all its parts share it) |
 //! | 2 | part of the report, 2: parts in all (a report too large for one datagram is split) |
 //! | 2 | entries in this part |
 //! | per entry | the endpoint's address (1 byte of length, UTF-8 `ip:port`), requests (4), prompt tokens (8), pending prefill tokens (8) |
@@ -19,7 +19,6 @@
 //! use shepherd_scheduler_core::endpoint::PeerLoad;
 //!
 //! let report = Report {
-//!     sender: 7,
 //!     seq: 42,
 //!     part: 0,
 //!     parts: 1,
@@ -28,17 +27,16 @@
 //!         load: PeerLoad { requests: 3, prompt_tokens: 9_000, prefill_tokens: 2_000 },
 //!     }],
 //! };
-//! let mut datagrams = Vec::new();
-//! encode(report.sender, report.seq, &report.entries, 1400, &mut datagrams);
-//! assert_eq!(datagrams.len(), 1);
-//! assert_eq!(decode(&datagrams[0]).unwrap(), report);
-//! assert!(decode(&datagrams[0][..10]).is_err());
+//! let mut payloads = Vec::new();
+//! encode(report.seq, &report.entries, 1356, &mut payloads);
+//! assert_eq!(payloads.len(), 1);
+//! assert_eq!(decode(&payloads[0]).unwrap(), report);
+//! assert!(decode(&payloads[0][..10]).is_err());
 //! ```
 
 use shepherd_scheduler_core::endpoint::PeerLoad;
 
-const MAGIC: &[u8; 4] = b"SHR1";
-const HEADER: usize = 4 + 8 + 8 + 2 + 2 + 2;
+const HEADER: usize = 8 + 2 + 2 + 2;
 /// Bytes of an entry besides its address.
 const ENTRY_FIXED: usize = 1 + 4 + 8 + 8;
 
@@ -51,11 +49,9 @@ pub struct Entry {
     pub load: PeerLoad,
 }
 
-/// One decoded datagram.
+/// One decoded payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
-    /// The sending replica's id.
-    pub sender: u64,
     /// The report's sequence number.
     pub seq: u64,
     /// This datagram's part of the report.
@@ -66,23 +62,20 @@ pub struct Report {
     pub entries: Vec<Entry>,
 }
 
-/// Why a datagram is not a report.
+/// Why a payload is not a report (or an index delta).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
     /// Too short, or an entry runs past the end.
     #[error("truncated report ({0} bytes)")]
     Truncated(usize),
-    /// Not a Shepherd load report (another protocol, or another version).
-    #[error("not a Shepherd load report")]
-    BadMagic,
     /// Bytes after the last entry, a part beyond the count, or an address that is not UTF-8.
     #[error("malformed report: {0}")]
     Malformed(&'static str),
 }
 
-/// Encodes one report of `entries` into datagrams of at most `max_bytes` each (split into
+/// Encodes one report of `entries` into payloads of at most `max_bytes` each (split into
 /// parts when needed), appended to `out`. Addresses longer than 255 bytes are left out.
-pub fn encode(sender: u64, seq: u64, entries: &[Entry], max_bytes: usize, out: &mut Vec<Vec<u8>>) {
+pub fn encode(seq: u64, entries: &[Entry], max_bytes: usize, out: &mut Vec<Vec<u8>>) {
     let max_bytes = max_bytes.max(HEADER + ENTRY_FIXED + 255);
     let fits: Vec<&Entry> = entries.iter().filter(|e| e.address.len() <= 255).collect();
     let mut chunks: Vec<Vec<&Entry>> = Vec::new();
@@ -101,8 +94,6 @@ pub fn encode(sender: u64, seq: u64, entries: &[Entry], max_bytes: usize, out: &
     let parts = u16::try_from(chunks.len()).unwrap_or(u16::MAX);
     for (part, chunk) in chunks.iter().enumerate().take(usize::from(parts)) {
         let mut bytes = Vec::with_capacity(HEADER + chunk.len() * (ENTRY_FIXED + 21));
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&sender.to_le_bytes());
         bytes.extend_from_slice(&seq.to_le_bytes());
         bytes.extend_from_slice(&(part as u16).to_le_bytes());
         bytes.extend_from_slice(&parts.to_le_bytes());
@@ -141,16 +132,12 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Decodes one datagram.
+/// Decodes one payload.
 pub fn decode(bytes: &[u8]) -> Result<Report, WireError> {
     if bytes.len() < HEADER {
         return Err(WireError::Truncated(bytes.len()));
     }
     let mut r = Reader { bytes, at: 0 };
-    if r.take(4)? != MAGIC {
-        return Err(WireError::BadMagic);
-    }
-    let sender = u64::from_le_bytes(r.array()?);
     let seq = u64::from_le_bytes(r.array()?);
     let part = u16::from_le_bytes(r.array()?);
     let parts = u16::from_le_bytes(r.array()?);
@@ -185,7 +172,6 @@ pub fn decode(bytes: &[u8]) -> Result<Report, WireError> {
         return Err(WireError::Malformed("bytes after the last entry"));
     }
     Ok(Report {
-        sender,
         seq,
         part,
         parts,
@@ -215,7 +201,7 @@ mod tests {
     fn large_reports_split_into_parts_that_fit() {
         let entries: Vec<Entry> = (0..2000).map(entry).collect();
         let mut datagrams = Vec::new();
-        encode(1, 2, &entries, 1400, &mut datagrams);
+        encode(2, &entries, 1400, &mut datagrams);
         assert!(datagrams.len() > 1);
         assert!(datagrams.iter().all(|d| d.len() <= 1400));
         let mut back = Vec::new();
@@ -227,14 +213,14 @@ mod tests {
         assert_eq!(back, entries);
         // An empty report is one datagram with no entries.
         let mut empty = Vec::new();
-        encode(1, 3, &[], 1400, &mut empty);
+        encode(3, &[], 1400, &mut empty);
         assert_eq!(decode(&empty[0]).unwrap().entries, vec![]);
     }
 
     #[test]
     fn foreign_and_broken_datagrams_are_refused() {
         let mut datagrams = Vec::new();
-        encode(1, 2, &[entry(3)], 1400, &mut datagrams);
+        encode(2, &[entry(3)], 1400, &mut datagrams);
         let good = &datagrams[0];
         for cut in 0..good.len() {
             assert!(decode(&good[..cut]).is_err(), "cut at {cut}");
@@ -242,21 +228,21 @@ mod tests {
         let mut trailing = good.clone();
         trailing.push(0);
         assert!(decode(&trailing).is_err());
-        let mut foreign = good.clone();
-        foreign[0] = b'X';
-        assert_eq!(decode(&foreign), Err(WireError::BadMagic));
+        let mut beyond = good.clone();
+        beyond[8] = 5;
+        assert!(decode(&beyond).is_err(), "part 5 of 1");
     }
 
     proptest! {
         #[test]
-        fn reports_round_trip(n in 0usize..40, sender: u64, seq: u64) {
+        fn reports_round_trip(n in 0usize..40, seq: u64) {
             let entries: Vec<Entry> = (0..n as u64).map(entry).collect();
             let mut datagrams = Vec::new();
-            encode(sender, seq, &entries, 512, &mut datagrams);
+            encode(seq, &entries, 512, &mut datagrams);
             let mut back = Vec::new();
             for d in &datagrams {
                 let r = decode(d).unwrap();
-                prop_assert_eq!((r.sender, r.seq), (sender, seq));
+                prop_assert_eq!(r.seq, seq);
                 back.extend(r.entries);
             }
             prop_assert_eq!(back, entries);
@@ -265,9 +251,6 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
             let _ = decode(&bytes);
-            let mut with_magic = b"SHR1".to_vec();
-            with_magic.extend(&bytes);
-            let _ = decode(&with_magic);
         }
     }
 }

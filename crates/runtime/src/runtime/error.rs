@@ -6,7 +6,7 @@ use shepherd_adaptive::AdaptiveError;
 use shepherd_scheduler_core::config::ConfigError;
 use thiserror::Error;
 
-use crate::config::LoadError;
+use crate::config::{LoadError, ReplicasKeyError};
 
 /// Why [`Runtime::start`](super::Runtime::start) failed or
 /// [`RuntimeHandle::reload`](super::RuntimeHandle::reload) refused a config.
@@ -28,6 +28,9 @@ pub enum RuntimeError {
     /// The scraper's HTTP client could not be built.
     #[error("scraper HTTP client: {0}")]
     HttpClient(String),
+    /// The `replicas` section's key could not be read.
+    #[error(transparent)]
+    ReplicasKey(#[from] ReplicasKeyError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -161,12 +161,17 @@ impl Runtime {
         };
 
         let replica_socket = match &config.replicas {
-            Some(replicas) => Some(tokio::net::UdpSocket::bind(replicas.listen).await.map_err(
-                |source| RuntimeError::Bind {
-                    addr: replicas.listen,
-                    source,
-                },
-            )?),
+            Some(replicas) => {
+                let key = replicas.mac_key()?;
+                let socket =
+                    tokio::net::UdpSocket::bind(replicas.listen)
+                        .await
+                        .map_err(|source| RuntimeError::Bind {
+                            addr: replicas.listen,
+                            source,
+                        })?;
+                Some((socket, key))
+            }
             None => None,
         };
         let replicas_config = config.replicas.clone();
@@ -226,13 +231,14 @@ impl Runtime {
             tasks.spawn(manager.run(signal.clone()));
             extra.push(kv_event_stats);
         }
-        if let (Some(config), Some(socket)) = (replicas_config, replica_socket) {
+        if let (Some(config), Some((socket, key))) = (replicas_config, replica_socket) {
             let stats = Arc::new(ReplicaStats::default());
             let index = config
                 .index_deltas
                 .then(|| IndexSync::new(Arc::clone(&shared.resources), Arc::clone(&shared.pool)));
             let exchange = LoadExchange {
                 config,
+                key,
                 socket,
                 pool: Arc::clone(&shared.pool),
                 stats: Arc::clone(&stats),
