@@ -4,7 +4,7 @@
 //! The gRPC server would keep every connection a peer opens, including one that never sends
 //! the HTTP/2 preface (its keepalive PINGs only start after the handshake): a client that can
 //! reach the port could hold as many file descriptors as it liked. So the accepted connections
-//! pass through [`Guarded`] first: past `max` open at once a new one is closed as it arrives,
+//! pass through a guard first: past `max` open at once a new one is closed as it arrives,
 //! and one that has sent nothing [`PREFACE_TIMEOUT`] after it was accepted is closed. Envoy
 //! opens a few connections per worker thread and speaks at once, so neither touches it. Both
 //! are counted ([`ConnectionCounts`], on `/metrics` as `shepherd_extproc_connections_*`).

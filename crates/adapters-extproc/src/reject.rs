@@ -33,7 +33,7 @@ use crate::headers::set_header;
 use crate::options::ExtProcOptions;
 
 /// The JSON body of a rejection; its message at most
-/// [`MAX_MESSAGE_BYTES`](shepherd_scheduler_core::echo::MAX_MESSAGE_BYTES), however much of
+/// [`MAX_MESSAGE_BYTES`], however much of
 /// the client's text (a model name) it quotes.
 pub fn error_body(rejection: &Rejection) -> Vec<u8> {
     let message = rejection.to_string();

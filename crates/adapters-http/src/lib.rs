@@ -17,12 +17,14 @@
 //! The crate is a library first, one concept per module:
 //!
 //! - [`server`]: [`GatewayServer`] (the runtime, the gateway and its HTTP server, with
-//!   graceful shutdown) and [`serve`];
+//!   graceful shutdown; the port served by [`shepherd_runtime::http::serve`] under its
+//!   connection limits);
 //! - [`gateway`]: [`Gateway`], the shared state, and its routes;
 //! - [`proxy`]: one inference request, from admission to the last byte;
 //! - [`upstream`]: the pooled client and the walk down the decision's fallbacks;
 //! - [`tracked`]: the response body that finishes the request's handle when it ends;
-//! - [`body`]: reading a request body within the limit;
+//! - [`body`]: reading a request body within its size limit, its deadline and the bytes all
+//!   bodies may hold;
 //! - [`models`]: the pool's `/v1/models`, aggregated and cached, and the unknown-model check;
 //! - [`explain`]: the dry-run pick of `/debug/explain`;
 //! - [`limit`]: the concurrency cap behind 429;
