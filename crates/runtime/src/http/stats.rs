@@ -3,9 +3,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
-use tokio::time::Instant;
+
+use crate::throttle::Throttle;
 
 const OPEN: MetricDesc<'static> = MetricDesc::new(
     "shepherd_http_connections_open",
@@ -52,8 +52,8 @@ pub struct ConnectionStats {
     open: AtomicU64,
     accepted: AtomicU64,
     closed: [AtomicU64; 3],
-    /// When each reason was last logged (a flood logs once a second).
-    logged: Mutex<[Option<Instant>; 3]>,
+    /// One log line a second per reason (a flood is counted, not logged line by line).
+    logs: [Throttle; 3],
 }
 
 impl ConnectionStats {
@@ -64,7 +64,7 @@ impl ConnectionStats {
             open: AtomicU64::new(0),
             accepted: AtomicU64::new(0),
             closed: Default::default(),
-            logged: Mutex::new([None; 3]),
+            logs: std::array::from_fn(|_| Throttle::new(Duration::from_secs(1))),
         }
     }
 
@@ -95,16 +95,12 @@ impl ConnectionStats {
     /// Counts `why`, and logs it unless it was logged less than a second ago.
     pub(crate) fn close(&self, why: Closed) {
         let total = self.closed[why as usize].fetch_add(1, Ordering::Relaxed) + 1;
-        let now = Instant::now();
-        let mut logged = self.logged.lock();
-        let last = &mut logged[why as usize];
-        if last.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1)) {
-            *last = Some(now);
-            drop(logged);
+        if let Some(held_back) = self.logs[why as usize].allow() {
             tracing::warn!(
                 port = self.port,
                 reason = why.as_str(),
                 total,
+                held_back,
                 open = self.open(),
                 "closed an HTTP connection at a limit (logged at most once a second)"
             );
