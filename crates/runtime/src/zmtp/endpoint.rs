@@ -60,7 +60,7 @@ mod tests {
         assert_eq!(parse("tcp://*:5557").unwrap(), ("*", 5557));
         assert_eq!(parse("tcp://vllm-0.svc:1").unwrap(), ("vllm-0.svc", 1));
         for bad in [
-            "ipc:///tmp/x",
+            "ipc://shepherd.sock",
             "tcp://:1",
             "tcp://host",
             "tcp://h:99999",
