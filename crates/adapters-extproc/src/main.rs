@@ -39,7 +39,9 @@ use std::time::Duration;
 use clap::Parser;
 use shepherd_adapters_extproc::connections::ConnectionCounts;
 use shepherd_adapters_extproc::options::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BUFFERED_BYTES};
-use shepherd_adapters_extproc::{BodyBudget, ExtProcOptions, ExtProcService, serve, serve_health};
+use shepherd_adapters_extproc::{
+    BodyBudget, ExtProcOptions, ExtProcService, serve, serve_health_counted,
+};
 use shepherd_runtime::config::{EndpointSpec, RuntimeConfig, ServerConfig};
 use shepherd_runtime::discovery::{EndpointSet, StaticDiscovery};
 use shepherd_runtime::{ConfigSource, Runtime, RuntimeOptions};
@@ -234,6 +236,8 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
     options.metrics_sources.push(messages.clone());
     let connections = Arc::new(ConnectionCounts::new("extproc"));
     options.metrics_sources.push(connections.clone());
+    let health_connections = Arc::new(ConnectionCounts::new("health"));
+    options.metrics_sources.push(health_connections.clone());
     let (source, file_server) = match &args.config {
         Some(path) => {
             // Read once here for the listen addresses; the runtime reads it again and watches
@@ -276,7 +280,7 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let signal = handle.shutdown_signal();
     let health_task = tokio::spawn({
         let signal = signal.clone();
-        async move { serve_health(health, signal.wait()).await }
+        async move { serve_health_counted(health, health_connections, signal.wait()).await }
     });
     let mut grpc_task = tokio::spawn({
         let signal = signal.clone();

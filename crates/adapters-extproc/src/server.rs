@@ -178,6 +178,19 @@ pub async fn serve_health<F>(listener: TcpListener, shutdown: F) -> Result<(), S
 where
     F: Future<Output = ()> + Send,
 {
+    let counts = std::sync::Arc::new(ConnectionCounts::new("health"));
+    serve_health_counted(listener, counts, shutdown).await
+}
+
+/// As [`serve_health`], counting the port's connections in `counts` (to export them).
+pub async fn serve_health_counted<F>(
+    listener: TcpListener,
+    counts: std::sync::Arc<ConnectionCounts>,
+    shutdown: F,
+) -> Result<(), ServeError>
+where
+    F: Future<Output = ()> + Send,
+{
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_service_status("", ServingStatus::Serving)
@@ -185,7 +198,6 @@ where
     reporter
         .set_service_status(SERVICE_NAME, ServingStatus::Serving)
         .await;
-    let counts = std::sync::Arc::new(ConnectionCounts::new("health"));
     let accepted = Capped::new(incoming(listener), MAX_HEALTH_CONNECTIONS, counts);
     builder()
         .add_service(health)
