@@ -198,6 +198,19 @@ async fn wait_for(epp: &Process, name: &str, at_least: f64) -> f64 {
 }
 
 /// Sends `prompt` straight to server `i` so its engine stores blocks and publishes them.
+/// A request on server 0 stores blocks, and its batch reaches `epp` from the live stream.
+async fn live_batches_applied(epp: &Process, servers: &ServeHandle, when: &str) {
+    let applied = sample(&metrics(epp).await, "shepherd_kv_events_batches_total");
+    complete(
+        servers,
+        0,
+        &"all work and no play makes a dull model. ".repeat(40),
+    )
+    .await;
+    let after = wait_for(epp, "shepherd_kv_events_batches_total", applied + 1.0).await;
+    assert!(after > applied, "no live batch applied {when}");
+}
+
 async fn complete(servers: &ServeHandle, i: usize, prompt: &str) {
     let body = serde_json::json!({"model": MODEL, "prompt": prompt, "max_tokens": 2});
     let response = reqwest::Client::new()
@@ -275,18 +288,7 @@ async fn a_publisher_declaring_a_huge_frame_is_cut_off_and_the_others_still_appl
     );
 
     // The legitimate publisher's events are still applied.
-    let applied = sample(&metrics(&epp).await, "shepherd_kv_events_batches_total");
-    complete(
-        &servers,
-        0,
-        &"all work and no play makes a dull model. ".repeat(40),
-    )
-    .await;
-    let after = wait_for(&epp, "shepherd_kv_events_batches_total", applied + 1.0).await;
-    assert!(
-        after > applied,
-        "no batch from the legitimate publisher applied after the attack"
-    );
+    live_batches_applied(&epp, &servers, "after the attack").await;
     assert!(epp.is_running());
     servers.shutdown().await;
 }
@@ -506,17 +508,6 @@ async fn a_replay_answer_over_the_cap_is_abandoned_without_being_held() {
     let abandoned = wait_for(&epp, "shepherd_kv_events_replays_abandoned_total", 1.0).await;
     assert!(abandoned >= 1.0, "the abandoned replay was not counted");
     // The subscription falls back to the live stream.
-    let applied = sample(&metrics(&epp).await, "shepherd_kv_events_batches_total");
-    complete(
-        &servers,
-        0,
-        &"all work and no play makes a dull model. ".repeat(40),
-    )
-    .await;
-    let after = wait_for(&epp, "shepherd_kv_events_batches_total", applied + 1.0).await;
-    assert!(
-        after > applied,
-        "the live stream was not applied after the abandoned replay"
-    );
+    live_batches_applied(&epp, &servers, "after the abandoned replay").await;
     servers.shutdown().await;
 }

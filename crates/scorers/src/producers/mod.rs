@@ -11,6 +11,7 @@
 
 pub mod approx_prefix;
 mod indexes;
+mod kv_event_limits;
 pub(crate) mod link;
 pub mod precise_prefix;
 pub mod predicted_latency;
