@@ -18,7 +18,7 @@ use shepherd_scheduler_core::flow::{
 };
 
 use super::{
-    EndpointSpec, GatewayConfig, LoadError, ReplicasConfig, RuntimeConfig, ScrapingConfig,
+    DiscoveryConfig, EndpointSpec, GatewayConfig, LoadError, ReplicasConfig, RuntimeConfig, ScrapingConfig,
     ServerConfig,
 };
 use crate::mapping::{
@@ -28,8 +28,9 @@ use crate::mapping::{
 
 /// Top-level sections that belong to Shepherd's runtime rather than to the picker schema
 /// (declared to the core's strict loader, which refuses any other unknown key).
-pub(crate) const RUNTIME_SECTIONS: [&str; 6] = [
+pub(crate) const RUNTIME_SECTIONS: [&str; 7] = [
     "endpoints",
+    "discovery",
     "scraping",
     "server",
     "gateway",
@@ -56,6 +57,7 @@ const FLOW_CONTROL_PLUGIN_TYPES: [&str; 6] = [
 #[serde(default)]
 struct Sections {
     endpoints: Option<Vec<EndpointSpec>>,
+    discovery: Option<DiscoveryConfig>,
     scraping: Option<ScrapingConfig>,
     server: Option<ServerConfig>,
     gateway: Option<GatewayConfig>,
@@ -151,6 +153,7 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         policy,
         policy_is_preset,
         endpoints: sections.endpoints.unwrap_or_default(),
+        discovery: sections.discovery.unwrap_or_default(),
         scraping,
         server: sections.server.unwrap_or_default(),
         gateway: sections.gateway.unwrap_or_default(),
@@ -267,6 +270,12 @@ fn validate(config: &RuntimeConfig, path: Option<&Path>) -> Result<(), LoadError
                 format!("{} is listed twice", endpoint.addr),
             ));
         }
+    }
+
+    if let Some(kubernetes) = &config.discovery.kubernetes {
+        kubernetes
+            .validate()
+            .map_err(|reason| LoadError::invalid(path, "discovery.kubernetes", reason))?;
     }
 
     if let Some((field, reason)) = config.replicas.as_ref().and_then(|r| r.problem()) {

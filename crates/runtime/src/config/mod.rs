@@ -4,6 +4,7 @@
 //! | section | what | type |
 //! |---|---|---|
 //! | `endpoints` | the static list of model servers, `ip:port` or `{address, labels}` | [`EndpointSpec`] |
+//! | `discovery` | where endpoints come from instead: `kubernetes`, an InferencePool's pods or a label selector's (upstream's `--pool-name`, `--endpoint-selector`; `docs/kubernetes.md`) | [`DiscoveryConfig`] |
 //! | `scraping` | scrape interval (50 ms), timeout (1 s), forgetting after failures, and the upstream `metrics-data-source` / `core-metrics-extractor` parameters | [`ScrapingConfig`] |
 //! | `server` | bind address (127.0.0.1) and ports: ext_proc 9002, health 9003, admin/metrics 9090, HTTP 8080 | [`ServerConfig`] |
 //! | `gateway` | the HTTP gateway's proxying: body limit, timeouts, concurrency cap, client and upstream keys, `/debug/explain` | [`GatewayConfig`] |
@@ -57,6 +58,7 @@
 //! # Ok::<(), shepherd_runtime::config::LoadError>(())
 //! ```
 
+mod discovery;
 mod endpoints;
 mod error;
 mod gateway;
@@ -72,6 +74,11 @@ use serde::Serialize;
 use shepherd_scheduler_core::config::{ConfigWarning, EndpointPickerConfig};
 use shepherd_scheduler_core::flow::FlowSettings;
 
+pub use discovery::{
+    ALPHA_POOL_GROUP, DEFAULT_BACKOFF_INITIAL_MS, DEFAULT_BACKOFF_MAX_MS, DEFAULT_POOL_GROUP,
+    DEFAULT_PUBLISH_INTERVAL_MS, DEFAULT_WATCH_TIMEOUT_SECS, DiscoveryConfig, KubernetesConfig,
+    MAX_TARGET_PORTS,
+};
 pub use endpoints::EndpointSpec;
 pub use error::LoadError;
 pub use gateway::{
@@ -104,6 +111,9 @@ pub struct RuntimeConfig {
     pub policy_is_preset: bool,
     /// The static endpoint list.
     pub endpoints: Vec<EndpointSpec>,
+    /// Another source of endpoints (Kubernetes), when the file has a `discovery` section.
+    #[serde(skip_serializing_if = "is_default_discovery")]
+    pub discovery: DiscoveryConfig,
     /// Scraping settings.
     pub scraping: ScrapingConfig,
     /// Listen addresses.
@@ -130,6 +140,7 @@ impl Default for RuntimeConfig {
             policy: EndpointPickerConfig::default(),
             policy_is_preset: true,
             endpoints: Vec::new(),
+            discovery: DiscoveryConfig::default(),
             scraping: ScrapingConfig::default(),
             server: ServerConfig::default(),
             gateway: GatewayConfig::default(),
@@ -183,6 +194,10 @@ impl RuntimeConfig {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
+}
+
+fn is_default_discovery(discovery: &DiscoveryConfig) -> bool {
+    *discovery == DiscoveryConfig::default()
 }
 
 pub(crate) fn read_error(path: &Path, error: std::io::Error) -> LoadError {

@@ -5,7 +5,9 @@
 //! counters of endpoints that stay) and the scraper follows the same sets. Adapters never see
 //! the source, so DNS or Kubernetes discovery can be added later as one more implementation.
 //!
-//! [`StaticDiscovery`] is the list from the config file's `endpoints` section. The runtime
+//! [`StaticDiscovery`] is the list from the config file's `endpoints` section;
+//! [`kubernetes::KubernetesDiscovery`] (the `kubernetes` cargo feature) the ready pods of an
+//! InferencePool or of a label selector, watched through the API server. The runtime
 //! watches that file with a [`FileWatcher`] (polling modification time, length and a content
 //! hash on tokio time) and, on an edit, publishes the new list and reloads the policy if it
 //! changed.
@@ -32,16 +34,23 @@
 //! ```
 
 mod file;
+#[cfg(feature = "kubernetes")]
+pub mod kubernetes;
 pub(crate) mod membership;
+mod selector;
 mod set;
 mod static_list;
 
 use std::fmt;
 use std::sync::Arc;
 
+use shepherd_scheduler_core::metrics::MetricsSource;
 use tokio::sync::watch;
 
 pub use file::{DEFAULT_POLL_INTERVAL, FileWatcher, Fingerprint};
+pub use selector::{
+    LabelSelector, MAX_SELECTOR_LABELS, SelectorError, is_label_key, is_label_value,
+};
 pub use set::EndpointSet;
 pub use static_list::StaticDiscovery;
 
@@ -56,4 +65,9 @@ pub trait Discovery: Send + Sync + fmt::Debug {
 
     /// A receiver of the current set and every later one.
     fn subscribe(&self) -> watch::Receiver<Arc<EndpointSet>>;
+
+    /// The source's own figures for the admin port's `/metrics` (default none).
+    fn metrics(&self) -> Option<Arc<dyn MetricsSource>> {
+        None
+    }
 }

@@ -31,6 +31,10 @@ pub enum RuntimeError {
     /// The `replicas` section's key could not be read.
     #[error(transparent)]
     ReplicasKey(#[from] ReplicasKeyError),
+    /// The discovery source of the config could not start (Kubernetes credentials, or a
+    /// build without the `kubernetes` feature).
+    #[error("{0}")]
+    Discovery(String),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -139,6 +139,9 @@ impl Runtime {
         let (static_discovery, discovery): (Option<Arc<StaticDiscovery>>, Arc<dyn Discovery>) =
             match &options.discovery {
                 Some(discovery) => (None, Arc::clone(discovery)),
+                None if config.discovery.kubernetes.is_some() => {
+                    (None, kubernetes_discovery(&config).await?)
+                }
                 None => {
                     let discovery = Arc::new(StaticDiscovery::from_config(&config));
                     (Some(Arc::clone(&discovery)), discovery)
@@ -215,6 +218,7 @@ impl Runtime {
             tasks.spawn(Arc::clone(&adaptive).run(Arc::clone(&shared.pool), signal.clone()));
         }
         let mut extra = options.metrics_sources.clone();
+        extra.extend(discovery.metrics());
         let admin_connections = Arc::new(ConnectionStats::new("admin"));
         if admin_listener.is_some() {
             extra.push(admin_connections.clone());
@@ -307,6 +311,26 @@ impl Runtime {
             tasks,
         })
     }
+}
+
+/// The config's `discovery.kubernetes` source, started.
+#[cfg(feature = "kubernetes")]
+async fn kubernetes_discovery(config: &RuntimeConfig) -> Result<Arc<dyn Discovery>, RuntimeError> {
+    let Some(kubernetes) = &config.discovery.kubernetes else {
+        return Err(RuntimeError::Discovery("no discovery.kubernetes section".into()));
+    };
+    let discovery = crate::discovery::kubernetes::KubernetesDiscovery::start(kubernetes)
+        .await
+        .map_err(|e| RuntimeError::Discovery(e.to_string()))?;
+    Ok(Arc::new(discovery))
+}
+
+/// Without the `kubernetes` feature, a `discovery.kubernetes` section cannot be honoured.
+#[cfg(not(feature = "kubernetes"))]
+async fn kubernetes_discovery(_: &RuntimeConfig) -> Result<Arc<dyn Discovery>, RuntimeError> {
+    Err(RuntimeError::Discovery(
+        "the config has a discovery.kubernetes section, but this build has no Kubernetes support (cargo feature `kubernetes`)".into(),
+    ))
 }
 
 /// Applies every new version of the config file until `stop`.
