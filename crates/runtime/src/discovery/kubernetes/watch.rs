@@ -96,12 +96,16 @@ impl Driver {
         if let Some(spec) = spec {
             running.use_spec(spec);
         }
+        let probe_every = running.driver.backoff.clone().next().unwrap_or(Duration::from_millis(500))
+            .max(Duration::from_millis(100));
         loop {
             let publish_at = running.publish_at();
+            let stale = running.driver.stats.stale();
             tokio::select! {
                 Some(event) = next(&mut pool_events) => running.on_pool(event),
                 Some(event) = next(&mut running.pods) => running.on_pods(event),
                 () = tokio::time::sleep_until(publish_at), if running.dirty => running.publish(),
+                () = tokio::time::sleep(probe_every), if stale => running.probe().await,
             }
         }
     }
@@ -296,6 +300,21 @@ impl Running {
     fn fresh(&mut self, watched: Watched) {
         if self.stale_flag(watched).swap(false, Ordering::Relaxed) && !self.driver.stats.stale() {
             tracing::info!("Kubernetes discovery resumed: the API server answers again");
+        }
+    }
+
+    /// While stale: asks the API server for one pod. A watch that resumes quietly (no
+    /// change to report) yields no event, so this is how the discovery learns that the API
+    /// server answers again; the watches themselves resume on their own.
+    async fn probe(&mut self) {
+        let api: Api<Pod> = Api::namespaced(self.driver.client.clone(), &self.driver.namespace);
+        let params = kube::api::ListParams::default().limit(1);
+        let answered = tokio::time::timeout(Duration::from_secs(2), api.list(&params))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        if answered {
+            self.fresh(Watched::Pool);
+            self.fresh(Watched::Pods);
         }
     }
 
