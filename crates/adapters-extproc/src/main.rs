@@ -3,7 +3,12 @@
 //! ```sh
 //! shepherd-epp --config shepherd.yaml
 //! shepherd-epp --endpoints 127.0.0.1:8000,127.0.0.1:8001      # no file: the adaptive preset
+//! shepherd-epp --pool-name vllm-llama3-8b                      # the InferencePool's pods
 //! ```
+//!
+//! On Kubernetes the endpoints are the ready pods of an InferencePool (`--pool-name`,
+//! `--pool-namespace`, `--pool-group`) or of a label selector (`--endpoint-selector`,
+//! `--endpoint-target-ports`), as with upstream's picker (`docs/kubernetes.md`).
 //!
 //! It starts [`shepherd_runtime::Runtime`] on the config file (the file is watched: edits to the
 //! policy and the endpoint list apply live), then serves:
@@ -26,8 +31,10 @@
 #![forbid(unsafe_code)]
 
 mod flow_admission;
+mod kube_flags;
 
 use flow_admission::FlowAdmission;
+use kube_flags::KubeFlags;
 use std::error::Error;
 use std::io::IsTerminal;
 use std::net::{IpAddr, SocketAddr};
@@ -60,6 +67,8 @@ struct Args {
     /// (which are then not watched); without `--config`, the adaptive preset routes over them.
     #[arg(long, value_delimiter = ',')]
     endpoints: Vec<SocketAddr>,
+    #[command(flatten)]
+    kubernetes: KubeFlags,
     /// Address every listener binds to (overrides `server.bindAddress`).
     #[arg(long)]
     address: Option<IpAddr>,
@@ -238,6 +247,9 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
     options.metrics_sources.push(connections.clone());
     let health_connections = Arc::new(ConnectionCounts::new("health"));
     options.metrics_sources.push(health_connections.clone());
+    if args.kubernetes.given() && !args.endpoints.is_empty() {
+        return Err("give --endpoints or --pool-name / --endpoint-selector, not both".into());
+    }
     let (source, file_server) = match &args.config {
         Some(path) => {
             // Read once here for the listen addresses; the runtime reads it again and watches
@@ -246,7 +258,17 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
             if !args.endpoints.is_empty() {
                 options.discovery = Some(Arc::new(StaticDiscovery::new(args.endpoint_set())));
             }
+            options.discovery = options.discovery.take().or(args
+                .kubernetes
+                .start(config.discovery.kubernetes.as_ref())
+                .await?);
             (ConfigSource::File(path.clone()), config.server)
+        }
+        None if args.kubernetes.given() => {
+            options.discovery = args.kubernetes.start(None).await?;
+            let config = RuntimeConfig::default();
+            let server = config.server.clone();
+            (ConfigSource::Config(Box::new(config)), server)
         }
         None if !args.endpoints.is_empty() => {
             let config = RuntimeConfig {
@@ -256,7 +278,12 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
             let server = config.server.clone();
             (ConfigSource::Config(Box::new(config)), server)
         }
-        None => return Err("give a config file (--config shepherd.yaml) or --endpoints".into()),
+        None => {
+            return Err(
+                "give a config file (--config shepherd.yaml), --endpoints, or --pool-name / --endpoint-selector"
+                    .into(),
+            );
+        }
     };
     let server = args.server(&file_server);
     options.admin_addr = Some(server.admin_addr());

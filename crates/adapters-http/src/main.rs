@@ -2,6 +2,8 @@
 //!
 //! ```sh
 //! shepherd-gateway --config shepherd.yaml
+//! # on Kubernetes: the ready pods of an InferencePool (docs/kubernetes.md)
+//! shepherd-gateway --config shepherd.yaml --pool-name vllm-llama3-8b
 //! # an upstream EndpointPickerConfig as it is, the model servers and ports given here:
 //! shepherd-gateway --config default-plugins.yaml --endpoints 10.0.0.1:8000,10.0.0.2:8000 --port 8080
 //! ```
@@ -14,6 +16,9 @@
 //! sets their level (`error`, `warn`, `info` (default), `debug`, `trace`).
 #![forbid(unsafe_code)]
 
+#[path = "../../adapters-extproc/src/kube_flags.rs"]
+mod kube_flags;
+
 use std::io::{IsTerminal, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -22,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use kube_flags::KubeFlags;
 use shepherd_adapters_http::GatewayServer;
 use shepherd_runtime::RuntimeOptions;
 use shepherd_runtime::config::{EndpointSpec, RuntimeConfig};
@@ -49,6 +55,8 @@ struct Args {
     /// (so an upstream config without Shepherd's sections can be used as it is).
     #[arg(long, value_delimiter = ',')]
     endpoints: Vec<SocketAddr>,
+    #[command(flatten)]
+    kubernetes: KubeFlags,
     /// Address the gateway and admin ports bind to (overrides `server.bindAddress`).
     #[arg(long)]
     address: Option<IpAddr>,
@@ -97,8 +105,19 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ..RuntimeOptions::default()
     };
     if !args.endpoints.is_empty() {
+        if args.kubernetes.given() {
+            return Err("give --endpoints or --pool-name / --endpoint-selector, not both".into());
+        }
         let set = EndpointSet::new(args.endpoints.iter().copied().map(EndpointSpec::new));
         options.discovery = Some(Arc::new(StaticDiscovery::new(set)));
+    }
+    if args.kubernetes.given() {
+        // The file's `discovery.kubernetes` settings (backoff, ...) under the flags.
+        let file = RuntimeConfig::load(&args.config).await?;
+        options.discovery = args
+            .kubernetes
+            .start(file.discovery.kubernetes.as_ref())
+            .await?;
     }
     let mut http_addr = None;
     if args.address.is_some() || args.port.is_some() || args.metrics_port.is_some() {

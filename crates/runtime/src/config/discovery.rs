@@ -151,6 +151,44 @@ impl KubernetesConfig {
         }
     }
 
+    /// Upstream's command-line flags over the file's section (`file`, whose other fields
+    /// are kept): `None` when neither `--pool-name` nor `--endpoint-selector` is given.
+    ///
+    /// ```
+    /// use shepherd_runtime::config::KubernetesConfig;
+    ///
+    /// let file = KubernetesConfig { backoff_max_ms: 2_000, ..KubernetesConfig::pool("old") };
+    /// let config = KubernetesConfig::from_flags(Some(&file), Some("pool".into()), None, None, None, vec![])
+    ///     .unwrap();
+    /// assert_eq!((config.pool_name.as_deref(), config.backoff_max_ms), (Some("pool"), 2_000));
+    /// assert!(KubernetesConfig::from_flags(None, None, None, None, None, vec![]).is_none());
+    /// ```
+    pub fn from_flags(
+        file: Option<&KubernetesConfig>,
+        pool_name: Option<String>,
+        pool_namespace: Option<String>,
+        pool_group: Option<String>,
+        endpoint_selector: Option<String>,
+        endpoint_target_ports: Vec<u16>,
+    ) -> Option<KubernetesConfig> {
+        if pool_name.is_none() && endpoint_selector.is_none() {
+            return None;
+        }
+        let mut config = file.cloned().unwrap_or_default();
+        config.pool_name = pool_name;
+        config.endpoint_selector = endpoint_selector;
+        if pool_namespace.is_some() {
+            config.pool_namespace = pool_namespace;
+        }
+        if let Some(group) = pool_group {
+            config.pool_group = group;
+        }
+        if !endpoint_target_ports.is_empty() {
+            config.endpoint_target_ports = endpoint_target_ports;
+        }
+        Some(config)
+    }
+
     /// Checks the section as upstream checks its flags; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         match (&self.pool_name, &self.endpoint_selector) {
