@@ -112,6 +112,11 @@ pub struct Options {
     pub envoy_edits: Vec<(&'static str, &'static str)>,
     /// Extra `shepherd-epp` arguments; `{server N}` stands for server N's address.
     pub epp_args: Vec<String>,
+    /// Extra environment variables of `shepherd-epp` (`KUBECONFIG`, say).
+    pub epp_env: Vec<(String, String)>,
+    /// Whether to wait for the picker to be ready (`None`: when it has endpoints or holds
+    /// requests).
+    pub wait_ready: Option<bool>,
     /// The picker's config file as it is, instead of the generated one (`listed` and
     /// `extra_config` then do not apply: give endpoints and ports in `epp_args`).
     pub config_text: Option<String>,
@@ -140,6 +145,8 @@ impl Default for Options {
             example: "envoy.yaml",
             envoy_edits: Vec::new(),
             epp_args: Vec::new(),
+            epp_env: Vec::new(),
+            wait_ready: None,
             config_text: None,
             kv_events: false,
             num_gpu_blocks: None,

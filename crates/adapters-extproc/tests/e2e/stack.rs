@@ -114,7 +114,7 @@ impl Stack {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         // An empty pool is ready only when flow control holds requests for it.
         let holds = options.extra_config.contains("flowControl");
-        let ready = holds || !listed.is_empty();
+        let ready = options.wait_ready.unwrap_or(holds || !listed.is_empty());
         let replicas = options.replicas.max(1);
         let udp: Vec<SocketAddr> = {
             let sockets: Vec<std::net::UdpSocket> = (0..replicas)
@@ -140,12 +140,12 @@ impl Stack {
         if replicas > 1 {
             std::fs::write(&config_path, replica_config(0)).unwrap();
         }
-        let epp = Epp::start(&config_path, &args, ready).await;
+        let epp = Epp::start_with_env(&config_path, &args, &options.epp_env, ready).await;
         let mut more_epps = Vec::new();
         for i in 1..replicas {
             let path = dir.path().join(format!("shepherd-{i}.yaml"));
             std::fs::write(&path, replica_config(i)).unwrap();
-            more_epps.push(Epp::start(&path, &args, ready).await);
+            more_epps.push(Epp::start_with_env(&path, &args, &options.epp_env, ready).await);
         }
         let subset: Vec<SocketAddr> = options.subset.iter().map(|&i| sims.addrs()[i]).collect();
         let mut envoy_yaml =

@@ -62,6 +62,8 @@ struct Running {
     pods: Option<Events<Pod>>,
     /// Whether the pool's (re)list in progress has listed the pool.
     pool_listed: bool,
+    /// A new selector's pods are being listed: the set in force stays until they are.
+    holding: bool,
     dirty: bool,
     last_publish: Option<Instant>,
 }
@@ -90,6 +92,7 @@ impl Driver {
             table: PodTable::default(),
             pods: None,
             pool_listed: false,
+            holding: false,
             dirty: false,
             last_publish: None,
         };
@@ -142,11 +145,12 @@ impl Running {
         }
     }
 
-    /// Puts `spec` in force: a new selector starts a new pods watch (the pods known stay,
-    /// narrowed to the new selector, until its list is done).
+    /// Puts `spec` in force: a new selector starts a new pods watch, and the set in force
+    /// stays until its list is done (then the pool moves in one step).
     fn use_spec(&mut self, spec: PoolSpec) {
         let selector_changed = self.spec.as_ref().is_none_or(|s| s.selector != spec.selector);
         if selector_changed {
+            self.holding = self.spec.is_some();
             let api: Api<Pod> = Api::namespaced(self.driver.client.clone(), &self.driver.namespace);
             let config = watcher::Config::default()
                 .labels(&spec.selector.to_string())
@@ -237,6 +241,7 @@ impl Running {
         }
         self.spec = None;
         self.pods = None;
+        self.holding = false;
         self.table.clear();
         self.driver.stats.pool_present.store(false, Ordering::Relaxed);
         self.dirty = true;
@@ -262,7 +267,8 @@ impl Running {
             }
             Event::InitDone => {
                 self.driver.stats.relisted(Watched::Pods);
-                self.table.finish_relist()
+                let held = std::mem::take(&mut self.holding);
+                self.table.finish_relist() || held
             }
             Event::Apply(pod) => {
                 self.driver.stats.event(Watched::Pods);
@@ -320,6 +326,9 @@ impl Running {
 
     fn publish(&mut self) {
         self.dirty = false;
+        if self.holding {
+            return;
+        }
         self.last_publish = Some(Instant::now());
         let set = match &self.spec {
             Some(spec) => self.table.endpoints(spec),
