@@ -1,9 +1,11 @@
 //! The Kubernetes manifests of `examples/deploy/kubernetes/` are valid: the InferencePool
 //! against a structural check written from the upstream CRD
 //! (`inferencepools.inference.networking.k8s.io`, version `v1`, of the Gateway API Inference
-//! Extension: its required fields, types, enums, patterns and limits), and the four objects
+//! Extension: its required fields, types, enums, patterns and limits), and the objects
 //! against each other (the pool's picker is the Service, the Service reaches the Deployment's
-//! ports, the ConfigMap is a Shepherd config listening where they say).
+//! ports, the ConfigMap is a Shepherd config listening where they say, the Deployment names
+//! the pool with `--pool-name` and runs as a service account whose Role can watch what the
+//! picker watches, the HTTPRoute sends to the pool).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -327,7 +329,7 @@ fn the_schema_check_catches_what_the_crd_rejects() {
 #[test]
 fn the_manifests_agree_with_each_other_and_with_shepherd() {
     let docs = manifests();
-    assert_eq!(docs.len(), 4);
+    assert_eq!(docs.len(), 8);
     let (config_map, deployment, service, pool) = (
         object(&docs, "ConfigMap"),
         object(&docs, "Deployment"),
@@ -340,20 +342,8 @@ fn the_manifests_agree_with_each_other_and_with_shepherd() {
     let config = shepherd_runtime::config::RuntimeConfig::from_yaml(text).unwrap();
     assert!(config.warnings().is_empty());
     assert!(config.server.bind_address.is_unspecified());
-    assert!(!config.endpoints.is_empty());
-    let target_ports: Vec<u64> = pool["spec"]["targetPorts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["number"].as_u64().unwrap())
-        .collect();
-    for endpoint in &config.endpoints {
-        assert!(
-            target_ports.contains(&u64::from(endpoint.addr.port())),
-            "{} serves on a target port of the pool",
-            endpoint.address()
-        );
-    }
+    // No endpoint list anywhere: the pool's pods are discovered.
+    assert!(config.endpoints.is_empty());
 
     // The pool's picker is the Service, on the ext_proc port of the config.
     let picker = &pool["spec"]["endpointPickerRef"];
@@ -451,4 +441,68 @@ fn the_manifests_agree_with_each_other_and_with_shepherd() {
             .unwrap()
             > drain
     );
+
+    // Kubernetes discovery: --pool-name names the pool, the namespace comes from the pod.
+    let pool_arg = args[args.iter().position(|a| *a == "--pool-name").unwrap() + 1];
+    assert_eq!(pool_arg, pool["metadata"]["name"]);
+    let env = container["env"].as_array().unwrap();
+    assert!(env.iter().any(|e| e["name"] == "NAMESPACE"
+        && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"));
+}
+
+#[test]
+fn the_service_account_may_watch_what_the_picker_watches() {
+    let docs = manifests();
+    let (account, role, binding, deployment) = (
+        object(&docs, "ServiceAccount"),
+        object(&docs, "Role"),
+        object(&docs, "RoleBinding"),
+        object(&docs, "Deployment"),
+    );
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["serviceAccountName"],
+        account["metadata"]["name"]
+    );
+    assert_eq!(binding["roleRef"]["kind"], "Role");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(binding["subjects"][0]["kind"], "ServiceAccount");
+    assert_eq!(binding["subjects"][0]["name"], account["metadata"]["name"]);
+    let allows = |group: &str, resource: &str, verb: &str| {
+        role["rules"].as_array().unwrap().iter().any(|rule| {
+            let has = |key: &str, value: &str| {
+                rule[key]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|v| v == value)
+            };
+            has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
+        })
+    };
+    for (group, resource) in [
+        ("", "pods"),
+        ("inference.networking.k8s.io", "inferencepools"),
+        ("inference.networking.x-k8s.io", "inferencepools"),
+        ("llm-d.ai", "inferenceobjectives"),
+        ("llm-d.ai", "inferencemodelrewrites"),
+    ] {
+        for verb in ["get", "list", "watch"] {
+            assert!(allows(group, resource, verb), "{verb} {group}/{resource}");
+        }
+    }
+    for verb in ["get", "create", "update"] {
+        assert!(allows("coordination.k8s.io", "leases", verb), "{verb} leases");
+    }
+}
+
+#[test]
+fn the_http_route_sends_to_the_pool() {
+    let docs = manifests();
+    let (route, pool) = (object(&docs, "HTTPRoute"), object(&docs, "InferencePool"));
+    assert_eq!(route["apiVersion"], "gateway.networking.k8s.io/v1");
+    let backend = &route["spec"]["rules"][0]["backendRefs"][0];
+    assert_eq!(backend["group"], "inference.networking.k8s.io");
+    assert_eq!(backend["kind"], "InferencePool");
+    assert_eq!(backend["name"], pool["metadata"]["name"]);
+    assert!(route["spec"]["parentRefs"][0]["name"].is_string());
 }

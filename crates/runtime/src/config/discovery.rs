@@ -48,9 +48,9 @@ pub const DEFAULT_BACKOFF_MAX_MS: u64 = 10_000;
 /// Default length of one watch request (kube's default): 290 s.
 pub const DEFAULT_WATCH_TIMEOUT_SECS: u32 = 290;
 
-/// Default shortest time between two published endpoint sets: 50 ms (a burst of pod events
+/// Default shortest time between two published endpoint sets: 100 ms (a burst of pod events
 /// becomes one membership change).
-pub const DEFAULT_PUBLISH_INTERVAL_MS: u64 = 50;
+pub const DEFAULT_PUBLISH_INTERVAL_MS: u64 = 100;
 
 /// The `discovery` section.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

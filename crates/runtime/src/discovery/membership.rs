@@ -1,5 +1,6 @@
 //! Applying a discovery source's endpoint sets to the pool.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -8,6 +9,9 @@ use tokio::sync::watch;
 
 use super::EndpointSet;
 use crate::shutdown::ShutdownSignal;
+
+/// Addresses named in one "endpoint set changed" line, of those added and of those removed.
+const LOGGED_ADDRESSES: usize = 16;
 
 /// The pool's membership, as discovery sets it, and the endpoints that left it while
 /// requests were still in flight there (they count until those requests end, so a graceful
@@ -33,14 +37,14 @@ impl Membership {
     pub(crate) fn apply(&self, set: &EndpointSet) {
         let current = self.pool.snapshot();
         let before: Vec<&str> = current.endpoints().iter().map(|e| e.address()).collect();
-        let after = set.addresses();
+        let after = set.address_list();
         if before != after {
-            self.pool.set_members(&after);
-            self.log_change(&current, &before, &after);
+            self.pool.set_members(after);
+            self.log_change(&current, &before, after);
         }
         let members = self.pool.snapshot();
-        for spec in set.endpoints() {
-            if let Some(endpoint) = members.get_by_address(&spec.address())
+        for (spec, address) in set.endpoints().iter().zip(after) {
+            if let Some(endpoint) = members.get_by_address(address)
                 && **endpoint.labels() != spec.labels
             {
                 endpoint.set_labels(spec.labels.clone());
@@ -54,14 +58,17 @@ impl Membership {
         before: &[&str],
         after: &[String],
     ) {
+        // Sets, not scans: a pool of thousands changes often.
+        let before_set: HashSet<&str> = before.iter().copied().collect();
+        let after_set: HashSet<&str> = after.iter().map(String::as_str).collect();
         let added: Vec<&String> = after
             .iter()
-            .filter(|a| !before.contains(&a.as_str()))
+            .filter(|a| !before_set.contains(a.as_str()))
             .collect();
         let removed: Vec<&Arc<Endpoint>> = current
             .endpoints()
             .iter()
-            .filter(|e| !after.iter().any(|a| a == e.address()))
+            .filter(|e| !after_set.contains(e.address()))
             .collect();
         let mut departed = self.departed.lock();
         departed.retain(|e| e.in_flight_requests() > 0);
@@ -73,9 +80,12 @@ impl Membership {
         );
         drop(departed);
         let removed: Vec<&str> = removed.iter().map(|e| e.address()).collect();
+        // Bounded log lines: a large pool's first list names thousands of endpoints.
         tracing::info!(
-            ?added,
-            ?removed,
+            added = added.len(),
+            removed = removed.len(),
+            added_first = ?&added[..added.len().min(LOGGED_ADDRESSES)],
+            removed_first = ?&removed[..removed.len().min(LOGGED_ADDRESSES)],
             members = after.len(),
             "endpoint set changed"
         );

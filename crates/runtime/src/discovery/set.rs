@@ -20,19 +20,25 @@ use crate::config::EndpointSpec;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EndpointSet {
     endpoints: Vec<EndpointSpec>,
+    /// Each endpoint's address as the pool names it, aligned with `endpoints` (formatted
+    /// once: the pool, the scraper and the KV-event manager look endpoints up by it).
+    addresses: Vec<String>,
 }
 
 impl EndpointSet {
     /// A set of `endpoints`; for an address given twice, the first entry wins.
     pub fn new(endpoints: impl IntoIterator<Item = EndpointSpec>) -> Self {
-        let mut list: Vec<EndpointSpec> = Vec::new();
-        for endpoint in endpoints {
-            if !list.iter().any(|e| e.addr == endpoint.addr) {
-                list.push(endpoint);
-            }
+        // A stable sort keeps the given order among equal addresses, so the dedup below
+        // keeps the first entry of each; O(n log n) for the thousands of a large pool.
+        let mut keyed: Vec<(String, EndpointSpec)> =
+            endpoints.into_iter().map(|e| (e.address(), e)).collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        keyed.dedup_by(|later, first| later.1.addr == first.1.addr);
+        let (addresses, endpoints) = keyed.into_iter().unzip();
+        EndpointSet {
+            endpoints,
+            addresses,
         }
-        list.sort_by_key(EndpointSpec::address);
-        EndpointSet { endpoints: list }
     }
 
     /// The endpoints, sorted by address.
@@ -42,12 +48,21 @@ impl EndpointSet {
 
     /// Their addresses as the pool names them.
     pub fn addresses(&self) -> Vec<String> {
-        self.endpoints.iter().map(EndpointSpec::address).collect()
+        self.addresses.clone()
+    }
+
+    /// Their addresses, borrowed.
+    pub fn address_list(&self) -> &[String] {
+        &self.addresses
     }
 
     /// The endpoint at `address`.
     pub fn get(&self, address: &str) -> Option<&EndpointSpec> {
-        self.endpoints.iter().find(|e| e.address() == address)
+        // Sorted by address: a binary search (the scraper asks once per endpoint per change).
+        self.addresses
+            .binary_search_by(|a| a.as_str().cmp(address))
+            .ok()
+            .map(|i| &self.endpoints[i])
     }
 
     /// Number of endpoints.

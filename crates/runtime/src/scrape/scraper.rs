@@ -87,11 +87,11 @@ impl Scraper {
             }
             keep
         });
-        for spec in set.endpoints() {
-            let address = spec.address();
-            if workers.contains_key(&address) {
+        for (spec, address) in set.endpoints().iter().zip(set.address_list()) {
+            if workers.contains_key(address) {
                 continue;
             }
+            let address = address.clone();
             let worker = Worker {
                 address: address.clone(),
                 spec: spec.clone(),
