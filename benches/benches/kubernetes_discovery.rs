@@ -28,7 +28,14 @@ const NS: &str = "bench";
 
 fn pod(n: usize, ready: bool) -> serde_json::Value {
     let ip = format!("127.{}.{}.{}", 1 + n / 65_536, (n / 256) % 256, n % 256);
-    objects::pod(NS, &format!("vllm-{n}"), &[("app", "vllm")], Some(&ip), ready, &[8000])
+    objects::pod(
+        NS,
+        &format!("vllm-{n}"),
+        &[("app", "vllm")],
+        Some(&ip),
+        ready,
+        &[8000],
+    )
 }
 
 fn client(server: &ApiServerDouble) -> kube::Client {

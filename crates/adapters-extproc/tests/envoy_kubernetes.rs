@@ -24,7 +24,14 @@ const NS: &str = "inference";
 fn pod(stack: &Stack, index: usize, ready: bool, app: &str) -> Value {
     let port = stack.sims.addrs()[index].port();
     let name = format!("vllm-{index}");
-    let mut pod = objects::pod(NS, &name, &[("app", app)], Some("127.0.0.1"), ready, &[port]);
+    let mut pod = objects::pod(
+        NS,
+        &name,
+        &[("app", app)],
+        Some("127.0.0.1"),
+        ready,
+        &[port],
+    );
     objects::annotate(&mut pod, "llm-d.ai/active-ports", &port.to_string());
     pod
 }
@@ -69,10 +76,22 @@ async fn traffic(stack: &Stack, t0: Instant, time: Duration, tag: &str) -> Vec<(
 }
 
 async fn futures_join(stack: &Stack, tag: &str, n: usize) -> Vec<e2e::Reply> {
-    let a = stack.post("inference", Stack::completion(&unique_prompt(&format!("{tag}-{n}"), 64), 2));
-    let b = stack.post("inference", Stack::completion(&unique_prompt(&format!("{tag}-{}", n + 1), 64), 2));
-    let c = stack.post("inference", Stack::completion(&unique_prompt(&format!("{tag}-{}", n + 2), 64), 2));
-    let d = stack.post("inference", Stack::completion(&unique_prompt(&format!("{tag}-{}", n + 3), 64), 2));
+    let a = stack.post(
+        "inference",
+        Stack::completion(&unique_prompt(&format!("{tag}-{n}"), 64), 2),
+    );
+    let b = stack.post(
+        "inference",
+        Stack::completion(&unique_prompt(&format!("{tag}-{}", n + 1), 64), 2),
+    );
+    let c = stack.post(
+        "inference",
+        Stack::completion(&unique_prompt(&format!("{tag}-{}", n + 2), 64), 2),
+    );
+    let d = stack.post(
+        "inference",
+        Stack::completion(&unique_prompt(&format!("{tag}-{}", n + 3), 64), 2),
+    );
     let (a, b, c, d) = tokio::join!(a, b, c, d);
     vec![a, b, c, d]
 }
@@ -89,7 +108,12 @@ async fn pods_turning_ready_not_ready_or_deleted_move_traffic_within_a_second() 
         extra_config: (format!(
             "discovery:\n  kubernetes:\n    poolName: vllm-pool\n    poolNamespace: {NS}\n    backoffInitialMs: 100\n    backoffMaxMs: 500\n    publishIntervalMs: 10\n"
         )),
-        epp_args: vec!["--pool-name".into(), "vllm-pool".into(), "--pool-namespace".into(), NS.into()],
+        epp_args: vec![
+            "--pool-name".into(),
+            "vllm-pool".into(),
+            "--pool-namespace".into(),
+            NS.into(),
+        ],
         epp_env: vec![("KUBECONFIG".into(), kubeconfig.display().to_string())],
         wait_ready: Some(false),
         ..Options::default()
@@ -105,7 +129,10 @@ async fn pods_turning_ready_not_ready_or_deleted_move_traffic_within_a_second() 
     wait_endpoints(&stack, 2.0).await;
     let (s0, s1, s2) = (stack.server(0), stack.server(1), stack.server(2));
     let early = traffic(&stack, Instant::now(), Duration::from_millis(500), "early").await;
-    assert!(early.iter().all(|(_, s)| *s != s2), "a NotReady pod got traffic");
+    assert!(
+        early.iter().all(|(_, s)| *s != s2),
+        "a NotReady pod got traffic"
+    );
 
     // Ready: traffic within 1 s.
     let t0 = Instant::now();
@@ -113,13 +140,20 @@ async fn pods_turning_ready_not_ready_or_deleted_move_traffic_within_a_second() 
     let served = traffic(&stack, t0, Duration::from_millis(1500), "ready").await;
     let first = served.iter().find(|(_, s)| *s == s2).map(|(t, _)| *t);
     println!("pod Ready -> first request served there: {first:?}");
-    assert!(first.is_some_and(|t| t <= Duration::from_secs(1)), "{first:?}");
+    assert!(
+        first.is_some_and(|t| t <= Duration::from_secs(1)),
+        "{first:?}"
+    );
 
     // NotReady: no traffic from 1 s on.
     let t0 = Instant::now();
     server.apply(&pods, pod(&stack, 0, false, "vllm"));
     let served = traffic(&stack, t0, Duration::from_millis(1500), "not-ready").await;
-    let last = served.iter().filter(|(_, s)| *s == s0).map(|(t, _)| *t).max();
+    let last = served
+        .iter()
+        .filter(|(_, s)| *s == s0)
+        .map(|(t, _)| *t)
+        .max();
     println!("pod NotReady -> last request sent there: {last:?}");
     assert!(last.is_none_or(|t| t < Duration::from_secs(1)), "{last:?}");
 
@@ -127,7 +161,11 @@ async fn pods_turning_ready_not_ready_or_deleted_move_traffic_within_a_second() 
     let t0 = Instant::now();
     server.delete(&pods, NS, "vllm-1");
     let served = traffic(&stack, t0, Duration::from_millis(1500), "deleted").await;
-    let last = served.iter().filter(|(_, s)| *s == s1).map(|(t, _)| *t).max();
+    let last = served
+        .iter()
+        .filter(|(_, s)| *s == s1)
+        .map(|(t, _)| *t)
+        .max();
     println!("pod deleted -> last request sent there: {last:?}");
     assert!(last.is_none_or(|t| t < Duration::from_secs(1)), "{last:?}");
     assert!(served.iter().rev().take(8).all(|(_, s)| *s == s2));
@@ -138,10 +176,17 @@ async fn pods_turning_ready_not_ready_or_deleted_move_traffic_within_a_second() 
     let t0 = Instant::now();
     server.apply(&Resource::inference_pools(), pool(&stack, "canary"));
     let served = traffic(&stack, t0, Duration::from_millis(1500), "moved").await;
-    let last = served.iter().filter(|(_, s)| *s == s2).map(|(t, _)| *t).max();
+    let last = served
+        .iter()
+        .filter(|(_, s)| *s == s2)
+        .map(|(t, _)| *t)
+        .max();
     println!("selector edit -> last request sent to the old pod: {last:?}");
     assert!(last.is_none_or(|t| t < Duration::from_secs(1)), "{last:?}");
-    assert!(served.iter().rev().take(8).all(|(_, s)| *s == s0), "{served:?}");
+    assert!(
+        served.iter().rev().take(8).all(|(_, s)| *s == s0),
+        "{served:?}"
+    );
 }
 
 #[tokio::test]
@@ -180,15 +225,26 @@ async fn an_api_server_outage_of_30_seconds_changes_nothing_for_routing() {
     assert!(served.len() > 100, "{}", served.len());
     assert!(served.iter().any(|(_, s)| *s == s0) && served.iter().any(|(_, s)| *s == s1));
     let page = stack.metrics().await;
-    assert_eq!(sample(&page, "shepherd_discovery_stale{source=\"kubernetes\"}"), 1.0);
+    assert_eq!(
+        sample(&page, "shepherd_discovery_stale{source=\"kubernetes\"}"),
+        1.0
+    );
     assert_eq!(sample(&page, "shepherd_discovery_endpoints"), 2.0);
 
     server.restart().await.unwrap();
     server.apply(&pods, pod(&stack, 2, true, "vllm"));
     wait_endpoints(&stack, 3.0).await;
     let deadline = Instant::now() + Duration::from_secs(5);
-    while sample(&stack.metrics().await, "shepherd_discovery_stale{source=\"kubernetes\"}") != 0.0 {
-        assert!(Instant::now() < deadline, "still stale; log:\n{}", stack.epp.log());
+    while sample(
+        &stack.metrics().await,
+        "shepherd_discovery_stale{source=\"kubernetes\"}",
+    ) != 0.0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "still stale; log:\n{}",
+            stack.epp.log()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let log = stack.epp.log();

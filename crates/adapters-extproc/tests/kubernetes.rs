@@ -469,13 +469,8 @@ fn the_service_account_may_watch_what_the_picker_watches() {
     assert_eq!(binding["subjects"][0]["name"], account["metadata"]["name"]);
     let allows = |group: &str, resource: &str, verb: &str| {
         role["rules"].as_array().unwrap().iter().any(|rule| {
-            let has = |key: &str, value: &str| {
-                rule[key]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|v| v == value)
-            };
+            let has =
+                |key: &str, value: &str| rule[key].as_array().unwrap().iter().any(|v| v == value);
             has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
         })
     };
@@ -491,7 +486,10 @@ fn the_service_account_may_watch_what_the_picker_watches() {
         }
     }
     for verb in ["get", "create", "update"] {
-        assert!(allows("coordination.k8s.io", "leases", verb), "{verb} leases");
+        assert!(
+            allows("coordination.k8s.io", "leases", verb),
+            "{verb} leases"
+        );
     }
 }
 

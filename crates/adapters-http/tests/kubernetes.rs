@@ -33,16 +33,21 @@ async fn start_gateway(dir: &Path, server: &ApiServerDouble) -> Gateway {
     let config = dir.join("shepherd.yaml");
     std::fs::write(
         &config,
-        format!(
-            "server: {{httpPort: 0, metricsPort: 0}}\nscraping: {{intervalMs: 50}}\n\
-             discovery:\n  kubernetes:\n    poolName: vllm-pool\n    backoffInitialMs: 100\n    backoffMaxMs: 1000\n    publishIntervalMs: 10\n"
-        ),
+            "server: {httpPort: 0, metricsPort: 0}\nscraping: {intervalMs: 50}\n\
+             discovery:\n  kubernetes:\n    poolName: vllm-pool\n    backoffInitialMs: 100\n    backoffMaxMs: 1000\n    publishIntervalMs: 10\n",
     )
     .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_shepherd-gateway"))
         .arg("--config")
         .arg(&config)
-        .args(["--pool-name", "vllm-pool", "--pool-namespace", NS, "--shutdown-timeout", "2"])
+        .args([
+            "--pool-name",
+            "vllm-pool",
+            "--pool-namespace",
+            NS,
+            "--shutdown-timeout",
+            "2",
+        ])
         .env("KUBECONFIG", &kubeconfig)
         .env("SHEPHERD_LOG", "warn")
         .stdout(Stdio::piped())
@@ -89,7 +94,13 @@ fn pool(sims: &ServeHandle) -> Value {
 
 fn sample(page: &str, series: &str) -> f64 {
     page.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+        .find_map(|line| {
+            line.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
         .unwrap_or(0.0)
 }
 
@@ -153,13 +164,17 @@ async fn pods_turning_ready_not_ready_or_deleted_move_traffic_within_a_second() 
     server.apply(&pods, pod(&sims, 0, true));
     server.apply(&pods, pod(&sims, 1, true));
     server.apply(&pods, pod(&sims, 2, false));
-    gateway.wait_metric("shepherd_discovery_endpoints", 2.0).await;
+    gateway
+        .wait_metric("shepherd_discovery_endpoints", 2.0)
+        .await;
     // The simulated servers name themselves by index.
     let name = |i: usize| i.to_string();
 
     let t0 = Instant::now();
     server.apply(&pods, pod(&sims, 2, true));
-    let served = gateway.traffic(t0, Duration::from_millis(1500), "ready").await;
+    let served = gateway
+        .traffic(t0, Duration::from_millis(1500), "ready")
+        .await;
     let first = served.iter().find(|(_, s)| *s == name(2)).map(|(t, _)| *t);
     println!("gateway: pod Ready -> first request served there: {first:?}");
     if first.is_none() {
@@ -167,21 +182,40 @@ async fn pods_turning_ready_not_ready_or_deleted_move_traffic_within_a_second() 
         for (_, s) in &served {
             *counts.entry(s.clone()).or_insert(0) += 1;
         }
-        println!("served: {counts:?}, servers {:?}, metrics endpoints {}", sims.addrs(), gateway.metric("shepherd_discovery_endpoints").await);
+        println!(
+            "served: {counts:?}, servers {:?}, metrics endpoints {}",
+            sims.addrs(),
+            gateway.metric("shepherd_discovery_endpoints").await
+        );
     }
-    assert!(first.is_some_and(|t| t <= Duration::from_secs(1)), "{first:?}");
+    assert!(
+        first.is_some_and(|t| t <= Duration::from_secs(1)),
+        "{first:?}"
+    );
 
     let t0 = Instant::now();
     server.apply(&pods, pod(&sims, 0, false));
-    let served = gateway.traffic(t0, Duration::from_millis(1500), "not-ready").await;
-    let last = served.iter().filter(|(_, s)| *s == name(0)).map(|(t, _)| *t).max();
+    let served = gateway
+        .traffic(t0, Duration::from_millis(1500), "not-ready")
+        .await;
+    let last = served
+        .iter()
+        .filter(|(_, s)| *s == name(0))
+        .map(|(t, _)| *t)
+        .max();
     println!("gateway: pod NotReady -> last request sent there: {last:?}");
     assert!(last.is_none_or(|t| t < Duration::from_secs(1)), "{last:?}");
 
     let t0 = Instant::now();
     server.delete(&pods, NS, "vllm-1");
-    let served = gateway.traffic(t0, Duration::from_millis(1500), "deleted").await;
-    let last = served.iter().filter(|(_, s)| *s == name(1)).map(|(t, _)| *t).max();
+    let served = gateway
+        .traffic(t0, Duration::from_millis(1500), "deleted")
+        .await;
+    let last = served
+        .iter()
+        .filter(|(_, s)| *s == name(1))
+        .map(|(t, _)| *t)
+        .max();
     println!("gateway: pod deleted -> last request sent there: {last:?}");
     assert!(last.is_none_or(|t| t < Duration::from_secs(1)), "{last:?}");
     assert!(served.iter().rev().take(8).all(|(_, s)| *s == name(2)));
@@ -196,15 +230,28 @@ async fn an_api_server_outage_of_30_seconds_changes_nothing_for_routing() {
     let pods = Resource::pods();
     server.apply(&Resource::inference_pools(), pool(&sims));
     server.apply(&pods, pod(&sims, 0, true));
-    gateway.wait_metric("shepherd_discovery_endpoints", 1.0).await;
+    gateway
+        .wait_metric("shepherd_discovery_endpoints", 1.0)
+        .await;
 
     server.stop();
-    let served = gateway.traffic(Instant::now(), Duration::from_secs(30), "outage").await;
+    let served = gateway
+        .traffic(Instant::now(), Duration::from_secs(30), "outage")
+        .await;
     assert!(served.len() > 100, "{}", served.len());
-    assert_eq!(gateway.metric("shepherd_discovery_stale{source=\"kubernetes\"}").await, 1.0);
+    assert_eq!(
+        gateway
+            .metric("shepherd_discovery_stale{source=\"kubernetes\"}")
+            .await,
+        1.0
+    );
 
     server.restart().await.unwrap();
     server.apply(&pods, pod(&sims, 1, true));
-    gateway.wait_metric("shepherd_discovery_endpoints", 2.0).await;
-    gateway.wait_metric("shepherd_discovery_stale{source=\"kubernetes\"}", 0.0).await;
+    gateway
+        .wait_metric("shepherd_discovery_endpoints", 2.0)
+        .await;
+    gateway
+        .wait_metric("shepherd_discovery_stale{source=\"kubernetes\"}", 0.0)
+        .await;
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 use serde_json::Value;
 use shepherd_kube_apiserver_double::{ApiServerDouble, Resource, objects};
 use shepherd_runtime::config::{ALPHA_POOL_GROUP, KubernetesConfig};
-use shepherd_runtime::discovery::kubernetes::{ACTIVE_PORTS_ANNOTATION, KubernetesDiscovery, Watched};
+use shepherd_runtime::discovery::kubernetes::{
+    ACTIVE_PORTS_ANNOTATION, KubernetesDiscovery, Watched,
+};
 use shepherd_runtime::discovery::{Discovery, EndpointSet};
 use tokio::sync::watch;
 
@@ -64,13 +66,27 @@ async fn a_ready_pod_is_an_endpoint_per_port_and_leaves_when_not_ready_or_delete
     let server = ApiServerDouble::start().await.unwrap();
     let pods = Resource::pods();
     server.apply(&Resource::inference_pools(), pool(&[APP], &[8000]));
-    server.apply(&pods, pod("a", Some("10.0.0.1"), true, &[APP, ("llm-d.ai/role", "decode")]));
-    server.apply(&pods, pod("other", Some("10.0.0.9"), true, &[("app", "other")]));
+    server.apply(
+        &pods,
+        pod(
+            "a",
+            Some("10.0.0.1"),
+            true,
+            &[APP, ("llm-d.ai/role", "decode")],
+        ),
+    );
+    server.apply(
+        &pods,
+        pod("other", Some("10.0.0.9"), true, &[("app", "other")]),
+    );
     let discovery = start(&server, KubernetesConfig::pool("pool"));
     let mut rx = discovery.subscribe();
     let set = expect(&mut rx, &["10.0.0.1:8000"]).await;
     // Pod labels are endpoint labels: the P/D role filters and label selectors read them.
-    assert_eq!(set.get("10.0.0.1:8000").unwrap().label("llm-d.ai/role"), Some("decode"));
+    assert_eq!(
+        set.get("10.0.0.1:8000").unwrap().label("llm-d.ai/role"),
+        Some("decode")
+    );
 
     server.apply(&pods, pod("b", Some("10.0.0.2"), false, &[APP]));
     stays(&mut rx, &["10.0.0.1:8000"], Duration::from_millis(300)).await;
@@ -112,8 +128,14 @@ async fn selector_and_port_edits_apply_live_and_active_ports_narrow() {
     let pods = Resource::pods();
     let pools = Resource::inference_pools();
     server.apply(&pools, pool(&[("app", "blue")], &[8000]));
-    server.apply(&pods, pod("blue", Some("10.0.0.1"), true, &[("app", "blue")]));
-    server.apply(&pods, pod("green", Some("10.0.0.2"), true, &[("app", "green")]));
+    server.apply(
+        &pods,
+        pod("blue", Some("10.0.0.1"), true, &[("app", "blue")]),
+    );
+    server.apply(
+        &pods,
+        pod("green", Some("10.0.0.2"), true, &[("app", "green")]),
+    );
     let discovery = start(&server, KubernetesConfig::pool("pool"));
     let mut rx = discovery.subscribe();
     expect(&mut rx, &["10.0.0.1:8000"]).await;
@@ -133,9 +155,15 @@ async fn selector_and_port_edits_apply_live_and_active_ports_narrow() {
     server.apply(&pods, narrowed);
     expect(&mut rx, &[]).await;
     // A pod whose labels change out of the selector leaves.
-    server.apply(&pods, pod("green", Some("10.0.0.2"), true, &[("app", "green")]));
+    server.apply(
+        &pods,
+        pod("green", Some("10.0.0.2"), true, &[("app", "green")]),
+    );
     expect(&mut rx, &["10.0.0.2:8000", "10.0.0.2:8001"]).await;
-    server.apply(&pods, pod("green", Some("10.0.0.2"), true, &[("app", "retired")]));
+    server.apply(
+        &pods,
+        pod("green", Some("10.0.0.2"), true, &[("app", "retired")]),
+    );
     expect(&mut rx, &[]).await;
 }
 
@@ -194,7 +222,10 @@ async fn a_missing_pool_gives_no_endpoints_until_it_is_created() {
 async fn the_older_v1alpha2_pool_group_is_watched() {
     let server = ApiServerDouble::start().await.unwrap();
     let pools = Resource::inference_pools_v1alpha2();
-    server.apply(&pools, objects::inference_pool_v1alpha2(NS, "pool", &[APP], 8001));
+    server.apply(
+        &pools,
+        objects::inference_pool_v1alpha2(NS, "pool", &[APP], 8001),
+    );
     server.apply(&Resource::pods(), pod("a", Some("10.0.0.1"), true, &[APP]));
     let config = KubernetesConfig {
         pool_group: ALPHA_POOL_GROUP.into(),
@@ -209,9 +240,15 @@ async fn the_older_v1alpha2_pool_group_is_watched() {
 async fn an_endpoint_selector_works_without_the_crd() {
     let server = ApiServerDouble::start().await.unwrap();
     let pods = Resource::pods();
-    server.apply(&pods, pod("a", Some("10.0.0.1"), true, &[APP, ("env", "prod")]));
+    server.apply(
+        &pods,
+        pod("a", Some("10.0.0.1"), true, &[APP, ("env", "prod")]),
+    );
     server.apply(&pods, pod("b", Some("10.0.0.2"), true, &[APP]));
-    let discovery = start(&server, KubernetesConfig::selector("app=vllm,env=prod", [8000, 8001]));
+    let discovery = start(
+        &server,
+        KubernetesConfig::selector("app=vllm,env=prod", [8000, 8001]),
+    );
     let mut rx = discovery.subscribe();
     expect(&mut rx, &["10.0.0.1:8000", "10.0.0.1:8001"]).await;
 }
@@ -286,7 +323,9 @@ async fn the_runtime_follows_kubernetes_and_a_flapping_pod_keeps_no_stale_in_fli
         kv_events: false,
         ..RuntimeOptions::default()
     };
-    let handle = Runtime::start(RuntimeConfig::default(), options).await.unwrap();
+    let handle = Runtime::start(RuntimeConfig::default(), options)
+        .await
+        .unwrap();
     let pool_of = |handle: &shepherd_runtime::RuntimeHandle| {
         handle
             .pool()
@@ -311,8 +350,16 @@ async fn the_runtime_follows_kubernetes_and_a_flapping_pod_keeps_no_stale_in_fli
     while handle.pool().snapshot().len() != 1 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(pool_of(&handle), [("10.0.0.1:8000".to_string(), 0)], "a fresh endpoint");
-    assert_eq!(handle.in_flight(), 1, "the request on the old endpoint still counts");
+    assert_eq!(
+        pool_of(&handle),
+        [("10.0.0.1:8000".to_string(), 0)],
+        "a fresh endpoint"
+    );
+    assert_eq!(
+        handle.in_flight(),
+        1,
+        "the request on the old endpoint still counts"
+    );
     drop(response);
     assert_eq!(pool_of(&handle), [("10.0.0.1:8000".to_string(), 0)]);
     assert_eq!(handle.in_flight(), 0);

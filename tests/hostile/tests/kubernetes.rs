@@ -39,7 +39,13 @@ fn pod(n: usize, ready: bool) -> Value {
     objects::pod(
         NS,
         &format!("vllm-{n}"),
-        &[("app", "vllm"), ("llm-d.ai/role", if n % 2 == 0 { "decode" } else { "prefill" })],
+        &[
+            ("app", "vllm"),
+            (
+                "llm-d.ai/role",
+                if n.is_multiple_of(2) { "decode" } else { "prefill" },
+            ),
+        ],
         Some(&ip(n)),
         ready,
         &[9],
@@ -67,7 +73,10 @@ async fn wait_endpoints(admin: std::net::SocketAddr, expected: usize) {
         if have as usize == expected {
             return;
         }
-        assert!(Instant::now() < deadline, "{have} endpoints, expected {expected}");
+        assert!(
+            Instant::now() < deadline,
+            "{have} endpoints, expected {expected}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -85,7 +94,10 @@ async fn five_thousand_pods_churning_keep_memory_bounded() {
     server.write_kubeconfig(&kubeconfig, NS).unwrap();
     let pools = Resource::inference_pools();
     let pods = Resource::pods();
-    server.apply(&pools, objects::inference_pool(NS, "pool", &[("app", "vllm")], &[9]));
+    server.apply(
+        &pools,
+        objects::inference_pool(NS, "pool", &[("app", "vllm")], &[9]),
+    );
     for n in 0..PODS {
         server.apply(&pods, pod(n, true));
     }
@@ -98,7 +110,10 @@ async fn five_thousand_pods_churning_keep_memory_bounded() {
     let admin = epp.addr("admin");
     let listed = Instant::now();
     wait_endpoints(admin, PODS).await;
-    println!("first list of {PODS} pods applied in {:?}", listed.elapsed());
+    println!(
+        "first list of {PODS} pods applied in {:?}",
+        listed.elapsed()
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     let baseline = epp.rss_kib();
     let idle_start = cpu_time(epp.pid());
@@ -140,7 +155,7 @@ async fn five_thousand_pods_churning_keep_memory_bounded() {
             }
         }
         events += 1;
-        if events % 50 == 0 {
+        if events.is_multiple_of(50) {
             let rss = epp.rss_kib();
             samples.push(rss / 1024);
             peak = peak.max(rss);

@@ -57,10 +57,18 @@ pub(crate) async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> R
         );
     }
     let Some(target) = parse_path(request.uri().path()) else {
-        return error(StatusCode::NOT_FOUND, "NotFound", "the server could not find the requested resource");
+        return error(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
     };
     let Some(resource) = shared.resources.iter().find(|r| target.matches(r)).cloned() else {
-        return error(StatusCode::NOT_FOUND, "NotFound", "the server could not find the requested resource");
+        return error(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
     };
     let query = parse_query(request.uri().query());
     let labels = match LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str)) {
@@ -136,7 +144,13 @@ fn list(
                     );
                 }
                 Some(parsed) => parsed,
-                None => return error(StatusCode::BAD_REQUEST, "BadRequest", "invalid continue token"),
+                None => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "BadRequest",
+                        "invalid continue token",
+                    );
+                }
             }
         }
         None => (store.rv, 0),
@@ -200,7 +214,8 @@ fn watch_stream(
         let namespace = target.namespace.clone();
         let resource = resource.clone();
         move |change: &Change| {
-            change.resource == resource && namespace.as_deref().is_none_or(|n| n == change.namespace)
+            change.resource == resource
+                && namespace.as_deref().is_none_or(|n| n == change.namespace)
         }
     };
 
@@ -219,7 +234,11 @@ fn watch_stream(
             }
         } else {
             let Ok(rv) = from.parse::<u64>() else {
-                return error(StatusCode::BAD_REQUEST, "BadRequest", "invalid resourceVersion");
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    "invalid resourceVersion",
+                );
             };
             if rv < store.compacted {
                 shared.stats.gone.fetch_add(1, Ordering::Relaxed);

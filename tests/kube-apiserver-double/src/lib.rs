@@ -202,7 +202,11 @@ impl ApiServerDouble {
 
     /// The object, as stored.
     pub fn object(&self, resource: &Resource, namespace: &str, name: &str) -> Option<Value> {
-        self.shared.store.lock().get(resource, namespace, name).cloned()
+        self.shared
+            .store
+            .lock()
+            .get(resource, namespace, name)
+            .cloned()
     }
 
     /// Objects stored (every kind).
@@ -281,8 +285,10 @@ impl ApiServerDouble {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let path = url.strip_prefix(&self.url()).unwrap_or(url);
         let mut stream = tokio::net::TcpStream::connect(self.addr).await?;
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.addr);
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.addr
+        );
         stream.write_all(request.as_bytes()).await?;
         let mut response = Vec::new();
         stream.read_to_end(&mut response).await?;
@@ -292,7 +298,10 @@ impl ApiServerDouble {
             .nth(1)
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
-        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+        let body = text
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_string();
         Ok((status, body))
     }
 }

@@ -62,7 +62,10 @@ pub fn set_ready(pod: &mut Value, ready: bool) {
         .and_then(Value::as_array_mut)
     {
         for condition in conditions {
-            if matches!(condition["type"].as_str(), Some("Ready" | "ContainersReady")) {
+            if matches!(
+                condition["type"].as_str(),
+                Some("Ready" | "ContainersReady")
+            ) {
                 condition["status"] = json!(text);
             }
         }
@@ -79,7 +82,12 @@ pub fn annotate(pod: &mut Value, key: &str, value: &str) {
 
 /// An `inference.networking.k8s.io/v1` InferencePool selecting `labels` on `ports`, with
 /// an endpoint picker reference to `picker`.
-pub fn inference_pool(namespace: &str, name: &str, labels: &[(&str, &str)], ports: &[u16]) -> Value {
+pub fn inference_pool(
+    namespace: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+    ports: &[u16],
+) -> Value {
     let match_labels: serde_json::Map<String, Value> = labels
         .iter()
         .map(|(k, v)| ((*k).to_string(), json!(v)))

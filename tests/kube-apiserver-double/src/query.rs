@@ -98,7 +98,10 @@ mod tests {
     #[test]
     fn paths_and_queries() {
         let t = parse_path("/api/v1/namespaces/ns/pods").unwrap();
-        assert_eq!((t.plural.as_str(), t.namespace.as_deref()), ("pods", Some("ns")));
+        assert_eq!(
+            (t.plural.as_str(), t.namespace.as_deref()),
+            ("pods", Some("ns"))
+        );
         let t = parse_path("/apis/inference.networking.k8s.io/v1/namespaces/ns/inferencepools/p")
             .unwrap();
         assert_eq!(t.name.as_deref(), Some("p"));

@@ -147,7 +147,10 @@ impl FieldSelector {
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(path, equal, value)| {
             let pointer = format!("/{}", path.replace('.', "/"));
-            let actual = object.pointer(&pointer).and_then(Value::as_str).unwrap_or("");
+            let actual = object
+                .pointer(&pointer)
+                .and_then(Value::as_str)
+                .unwrap_or("");
             (actual == value) == *equal
         })
     }
@@ -173,7 +176,11 @@ mod tests {
             ("tier notin (gpu)", false),
             ("", true),
         ] {
-            assert_eq!(LabelSelector::parse(selector).unwrap().matches(&pod), expected, "{selector}");
+            assert_eq!(
+                LabelSelector::parse(selector).unwrap().matches(&pod),
+                expected,
+                "{selector}"
+            );
         }
         assert!(LabelSelector::parse("a b").is_err());
     }
@@ -181,8 +188,16 @@ mod tests {
     #[test]
     fn field_terms() {
         let pod = json!({"metadata": {"name": "a", "namespace": "ns"}});
-        assert!(FieldSelector::parse("metadata.name=a").unwrap().matches(&pod));
-        assert!(!FieldSelector::parse("metadata.name!=a").unwrap().matches(&pod));
+        assert!(
+            FieldSelector::parse("metadata.name=a")
+                .unwrap()
+                .matches(&pod)
+        );
+        assert!(
+            !FieldSelector::parse("metadata.name!=a")
+                .unwrap()
+                .matches(&pod)
+        );
         assert!(FieldSelector::parse("spec.nodeName=x").is_err());
     }
 }

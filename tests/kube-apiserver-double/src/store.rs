@@ -38,7 +38,12 @@ impl Resource {
 
     /// `inference.networking.k8s.io/v1` InferencePool.
     pub fn inference_pools() -> Self {
-        Resource::new("inference.networking.k8s.io", "v1", "inferencepools", "InferencePool")
+        Resource::new(
+            "inference.networking.k8s.io",
+            "v1",
+            "inferencepools",
+            "InferencePool",
+        )
     }
 
     /// `inference.networking.x-k8s.io/v1alpha2` InferencePool (the older group).

@@ -18,8 +18,8 @@ use shepherd_scheduler_core::flow::{
 };
 
 use super::{
-    DiscoveryConfig, EndpointSpec, GatewayConfig, LoadError, ReplicasConfig, RuntimeConfig, ScrapingConfig,
-    ServerConfig,
+    DiscoveryConfig, EndpointSpec, GatewayConfig, LoadError, ReplicasConfig, RuntimeConfig,
+    ScrapingConfig, ServerConfig,
 };
 use crate::mapping::{
     CORE_METRICS_EXTRACTOR_TYPE, CoreMetricsExtractorParams, METRICS_DATA_SOURCE_TYPE,

@@ -45,7 +45,9 @@ pub enum SelectorError {
     #[error("{0:?} is not a label key ([prefix/]name, name of 1-63 alphanumerics, '-', '_', '.')")]
     Key(String),
     /// A value that is not a Kubernetes label value.
-    #[error("{value:?} (for {key:?}) is not a label value (at most 63 alphanumerics, '-', '_', '.')")]
+    #[error(
+        "{value:?} (for {key:?}) is not a label value (at most 63 alphanumerics, '-', '_', '.')"
+    )]
     Value {
         /// The key.
         key: String,
@@ -175,8 +177,12 @@ fn is_dns_subdomain(text: &str) -> bool {
             let bytes = part.as_bytes();
             !part.is_empty()
                 && part.len() <= 63
-                && bytes.first().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-                && bytes.last().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && bytes
+                    .first()
+                    .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && bytes
+                    .last()
+                    .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
                 && bytes
                     .iter()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
@@ -209,6 +215,9 @@ mod tests {
             Err(SelectorError::Duplicate("a".into()))
         );
         let many: String = (0..65).map(|i| format!("k{i}=v,")).collect();
-        assert_eq!(many.parse::<LabelSelector>(), Err(SelectorError::TooMany(65)));
+        assert_eq!(
+            many.parse::<LabelSelector>(),
+            Err(SelectorError::TooMany(65))
+        );
     }
 }

@@ -317,7 +317,9 @@ impl Runtime {
 #[cfg(feature = "kubernetes")]
 async fn kubernetes_discovery(config: &RuntimeConfig) -> Result<Arc<dyn Discovery>, RuntimeError> {
     let Some(kubernetes) = &config.discovery.kubernetes else {
-        return Err(RuntimeError::Discovery("no discovery.kubernetes section".into()));
+        return Err(RuntimeError::Discovery(
+            "no discovery.kubernetes section".into(),
+        ));
     };
     let discovery = crate::discovery::kubernetes::KubernetesDiscovery::start(kubernetes)
         .await

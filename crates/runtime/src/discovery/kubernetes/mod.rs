@@ -62,9 +62,7 @@ use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 
 pub use backoff::WatchBackoff;
-pub use pods::{
-    ACTIVE_PORTS_ANNOTATION, LEGACY_ACTIVE_PORTS_ANNOTATION, ServingPod, active_ports,
-};
+pub use pods::{ACTIVE_PORTS_ANNOTATION, LEGACY_ACTIVE_PORTS_ANNOTATION, ServingPod, active_ports};
 pub use pool::{PoolError, PoolSpec};
 pub use stats::{DiscoveryStats, Watched};
 
@@ -83,7 +81,9 @@ pub enum KubernetesError {
     #[error("Kubernetes discovery: {0}")]
     Config(String),
     /// No in-cluster credentials and no usable kubeconfig.
-    #[error("Kubernetes discovery: no API server credentials (in-cluster service account or kubeconfig): {0}")]
+    #[error(
+        "Kubernetes discovery: no API server credentials (in-cluster service account or kubeconfig): {0}"
+    )]
     Credentials(#[source] kube::config::InferConfigError),
     /// The client could not be built from the credentials.
     #[error("Kubernetes discovery: cannot build the API client: {0}")]

@@ -166,6 +166,9 @@ mod tests {
     #[test]
     fn annotation_entries_as_upstream_scans_them() {
         assert_eq!(active_ports(Some("8000abc,x,0"), &[8000, 8001]), [8000]);
-        assert_eq!(active_ports(Some(" 8001 ,8000"), &[8000, 8001]), [8000, 8001]);
+        assert_eq!(
+            active_ports(Some(" 8001 ,8000"), &[8000, 8001]),
+            [8000, 8001]
+        );
     }
 }

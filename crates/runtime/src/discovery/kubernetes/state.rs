@@ -55,7 +55,8 @@ impl PodTable {
     /// A pod of the (re)list.
     pub(crate) fn relisted(&mut self, pod: &Pod) {
         let relist = self.relist.get_or_insert_with(HashMap::new);
-        if let (Some(name), Some(serving)) = (pod.metadata.name.as_deref(), ServingPod::from_pod(pod))
+        if let (Some(name), Some(serving)) =
+            (pod.metadata.name.as_deref(), ServingPod::from_pod(pod))
         {
             relist.insert(name.to_string(), serving);
         }

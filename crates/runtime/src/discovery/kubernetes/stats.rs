@@ -135,7 +135,11 @@ impl DiscoveryStats {
 
 impl MetricsSource for DiscoveryStats {
     fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
-        v.gauge(STALE, &[("source", "kubernetes")], f64::from(u8::from(self.stale())));
+        v.gauge(
+            STALE,
+            &[("source", "kubernetes")],
+            f64::from(u8::from(self.stale())),
+        );
         for watched in [Watched::Pool, Watched::Pods] {
             let labels = [("resource", watched.label())];
             v.counter(ERRORS, &labels, self.errors(watched));

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -99,7 +99,12 @@ impl Driver {
         if let Some(spec) = spec {
             running.use_spec(spec);
         }
-        let probe_every = running.driver.backoff.clone().next().unwrap_or(Duration::from_millis(500))
+        let probe_every = running
+            .driver
+            .backoff
+            .clone()
+            .next()
+            .unwrap_or(Duration::from_millis(500))
             .max(Duration::from_millis(100));
         loop {
             let publish_at = running.publish_at();
@@ -148,7 +153,10 @@ impl Running {
     /// Puts `spec` in force: a new selector starts a new pods watch, and the set in force
     /// stays until its list is done (then the pool moves in one step).
     fn use_spec(&mut self, spec: PoolSpec) {
-        let selector_changed = self.spec.as_ref().is_none_or(|s| s.selector != spec.selector);
+        let selector_changed = self
+            .spec
+            .as_ref()
+            .is_none_or(|s| s.selector != spec.selector);
         if selector_changed {
             self.holding = self.spec.is_some();
             let api: Api<Pod> = Api::namespaced(self.driver.client.clone(), &self.driver.namespace);
@@ -157,7 +165,10 @@ impl Running {
                 .timeout(self.driver.watch_timeout_secs);
             self.pods = Some(boxed(watcher::watcher(api, config), &self.driver.backoff));
         }
-        self.driver.stats.pool_present.store(true, Ordering::Relaxed);
+        self.driver
+            .stats
+            .pool_present
+            .store(true, Ordering::Relaxed);
         self.spec = Some(spec);
         self.dirty = true;
     }
@@ -243,7 +254,10 @@ impl Running {
         self.pods = None;
         self.holding = false;
         self.table.clear();
-        self.driver.stats.pool_present.store(false, Ordering::Relaxed);
+        self.driver
+            .stats
+            .pool_present
+            .store(false, Ordering::Relaxed);
         self.dirty = true;
     }
 
