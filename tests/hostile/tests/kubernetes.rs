@@ -43,7 +43,11 @@ fn pod(n: usize, ready: bool) -> Value {
             ("app", "vllm"),
             (
                 "llm-d.ai/role",
-                if n.is_multiple_of(2) { "decode" } else { "prefill" },
+                if n.is_multiple_of(2) {
+                    "decode"
+                } else {
+                    "prefill"
+                },
             ),
         ],
         Some(&ip(n)),

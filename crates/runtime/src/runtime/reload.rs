@@ -36,7 +36,8 @@ pub struct ReloadOutcome {
     pub endpoints_changed: bool,
     /// The scraping settings changed (the scraper restarted its workers).
     pub scraping_changed: bool,
-    /// The `server` section changed: listeners only move on a restart.
+    /// The `server`, `gateway`, `flowControl` or `discovery` section changed: those take
+    /// effect on a restart.
     pub restart_needed: bool,
 }
 
@@ -159,7 +160,8 @@ impl Applier {
             scraping_changed: current.scraping != next.scraping,
             restart_needed: current.server != next.server
                 || current.gateway != next.gateway
-                || current.flow_control != next.flow_control,
+                || current.flow_control != next.flow_control
+                || current.discovery != next.discovery,
         };
         if !outcome.changed() {
             return Ok(outcome);
@@ -202,7 +204,7 @@ impl Applier {
         }
         if outcome.restart_needed {
             tracing::warn!(
-                "the config's `server`, `gateway` or `flowControl` section changed; it takes effect on a restart"
+                "the config's `server`, `gateway`, `flowControl` or `discovery` section changed; it takes effect on a restart"
             );
         }
         for warning in next.warnings() {
