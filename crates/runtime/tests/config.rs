@@ -408,3 +408,53 @@ fn the_holdback_example_of_the_guide_loads() {
     );
     assert!(config.warnings().is_empty());
 }
+
+#[test]
+fn the_discovery_section_is_checked_as_upstream_checks_its_flags() {
+    use shepherd_runtime::config::{DEFAULT_PUBLISH_INTERVAL_MS, KubernetesConfig};
+
+    let config = RuntimeConfig::from_yaml(
+        "discovery:\n  kubernetes:\n    endpointSelector: app=vllm,env=prod\n    endpointTargetPorts: [8000, 8001]\n",
+    )
+    .unwrap();
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    let kubernetes: &KubernetesConfig = config.discovery.kubernetes.as_ref().unwrap();
+    assert_eq!(kubernetes.endpoint_target_ports, [8000, 8001]);
+    assert_eq!(kubernetes.publish_interval_ms, DEFAULT_PUBLISH_INTERVAL_MS);
+
+    for (yaml, expected) in [
+        (
+            "discovery:\n  kubernetes:\n    poolName: p\n    endpointSelector: a=b\n",
+            "exactly one",
+        ),
+        ("discovery:\n  kubernetes: {}\n", "exactly one"),
+        (
+            "discovery:\n  kubernetes:\n    endpointSelector: a=b\n",
+            "endpointTargetPorts",
+        ),
+        (
+            "discovery:\n  kubernetes:\n    endpointSelector: a=b\n    endpointTargetPorts: [1,2,3,4,5,6,7,8,9]\n",
+            "1 to 8",
+        ),
+        (
+            "discovery:\n  kubernetes:\n    endpointSelector: 'a b'\n    endpointTargetPorts: [1]\n",
+            "endpointSelector",
+        ),
+        (
+            "discovery:\n  kubernetes:\n    poolName: p\n    poolGroup: example.com\n",
+            "poolGroup",
+        ),
+        (
+            "discovery:\n  kubernetes:\n    poolName: p\n    backoffInitialMs: 0\n",
+            "backoffInitialMs",
+        ),
+    ] {
+        let error = RuntimeConfig::from_yaml(yaml).unwrap_err().to_string();
+        assert!(error.contains("discovery.kubernetes"), "{error}");
+        assert!(error.contains(expected), "{yaml}: {error}");
+    }
+    // Unknown keys are refused, with their line.
+    let error =
+        RuntimeConfig::from_yaml("discovery:\n  kubernetes:\n    poolname: p\n").unwrap_err();
+    assert_eq!(error.line(), Some(3), "{error}");
+}
