@@ -3,7 +3,7 @@
 use shepherd_scheduler_core::config::Registry;
 
 use crate::admitters::latency_slo;
-use crate::disagg::{deciders, profile_handler};
+use crate::disagg::{deciders, pd_profile_handler, profile_handler};
 use crate::filters::lora_affinity as lora_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier};
 use crate::pickers::{max_score, random, weighted_random};
@@ -28,7 +28,7 @@ use crate::scorers::{
 ///   `by-label`, `decode-filter`, `prefill-filter`, `encode-filter`,
 ///   `prefix-cache-affinity-filter`, `slo-headroom-tier-filter`;
 /// - admitters: `latency-slo-admitter`;
-/// - disaggregation: `disagg-profile-handler`, `prefix-based-pd-decider`,
+/// - disaggregation: `disagg-profile-handler` (and its deprecated alias `pd-profile-handler`), `prefix-based-pd-decider`,
 ///   `always-disagg-pd-decider`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
 ///
@@ -78,6 +78,7 @@ pub fn builtin_registry() -> Registry {
         .register(slo_headroom_tier::TYPE_NAME, slo_headroom_tier::factory)
         .register(latency_slo::TYPE_NAME, latency_slo::factory)
         .register(profile_handler::TYPE_NAME, profile_handler::factory)
+        .register(pd_profile_handler::TYPE_NAME, pd_profile_handler::factory)
         .register(
             deciders::PREFIX_BASED_TYPE_NAME,
             deciders::prefix_based_factory,

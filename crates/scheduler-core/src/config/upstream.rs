@@ -14,7 +14,7 @@
 //!
 //! assert_eq!(upstream_type("queue-scorer").unwrap().status, Status::Registry);
 //! assert_eq!(
-//!     upstream_type("pd-profile-handler").unwrap().status,
+//!     upstream_type("always-disagg-multimodal-decider").unwrap().status,
 //!     Status::NotYet(Area::Disaggregation)
 //! );
 //! assert!(upstream_type("my-own-scorer").is_none());
@@ -159,9 +159,9 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("random-picker", Picker, Registry),
     entry("weighted-random-picker", Picker, Registry),
     noted("single-profile-handler", ProfileHandler, Framework, "Shepherd's scheduler always runs one profile per request; several profiles without a handler load too (the first is used)"),
-    noted("disagg-headers-handler", ProfileHandler, NotYet(Disaggregation), "deprecated upstream name of `disagg-profile-handler`"),
-    noted("prefill-header-handler", ProfileHandler, NotYet(Disaggregation), "deprecated upstream name of `disagg-profile-handler`"),
-    noted("pd-profile-handler", ProfileHandler, NotYet(Disaggregation), "deprecated upstream name of `disagg-profile-handler`"),
+    noted("disagg-headers-handler", Control, Framework, "deprecated upstream (PreRequest): the `disagg-profile-handler` now does its job, and in Shepherd the adapters send `x-prefiller-host-port`; its parameters are accepted and unused (a warning)"),
+    noted("prefill-header-handler", Control, Framework, "deprecated upstream name of `disagg-headers-handler` (accepted the same way)"),
+    noted("pd-profile-handler", ProfileHandler, Registry, "deprecated upstream alias of `disagg-profile-handler` with the flat parameters (`decodeProfile`, `prefillProfile`, `deciderPluginName` defaulting to `prefix-based-pd-decider`, which must be declared); unknown keys ignored as upstream; a `primaryPort` is checked and not applied: Shepherd sends the picked rank's own `ip:port`"),
     noted("disagg-profile-handler", ProfileHandler, Registry, "decode then prefill (`decode-first`; `prefill-first` and encode deciders are refused); the prefill stage's hooks see the request id `<id>:prefill`; a prefill profile that finds no server leaves the request aggregated on the decode server; the adapters send `x-prefiller-host-port`"),
     entry("always-disagg-pd-decider", Decider, Registry),
     noted("prefix-based-pd-decider", Decider, Registry, "prompt tokens are Shepherd's estimate (token ids, else 4 bytes a token); the cached part is the decode profile's prefix estimate for the decode server"),
@@ -216,7 +216,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("multicluster-metrics-data-source", DataSource, NotYet(MultiCluster)),
     entry("multicluster-metrics-extractor", DataExtractor, NotYet(MultiCluster)),
     entry("k8s-notification-source", DataSource, NotYet(DataLayer)),
-    entry("endpoint-notification-source", DataSource, NotYet(DataLayer)),
+    noted("endpoint-notification-source", DataSource, Framework, "the pool's membership does its job: the KV-event subscriptions and the producers hear of endpoints added and removed; its extractors (`precise-prefix-cache-producer`, `mm-embeddings-cache-producer`) are the producers declared in `plugins`"),
     entry("request-attribute-reporter", Control, NotYet(RequestControl)),
     noted("openai-parser", Parser, Framework, "claims chat/completions, completions, embeddings, responses (and the two `/render` sub-paths); `conversations` and `images/generations` are not claimed (the fallback, if any, forwards them); paths match at a `/` boundary"),
     entry("vllmgrpc-parser", Parser, NotYet(Parsers)),
@@ -256,6 +256,25 @@ pub const SHEPHERD_EXTENSIONS: &[&str] = &[
 /// The upstream entry for `name`.
 pub fn upstream_type(name: &str) -> Option<&'static UpstreamType> {
     UPSTREAM_TYPES.iter().find(|t| t.name == name)
+}
+
+/// The message a reference to a not-yet-implemented upstream type gets wherever it is refused
+/// (a flow-control policy reference, say): the same words as
+/// [`ConfigError::NotImplemented`](super::ConfigError::NotImplemented). `None` for a type that
+/// is not such an upstream type.
+pub fn not_implemented_message(plugin_type: &str) -> Option<String> {
+    let t = upstream_type(plugin_type)?;
+    let Status::NotYet(area) = t.status else {
+        return None;
+    };
+    let note = if t.note.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", t.note)
+    };
+    Some(format!(
+        "type `{plugin_type}` is an upstream plugin type Shepherd does not implement yet (area: {area}){note}"
+    ))
 }
 
 impl UpstreamType {
