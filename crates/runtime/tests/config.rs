@@ -431,3 +431,15 @@ fn an_upstream_shaped_file_without_scheduling_plugins_gets_upstreams_default_not
     );
     assert!(RuntimeConfig::from_yaml(&short).unwrap().policy_is_preset);
 }
+
+#[test]
+fn plugin_parameters_accepted_and_unused_are_warned_about() {
+    let config = RuntimeConfig::from_yaml(
+        "plugins:\n- type: precise-prefix-cache-scorer\n  parameters:\n    indexerConfig:\n      prefixStoreConfig: {cacheSize: 500000, blockSize: 256}\n      tokenizersPoolConfig: {modelName: m, workersCount: 8}\n",
+    )
+    .unwrap();
+    let warnings: Vec<String> = config.warnings().iter().map(|w| w.to_string()).collect();
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert!(warnings[0].contains("deprecated upstream"), "{warnings:?}");
+    assert!(warnings[1].contains("`precise-prefix-cache-scorer` (precise-prefix-cache-scorer): `indexerConfig.prefixStoreConfig`"), "{warnings:?}");
+}

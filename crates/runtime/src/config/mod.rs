@@ -171,10 +171,22 @@ impl RuntimeConfig {
         Self::from_yaml_at(&text, path)
     }
 
-    /// Top-level sections that will be ignored, one warning each (Shepherd's own sections are
-    /// never among them).
+    /// What loads without effect, one warning each: top-level sections that will be ignored
+    /// (Shepherd's own sections are never among them), upstream settings and entries accepted
+    /// as no-ops, and plugin parameters accepted and unused.
     pub fn warnings(&self) -> Vec<ConfigWarning> {
-        self.policy.warnings()
+        let mut warnings = self.policy.warnings();
+        for plugin in &self.policy.plugins {
+            warnings.extend(
+                shepherd_scorers::parameter_warnings(&plugin.plugin_type, &plugin.parameters)
+                    .into_iter()
+                    .map(|message| ConfigWarning {
+                        section: "plugins".into(),
+                        message: format!("`{}` ({}): {message}", plugin.name(), plugin.plugin_type),
+                    }),
+            );
+        }
+        warnings
     }
 
     /// The static endpoints' addresses, as the pool names them.

@@ -175,7 +175,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     noted("active-request-scorer", Scorer, Registry, "counts the scheduler's own in-flight requests; `requestTimeout` and `inFlightLoadProducerName` are accepted and ignored"),
     noted("precise-prefix-cache-scorer", Scorer, Registry, "deprecated upstream; a `precise-prefix-cache-producer` and a `prefix-cache-scorer` over it in one plugin, with the producer's differences"),
     entry("mm-embeddings-cache-scorer", Scorer, NotYet(Multimodal)),
-    noted("precise-prefix-cache-producer", Producer, Registry, "Shepherd hashes the token ids the events carry with its own chained hash (`hashSeed` not needed); GPU blocks of the first KV-cache group only; pods come from Shepherd's endpoints (`podLabelSelector`, `podNamespace` ignored; per-endpoint addresses from labels); the in-memory index only; `speculativeIndexing: true` refused"),
+    noted("precise-prefix-cache-producer", Producer, Registry, "Shepherd hashes the token ids the events carry with its own chained hash (`hashSeed` not needed); GPU blocks of the first KV-cache group only; pods come from Shepherd's endpoints (`podLabelSelector`, `podNamespace` ignored; per-endpoint addresses from labels); the in-memory index only; `indexerConfig.tokenizersPoolConfig` and nested keys upstream's decoder ignores (`prefixStoreConfig`, say) accepted and unused, a warning each"),
     entry("header-profile-handler", ProfileHandler, NotYet(SchedulingPlugins)),
     entry("endpoint-attribute-scorer", Scorer, NotYet(SchedulingPlugins)),
     entry("topology-affinity-scorer", Scorer, NotYet(Topology)),

@@ -14,6 +14,7 @@ mod indexes;
 mod kv_event_limits;
 pub(crate) mod link;
 pub mod precise_prefix;
+mod precise_warnings;
 pub mod predicted_latency;
 mod prefix_producer;
 pub mod token;
