@@ -220,8 +220,10 @@ impl ExtProcService {
         ExternalProcessorServer::new(self).max_decoding_message_size(limit)
     }
 
-    /// Picks for a complete request: admission, then the scheduler.
-    pub async fn pick(&self, job: PickJob) -> Result<Decision, Rejection> {
+    /// Picks for a complete request: admission, then (when a `token-producer` has the `vllm`
+    /// backend) the model server's render of the prompt (`shepherd_runtime::render`; `body`
+    /// is the request's body as it came), then the scheduler.
+    pub async fn pick(&self, job: PickJob, body: &[u8]) -> Result<Decision, Rejection> {
         let admitted = match &self.shared.admission {
             Some(admission) => admission.admit(&job.request).await?,
             None => Admitted::now(),
@@ -230,7 +232,10 @@ impl ExtProcService {
             subset: job.subset.as_deref(),
             ..Default::default()
         };
+        let scheduler = self.shared.scheduler.load_full();
+        let rendered = shepherd_runtime::render::prepare(&scheduler, &job.request, body).await;
         let decision = self.shared.scheduler.schedule_with(&job.request, options);
+        drop(rendered);
         // Scheduled (or not): the scheduler now counts it; the admission's hold ends.
         drop(admitted);
         Ok(decision?)
@@ -303,8 +308,9 @@ impl ExtProcService {
             let replies = match exchange.on_message(message) {
                 Ok(Step::Reply(replies)) => replies,
                 Ok(Step::Pick(job)) => {
+                    let body = exchange.pending_body().unwrap_or_default();
                     let outcome = tokio::select! {
-                        outcome = self.pick(job) => outcome,
+                        outcome = self.pick(job, body) => outcome,
                         () = tx.closed() => break 'stream,
                     };
                     exchange.picked(outcome)

@@ -135,10 +135,15 @@ async fn forward(
         ),
         None => None,
     };
+    // A token-producer with the `vllm` backend: the model server renders the prompt first
+    // (the pick reads the ids; a failed render leaves the request without them).
+    let rendered =
+        shepherd_runtime::render::prepare(&inner.scheduler.load_full(), &request, &body).await;
     let decision = inner
         .scheduler
         .schedule_with(&request, ScheduleOptions::default())
         .map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds));
+    drop(rendered);
     drop(permit);
     let decision = decision?;
     drop(request);

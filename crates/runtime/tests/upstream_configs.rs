@@ -509,3 +509,35 @@ fn malformed_variants_name_the_file_line_and_key() {
         Some(line_of(name, "  pluginRef: concurrency-detector"))
     );
 }
+
+#[test]
+fn the_precise_configs_load_with_the_vllm_render_backend() {
+    use shepherd_scorers::producers::TokenProducer;
+    for (name, url, model) in [
+        (
+            "precise-prefix-split.yaml",
+            "http://localhost:8000",
+            "hf-repo/model-name",
+        ),
+        (
+            "precise-scorer-sim-kvcache.yaml",
+            "http://localhost:8000",
+            "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+        ),
+    ] {
+        let config = load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let shared = shepherd_scheduler_core::shared::SharedState::new(Arc::new(Pool::new()));
+        shepherd_scheduler_core::config::build_scheduler_in(
+            &config.policy,
+            &builtin_registry(),
+            &shared,
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let tokens = shared
+            .resources
+            .get::<TokenProducer>("token-producer")
+            .unwrap();
+        let render = tokens.render_backend().expect("the vllm backend");
+        assert_eq!((render.base_url(), render.model()), (url, model), "{name}");
+    }
+}

@@ -13,6 +13,7 @@
 
 use crate::producers::PrecisePrefixParameters;
 use crate::producers::precise_prefix;
+use crate::producers::token::{self, TokenProducerParameters, hub_cache_roots};
 
 /// The warnings for a plugin of `plugin_type` with `parameters` (none for types that refuse
 /// what they do not use, or parameters that do not parse: building them says why).
@@ -21,6 +22,12 @@ pub fn parameter_warnings(plugin_type: &str, parameters: &serde_json::Value) -> 
     if precise.contains(&plugin_type) && !parameters.is_null() {
         return serde_json::from_value::<PrecisePrefixParameters>(parameters.clone())
             .map(|p| p.warnings())
+            .unwrap_or_default();
+    }
+    let tokens = [token::TYPE_NAME, token::LEGACY_TYPE_NAME];
+    if tokens.contains(&plugin_type) && !parameters.is_null() {
+        return serde_json::from_value::<TokenProducerParameters>(parameters.clone())
+            .map(|p| p.warnings_in(&hub_cache_roots()))
             .unwrap_or_default();
     }
     Vec::new()
