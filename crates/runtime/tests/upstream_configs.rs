@@ -61,10 +61,11 @@ fn scorers(list: &[(&str, f64)]) -> Vec<(String, f64)> {
 
 /// Where fixtures come from: the llm-d router (today's picker), the inference scheduler and
 /// the llm-d guides (whose configs are still in use).
-const SOURCES: [&str; 3] = [
+const SOURCES: [&str; 4] = [
     "llm-d router @ ebab68792, ",
     "llm-d inference scheduler @ 520af47, ",
     "llm-d P/D disaggregation guide, ",
+    "llm-d optimized-baseline guide, ",
 ];
 
 #[test]
@@ -540,4 +541,37 @@ fn the_precise_configs_load_with_the_vllm_render_backend() {
         let render = tokens.render_backend().expect("the vllm backend");
         assert_eq!((render.base_url(), render.model()), (url, model), "{name}");
     }
+}
+
+#[test]
+fn llm_ds_default_sticks_to_the_prefix_until_its_server_saturates() {
+    let config = load("optimized-baseline-sticky.yaml").unwrap();
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000"]);
+    let scheduler =
+        build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    let prompt = "a long shared system prompt for the sticky test. ".repeat(80);
+    let request = |id: &str| {
+        shepherd_scheduler_core::request::InferenceRequest::new(
+            id,
+            "m",
+            shepherd_scheduler_core::request::Prompt::Text(prompt.clone()),
+        )
+    };
+    let first = scheduler.schedule(&request("r1")).unwrap();
+    let home = first.primary().address().to_string();
+    drop(first);
+    for i in 0..10 {
+        let again = scheduler.schedule(&request(&format!("s{i}"))).unwrap();
+        assert_eq!(again.primary().address(), home, "sticky");
+    }
+    // The home server has more prefill queued than the 18 s TTFT penalty allows at upstream's
+    // peak prefill throughput (15928 tokens/s): the filter keeps everyone and the token load
+    // sends the request elsewhere.
+    let snapshot = pool.snapshot();
+    let home_endpoint = snapshot.get_by_address(&home).unwrap();
+    let _busy = home_endpoint.start_request_uncached(400_000, 400_000);
+    let spilled = scheduler.schedule(&request("spill")).unwrap();
+    assert_ne!(spilled.primary().address(), home, "saturated: spilled");
 }

@@ -8,10 +8,11 @@ use crate::filters::lora_affinity as lora_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
-use crate::producers::{approx_prefix, precise_prefix, predicted_latency, token};
+use crate::producers::{approx_prefix, inflight_load, precise_prefix, predicted_latency, token};
 use crate::scorers::{
     active_request, hot_prefix, kv_cache, latency, load_aware, lora_affinity, no_hit_lru,
     prefill_duty, prefill_load, queue, rendezvous, running_requests, session_affinity, slo_class,
+    token_load,
 };
 
 /// A [`Registry`] holding every built-in plugin type under the llm-d router's (formerly the
@@ -67,6 +68,8 @@ pub fn builtin_registry() -> Registry {
         .register(load_aware::TYPE_NAME, load_aware::factory)
         .register(no_hit_lru::TYPE_NAME, no_hit_lru::factory)
         .register(prefill_load::TYPE_NAME, prefill_load::factory)
+        .register(token_load::TYPE_NAME, token_load::factory)
+        .register(inflight_load::TYPE_NAME, inflight_load::factory)
         .register(prefill_duty::TYPE_NAME, prefill_duty::factory)
         .register(lora_affinity::TYPE_NAME, lora_affinity::factory)
         .register(session_affinity::TYPE_NAME, session_affinity::factory)

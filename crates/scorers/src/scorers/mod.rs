@@ -9,6 +9,7 @@
 //! | `load-aware-scorer` | distribution | 0.5 × (1 − waiting / threshold), empty queue 0.5 |
 //! | `no-hit-lru-scorer` | distribution | cold requests: endpoints least recently given a cold request first; warm requests 0.5 |
 //! | `prefill-load-scorer` | distribution | shortest expected prefill wait: pending prefill + this request's uncached tokens (relative to the worst) |
+//! | `token-load-scorer` | distribution | upstream's: `1 − min(load, queueThresholdTokens) / queueThresholdTokens`, load = in-flight tokens (the `inflight-load-producer`'s: pending prefill by default) + this request's uncached tokens there |
 //! | `prefill-duty-scorer` | distribution | Shepherd's: least pending prefill averaged over the last `windowMs` (relative to the busiest, at least `scaleTokens`): decodes keep off the servers that have been prefilling |
 //! | `latency-scorer` | distribution | lowest predicted TTFT (+ `tpotWeight` × TPOT) from a model learned online from finished requests; neutral until the model is ready |
 //! | `lora-affinity-scorer` | affinity | adapter running 1, room to load 0.8, waiting 0.6, else 0 |
@@ -39,6 +40,7 @@ pub mod session_affinity;
 pub mod session_source;
 mod session_store;
 pub mod slo_class;
+pub mod token_load;
 
 pub use active_request::{ActiveRequestParameters, ActiveRequestScorer};
 pub use hot_prefix::{HotPrefixParameters, HotPrefixScorer};
@@ -54,3 +56,4 @@ pub use rendezvous::{RendezvousAffinityScorer, RendezvousParameters};
 pub use running_requests::RunningRequestsScorer;
 pub use session_affinity::{SessionAffinityParameters, SessionAffinityScorer};
 pub use slo_class::{SloClass, SloClassParameters, SloClassScorer};
+pub use token_load::{TokenLoadParameters, TokenLoadScorer};
