@@ -575,3 +575,49 @@ fn llm_ds_default_sticks_to_the_prefix_until_its_server_saturates() {
     let spilled = scheduler.schedule(&request("spill")).unwrap();
     assert_ne!(spilled.primary().address(), home, "saturated: spilled");
 }
+
+#[test]
+fn context_length_aware_routes_by_the_endpoints_range_labels() {
+    let config = load("context-length-filtering.yaml").unwrap();
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"]);
+    let snapshot = pool.snapshot();
+    for (address, range) in [
+        ("10.0.0.1:8000", "0-2048"),
+        ("10.0.0.2:8000", "2049-131072"),
+    ] {
+        let labels = [(
+            "llm-d.ai/context-length-range".to_string(),
+            range.to_string(),
+        )];
+        snapshot
+            .get_by_address(address)
+            .unwrap()
+            .set_labels(labels.into_iter().collect());
+    }
+    // 10.0.0.3 has no label: kept by the filter, scored 0.5.
+    let scheduler =
+        build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    let pick = |bytes: usize| {
+        let request = shepherd_scheduler_core::request::InferenceRequest::new(
+            "r",
+            "m",
+            shepherd_scheduler_core::request::Prompt::Text("x".repeat(bytes)),
+        );
+        scheduler
+            .schedule(&request)
+            .unwrap()
+            .primary()
+            .address()
+            .to_string()
+    };
+    assert_eq!(pick(4 * 1000), "10.0.0.1:8000"); // 1,000 tokens
+    // 50,000 tokens: only the wide range and the unlabelled endpoint pass the filter, and, as
+    // upstream scores them, an unlabelled endpoint (0.5) beats a range that wide (0.47).
+    assert_eq!(pick(4 * 50_000), "10.0.0.3:8000");
+    // Past every range: the labelled endpoints are filtered out, the unlabelled one serves.
+    assert_eq!(pick(4 * 200_000), "10.0.0.3:8000");
+    // Without the unlabelled endpoint, the long prompt goes to the long-context server.
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000"]);
+    assert_eq!(pick(4 * 50_000), "10.0.0.2:8000");
+}

@@ -10,9 +10,9 @@ use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
 use crate::producers::{approx_prefix, inflight_load, precise_prefix, predicted_latency, token};
 use crate::scorers::{
-    active_request, hot_prefix, kv_cache, latency, load_aware, lora_affinity, no_hit_lru,
-    prefill_duty, prefill_load, queue, rendezvous, running_requests, session_affinity, slo_class,
-    token_load,
+    active_request, context_length, hot_prefix, kv_cache, latency, load_aware, lora_affinity,
+    no_hit_lru, prefill_duty, prefill_load, queue, rendezvous, running_requests, session_affinity,
+    slo_class, token_load,
 };
 
 /// A [`Registry`] holding every built-in plugin type under the llm-d router's (formerly the
@@ -69,6 +69,7 @@ pub fn builtin_registry() -> Registry {
         .register(no_hit_lru::TYPE_NAME, no_hit_lru::factory)
         .register(prefill_load::TYPE_NAME, prefill_load::factory)
         .register(token_load::TYPE_NAME, token_load::factory)
+        .register(context_length::TYPE_NAME, context_length::factory)
         .register(inflight_load::TYPE_NAME, inflight_load::factory)
         .register(prefill_duty::TYPE_NAME, prefill_duty::factory)
         .register(lora_affinity::TYPE_NAME, lora_affinity::factory)

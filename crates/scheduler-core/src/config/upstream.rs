@@ -146,7 +146,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("utilization-filter", Filter, NotYet(SchedulingPlugins)),
     entry("data-parallel-profile-handler", ProfileHandler, NotYet(Disaggregation)),
     noted("load-aware-scorer", Scorer, Registry, "endpoints with stale metrics get the neutral score"),
-    entry("context-length-aware", Scorer, NotYet(SchedulingPlugins)),
+    noted("context-length-aware", Scorer, Registry, "the request's length is the `token-producer`'s count when one is declared, else 4 bytes a token (upstream's estimate backend counts the same way)"),
     noted("session-affinity-scorer", Scorer, Registry, "the `session_id` strategy only (upstream's default `encoded_endpoint_header` is refused: it needs response-header plugins); `capacity` and `ttlSeconds` are Shepherd extensions"),
     entry("header-label-affinity-scorer", Scorer, NotYet(SchedulingPlugins)),
     entry("models-data-source", DataSource, NotYet(DataLayer)),
