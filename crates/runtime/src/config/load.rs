@@ -135,14 +135,15 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         None => None,
     };
 
-    // Shepherd's short form (no `apiVersion`/`kind`) with no profiles and no scheduling
-    // plugins: the adaptive preset. Anything else without profiles, upstream-shaped files
-    // among them, gets upstream's default profile of its plugins (the scheduler makes it when
-    // it is built), as upstream's loader would.
-    let policy_is_preset = picker.scheduling_profiles.is_empty()
-        && picker.plugins.is_empty()
-        && picker.api_version.is_none()
-        && picker.kind.is_none();
+    // No profiles and no scheduling plugins in a file of Shepherd's (no `apiVersion`/`kind`,
+    // or a section of Shepherd's own, which upstream's picker would refuse): the adaptive
+    // preset. An upstream config (a header and only upstream's sections) without scheduling
+    // plugins gets what upstream's loader makes of it: a default profile of its plugins,
+    // none here, and a `max-score-picker` (the scheduler builds it).
+    let upstream_shaped =
+        (picker.api_version.is_some() || picker.kind.is_some()) && !has_shepherd_section(text);
+    let policy_is_preset =
+        picker.scheduling_profiles.is_empty() && picker.plugins.is_empty() && !upstream_shaped;
     let policy = if policy_is_preset {
         with_preset(picker).map_err(|source| LoadError::Policy {
             path: owned_path(),
@@ -165,6 +166,30 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
     };
     validate(&config, path)?;
     Ok(config)
+}
+
+/// Top-level sections only Shepherd reads (upstream's picker refuses them).
+const SHEPHERD_SECTIONS: [&str; 9] = [
+    "endpoints",
+    "scraping",
+    "server",
+    "gateway",
+    "replicas",
+    "scheduler",
+    "adaptive",
+    "discovery",
+    "metrics",
+];
+
+/// Whether `text` (a YAML mapping, already parsed once) has one of [`SHEPHERD_SECTIONS`].
+fn has_shepherd_section(text: &str) -> bool {
+    let Ok(serde_norway::Value::Mapping(top)) = serde_norway::from_str::<serde_norway::Value>(text)
+    else {
+        return false;
+    };
+    top.keys()
+        .filter_map(serde_norway::Value::as_str)
+        .any(|key| SHEPHERD_SECTIONS.contains(&key))
 }
 
 /// The adaptive preset's plugins, profiles and (unless the file has its own) `adaptive`

@@ -19,11 +19,11 @@
 //! `flowControl.saturationDetector` when that is unset, and a `flowControl=false` feature gate
 //! turns flow control off, as upstream.
 //!
-//! **In Shepherd's short form (no `apiVersion`, no `kind`), without `schedulingProfiles` and
-//! without scheduling plugins, the runtime runs the adaptive preset**
-//! ([`shepherd_adaptive::preset`]; a file with `apiVersion` or `kind` gets what upstream's
-//! loader makes instead: a `default` profile of its scheduling plugins, none here, and a
-//! `max-score-picker`): the library's recommended default,
+//! **In a file of Shepherd's (no `apiVersion`/`kind`, or a section only Shepherd reads),
+//! without `schedulingProfiles` and without scheduling plugins, the runtime runs the adaptive
+//! preset** ([`shepherd_adaptive::preset`]; an upstream config, with the header and upstream's
+//! sections only, gets what upstream's loader makes instead: a `default` profile of its
+//! scheduling plugins, none here, and a `max-score-picker`): the library's recommended default,
 //! prefix 3 : queue 2 : KV 2 : in-flight 1 : pending prefill 2, with weights retuned every
 //! tick from the pool's load imbalance. The file's `scheduler` settings and its own
 //! `adaptive` section, when given, apply to the preset. **A file with `plugins` but no
