@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::{LatencyHistogram, MetricDesc, MetricsSource, MetricsVisitor, StripedCounter};
+use super::{
+    BucketHistogram, LatencyHistogram, MetricDesc, MetricsSource, MetricsVisitor, StripedCounter,
+};
 use crate::completion::Outcome;
 use crate::scheduler::ScheduleError;
 
@@ -24,6 +26,12 @@ const CACHED_TOKENS: MetricDesc<'static> = MetricDesc::new(
     "shepherd_picked_cached_tokens_total",
     "Prompt tokens believed cached on the picked endpoint, by profile (over prompt tokens: the estimated hit rate).",
 );
+const HIT_RATIO: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_picked_prefix_hit_ratio",
+    "Per pick, the share of the prompt's tokens believed cached on the picked endpoint, by profile.",
+);
+/// Bounds of the per-pick prefix hit ratio (upstream's `prefix_indexer_hit_ratio` buckets).
+pub static HIT_RATIO_BOUNDS: [f64; 11] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
 const ERRORS: MetricDesc<'static> = MetricDesc::new(
     "shepherd_schedule_errors_total",
     "Requests no endpoint could be picked for, by reason.",
@@ -38,7 +46,7 @@ const COMPLETIONS: MetricDesc<'static> = MetricDesc::new(
 );
 
 /// Counters of one scheduling profile, kept across config reloads (looked up by name).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ProfileMetrics {
     /// Pick latency; its count is the number of picks.
     pub schedule_duration: LatencyHistogram,
@@ -48,6 +56,19 @@ pub struct ProfileMetrics {
     /// (see [`CachedPrefix`](crate::plugin::CachedPrefix)): with `prompt_tokens`, the
     /// estimated prefix-cache hit rate of the picks.
     pub cached_tokens: StripedCounter,
+    /// Per pick, cached ÷ prompt tokens (see `cached_tokens`), over [`HIT_RATIO_BOUNDS`].
+    pub hit_ratio: BucketHistogram,
+}
+
+impl Default for ProfileMetrics {
+    fn default() -> Self {
+        ProfileMetrics {
+            schedule_duration: LatencyHistogram::default(),
+            prompt_tokens: StripedCounter::default(),
+            cached_tokens: StripedCounter::default(),
+            hit_ratio: BucketHistogram::striped(&HIT_RATIO_BOUNDS, 1e6),
+        }
+    }
 }
 
 /// The scheduler's own counters: picks and latency per profile, errors by reason, fallbacks
@@ -165,6 +186,7 @@ impl MetricsSource for CoreMetrics {
             v.histogram(SCHEDULE_DURATION, &[("profile", name)], &snapshot);
             v.counter(PROMPT_TOKENS, &[("profile", name)], p.prompt_tokens.get());
             v.counter(CACHED_TOKENS, &[("profile", name)], p.cached_tokens.get());
+            v.histogram(HIT_RATIO, &[("profile", name)], &p.hit_ratio.snapshot());
         }
         for (reason, count) in ERROR_REASONS.iter().zip(&self.errors) {
             v.counter(ERRORS, &[("reason", reason)], count.load(Ordering::Relaxed));

@@ -38,7 +38,7 @@ mod visitor;
 
 pub use bounded::{LabelBound, OVERFLOW_LABEL};
 pub use buckets::BucketHistogram;
-pub use core_metrics::{CoreMetrics, ProfileMetrics};
+pub use core_metrics::{CoreMetrics, HIT_RATIO_BOUNDS, ProfileMetrics};
 pub use histogram::{HistogramSnapshot, LatencyHistogram};
 pub use striped::StripedCounter;
 pub use text::render_prometheus;

@@ -305,7 +305,11 @@ impl Scheduler {
             }
             if let Some(m) = profile_metrics {
                 m.prompt_tokens.add(prompt_tokens);
-                m.cached_tokens.add(prompt_tokens.saturating_sub(uncached));
+                let cached = prompt_tokens.saturating_sub(uncached);
+                m.cached_tokens.add(cached);
+                if prompt_tokens > 0 {
+                    m.hit_ratio.observe(cached as f64 / prompt_tokens as f64);
+                }
             }
         }
         let guard = if options.dry_run {
