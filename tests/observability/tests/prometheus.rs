@@ -346,17 +346,33 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     )
     .await;
 
+    // Prometheus applies new targets a few seconds after it starts: load only once it has
+    // scraped all three, so that every counter grows between samples.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let up = prometheus.query("up == 1").await;
+        if up.len() == 3 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "targets not scraped within 60 s: {:?}",
+            prometheus.targets().await
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
     let http = reqwest::Client::new();
     let picker = ExternalProcessorClient::connect(format!("http://{}", epp.addr("extproc")))
         .await
         .unwrap();
     // Waves over several scrapes, so that every counter and histogram grows between samples.
-    for wave in 0..8 {
+    for wave in 0..10 {
         tokio::join!(
             gateway_wave(&http, gateway.addr("http"), wave),
             picker_wave(&picker, &http, wave),
         );
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
 

@@ -184,6 +184,11 @@ impl UpstreamMetrics {
                 *entries,
             );
         }
+        for (labels, h) in &prefix.plugins {
+            let labels: Vec<(&str, &str)> =
+                labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            histogram(v, n::PLUGIN_DURATION, &labels, h);
+        }
         if let Some(ratio) = &prefix.hit_ratio {
             v.histogram(
                 n::PREFIX_HIT_RATIO.desc,
@@ -247,12 +252,17 @@ impl UpstreamMetrics {
 /// The plugin type upstream labels its approximate prefix index with.
 const PREFIX_PLUGIN_TYPE: &str = "prefix-cache-scorer";
 
-/// Picks the prefix index's figures out of the scheduler's report.
+/// Picks the prefix index's figures and the plugin durations out of the scheduler's report.
 #[derive(Default)]
 struct PrefixFigures {
     sizes: Vec<(String, f64)>,
     hit_ratio: Option<HistogramSnapshot>,
+    /// `shepherd_plugin_duration_seconds`, whose labels are upstream's.
+    plugins: Vec<(Vec<(&'static str, String)>, HistogramSnapshot)>,
 }
+
+/// The labels of the plugin durations, in upstream's order.
+const PLUGIN_LABELS: [&str; 3] = ["extension_point", "plugin_type", "plugin_name"];
 
 impl MetricsVisitor for PrefixFigures {
     fn counter(&mut self, _: MetricDesc<'_>, _: &[(&str, &str)], _: u64) {}
@@ -267,7 +277,17 @@ impl MetricsVisitor for PrefixFigures {
         }
     }
 
-    fn histogram(&mut self, desc: MetricDesc<'_>, _: &[(&str, &str)], h: &HistogramSnapshot) {
+    fn histogram(&mut self, desc: MetricDesc<'_>, labels: &[(&str, &str)], h: &HistogramSnapshot) {
+        if desc.name == "shepherd_plugin_duration_seconds" {
+            let labels = PLUGIN_LABELS
+                .iter()
+                .map(|name| {
+                    let value = labels.iter().find(|(k, _)| k == name).map_or("", |(_, v)| *v);
+                    (*name, value.to_owned())
+                })
+                .collect();
+            self.plugins.push((labels, h.clone()));
+        }
         if desc.name == "shepherd_picked_prefix_hit_ratio" {
             let total = self.hit_ratio.get_or_insert_with(|| HistogramSnapshot {
                 buckets: h.buckets.iter().map(|(b, _)| (*b, 0)).collect(),

@@ -38,7 +38,9 @@ mod visitor;
 
 pub use bounded::{LabelBound, OVERFLOW_LABEL};
 pub use buckets::BucketHistogram;
-pub use core_metrics::{CoreMetrics, HIT_RATIO_BOUNDS, ProfileMetrics};
+pub use core_metrics::{
+    CoreMetrics, HIT_RATIO_BOUNDS, PLUGIN_DURATION_BOUNDS, PLUGIN_TIMING_SAMPLE, ProfileMetrics,
+};
 pub use histogram::{HistogramSnapshot, LatencyHistogram};
 pub use striped::StripedCounter;
 pub use text::render_prometheus;
