@@ -25,7 +25,12 @@ const ENDPOINTS: usize = 512;
 async fn started(legacy: bool) -> RuntimeHandle {
     let mut text = String::from("endpoints:\n");
     for i in 0..ENDPOINTS {
-        text.push_str(&format!("  - 10.{}.{}.{}:8000\n", i / 65536, (i / 256) % 256, i % 256));
+        text.push_str(&format!(
+            "  - 10.{}.{}.{}:8000\n",
+            i / 65536,
+            (i / 256) % 256,
+            i % 256
+        ));
     }
     let config = RuntimeConfig::from_yaml(&text).unwrap();
     let options = RuntimeOptions {
@@ -40,7 +45,11 @@ async fn started(legacy: bool) -> RuntimeHandle {
     // Every endpoint with figures, as after a scrape.
     let pool = handle.pool();
     for (i, e) in pool.load().endpoints().iter().enumerate() {
-        e.set_metrics(fresh((i % 7) as u32, (i % 13) as u32, (i % 10) as f64 / 10.0));
+        e.set_metrics(fresh(
+            (i % 7) as u32,
+            (i % 13) as u32,
+            (i % 10) as f64 / 10.0,
+        ));
     }
     // Picks spread over the endpoints, and 200 upstream label sets (5 models, 20 tenants,
     // 2 priorities) with every request family filled.
@@ -56,14 +65,30 @@ async fn started(legacy: bool) -> RuntimeHandle {
         );
         request.fairness_id = Some(tenant.clone());
         request.priority = (i % 2) as i32;
-        let mut observation = upstream.observe(&model, &model, Some(&tenant), request.priority, 900, i % 2 == 0);
+        let mut observation = upstream.observe(
+            &model,
+            &model,
+            Some(&tenant),
+            request.priority,
+            900,
+            i % 2 == 0,
+        );
         if let Ok(decision) = scheduler.schedule(&request) {
-            observation.scheduled(Duration::from_micros(40), Some(decision.primary().address()));
+            observation.scheduled(
+                Duration::from_micros(40),
+                Some(decision.primary().address()),
+            );
             observation.first_byte();
             observation.response_bytes(2_000);
-            let usage = Usage { prompt_tokens: 300, completion_tokens: 40, cached_tokens: Some(128) };
+            let usage = Usage {
+                prompt_tokens: 300,
+                completion_tokens: 40,
+                cached_tokens: Some(128),
+            };
             observation.finish(Some(&usage));
-            decision.into_handle().finish(Completion::success(Some(usage)));
+            decision
+                .into_handle()
+                .finish(Completion::success(Some(usage)));
         }
     }
     handle

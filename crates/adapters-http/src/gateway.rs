@@ -156,7 +156,9 @@ impl Gateway {
     pub fn with_upstream_metrics(mut self, upstream: Arc<UpstreamMetrics>) -> Self {
         match Arc::get_mut(&mut self.inner) {
             Some(inner) => inner.upstream = Some(upstream),
-            None => tracing::warn!("upstream metrics given to a gateway already shared: not recorded"),
+            None => {
+                tracing::warn!("upstream metrics given to a gateway already shared: not recorded")
+            }
         }
         self
     }

@@ -148,12 +148,12 @@ async fn forward(
                 });
             }
             admitted.map_err(|reason| {
-                    tracing::info!(
-                        request_id = %request.id,
-                        priority = request.priority,
-                        reason = reason.as_str(),
-                        "flow control dropped a request"
-                    );
+                tracing::info!(
+                    request_id = %request.id,
+                    priority = request.priority,
+                    reason = reason.as_str(),
+                    "flow control dropped a request"
+                );
                 ApiError::flow_dropped(reason, settings.retry_after_seconds)
             })?
         }),

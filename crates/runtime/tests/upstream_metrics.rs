@@ -37,20 +37,66 @@ async fn a_request_fills_every_request_family() {
         cached_tokens: Some(256),
     }));
     let text = render_prometheus(&[&*metrics]);
-    let labels = r#"{model_name="llama",target_model_name="lora-a",fairness_id="tenant-1",priority="2"}"#;
-    assert_eq!(sample(&text, &format!("llm_d_epp_request_total{labels}")), Some("1"));
-    assert_eq!(sample(&text, &format!("llm_d_epp_request_running{labels}")), Some("0"));
-    assert_eq!(sample(&text, &format!("llm_d_epp_request_output_tokens_sum{labels}")), Some("10"));
-    assert_eq!(sample(&text, &format!("llm_d_epp_request_cached_tokens_sum{labels}")), Some("256"));
-    assert_eq!(sample(&text, &format!("llm_d_epp_request_size_bytes_sum{labels}")), Some("2048"));
-    assert_eq!(sample(&text, &format!("llm_d_epp_response_size_bytes_sum{labels}")), Some("5000"));
+    let labels =
+        r#"{model_name="llama",target_model_name="lora-a",fairness_id="tenant-1",priority="2"}"#;
+    assert_eq!(
+        sample(&text, &format!("llm_d_epp_request_total{labels}")),
+        Some("1")
+    );
+    assert_eq!(
+        sample(&text, &format!("llm_d_epp_request_running{labels}")),
+        Some("0")
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!("llm_d_epp_request_output_tokens_sum{labels}")
+        ),
+        Some("10")
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!("llm_d_epp_request_cached_tokens_sum{labels}")
+        ),
+        Some("256")
+    );
+    assert_eq!(
+        sample(&text, &format!("llm_d_epp_request_size_bytes_sum{labels}")),
+        Some("2048")
+    );
+    assert_eq!(
+        sample(&text, &format!("llm_d_epp_response_size_bytes_sum{labels}")),
+        Some("5000")
+    );
     // TTFT from receipt (the flow wait included): 230 ms; e2e 1.13 s; NTPOT 0.113 s;
     // streaming TPOT (1.13 - 0.23) / 9 = 0.1 s.
     let ttft = r#"llm_d_epp_request_ttft_seconds_sum{model_name="llama",target_model_name="lora-a",fairness_id="tenant-1",priority="2",streaming="true"}"#;
     assert!((value(&text, ttft) - 0.23).abs() < 1e-6);
-    assert!((value(&text, &format!("llm_d_epp_request_duration_seconds_sum{labels}")) - 1.13).abs() < 1e-6);
-    assert!((value(&text, &format!("llm_d_epp_request_ntpot_seconds_sum{labels}")) - 0.113).abs() < 1e-6);
-    assert!((value(&text, &format!("llm_d_epp_request_streaming_tpot_seconds_sum{labels}")) - 0.1).abs() < 1e-6);
+    assert!(
+        (value(
+            &text,
+            &format!("llm_d_epp_request_duration_seconds_sum{labels}")
+        ) - 1.13)
+            .abs()
+            < 1e-6
+    );
+    assert!(
+        (value(
+            &text,
+            &format!("llm_d_epp_request_ntpot_seconds_sum{labels}")
+        ) - 0.113)
+            .abs()
+            < 1e-6
+    );
+    assert!(
+        (value(
+            &text,
+            &format!("llm_d_epp_request_streaming_tpot_seconds_sum{labels}")
+        ) - 0.1)
+            .abs()
+            < 1e-6
+    );
     assert!(text.contains(r#"llm_d_epp_request_duration_seconds_bucket{model_name="llama",target_model_name="lora-a",fairness_id="tenant-1",priority="2",le="3600"} 1"#));
     assert!(text.contains(r#"llm_d_epp_scheduler_attempts_total{status="success",target_model_name="lora-a",endpoint_name="10.0.0.7",namespace="",port="8000"} 1"#));
     assert!(text.contains(r#"llm_d_epp_flow_control_requests_total{outcome="Dispatched",priority="2",inference_pool="shepherd"} 1"#));
@@ -92,9 +138,15 @@ async fn legacy_names_sum_over_the_labels_they_lack() {
         r.finish(None);
     }
     let text = render_prometheus(&[&*metrics]);
-    assert!(text.contains(r#"inference_objective_request_total{model_name="m",target_model_name="m",priority="1"} 3"#));
-    assert!(text.contains("# HELP inference_objective_request_total [Deprecated: Use llm_d_epp_request_total]"));
-    assert!(text.contains(r#"inference_objective_request_sizes_count{model_name="m",target_model_name="m"} 3"#));
+    assert!(text.contains(
+        r#"inference_objective_request_total{model_name="m",target_model_name="m",priority="1"} 3"#
+    ));
+    assert!(text.contains(
+        "# HELP inference_objective_request_total [Deprecated: Use llm_d_epp_request_total]"
+    ));
+    assert!(text.contains(
+        r#"inference_objective_request_sizes_count{model_name="m",target_model_name="m"} 3"#
+    ));
     assert!(text.contains(r#"inference_extension_scheduler_attempts_total{status="success",target_model_name="m",pod_name="10.0.0.1",namespace="",port="8000"} 3"#));
     assert!(text.contains("inference_extension_scheduler_e2e_duration_seconds_count 3"));
     // The current names are still there, per fairness id.

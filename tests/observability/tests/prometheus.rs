@@ -65,7 +65,9 @@ fn free_udp_port() -> u16 {
 
 #[test]
 fn alert_rules_pass_promtool_and_every_alert_has_a_unit_test() {
-    let Some(promtool_path) = promtool_binary("alert_rules_pass_promtool_and_every_alert_has_a_unit_test") else {
+    let Some(promtool_path) =
+        promtool_binary("alert_rules_pass_promtool_and_every_alert_has_a_unit_test")
+    else {
         return;
     };
     let (ok, output) = promtool(&promtool_path, &["check", "rules", "alerts.yaml"]);
@@ -285,7 +287,11 @@ async fn gateway_wave(http: &reqwest::Client, gateway: SocketAddr, wave: usize) 
 
 /// One wave through the picker: completions for the served model, one for an unknown model
 /// (answered by the model server with 404), streaming and not.
-async fn picker_wave(client: &ExternalProcessorClient<Channel>, http: &reqwest::Client, wave: usize) {
+async fn picker_wave(
+    client: &ExternalProcessorClient<Channel>,
+    http: &reqwest::Client,
+    wave: usize,
+) {
     let mut tasks = Vec::new();
     for i in 0..6 {
         let client = client.clone();
@@ -402,7 +408,10 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus() {
         queries.len(),
         empty.join("\n")
     );
-    eprintln!("all {} queries of deploy/grafana/shepherd.json returned data", queries.len());
+    eprintln!(
+        "all {} queries of deploy/grafana/shepherd.json returned data",
+        queries.len()
+    );
 
     // llm-d's dashboard: every query about the picker returns a number.
     let llm_d: Value = serde_json::from_str(

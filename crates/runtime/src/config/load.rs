@@ -18,8 +18,8 @@ use shepherd_scheduler_core::flow::{
 };
 
 use super::{
-    EndpointSpec, GatewayConfig, LoadError, MetricsConfig, ReplicasConfig, RuntimeConfig, ScrapingConfig,
-    ServerConfig,
+    EndpointSpec, GatewayConfig, LoadError, MetricsConfig, ReplicasConfig, RuntimeConfig,
+    ScrapingConfig, ServerConfig,
 };
 use crate::mapping::{
     CORE_METRICS_EXTRACTOR_TYPE, CoreMetricsExtractorParams, METRICS_DATA_SOURCE_TYPE,

@@ -65,7 +65,12 @@ impl<'a> LegacyNames<'a> {
         }
     }
 
-    fn keep(&mut self, name: &str, labels: &[(&str, &str)], add: impl FnOnce(Option<&mut Value>) -> Option<Value>) {
+    fn keep(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        add: impl FnOnce(Option<&mut Value>) -> Option<Value>,
+    ) {
         let Some((legacy, current)) = twin(name) else {
             return;
         };
@@ -73,7 +78,10 @@ impl<'a> LegacyNames<'a> {
             .labels
             .iter()
             .map(|(new, old)| {
-                let value = labels.iter().find(|(k, _)| k == new).map_or("", |(_, v)| *v);
+                let value = labels
+                    .iter()
+                    .find(|(k, _)| k == new)
+                    .map_or("", |(_, v)| *v);
                 (*old, value.to_owned())
             })
             .collect();

@@ -28,11 +28,17 @@ const fn family(name: &'static str, help: &'static str, legacy: Option<Legacy>) 
     }
 }
 
-const fn legacy(name: &'static str, labels: &'static [(&'static str, &'static str)]) -> Option<Legacy> {
+const fn legacy(
+    name: &'static str,
+    labels: &'static [(&'static str, &'static str)],
+) -> Option<Legacy> {
     Some(Legacy { name, labels })
 }
 
-const MODEL: &[(&str, &str)] = &[("model_name", "model_name"), ("target_model_name", "target_model_name")];
+const MODEL: &[(&str, &str)] = &[
+    ("model_name", "model_name"),
+    ("target_model_name", "target_model_name"),
+];
 const MODEL_PRIORITY: &[(&str, &str)] = &[
     ("model_name", "model_name"),
     ("target_model_name", "target_model_name"),
@@ -91,12 +97,18 @@ pub(crate) const CACHED_TOKENS: Family = family(
 pub(crate) const RUNNING: Family = family(
     "llm_d_epp_request_running",
     "Current number of active running requests.",
-    legacy("inference_objective_running_requests", &[("model_name", "model_name")]),
+    legacy(
+        "inference_objective_running_requests",
+        &[("model_name", "model_name")],
+    ),
 );
 pub(crate) const NTPOT: Family = family(
     "llm_d_epp_request_ntpot_seconds",
     "Normalized time per output token in seconds (end-to-end latency divided by output token count).",
-    legacy("inference_objective_normalized_time_per_output_token_seconds", MODEL),
+    legacy(
+        "inference_objective_normalized_time_per_output_token_seconds",
+        MODEL,
+    ),
 );
 /// Labels: the request labels plus `streaming`.
 pub(crate) const TTFT: Family = family(
@@ -138,7 +150,10 @@ pub(crate) const PER_ENDPOINT_QUEUE: Family = family(
     "The total number of requests pending in the model server queue for each underlying endpoint.",
     legacy(
         "inference_pool_per_pod_queue_size",
-        &[("name", "name"), ("model_server_endpoint", "model_server_pod")],
+        &[
+            ("name", "name"),
+            ("model_server_endpoint", "model_server_pod"),
+        ],
     ),
 );
 
@@ -205,13 +220,19 @@ const FLOW_QUEUE_LABELS: &[(&str, &str)] = &[
 pub(crate) const FLOW_QUEUE_SIZE: Family = family(
     "llm_d_epp_flow_control_queue_size",
     "Current number of requests actively held in the Flow Control queue.",
-    legacy("inference_extension_flow_control_queue_size", FLOW_QUEUE_LABELS),
+    legacy(
+        "inference_extension_flow_control_queue_size",
+        FLOW_QUEUE_LABELS,
+    ),
 );
 /// Labels: as [`FLOW_QUEUE_SIZE`].
 pub(crate) const FLOW_QUEUE_BYTES: Family = family(
     "llm_d_epp_flow_control_queue_bytes",
     "Current total size in bytes of requests actively held in the Flow Control queue.",
-    legacy("inference_extension_flow_control_queue_bytes", FLOW_QUEUE_LABELS),
+    legacy(
+        "inference_extension_flow_control_queue_bytes",
+        FLOW_QUEUE_LABELS,
+    ),
 );
 /// Labels: `inference_pool`, `stage`.
 pub(crate) const FLOW_SATURATION: Family = family(
@@ -273,9 +294,31 @@ pub(crate) static GENERAL_LATENCY: [f64; 35] = [
     1200.0, 1800.0, 2700.0, 3600.0,
 ];
 pub(crate) static REQUEST_BYTES: [f64; 25] = [
-    64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0, 65536.0,
-    131072.0, 262144.0, 524288.0, 1048576.0, 2097152.0, 4194304.0, 8388608.0, 16777216.0,
-    33554432.0, 67108864.0, 134217728.0, 268435456.0, 536870912.0, 1073741824.0,
+    64.0,
+    128.0,
+    256.0,
+    512.0,
+    1024.0,
+    2048.0,
+    4096.0,
+    8192.0,
+    16384.0,
+    32768.0,
+    65536.0,
+    131072.0,
+    262144.0,
+    524288.0,
+    1048576.0,
+    2097152.0,
+    4194304.0,
+    8388608.0,
+    16777216.0,
+    33554432.0,
+    67108864.0,
+    134217728.0,
+    268435456.0,
+    536870912.0,
+    1073741824.0,
 ];
 pub(crate) static RESPONSE_BYTES: [f64; 15] = [
     1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0,

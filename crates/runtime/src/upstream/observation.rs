@@ -206,9 +206,7 @@ impl RequestObservation {
             }
             if usage.completion_tokens > 0 {
                 series.output_tokens.observe(usage.completion_tokens as f64);
-                series
-                    .ntpot
-                    .observe(e2e / usage.completion_tokens as f64);
+                series.ntpot.observe(e2e / usage.completion_tokens as f64);
             }
             if let Some(cached) = usage.cached_tokens {
                 series.cached_tokens.observe(cached as f64);

@@ -25,7 +25,12 @@ impl MetricsSource for UpstreamMetrics {
 
 /// A histogram reported only once it has observations (as upstream's vectors create a series
 /// at its first observation).
-fn histogram(v: &mut dyn MetricsVisitor, f: Family, labels: &[(&str, &str)], h: &HistogramSnapshot) {
+fn histogram(
+    v: &mut dyn MetricsVisitor,
+    f: Family,
+    labels: &[(&str, &str)],
+    h: &HistogramSnapshot,
+) {
     if h.count > 0 {
         v.histogram(f.desc, labels, h);
     }
@@ -88,8 +93,7 @@ impl UpstreamMetrics {
             histogram(v, n::STREAMING_TPOT, &labels, &s.tpot.snapshot());
 
             // Flow control, for label sets that went through it.
-            let waits: Vec<HistogramSnapshot> =
-                s.flow_waits.iter().map(|h| h.snapshot()).collect();
+            let waits: Vec<HistogramSnapshot> = s.flow_waits.iter().map(|h| h.snapshot()).collect();
             let queued = s.flow_queued.load(Ordering::Relaxed);
             if queued != 0 || waits.iter().any(|w| w.count > 0) {
                 let flow_labels = [
@@ -168,7 +172,13 @@ impl UpstreamMetrics {
                 ready += 1;
             }
         }
-        let average = |sum: f64| if scraped == 0 { 0.0 } else { sum / f64::from(scraped) };
+        let average = |sum: f64| {
+            if scraped == 0 {
+                0.0
+            } else {
+                sum / f64::from(scraped)
+            }
+        };
         v.gauge(n::AVG_KV.desc, &name, average(kv));
         v.gauge(n::AVG_QUEUE.desc, &name, average(queue));
         v.gauge(n::AVG_RUNNING.desc, &name, average(running));
@@ -185,8 +195,7 @@ impl UpstreamMetrics {
             );
         }
         for (labels, h) in &prefix.plugins {
-            let labels: Vec<(&str, &str)> =
-                labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
             histogram(v, n::PLUGIN_DURATION, &labels, h);
         }
         if let Some(ratio) = &prefix.hit_ratio {
@@ -245,7 +254,12 @@ impl UpstreamMetrics {
                 v.counter(n::EXTPROC_TOTAL.desc, &[("code", code)], count);
             }
         }
-        histogram(v, n::EXTPROC_DURATION, &[], &self.stream_duration.snapshot());
+        histogram(
+            v,
+            n::EXTPROC_DURATION,
+            &[],
+            &self.stream_duration.snapshot(),
+        );
     }
 }
 
@@ -282,7 +296,10 @@ impl MetricsVisitor for PrefixFigures {
             let labels = PLUGIN_LABELS
                 .iter()
                 .map(|name| {
-                    let value = labels.iter().find(|(k, _)| k == name).map_or("", |(_, v)| *v);
+                    let value = labels
+                        .iter()
+                        .find(|(k, _)| k == name)
+                        .map_or("", |(_, v)| *v);
                     (*name, value.to_owned())
                 })
                 .collect();

@@ -69,7 +69,10 @@ impl Default for RequestSeries {
             output_tokens: shared(&OUTPUT_TOKEN_BUCKETS, UNITS),
             cached_tokens: shared(&INPUT_TOKEN_BUCKETS, UNITS),
             ntpot: shared(&NTPOT_BUCKETS, SECONDS),
-            ttft: [shared(&TTFT_BUCKETS, SECONDS), shared(&TTFT_BUCKETS, SECONDS)],
+            ttft: [
+                shared(&TTFT_BUCKETS, SECONDS),
+                shared(&TTFT_BUCKETS, SECONDS),
+            ],
             tpot: shared(&TPOT_BUCKETS, SECONDS),
             flow_queued: AtomicI64::new(0),
             flow_bytes: AtomicI64::new(0),

@@ -63,7 +63,11 @@ impl BucketHistogram {
 
     fn width_of(bounds: &[f64], rows: usize) -> usize {
         let used = bounds.len() + 2;
-        if rows == 1 { used } else { used.div_ceil(16) * 16 }
+        if rows == 1 {
+            used
+        } else {
+            used.div_ceil(16) * 16
+        }
     }
 
     fn width(&self) -> usize {

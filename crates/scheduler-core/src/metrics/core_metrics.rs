@@ -134,9 +134,11 @@ impl CoreMetrics {
     pub fn plugin_timer(&self, extension_point: &'static str, name: &str) -> Arc<BucketHistogram> {
         let mut timers = self.plugin_timers.lock();
         let key = (extension_point, Arc::<str>::from(name));
-        Arc::clone(timers.entry(key).or_insert_with(|| {
-            Arc::new(BucketHistogram::striped(&PLUGIN_DURATION_BOUNDS, 1e9))
-        }))
+        Arc::clone(
+            timers.entry(key).or_insert_with(|| {
+                Arc::new(BucketHistogram::striped(&PLUGIN_DURATION_BOUNDS, 1e9))
+            }),
+        )
     }
 
     /// Notes that plugin `name` is of type `plugin_type` (for the duration's labels).

@@ -290,7 +290,11 @@ impl Scheduler {
             }
         };
         for (f, entry) in profile.filters().iter().enumerate() {
-            let t0 = if timers.is_some() { self.clock.now() } else { started };
+            let t0 = if timers.is_some() {
+                self.clock.now()
+            } else {
+                started
+            };
             entry.filter.filter(&mut cycle, &mut candidates);
             time(timers.and_then(|t| t.filters.get(f)), t0);
             if candidates.is_empty() {
@@ -308,7 +312,11 @@ impl Scheduler {
         let mut totals = vec![0.0f64; n];
         for (s, entry) in scorers.iter().enumerate() {
             let column = &mut scores[s * n..(s + 1) * n];
-            let t0 = if timers.is_some() { self.clock.now() } else { started };
+            let t0 = if timers.is_some() {
+                self.clock.now()
+            } else {
+                started
+            };
             entry.scorer.score(&mut cycle, &candidates, column);
             time(timers.and_then(|t| t.scorers.get(s)), t0);
             let w = weights.get(s);
@@ -324,7 +332,11 @@ impl Scheduler {
         let pick_number = self.picks.0.fetch_add(1, Ordering::Relaxed);
         let mut rng =
             PickRng::seed_from(self.seed ^ pick_number.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let t0 = if timers.is_some() { self.clock.now() } else { started };
+        let t0 = if timers.is_some() {
+            self.clock.now()
+        } else {
+            started
+        };
         let mut picked = profile.picker().pick(&totals, self.max_endpoints, &mut rng);
         time(timers.map(|t| &t.picker), t0);
         picked.retain(|&i| i < n);
