@@ -30,22 +30,32 @@ struct Family {
 #[derive(Debug, Default)]
 struct Renderer {
     families: Vec<Family>,
+    /// Family name → its index in `families`.
+    index: std::collections::HashMap<String, usize>,
+    /// The family reported last (sources report a family's samples one after another).
+    last: usize,
 }
 
 impl Renderer {
     fn family(&mut self, desc: MetricDesc<'_>, kind: &'static str) -> &mut String {
-        let pos = match self.families.iter().position(|f| f.name == desc.name) {
-            Some(pos) => pos,
-            None => {
-                self.families.push(Family {
-                    name: desc.name.to_string(),
-                    help: desc.help.to_string(),
-                    kind,
-                    samples: String::new(),
-                });
-                self.families.len() - 1
-            }
+        let pos = match self.families.get(self.last) {
+            Some(f) if f.name == desc.name => self.last,
+            _ => match self.index.get(desc.name) {
+                Some(&pos) => pos,
+                None => {
+                    self.families.push(Family {
+                        name: desc.name.to_string(),
+                        help: desc.help.to_string(),
+                        kind,
+                        samples: String::new(),
+                    });
+                    let pos = self.families.len() - 1;
+                    self.index.insert(desc.name.to_string(), pos);
+                    pos
+                }
+            },
         };
+        self.last = pos;
         &mut self.families[pos].samples
     }
 }
@@ -65,7 +75,10 @@ fn write_sample(
             if i > 0 {
                 out.push(',');
             }
-            let _ = write!(out, "{k}=\"{}\"", escape_label(v));
+            out.push_str(k);
+            out.push_str("=\"");
+            escape_label_into(out, v);
+            out.push('"');
         }
         out.push('}');
     }
@@ -86,10 +99,15 @@ fn float(v: f64) -> String {
     }
 }
 
-fn escape_label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+fn escape_label_into(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
 }
 
 fn escape_help(v: &str) -> String {
