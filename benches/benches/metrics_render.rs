@@ -17,6 +17,7 @@ use criterion::{BenchmarkId, Criterion};
 use shepherd_runtime::config::RuntimeConfig;
 use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
 use shepherd_scheduler_core::completion::{Completion, Usage};
+use shepherd_scheduler_core::metrics::render_prometheus;
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 use shepherd_test_util::fresh;
 
@@ -94,6 +95,16 @@ async fn started(legacy: bool) -> RuntimeHandle {
     handle
 }
 
+/// This thread's CPU time so far, from `/proc/thread-self/schedstat` (Linux).
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 fn bench(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -105,9 +116,34 @@ fn bench(c: &mut Criterion) {
         let handle = runtime.block_on(started(legacy));
         let bytes = handle.render_metrics().len();
         eprintln!("{name}: /metrics is {bytes} bytes");
+        // CPU time of this thread per render (the machine may be shared: wall time then
+        // includes waiting for a core).
+        if let Some(before) = thread_cpu_ns() {
+            for _ in 0..200 {
+                black_box(handle.render_metrics());
+            }
+            if let Some(after) = thread_cpu_ns() {
+                eprintln!(
+                    "{name}: {:.3} ms of CPU per render",
+                    (after - before) as f64 / 200.0 / 1e6
+                );
+            }
+        }
         group.bench_function(BenchmarkId::from_parameter(name), |b| {
             b.iter(|| black_box(handle.render_metrics()))
         });
+        if !legacy {
+            // The two largest parts alone: the scheduler (per-endpoint families) and the
+            // upstream families.
+            let scheduler = handle.scheduler();
+            group.bench_function("scheduler-part", |b| {
+                b.iter(|| black_box(render_prometheus(&[&**scheduler])))
+            });
+            let upstream = handle.upstream_metrics();
+            group.bench_function("upstream-part", |b| {
+                b.iter(|| black_box(render_prometheus(&[&**upstream])))
+            });
+        }
         runtime.block_on(handle.shutdown(Duration::from_secs(1)));
     }
     group.finish();

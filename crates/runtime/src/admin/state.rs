@@ -56,8 +56,7 @@ impl AdminState {
             &*self.reloads,
         ];
         sources.extend(self.extra.iter().map(|s| &**s));
-        sources.push(&*self.upstream);
-        render_prometheus(&sources)
+        render_prometheus(&[&self.upstream.render_after(&sources)])
     }
 
     /// Whether the runtime can take requests: not shutting down, and either flow control is

@@ -12,14 +12,81 @@ use super::series::FLOW_OUTCOMES;
 use super::{GRPC_CODES, UpstreamMetrics};
 
 impl MetricsSource for UpstreamMetrics {
+    /// The upstream families alone (the prefix-index and plugin figures read from the
+    /// attached scheduler). [`UpstreamMetrics::render_after`] renders them after other
+    /// sources without reading the scheduler twice.
     fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
+        let mut figures = SchedulerFigures::default();
+        if let Some(attached) = self.attached.get() {
+            attached.scheduler.visit_metrics(&mut figures);
+        }
+        self.visit_with(v, &figures);
+    }
+}
+
+impl UpstreamMetrics {
+    /// `sources` (which include the attached scheduler), then the upstream families, as one
+    /// source: the scheduler's prefix-index and plugin figures are taken on the way.
+    pub fn render_after<'a>(
+        &'a self,
+        sources: &'a [&'a dyn MetricsSource],
+    ) -> impl MetricsSource + 'a {
+        After {
+            upstream: self,
+            sources,
+        }
+    }
+
+    fn visit_with(&self, v: &mut dyn MetricsVisitor, figures: &SchedulerFigures) {
         if self.legacy_names() {
             let mut legacy = LegacyNames::new(v);
-            self.visit_current(&mut legacy);
+            self.visit_current(&mut legacy, figures);
             legacy.flush();
         } else {
-            self.visit_current(v);
+            self.visit_current(v, figures);
         }
+    }
+}
+
+/// Other sources, then the upstream families. See [`UpstreamMetrics::render_after`].
+struct After<'a> {
+    upstream: &'a UpstreamMetrics,
+    sources: &'a [&'a dyn MetricsSource],
+}
+
+impl MetricsSource for After<'_> {
+    fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
+        let mut tee = Tee {
+            inner: v,
+            figures: SchedulerFigures::default(),
+        };
+        for source in self.sources {
+            source.visit_metrics(&mut tee);
+        }
+        let Tee { inner, figures } = tee;
+        self.upstream.visit_with(inner, &figures);
+    }
+}
+
+/// Passes everything on, keeping the scheduler's figures the upstream families need.
+struct Tee<'a> {
+    inner: &'a mut dyn MetricsVisitor,
+    figures: SchedulerFigures,
+}
+
+impl MetricsVisitor for Tee<'_> {
+    fn counter(&mut self, desc: MetricDesc<'_>, labels: &[(&str, &str)], value: u64) {
+        self.inner.counter(desc, labels, value);
+    }
+
+    fn gauge(&mut self, desc: MetricDesc<'_>, labels: &[(&str, &str)], value: f64) {
+        self.inner.gauge(desc, labels, value);
+        self.figures.gauge(desc, labels, value);
+    }
+
+    fn histogram(&mut self, desc: MetricDesc<'_>, labels: &[(&str, &str)], h: &HistogramSnapshot) {
+        self.inner.histogram(desc, labels, h);
+        self.figures.histogram(desc, labels, h);
     }
 }
 
@@ -37,10 +104,10 @@ fn histogram(
 }
 
 impl UpstreamMetrics {
-    fn visit_current(&self, v: &mut dyn MetricsVisitor) {
+    fn visit_current(&self, v: &mut dyn MetricsVisitor, figures: &SchedulerFigures) {
         self.visit_requests(v);
         if let Some(attached) = self.attached.get() {
-            self.visit_pool(v, attached);
+            self.visit_pool(v, attached, figures);
         }
         self.visit_scheduling(v);
         self.visit_streams(v);
@@ -146,7 +213,12 @@ impl UpstreamMetrics {
         }
     }
 
-    fn visit_pool(&self, v: &mut dyn MetricsVisitor, attached: &super::Attached) {
+    fn visit_pool(
+        &self,
+        v: &mut dyn MetricsVisitor,
+        attached: &super::Attached,
+        prefix: &SchedulerFigures,
+    ) {
         let pool_name = self.settings.pool_name.as_str();
         let name = [("name", pool_name)];
         let scheduler = attached.scheduler.load();
@@ -184,9 +256,8 @@ impl UpstreamMetrics {
         v.gauge(n::AVG_RUNNING.desc, &name, average(running));
         v.gauge(n::READY_ENDPOINTS.desc, &name, f64::from(ready));
 
-        // The prefix index's size and the picks' hit ratio, from the scheduler's own figures.
-        let mut prefix = PrefixFigures::default();
-        attached.scheduler.visit_metrics(&mut prefix);
+        // The prefix index's size, the picks' hit ratio and the plugin durations, from the
+        // scheduler's own figures.
         for (plugin, entries) in &prefix.sizes {
             v.gauge(
                 n::PREFIX_SIZE.desc,
@@ -267,8 +338,8 @@ impl UpstreamMetrics {
 const PREFIX_PLUGIN_TYPE: &str = "prefix-cache-scorer";
 
 /// Picks the prefix index's figures and the plugin durations out of the scheduler's report.
-#[derive(Default)]
-struct PrefixFigures {
+#[derive(Debug, Default)]
+struct SchedulerFigures {
     sizes: Vec<(String, f64)>,
     hit_ratio: Option<HistogramSnapshot>,
     /// `shepherd_plugin_duration_seconds`, whose labels are upstream's.
@@ -278,7 +349,7 @@ struct PrefixFigures {
 /// The labels of the plugin durations, in upstream's order.
 const PLUGIN_LABELS: [&str; 3] = ["extension_point", "plugin_type", "plugin_name"];
 
-impl MetricsVisitor for PrefixFigures {
+impl MetricsVisitor for SchedulerFigures {
     fn counter(&mut self, _: MetricDesc<'_>, _: &[(&str, &str)], _: u64) {}
 
     fn gauge(&mut self, desc: MetricDesc<'_>, labels: &[(&str, &str)], value: f64) {
