@@ -167,7 +167,7 @@ async fn a_flood_of_models_and_fairness_ids_is_bounded() {
         let mut r = metrics.observe(&model, &model, Some(&fairness), i % 7, 64, false);
         r.error("NotFound");
     }
-    let mut r = metrics.observe("configured", "configured", Some("tenant-0"), 0, 64, false);
+    let r = metrics.observe("configured", "configured", Some("tenant-0"), 0, 64, false);
     r.finish(None);
     assert_eq!(metrics.model_labels(), 50);
     assert_eq!(metrics.fairness_labels(), 50);

@@ -42,6 +42,9 @@ fn twin(name: &str) -> Option<(Legacy, &'static str)> {
         .and_then(|f| f.legacy.map(|l| (l, f.desc.name)))
 }
 
+/// A deprecated series' labels: `(old name, value)`.
+type OldLabels = Vec<(&'static str, String)>;
+
 #[derive(Debug)]
 enum Value {
     Counter(u64),
@@ -54,7 +57,7 @@ enum Value {
 pub(super) struct LegacyNames<'a> {
     inner: &'a mut dyn MetricsVisitor,
     /// `(old name, current name)` → old labels → value.
-    kept: BTreeMap<(&'static str, &'static str), BTreeMap<Vec<(&'static str, String)>, Value>>,
+    kept: BTreeMap<(&'static str, &'static str), BTreeMap<OldLabels, Value>>,
 }
 
 impl<'a> LegacyNames<'a> {

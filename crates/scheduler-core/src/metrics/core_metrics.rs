@@ -83,6 +83,9 @@ impl Default for ProfileMetrics {
     }
 }
 
+/// `(extension point, plugin name)`.
+type PluginKey = (&'static str, Arc<str>);
+
 /// The scheduler's own counters: picks and latency per profile, errors by reason, fallbacks
 /// used, completions by outcome.
 ///
@@ -95,7 +98,7 @@ pub struct CoreMetrics {
     fallbacks_used: AtomicU64,
     completions: [StripedCounter; 3],
     /// `(extension point, plugin name)` → its durations; kept across reloads.
-    plugin_timers: Mutex<BTreeMap<(&'static str, Arc<str>), Arc<BucketHistogram>>>,
+    plugin_timers: Mutex<BTreeMap<PluginKey, Arc<BucketHistogram>>>,
     /// Plugin name → its registered type, as the config builder saw them.
     plugin_types: Mutex<BTreeMap<Arc<str>, Arc<str>>>,
 }

@@ -282,7 +282,11 @@ impl Scheduler {
         }
         // One pick in PLUGIN_TIMING_SAMPLE times its plugins.
         let timers = self.plugin_timers.get(profile_index).filter(|_| {
-            self.picks.0.load(Ordering::Relaxed) % PLUGIN_TIMING_SAMPLE == 0 && !options.dry_run
+            self.picks
+                .0
+                .load(Ordering::Relaxed)
+                .is_multiple_of(PLUGIN_TIMING_SAMPLE)
+                && !options.dry_run
         });
         let time = |timer: Option<&Arc<BucketHistogram>>, since: Timestamp| {
             if let Some(timer) = timer {
