@@ -459,6 +459,14 @@ impl Exchange {
         }))
     }
 
+    /// The body of the request waiting for its pick (after [`Step::Pick`]), as it came.
+    pub fn pending_body(&self) -> Option<&[u8]> {
+        match &self.phase {
+            Phase::Picking(pending) => Some(&pending.body),
+            _ => None,
+        }
+    }
+
     /// The outcome of the pick [`Step::Pick`] asked for: the routing answer, or the rejection.
     /// Called in any other state it answers nothing.
     pub fn picked(&mut self, outcome: Result<Decision, Rejection>) -> Replies {

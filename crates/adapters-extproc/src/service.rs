@@ -231,9 +231,11 @@ impl ExtProcService {
         ExternalProcessorServer::new(self).max_decoding_message_size(limit)
     }
 
-    /// Picks for a complete request: admission, then the scheduler.
-    pub async fn pick(&self, job: PickJob) -> Result<Decision, Rejection> {
-        self.pick_observed(job, &mut None).await
+    /// Picks for a complete request: admission, then (when a `token-producer` has the `vllm`
+    /// backend) the model server's render of the prompt (`shepherd_runtime::render`; `body`
+    /// is the request's body as it came), then the scheduler.
+    pub async fn pick(&self, job: PickJob, body: &[u8]) -> Result<Decision, Rejection> {
+        self.pick_observed(job, body, &mut None).await
     }
 
     /// [`ExtProcService::pick`], recording the flow-control wait and the scheduling in
@@ -241,6 +243,7 @@ impl ExtProcService {
     pub async fn pick_observed(
         &self,
         job: PickJob,
+        body: &[u8],
         observation: &mut Option<RequestObservation>,
     ) -> Result<Decision, Rejection> {
         let admitted = match &self.shared.admission {
@@ -264,8 +267,11 @@ impl ExtProcService {
             subset: job.subset.as_deref(),
             ..Default::default()
         };
+        let scheduler = self.shared.scheduler.load_full();
+        let rendered = shepherd_runtime::render::prepare(&scheduler, &job.request, body).await;
         let scheduling = tokio::time::Instant::now();
         let decision = self.shared.scheduler.schedule_with(&job.request, options);
+        drop(rendered);
         if let Some(observation) = observation.as_mut() {
             observation.scheduled(
                 scheduling.elapsed(),
@@ -353,8 +359,9 @@ impl ExtProcService {
                 Ok(Step::Reply(replies)) => replies,
                 Ok(Step::Pick(job)) => {
                     let mut observation = exchange.take_observation();
+                    let body = exchange.pending_body().unwrap_or_default();
                     let outcome = tokio::select! {
-                        outcome = self.pick_observed(job, &mut observation) => outcome,
+                        outcome = self.pick_observed(job, body, &mut observation) => outcome,
                         () = tx.closed() => {
                             code = tonic::Code::Cancelled as usize;
                             break 'stream;

@@ -159,11 +159,16 @@ async fn forward(
         }),
         None => None,
     };
+    // A token-producer with the `vllm` backend: the model server renders the prompt first
+    // (the pick reads the ids; a failed render leaves the request without them).
+    let rendered =
+        shepherd_runtime::render::prepare(&inner.scheduler.load_full(), &request, &body).await;
     let scheduling = tokio::time::Instant::now();
     let decision = inner
         .scheduler
         .schedule_with(&request, ScheduleOptions::default())
         .map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds));
+    drop(rendered);
     if let Some(observation) = observation.as_mut() {
         observation.scheduled(
             scheduling.elapsed(),

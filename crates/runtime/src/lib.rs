@@ -81,6 +81,8 @@ pub mod http;
 pub mod kv_events;
 pub mod mapping;
 pub mod prom;
+#[cfg(feature = "runtime")]
+pub mod render;
 #[cfg(feature = "replicas-wire")]
 pub mod replicas;
 #[cfg(feature = "runtime")]

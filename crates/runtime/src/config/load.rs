@@ -137,9 +137,14 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         None => None,
     };
 
-    // No profiles and no scheduling plugins: the adaptive preset. Plugins without profiles:
-    // the scheduler makes upstream's default profile of them when it is built.
-    let policy_is_preset = picker.scheduling_profiles.is_empty() && picker.plugins.is_empty();
+    // Shepherd's short form (no `apiVersion`/`kind`) with no profiles and no scheduling
+    // plugins: the adaptive preset. Anything else without profiles, upstream-shaped files
+    // among them, gets upstream's default profile of its plugins (the scheduler makes it when
+    // it is built), as upstream's loader would.
+    let policy_is_preset = picker.scheduling_profiles.is_empty()
+        && picker.plugins.is_empty()
+        && picker.api_version.is_none()
+        && picker.kind.is_none();
     let policy = if policy_is_preset {
         with_preset(picker).map_err(|source| LoadError::Policy {
             path: owned_path(),

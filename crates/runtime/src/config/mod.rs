@@ -20,8 +20,11 @@
 //! `flowControl.saturationDetector` when that is unset, and a `flowControl=false` feature gate
 //! turns flow control off, as upstream.
 //!
-//! **Without `schedulingProfiles` and without scheduling plugins, the runtime runs the
-//! adaptive preset** ([`shepherd_adaptive::preset`]): the library's recommended default,
+//! **In Shepherd's short form (no `apiVersion`, no `kind`), without `schedulingProfiles` and
+//! without scheduling plugins, the runtime runs the adaptive preset**
+//! ([`shepherd_adaptive::preset`]; a file with `apiVersion` or `kind` gets what upstream's
+//! loader makes instead: a `default` profile of its scheduling plugins, none here, and a
+//! `max-score-picker`): the library's recommended default,
 //! prefix 3 : queue 2 : KV 2 : in-flight 1 : pending prefill 2, with weights retuned every
 //! tick from the pool's load imbalance. The file's `scheduler` settings and its own
 //! `adaptive` section, when given, apply to the preset. **A file with `plugins` but no
@@ -174,10 +177,22 @@ impl RuntimeConfig {
         Self::from_yaml_at(&text, path)
     }
 
-    /// Top-level sections that will be ignored, one warning each (Shepherd's own sections are
-    /// never among them).
+    /// What loads without effect, one warning each: top-level sections that will be ignored
+    /// (Shepherd's own sections are never among them), upstream settings and entries accepted
+    /// as no-ops, and plugin parameters accepted and unused.
     pub fn warnings(&self) -> Vec<ConfigWarning> {
-        self.policy.warnings()
+        let mut warnings = self.policy.warnings();
+        for plugin in &self.policy.plugins {
+            warnings.extend(
+                shepherd_scorers::parameter_warnings(&plugin.plugin_type, &plugin.parameters)
+                    .into_iter()
+                    .map(|message| ConfigWarning {
+                        section: "plugins".into(),
+                        message: format!("`{}` ({}): {message}", plugin.name(), plugin.plugin_type),
+                    }),
+            );
+        }
+        warnings
     }
 
     /// The static endpoints' addresses, as the pool names them.

@@ -114,7 +114,13 @@ impl SchedulerBuilder {
             return Err(ScheduleError::UnknownProfile("default".into()));
         }
         if let Some(d) = &self.disaggregation {
-            for name in [d.decode_profile(), d.prefill_profile()] {
+            // Without a decider the prefill profile never runs (P/D is off, as upstream turns
+            // it off), so only the decode profile must exist.
+            let needed = match d.decider {
+                Some(_) => [Some(d.decode_profile()), Some(d.prefill_profile())],
+                None => [Some(d.decode_profile()), None],
+            };
+            for name in needed.into_iter().flatten() {
                 if !self.profiles.iter().any(|p| p.name() == name) {
                     return Err(ScheduleError::UnknownProfile(name.to_string()));
                 }

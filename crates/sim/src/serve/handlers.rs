@@ -60,6 +60,8 @@ pub(crate) fn router(server: Server) -> Router {
     Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions/render", post(completions_render))
+        .route("/v1/chat/completions/render", post(chat_completions_render))
         .route("/v1/models", get(models))
         .route("/metrics", get(render_metrics))
         .route("/health", get(health))
@@ -93,6 +95,23 @@ async fn chat_completions(
     body: Bytes,
 ) -> Response {
     serve(&server, "/v1/chat/completions", &headers, &body).await
+}
+
+/// vLLM's `/v1/completions/render`: the prompt's token ids, one answer per prompt (this
+/// server's pseudo tokens, the ids its KV-cache events hash).
+async fn completions_render(State(server): State<Server>, body: Bytes) -> Response {
+    match request::render_tokens("/v1/completions", &body, &server.shared.config) {
+        Ok(ids) => axum::Json(json!([{ "token_ids": ids }])).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// vLLM's `/v1/chat/completions/render`: the rendered conversation's token ids.
+async fn chat_completions_render(State(server): State<Server>, body: Bytes) -> Response {
+    match request::render_tokens("/v1/chat/completions", &body, &server.shared.config) {
+        Ok(ids) => axum::Json(json!({ "token_ids": ids })).into_response(),
+        Err(error) => error.into_response(),
+    }
 }
 
 /// The routing sidecar's part ([`sidecar`]): a request naming a prefill server is prefilled
