@@ -70,6 +70,7 @@ use crate::headers::header_value;
 use crate::hint::{served_endpoint, subset_hint};
 use crate::options::{BodyMode, ExtProcOptions};
 use crate::reject::immediate_response;
+use shepherd_runtime::upstream::{RequestObservation, UpstreamMetrics, error_code};
 use shepherd_runtime::usage::UsageScanner;
 
 /// What to do after a message. See the [module docs](self).
@@ -116,6 +117,8 @@ struct Serving {
     failed: bool,
     started: bool,
     scanner: UsageScanner,
+    /// The request's upstream figures, when recorded.
+    observation: Option<RequestObservation>,
 }
 
 #[derive(Debug)]
@@ -154,6 +157,11 @@ pub struct Exchange {
     phase: Phase,
     /// The request was answered with an `ImmediateResponse`.
     rejected: bool,
+    /// Where request figures are recorded, when they are.
+    upstream: Option<Arc<UpstreamMetrics>>,
+    /// The current request's figures, from its parsed body until its response is in
+    /// [`Serving`].
+    observation: Option<RequestObservation>,
 }
 
 impl Exchange {
@@ -172,6 +180,8 @@ impl Exchange {
             options,
             phase: Phase::Start,
             rejected: false,
+            upstream: None,
+            observation: None,
         }
     }
 
@@ -187,6 +197,24 @@ impl Exchange {
     pub fn with_parsers(mut self, parsers: Arc<ParserSet>) -> Self {
         self.parsers = parsers;
         self
+    }
+
+    /// Records the request in `upstream`'s `llm_d_epp_*` request families.
+    pub fn with_upstream_metrics(mut self, upstream: Arc<UpstreamMetrics>) -> Self {
+        self.upstream = Some(upstream);
+        self
+    }
+
+    /// The current request's upstream figures, taken out while the caller picks (it records
+    /// the flow-control wait and the scheduling in them), given back with
+    /// [`Exchange::restore_observation`].
+    pub fn take_observation(&mut self) -> Option<RequestObservation> {
+        self.observation.take()
+    }
+
+    /// Gives back what [`Exchange::take_observation`] took.
+    pub fn restore_observation(&mut self, observation: Option<RequestObservation>) {
+        self.observation = observation;
     }
 
     /// The request body mode in force (from Envoy's `protocol_config`, else the default).
@@ -293,6 +321,9 @@ impl Exchange {
         }
         self.phase = Phase::Done;
         self.rejected = true;
+        if let Some(mut observation) = self.observation.take() {
+            observation.error(error_code::for_status(rejection.http_status()));
+        }
         Some(Step::Reply(Replies::one(immediate_response(
             rejection,
             &self.options,
@@ -401,6 +432,16 @@ impl Exchange {
             Ok(parsed) => parsed,
             Err(rejection) => return self.reject(&rejection),
         };
+        self.observation = self.upstream.as_ref().map(|upstream| {
+            upstream.observe(
+                &request.model,
+                request.target_model(),
+                request.fairness_id.as_deref(),
+                request.priority,
+                request.body_size,
+                request.stream,
+            )
+        });
         if self.subset.as_ref().is_some_and(Vec::is_empty) {
             return self.reject(&Rejection::EmptySubset);
         }
@@ -490,6 +531,7 @@ impl Exchange {
             failed: false,
             started: false,
             scanner: UsageScanner::new(options.usage_scan_bytes),
+            observation: self.observation.take(),
         }));
         replies
     }
@@ -508,6 +550,11 @@ impl Exchange {
         let map = headers.headers.as_ref();
         let status = header_value(map, ":status").and_then(|s| s.trim().parse::<u16>().ok());
         serving.failed = status.is_some_and(|s| !(200..300).contains(&s));
+        if let (Some(status), true, Some(observation)) =
+            (status, serving.failed, serving.observation.as_mut())
+        {
+            observation.error(&status.to_string());
+        }
         let served = served_endpoint(metadata, &self.options.metadata).or_else(|| {
             header_value(map, &self.options.headers.served).map(|v| v.trim().to_string())
         });
@@ -531,6 +578,12 @@ impl Exchange {
                 if !serving.started && !bytes.is_empty() {
                     serving.started = true;
                     serving.handle.first_token();
+                }
+                if let Some(observation) = &mut serving.observation
+                    && !bytes.is_empty()
+                {
+                    observation.first_byte();
+                    observation.response_bytes(bytes.len());
                 }
                 serving.scanner.push(&bytes);
             }
@@ -566,6 +619,7 @@ impl Exchange {
                 handle,
                 failed,
                 scanner,
+                observation,
                 ..
             } = *serving;
             let completion = if failed {
@@ -573,6 +627,9 @@ impl Exchange {
             } else {
                 Completion::success(scanner.usage())
             };
+            if let Some(observation) = observation {
+                observation.finish(completion.usage.as_ref());
+            }
             handle.finish(completion);
         }
     }

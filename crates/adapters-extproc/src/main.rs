@@ -52,6 +52,10 @@ use tracing_subscriber::EnvFilter;
 #[derive(Debug, Parser)]
 #[command(name = "shepherd-epp", version)]
 struct Args {
+    /// Also export the deprecated `inference_objective_*`, `inference_pool_*` and
+    /// `inference_extension_*` metric names (as `metrics.legacyNames: true` in the config).
+    #[arg(long)]
+    legacy_metric_names: bool,
     /// Shepherd config file (the picker's `EndpointPickerConfig` plus `endpoints`, `scraping`
     /// and `server`; see docs/runtime.md). Watched: edits apply without a restart.
     #[arg(long)]
@@ -230,6 +234,7 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
     let mut options = RuntimeOptions {
         config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),
+        legacy_metric_names: args.legacy_metric_names.then_some(true),
         ..RuntimeOptions::default()
     };
     options.metrics_sources.push(budget.clone());
@@ -273,7 +278,8 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let mut service = ExtProcService::new(Arc::clone(handle.scheduler()), extproc_options)
         .with_body_budget(budget)
         .with_message_budget(messages)
-        .with_connection_counts(connections);
+        .with_connection_counts(connections)
+        .with_upstream_metrics(Arc::clone(handle.upstream_metrics()));
     if let Some(flow) = handle.flow() {
         service = service.with_admission(Arc::new(FlowAdmission(flow.clone())));
     }

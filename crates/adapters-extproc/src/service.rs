@@ -47,6 +47,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
     ExternalProcessor, ExternalProcessorServer,
 };
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
+use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, UpstreamMetrics};
 use shepherd_scheduler_core::decision::Decision;
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use shepherd_scheduler_core::request::InferenceRequest;
@@ -112,6 +113,7 @@ struct Shared {
     budget: Arc<BodyBudget>,
     messages: Arc<BodyBudget>,
     connections: Arc<ConnectionCounts>,
+    upstream: Option<Arc<UpstreamMetrics>>,
 }
 
 /// The ext_proc endpoint picker. See the [module docs](self).
@@ -134,6 +136,7 @@ impl ExtProcService {
                 budget,
                 messages,
                 connections: Arc::new(ConnectionCounts::new("extproc")),
+                upstream: None,
             }),
         }
     }
@@ -161,6 +164,12 @@ impl ExtProcService {
         self.rebuilt(|shared| shared.connections = counts)
     }
 
+    /// Records every request in `upstream`'s `llm_d_epp_*` request families and every stream
+    /// in its `llm_d_epp_extproc_streams_*` families.
+    pub fn with_upstream_metrics(self, upstream: Arc<UpstreamMetrics>) -> Self {
+        self.rebuilt(|shared| shared.upstream = Some(upstream))
+    }
+
     fn rebuilt(self, edit: impl FnOnce(&mut Shared)) -> Self {
         let Shared {
             scheduler,
@@ -169,6 +178,7 @@ impl ExtProcService {
             budget,
             messages,
             connections,
+            upstream,
         } = &*self.shared;
         let mut shared = Shared {
             scheduler: Arc::clone(scheduler),
@@ -177,6 +187,7 @@ impl ExtProcService {
             budget: Arc::clone(budget),
             messages: Arc::clone(messages),
             connections: Arc::clone(connections),
+            upstream: upstream.clone(),
         };
         edit(&mut shared);
         ExtProcService {
@@ -224,8 +235,32 @@ impl ExtProcService {
     /// backend) the model server's render of the prompt (`shepherd_runtime::render`; `body`
     /// is the request's body as it came), then the scheduler.
     pub async fn pick(&self, job: PickJob, body: &[u8]) -> Result<Decision, Rejection> {
+        self.pick_observed(job, body, &mut None).await
+    }
+
+    /// [`ExtProcService::pick`], recording the flow-control wait and the scheduling in
+    /// `observation`.
+    pub async fn pick_observed(
+        &self,
+        job: PickJob,
+        body: &[u8],
+        observation: &mut Option<RequestObservation>,
+    ) -> Result<Decision, Rejection> {
         let admitted = match &self.shared.admission {
-            Some(admission) => admission.admit(&job.request).await?,
+            Some(admission) => {
+                if let Some(observation) = observation.as_mut() {
+                    observation.flow_enter(job.request.body_size);
+                }
+                let admitted = admission.admit(&job.request).await;
+                if let Some(observation) = observation.as_mut() {
+                    observation.flow_done(match &admitted {
+                        Ok(_) => FlowOutcome::Dispatched,
+                        Err(Rejection::Dropped(reason)) => FlowOutcome::dropped(*reason),
+                        Err(_) => FlowOutcome::RejectedOther,
+                    });
+                }
+                admitted?
+            }
             None => Admitted::now(),
         };
         let options = ScheduleOptions {
@@ -234,8 +269,15 @@ impl ExtProcService {
         };
         let scheduler = self.shared.scheduler.load_full();
         let rendered = shepherd_runtime::render::prepare(&scheduler, &job.request, body).await;
+        let scheduling = tokio::time::Instant::now();
         let decision = self.shared.scheduler.schedule_with(&job.request, options);
         drop(rendered);
+        if let Some(observation) = observation.as_mut() {
+            observation.scheduled(
+                scheduling.elapsed(),
+                decision.as_ref().ok().map(|d| d.primary().address()),
+            );
+        }
         // Scheduled (or not): the scheduler now counts it; the admission's hold ends.
         drop(admitted);
         Ok(decision?)
@@ -270,6 +312,13 @@ impl ExtProcService {
         let mut exchange = Exchange::new(Arc::clone(&self.shared.options))
             .with_parsers(parsers)
             .with_body_budget(Arc::clone(&self.shared.budget));
+        if let Some(upstream) = &self.shared.upstream {
+            exchange = exchange.with_upstream_metrics(Arc::clone(upstream));
+            upstream.stream_opened();
+        }
+        let opened = tokio::time::Instant::now();
+        // gRPC status of the stream's end (an index of `GRPC_CODES`): OK unless said otherwise.
+        let mut code = 0usize;
         // While a body is being received: when it must be whole.
         let mut body_deadline: Option<tokio::time::Instant> = None;
         'stream: loop {
@@ -301,6 +350,7 @@ impl ExtProcService {
                     // hears the answer. Otherwise the data plane sent what the gRPC layer could
                     // not take: say so with an error status, never a clean end.
                     let status = self.inbound_failure(status);
+                    code = status.code() as usize;
                     let _ = tx.send(Err(status)).await;
                     break;
                 }
@@ -308,16 +358,23 @@ impl ExtProcService {
             let replies = match exchange.on_message(message) {
                 Ok(Step::Reply(replies)) => replies,
                 Ok(Step::Pick(job)) => {
+                    let mut observation = exchange.take_observation();
                     let body = exchange.pending_body().unwrap_or_default();
                     let outcome = tokio::select! {
-                        outcome = self.pick(job, body) => outcome,
-                        () = tx.closed() => break 'stream,
+                        outcome = self.pick_observed(job, body, &mut observation) => outcome,
+                        () = tx.closed() => {
+                            code = tonic::Code::Cancelled as usize;
+                            break 'stream;
+                        }
                     };
+                    exchange.restore_observation(observation);
                     exchange.picked(outcome)
                 }
                 Err(error) => {
                     tracing::warn!(%error, "ext_proc stream failed");
-                    let _ = tx.send(Err(error.to_status())).await;
+                    let status = error.to_status();
+                    code = status.code() as usize;
+                    let _ = tx.send(Err(status)).await;
                     break;
                 }
             };
@@ -340,6 +397,9 @@ impl ExtProcService {
             }
         }
         clean_end.store(true, Ordering::Release);
+        if let Some(upstream) = &self.shared.upstream {
+            upstream.stream_closed(code, opened.elapsed());
+        }
         // `exchange` drops here: a request still being served ends as cancelled.
     }
 }

@@ -34,6 +34,7 @@ use crate::stats::Rejection;
 use crate::upstream::{self, HttpClient};
 use crate::{ApiError, GatewaySettings, GatewayStats, explain, proxy};
 use shepherd_runtime::flow::FlowController;
+use shepherd_runtime::upstream::UpstreamMetrics;
 
 /// The OpenAI routes proxied through the scheduler, with their API.
 pub const INFERENCE_ROUTES: [(&str, ApiKind); 4] = [
@@ -80,6 +81,8 @@ pub(crate) struct Inner {
     pub(crate) stats: Arc<GatewayStats>,
     pub(crate) parse_limits: ParseLimits,
     pub(crate) budget: BodyBudget,
+    /// The upstream (`llm_d_epp_*`) request families, when recorded.
+    pub(crate) upstream: Option<Arc<UpstreamMetrics>>,
 }
 
 impl Gateway {
@@ -110,6 +113,7 @@ impl Gateway {
                 models,
                 stats,
                 parse_limits,
+                upstream: None,
             }),
         }
     }
@@ -127,6 +131,7 @@ impl Gateway {
             stats,
             parse_limits,
             budget,
+            upstream,
             ..
         } = &*self.inner;
         Gateway {
@@ -140,8 +145,22 @@ impl Gateway {
                 stats: Arc::clone(stats),
                 parse_limits: parse_limits.clone(),
                 budget: budget.clone(),
+                upstream: upstream.clone(),
             }),
         }
+    }
+
+    /// Records every request in `upstream`'s `llm_d_epp_*` request families (the runtime's
+    /// [`upstream_metrics`](shepherd_runtime::RuntimeHandle::upstream_metrics)). Call before
+    /// the gateway serves (it is the gateway's only copy).
+    pub fn with_upstream_metrics(mut self, upstream: Arc<UpstreamMetrics>) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.upstream = Some(upstream),
+            None => {
+                tracing::warn!("upstream metrics given to a gateway already shared: not recorded")
+            }
+        }
+        self
     }
 
     /// The flow controller requests go through, if any.

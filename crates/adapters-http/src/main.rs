@@ -32,6 +32,10 @@ use tracing_subscriber::filter::LevelFilter;
 #[derive(Debug, Parser)]
 #[command(name = "shepherd-gateway", version)]
 struct Args {
+    /// Also export the deprecated `inference_objective_*`, `inference_pool_*` and
+    /// `inference_extension_*` metric names (as `metrics.legacyNames: true` in the config).
+    #[arg(long)]
+    legacy_metric_names: bool,
     /// The runtime config file (watched: policy and endpoint edits apply while running).
     #[arg(long, short, default_value = "shepherd.yaml")]
     config: PathBuf,
@@ -94,6 +98,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut options = RuntimeOptions {
         serve_admin: !args.no_admin_port,
         config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),
+        legacy_metric_names: args.legacy_metric_names.then_some(true),
         ..RuntimeOptions::default()
     };
     if !args.endpoints.is_empty() {

@@ -32,6 +32,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, Response, header};
 use axum::response::IntoResponse;
 use shepherd_runtime::flow::FlowRequest;
+use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, error_code};
 use shepherd_scheduler_core::completion::Completion;
 use shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER;
 use shepherd_scheduler_core::request::ApiKind;
@@ -53,9 +54,13 @@ pub(crate) async fn proxy(
 ) -> Response<Body> {
     let inner = &gateway.inner;
     inner.stats.request(api);
-    match forward(gateway, path, request).await {
+    let mut observation = None;
+    match forward(gateway, path, request, &mut observation).await {
         Ok(response) => response,
         Err(error) => {
+            if let Some(observation) = &mut observation {
+                observation.error(error_code::for_status(error.status().as_u16()));
+            }
             if error.dropped_reason() == Some(crate::api_error::BODY_BUFFER_FULL) {
                 inner.stats.rejected(Rejection::BodyBufferFull);
             } else if error.dropped_reason().is_some() {
@@ -74,6 +79,7 @@ async fn forward(
     gateway: &Gateway,
     path: &str,
     request: Request,
+    observation: &mut Option<RequestObservation>,
 ) -> Result<Response<Body>, ApiError> {
     let inner = &gateway.inner;
     let settings = &inner.settings;
@@ -94,11 +100,6 @@ async fn forward(
         .parsers()
         .parse(path, &body, &inner.parse_limits);
     let mut request = parsed.map_err(|e| ApiError::bad_body(&e))?;
-    if !request.model.is_empty()
-        && inner.models.check(request.target_model()).await == ModelCheck::Unknown
-    {
-        return Err(ApiError::unknown_model(request.target_model()));
-    }
     let client_headers = &parts.headers;
     request.assign_id(headers::text(client_headers, REQUEST_ID));
     // A client sets its own priority and flow only where `gateway.trustedHeaders` says so.
@@ -116,34 +117,64 @@ async fn forward(
         .map(str::to_owned);
     request.session_key = headers::text(client_headers, SESSION).map(str::to_owned);
     request.headers = headers::plugin_headers(client_headers);
+    *observation = inner.upstream.as_ref().map(|upstream| {
+        upstream.observe(
+            &request.model,
+            request.target_model(),
+            request.fairness_id.as_deref(),
+            request.priority,
+            body.len(),
+            request.stream,
+        )
+    });
+    if !request.model.is_empty()
+        && inner.models.check(request.target_model()).await == ModelCheck::Unknown
+    {
+        return Err(ApiError::unknown_model(request.target_model()));
+    }
 
     // Flow control: wait while the pool is saturated (dropped with this future if the client
     // goes away), or be refused.
     let permit = match &inner.flow {
-        Some(flow) => Some(
-            flow.admit(FlowRequest::of(&request))
-                .await
-                .map_err(|reason| {
-                    tracing::info!(
-                        request_id = %request.id,
-                        priority = request.priority,
-                        reason = reason.as_str(),
-                        "flow control dropped a request"
-                    );
-                    ApiError::flow_dropped(reason, settings.retry_after_seconds)
-                })?,
-        ),
+        Some(flow) => Some({
+            if let Some(observation) = observation.as_mut() {
+                observation.flow_enter(body.len());
+            }
+            let admitted = flow.admit(FlowRequest::of(&request)).await;
+            if let Some(observation) = observation.as_mut() {
+                observation.flow_done(match &admitted {
+                    Ok(_) => FlowOutcome::Dispatched,
+                    Err(reason) => FlowOutcome::dropped(*reason),
+                });
+            }
+            admitted.map_err(|reason| {
+                tracing::info!(
+                    request_id = %request.id,
+                    priority = request.priority,
+                    reason = reason.as_str(),
+                    "flow control dropped a request"
+                );
+                ApiError::flow_dropped(reason, settings.retry_after_seconds)
+            })?
+        }),
         None => None,
     };
     // A token-producer with the `vllm` backend: the model server renders the prompt first
     // (the pick reads the ids; a failed render leaves the request without them).
     let rendered =
         shepherd_runtime::render::prepare(&inner.scheduler.load_full(), &request, &body).await;
+    let scheduling = tokio::time::Instant::now();
     let decision = inner
         .scheduler
         .schedule_with(&request, ScheduleOptions::default())
         .map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds));
     drop(rendered);
+    if let Some(observation) = observation.as_mut() {
+        observation.scheduled(
+            scheduling.elapsed(),
+            decision.as_ref().ok().map(|d| d.primary().address()),
+        );
+    }
     drop(permit);
     let decision = decision?;
     drop(request);
@@ -195,6 +226,12 @@ async fn forward(
     let (mut head, upstream_body) = answer.into_parts();
     let status = head.status.as_u16();
     inner.stats.response(status);
+    let mut observation = observation.take();
+    if !(200..300).contains(&status)
+        && let Some(observation) = observation.as_mut()
+    {
+        observation.error(&status.to_string());
+    }
     let mut response_headers = headers::client_response_headers(&head.headers);
     if !response_headers.contains_key(REQUEST_ID) {
         response_headers.insert(REQUEST_ID, request_id);
@@ -207,6 +244,7 @@ async fn forward(
         std::sync::Arc::clone(&inner.stats),
         admitted,
         settings.usage_scan_bytes,
-    );
+    )
+    .observed(observation);
     Ok(Response::from_parts(head, Body::new(body)))
 }

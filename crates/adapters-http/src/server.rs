@@ -97,7 +97,8 @@ impl GatewayServer {
             }
         };
         let local_addr = listener.local_addr().unwrap_or(addr);
-        let mut gateway = Gateway::new(Arc::clone(runtime.scheduler()), settings, stats);
+        let mut gateway = Gateway::new(Arc::clone(runtime.scheduler()), settings, stats)
+            .with_upstream_metrics(Arc::clone(runtime.upstream_metrics()));
         if let Some(flow) = runtime.flow() {
             gateway = gateway.with_flow_control(flow.clone());
         }

@@ -23,6 +23,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
+use shepherd_runtime::upstream::RequestObservation;
 use shepherd_runtime::usage::UsageScanner;
 use shepherd_scheduler_core::completion::{Completion, RequestHandle};
 
@@ -44,6 +45,8 @@ struct Tracking {
     scanner: Option<UsageScanner>,
     first_seen: bool,
     stats: Arc<GatewayStats>,
+    /// The request's upstream figures, when recorded.
+    observation: Option<RequestObservation>,
     _admitted: Admitted,
 }
 
@@ -64,6 +67,7 @@ impl TrackedBody {
                 handle,
                 scanner: success.then(|| UsageScanner::new(usage_scan_bytes)),
                 first_seen: false,
+                observation: None,
                 stats,
                 _admitted: admitted,
             }),
@@ -75,8 +79,22 @@ impl TrackedBody {
         body
     }
 
+    /// Records the response in `observation` too (first byte, sizes, usage).
+    pub(crate) fn observed(mut self, observation: Option<RequestObservation>) -> Self {
+        match &mut self.tracking {
+            Some(tracking) => tracking.observation = observation,
+            // An empty body, finished already.
+            None => {
+                if let Some(observation) = observation {
+                    observation.finish(None);
+                }
+            }
+        }
+        self
+    }
+
     fn finish(&mut self, broken: bool) {
-        let Some(tracking) = self.tracking.take() else {
+        let Some(mut tracking) = self.tracking.take() else {
             return;
         };
         let completion = match (&tracking.scanner, broken) {
@@ -91,6 +109,12 @@ impl TrackedBody {
         };
         if broken {
             tracking.stats.upstream_error_mid_stream();
+        }
+        if let Some(mut observation) = tracking.observation.take() {
+            if broken {
+                observation.error("ModelServerError");
+            }
+            observation.finish(completion.usage.as_ref());
         }
         tracking.handle.finish(completion);
     }
@@ -114,6 +138,10 @@ impl Body for TrackedBody {
                     if !tracking.first_seen {
                         tracking.first_seen = true;
                         tracking.handle.first_token();
+                    }
+                    if let Some(observation) = &mut tracking.observation {
+                        observation.first_byte();
+                        observation.response_bytes(data.len());
                     }
                     if let Some(scanner) = &mut tracking.scanner {
                         scanner.push(data);

@@ -93,6 +93,8 @@ pub mod scrape;
 mod shutdown;
 #[cfg(feature = "runtime")]
 pub mod throttle;
+#[cfg(feature = "runtime")]
+pub mod upstream;
 pub mod usage;
 #[cfg(feature = "zmtp")]
 pub mod zmtp;

@@ -18,8 +18,8 @@ use shepherd_scheduler_core::flow::{
 };
 
 use super::{
-    EndpointSpec, GatewayConfig, LoadError, ReplicasConfig, RuntimeConfig, ScrapingConfig,
-    ServerConfig,
+    EndpointSpec, GatewayConfig, LoadError, MetricsConfig, ReplicasConfig, RuntimeConfig,
+    ScrapingConfig, ServerConfig,
 };
 use crate::mapping::{
     CORE_METRICS_EXTRACTOR_TYPE, CoreMetricsExtractorParams, METRICS_DATA_SOURCE_TYPE,
@@ -28,8 +28,9 @@ use crate::mapping::{
 
 /// Top-level sections that belong to Shepherd's runtime rather than to the picker schema
 /// (declared to the core's strict loader, which refuses any other unknown key).
-pub(crate) const RUNTIME_SECTIONS: [&str; 6] = [
+pub(crate) const RUNTIME_SECTIONS: [&str; 7] = [
     "endpoints",
+    "metrics",
     "scraping",
     "server",
     "gateway",
@@ -59,6 +60,7 @@ struct Sections {
     scraping: Option<ScrapingConfig>,
     server: Option<ServerConfig>,
     gateway: Option<GatewayConfig>,
+    metrics: Option<MetricsConfig>,
     replicas: Option<ReplicasConfig>,
     #[serde(rename = "flowControl")]
     flow_control: Option<FlowControlConfig>,
@@ -160,6 +162,7 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         scraping,
         server: sections.server.unwrap_or_default(),
         gateway: sections.gateway.unwrap_or_default(),
+        metrics: sections.metrics.unwrap_or_default(),
         replicas: sections.replicas,
         flow_control,
         path: owned_path(),

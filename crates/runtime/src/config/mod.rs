@@ -7,6 +7,7 @@
 //! | `scraping` | scrape interval (50 ms), timeout (1 s), forgetting after failures, and the upstream `metrics-data-source` / `core-metrics-extractor` parameters | [`ScrapingConfig`] |
 //! | `server` | bind address (127.0.0.1) and ports: ext_proc 9002, health 9003, admin/metrics 9090, HTTP 8080 | [`ServerConfig`] |
 //! | `gateway` | the HTTP gateway's proxying: body limit, timeouts, concurrency cap, client and upstream keys, `/debug/explain` | [`GatewayConfig`] |
+//! | `metrics` | the upstream `llm_d_epp_*` families: the deprecated names on or off, label caps, the pool's name | [`MetricsConfig`] |
 //! | `flowControl` | upstream's flow-control section: priority bands, limits, TTL, the saturation detector (its `utilization-detector` / `concurrency-detector` plugins are taken out of `plugins`) | [`FlowSettings`] |
 //! | everything else | the core's schema | [`EndpointPickerConfig`] |
 //!
@@ -64,6 +65,7 @@ mod endpoints;
 mod error;
 mod gateway;
 mod load;
+mod metrics;
 mod replicas;
 mod scraping;
 mod server;
@@ -82,6 +84,7 @@ pub use gateway::{
     DEFAULT_MAX_BUFFERED_BODY_BYTES, DEFAULT_MODELS_CACHE_MS, DEFAULT_MODELS_TIMEOUT_MS,
     DEFAULT_RETRY_AFTER_SECONDS, GatewayConfig, PRIVILEGED_HEADERS, Secret, SecretError,
 };
+pub use metrics::MetricsConfig;
 pub use replicas::{
     DEFAULT_PEER_EXPIRY_MS, DEFAULT_SYNC_INTERVAL_MS, ReplicasConfig, ReplicasKeyError,
 };
@@ -113,6 +116,8 @@ pub struct RuntimeConfig {
     pub server: ServerConfig,
     /// The HTTP gateway's settings (read by `shepherd-gateway` only).
     pub gateway: GatewayConfig,
+    /// How the upstream metric families are exported.
+    pub metrics: MetricsConfig,
     /// The load exchange with peer replicas, when the file has a `replicas` section.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<ReplicasConfig>,
@@ -136,6 +141,7 @@ impl Default for RuntimeConfig {
             scraping: ScrapingConfig::default(),
             server: ServerConfig::default(),
             gateway: GatewayConfig::default(),
+            metrics: MetricsConfig::default(),
             replicas: None,
             flow_control: None,
             path: None,

@@ -60,6 +60,7 @@ pub fn build_scheduler_in(
         let factory = registry
             .get(plugin_type)
             .ok_or_else(|| missing_type(registry, name, plugin_type))?;
+        shared.metrics.note_plugin_type(name, plugin_type);
         let args = PluginArgs::new(name, plugin_type, parameters, shared, seed);
         factory(&args).map_err(|reason| ConfigError::BadParameters {
             name: name.to_string(),

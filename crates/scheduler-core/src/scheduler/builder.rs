@@ -135,6 +135,11 @@ impl SchedulerBuilder {
             .iter()
             .map(|p| self.shared.metrics.profile(p.name()))
             .collect();
+        let plugin_timers = self
+            .profiles
+            .iter()
+            .map(|p| super::PluginTimers::of(p, &self.shared.metrics))
+            .collect();
         let completer = Arc::new(Completer {
             hooks: self.completion_hooks,
             metrics: Arc::clone(&self.shared.metrics),
@@ -144,6 +149,7 @@ impl SchedulerBuilder {
             clock,
             profiles: self.profiles,
             profile_metrics,
+            plugin_timers,
             staleness_bound: Duration::from_millis(self.settings.staleness_ms.max(1)),
             avoid_stale: self.settings.avoid_stale_endpoints,
             max_endpoints: self.settings.max_endpoints.max(1),

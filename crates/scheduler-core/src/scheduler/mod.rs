@@ -33,11 +33,12 @@ use std::time::Duration;
 pub use builder::SchedulerBuilder;
 pub use error::ScheduleError;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, Timestamp};
 use crate::completion::{Completer, RequestHandle};
 use crate::decision::{Breakdown, Decision};
 use crate::disagg::{Disaggregation, PREFILL_ID_SUFFIX};
 use crate::endpoint::{InFlightGuard, MembershipListener, Pool};
+use crate::metrics::{BucketHistogram, PLUGIN_TIMING_SAMPLE};
 use crate::metrics::{CoreMetrics, MetricsSource, MetricsVisitor, ProfileMetrics};
 use crate::plugin::{CachedPrefix, CycleState, Decider, Score};
 use crate::profile::Profile;
@@ -65,6 +66,8 @@ pub struct Scheduler {
     clock: Arc<dyn Clock>,
     profiles: Vec<Arc<Profile>>,
     profile_metrics: Vec<Arc<ProfileMetrics>>,
+    /// Per profile, its plugins' duration histograms.
+    plugin_timers: Vec<PluginTimers>,
     staleness_bound: Duration,
     avoid_stale: bool,
     max_endpoints: usize,
@@ -81,6 +84,32 @@ pub struct Scheduler {
     metric_sources: Vec<Arc<dyn MetricsSource>>,
     parsers: Arc<ParserSet>,
     disaggregation: Option<Disaggregation>,
+}
+
+/// One profile's plugin duration histograms, aligned with its filters and scorers.
+#[derive(Debug)]
+pub(crate) struct PluginTimers {
+    pub(crate) filters: Vec<Arc<BucketHistogram>>,
+    pub(crate) scorers: Vec<Arc<BucketHistogram>>,
+    pub(crate) picker: Arc<BucketHistogram>,
+}
+
+impl PluginTimers {
+    pub(crate) fn of(profile: &Profile, metrics: &crate::metrics::CoreMetrics) -> Self {
+        PluginTimers {
+            filters: profile
+                .filters()
+                .iter()
+                .map(|f| metrics.plugin_timer("Filter", &f.name))
+                .collect(),
+            scorers: profile
+                .scorers()
+                .iter()
+                .map(|s| metrics.plugin_timer("Scorer", &s.name))
+                .collect(),
+            picker: metrics.plugin_timer("Picker", profile.picker_name()),
+        }
+    }
 }
 
 impl Scheduler {
@@ -251,8 +280,27 @@ impl Scheduler {
                 });
             }
         }
-        for entry in profile.filters() {
+        // One pick in PLUGIN_TIMING_SAMPLE times its plugins.
+        let timers = self.plugin_timers.get(profile_index).filter(|_| {
+            self.picks
+                .0
+                .load(Ordering::Relaxed)
+                .is_multiple_of(PLUGIN_TIMING_SAMPLE)
+                && !options.dry_run
+        });
+        let time = |timer: Option<&Arc<BucketHistogram>>, since: Timestamp| {
+            if let Some(timer) = timer {
+                timer.observe(self.clock.now().saturating_since(since).as_secs_f64());
+            }
+        };
+        for (f, entry) in profile.filters().iter().enumerate() {
+            let t0 = if timers.is_some() {
+                self.clock.now()
+            } else {
+                started
+            };
             entry.filter.filter(&mut cycle, &mut candidates);
+            time(timers.and_then(|t| t.filters.get(f)), t0);
             if candidates.is_empty() {
                 return Err(ScheduleError::NoCandidates {
                     model: request.target_model().to_string(),
@@ -268,7 +316,13 @@ impl Scheduler {
         let mut totals = vec![0.0f64; n];
         for (s, entry) in scorers.iter().enumerate() {
             let column = &mut scores[s * n..(s + 1) * n];
+            let t0 = if timers.is_some() {
+                self.clock.now()
+            } else {
+                started
+            };
             entry.scorer.score(&mut cycle, &candidates, column);
+            time(timers.and_then(|t| t.scorers.get(s)), t0);
             let w = weights.get(s);
             for (total, score) in totals.iter_mut().zip(column.iter_mut()) {
                 *score = Score {
@@ -282,7 +336,13 @@ impl Scheduler {
         let pick_number = self.picks.0.fetch_add(1, Ordering::Relaxed);
         let mut rng =
             PickRng::seed_from(self.seed ^ pick_number.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let t0 = if timers.is_some() {
+            self.clock.now()
+        } else {
+            started
+        };
         let mut picked = profile.picker().pick(&totals, self.max_endpoints, &mut rng);
+        time(timers.map(|t| &t.picker), t0);
         picked.retain(|&i| i < n);
         dedup_in_order(&mut picked);
         let Some(&primary_index) = picked.first() else {
@@ -305,7 +365,11 @@ impl Scheduler {
             }
             if let Some(m) = profile_metrics {
                 m.prompt_tokens.add(prompt_tokens);
-                m.cached_tokens.add(prompt_tokens.saturating_sub(uncached));
+                let cached = prompt_tokens.saturating_sub(uncached);
+                m.cached_tokens.add(cached);
+                if prompt_tokens > 0 {
+                    m.hit_ratio.observe(cached as f64 / prompt_tokens as f64);
+                }
             }
         }
         let guard = if options.dry_run {
