@@ -91,6 +91,7 @@ pub mod scrape;
 mod shutdown;
 #[cfg(feature = "runtime")]
 pub mod throttle;
+pub mod telemetry;
 pub mod usage;
 #[cfg(feature = "zmtp")]
 pub mod zmtp;
