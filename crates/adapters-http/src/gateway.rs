@@ -34,6 +34,7 @@ use crate::stats::Rejection;
 use crate::upstream::{self, HttpClient};
 use crate::{ApiError, GatewaySettings, GatewayStats, explain, proxy};
 use shepherd_runtime::flow::FlowController;
+use shepherd_runtime::telemetry::RequestTracing;
 
 /// The OpenAI routes proxied through the scheduler, with their API.
 pub const INFERENCE_ROUTES: [(&str, ApiKind); 4] = [
@@ -69,7 +70,7 @@ pub struct Gateway {
     pub(crate) inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Inner {
     pub(crate) scheduler: Arc<ReloadableScheduler>,
     pub(crate) settings: GatewaySettings,
@@ -80,6 +81,7 @@ pub(crate) struct Inner {
     pub(crate) stats: Arc<GatewayStats>,
     pub(crate) parse_limits: ParseLimits,
     pub(crate) budget: BodyBudget,
+    pub(crate) tracing: RequestTracing,
 }
 
 impl Gateway {
@@ -110,6 +112,7 @@ impl Gateway {
                 models,
                 stats,
                 parse_limits,
+                tracing: RequestTracing::new(),
             }),
         }
     }
@@ -118,29 +121,20 @@ impl Gateway {
     /// saturated, and are answered 429 or 503 with `x-shepherd-dropped-reason` when dropped.
     /// Call before the gateway serves (it is the gateway's only copy).
     pub fn with_flow_control(self, flow: FlowController) -> Self {
-        let Inner {
-            scheduler,
-            settings,
-            client,
-            models,
-            limit,
-            stats,
-            parse_limits,
-            budget,
-            ..
-        } = &*self.inner;
+        let mut inner = (*self.inner).clone();
+        inner.flow = Some(flow);
         Gateway {
-            inner: Arc::new(Inner {
-                scheduler: Arc::clone(scheduler),
-                settings: settings.clone(),
-                client: client.clone(),
-                models: Arc::clone(models),
-                limit: limit.clone(),
-                flow: Some(flow),
-                stats: Arc::clone(stats),
-                parse_limits: parse_limits.clone(),
-                budget: budget.clone(),
-            }),
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Traces requests with `tracing` (a `gateway.request` span per request when tracing is
+    /// on: [`shepherd_runtime::telemetry`]). Call before the gateway serves.
+    pub fn with_tracing(self, tracing: RequestTracing) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.tracing = tracing;
+        Gateway {
+            inner: Arc::new(inner),
         }
     }
 

@@ -22,6 +22,9 @@ use super::trace::{ModeSource, Propagation};
 /// layer leaves it out.
 pub(crate) const TARGET: &str = "shepherd_otel";
 
+/// The request span, to enter.
+pub(crate) type SpanRef = tracing::Span;
+
 /// A recording request.
 pub(crate) struct Request {
     span: tracing::Span,
@@ -151,8 +154,16 @@ impl Request {
         )
     }
 
-    pub(crate) async fn instrument<F: Future>(&self, future: F) -> F::Output {
-        future.instrument(self.span.clone()).await
+    pub(crate) fn span(&self) -> tracing::Span {
+        self.span.clone()
+    }
+}
+
+/// `future`, inside `span` when there is one.
+pub(crate) async fn instrument<F: Future>(span: Option<tracing::Span>, future: F) -> F::Output {
+    match span {
+        Some(span) => future.instrument(span).await,
+        None => future.await,
     }
 }
 

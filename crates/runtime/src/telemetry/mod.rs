@@ -48,7 +48,9 @@ mod observer;
 pub use settings::{
     Exporter, ParentRoot, Protocol, SamplerKind, SettingsError, TracingSettings,
 };
-pub use trace::{ChildSpan, ModeSource, Propagation, RequestTrace, RequestTracing, Scoring};
+pub use trace::{
+    ChildSpan, ModeSource, Propagation, RequestTrace, RequestTracing, Scoring, SpanHandle,
+};
 
 #[cfg(feature = "otel")]
 pub use install::{TelemetryGuard, init, install_tracer, provider};

@@ -71,6 +71,13 @@ pub const HTTP_STATUS: &str = "http.response.status_code";
 pub const SERVER_ADDRESS: &str = "server.address";
 /// Which attempt (1 = the primary; more after fallbacks).
 pub const ATTEMPT: &str = "llm_d.gateway.attempt";
+/// The prompt tokens the model server reported (`usage.prompt_tokens`).
+pub const INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
+/// The tokens it generated (`usage.completion_tokens`).
+pub const OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+/// The prompt tokens it served from its prefix cache, when it says
+/// (`usage.prompt_tokens_details.cached_tokens`).
+pub const USAGE_CACHED_TOKENS: &str = "gen_ai.usage.cache_read.input_tokens";
 /// Why the request failed (the error's kind).
 pub const ERROR_TYPE: &str = "error.type";
 

@@ -158,12 +158,26 @@ impl RequestTrace {
         }
     }
 
-    /// Runs `future` inside the request's span, so what it logs becomes the span's events.
-    pub async fn in_span<F: Future>(&self, future: F) -> F::Output {
-        match &self.active {
-            Some(active) => active.instrument(future).await,
-            None => future.await,
-        }
+    /// `future` run inside the request's span, so what it logs becomes the span's events.
+    pub fn in_span<F: Future>(&self, future: F) -> impl Future<Output = F::Output> + use<F> {
+        self.span_handle().instrument(future)
+    }
+
+    /// A handle on the request's span that does not borrow the trace (to run a future that
+    /// borrows the trace mutably inside its span).
+    pub fn span_handle(&self) -> SpanHandle {
+        SpanHandle(self.active.as_ref().map(imp::Request::span))
+    }
+}
+
+/// Runs futures inside a request's span ([`RequestTrace::span_handle`]).
+#[derive(Debug, Default)]
+pub struct SpanHandle(Option<imp::SpanRef>);
+
+impl SpanHandle {
+    /// `future`, run inside the span (as it is when the request is not recorded).
+    pub fn instrument<F: Future>(self, future: F) -> impl Future<Output = F::Output> + use<F> {
+        imp::instrument(self.0, future)
     }
 }
 
