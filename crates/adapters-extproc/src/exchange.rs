@@ -70,6 +70,7 @@ use crate::headers::header_value;
 use crate::hint::{served_endpoint, subset_hint};
 use crate::options::{BodyMode, ExtProcOptions};
 use crate::reject::immediate_response;
+use shepherd_runtime::telemetry::RequestTrace;
 use shepherd_runtime::usage::UsageScanner;
 
 /// What to do after a message. See the [module docs](self).
@@ -91,6 +92,10 @@ pub struct PickJob {
     /// The gateway's subset hint, when it sent one (never empty: an empty hint is rejected
     /// before the pick).
     pub subset: Option<Vec<String>>,
+    /// The client's W3C `traceparent`, when it sent one.
+    pub traceparent: Option<String>,
+    /// The client's `tracestate`, when it sent one.
+    pub tracestate: Option<String>,
 }
 
 /// A request whose body is complete, waiting for its pick.
@@ -154,6 +159,8 @@ pub struct Exchange {
     phase: Phase,
     /// The request was answered with an `ImmediateResponse`.
     rejected: bool,
+    /// The request's span, once picked (off unless tracing is on and it is sampled).
+    trace: RequestTrace,
 }
 
 impl Exchange {
@@ -169,6 +176,7 @@ impl Exchange {
             parsers: Arc::clone(&DEFAULT_PARSERS),
             subset: None,
             budget: Arc::new(BodyBudget::new(options.max_buffered_bytes)),
+            trace: RequestTrace::off(),
             options,
             phase: Phase::Start,
             rejected: false,
@@ -397,6 +405,7 @@ impl Exchange {
             assembly.client_owned_headers().to_vec()
         };
         let held = assembly.take_reservation();
+        let (traceparent, tracestate) = assembly.trace_context();
         let (request, body) = match assembly.finish(&self.options, &self.parsers) {
             Ok(parsed) => parsed,
             Err(rejection) => return self.reject(&rejection),
@@ -415,7 +424,15 @@ impl Exchange {
         Some(Step::Pick(PickJob {
             request,
             subset: self.subset.take(),
+            traceparent,
+            tracestate,
         }))
+    }
+
+    /// Keeps the request's trace for the rest of the stream: its span ends with the
+    /// exchange, and the routing answer hands its context to the model server.
+    pub fn attach_trace(&mut self, trace: RequestTrace) {
+        self.trace = trace;
     }
 
     /// The outcome of the pick [`Step::Pick`] asked for: the routing answer, or the rejection.
@@ -438,6 +455,7 @@ impl Exchange {
             .prefill()
             .map(|stage| stage.endpoint().address().to_string());
         let handle = decision.into_handle();
+        let trace = self.trace.propagation();
         let options = &self.options;
         let replies = if pending.headers_answered {
             let route = Route {
@@ -445,6 +463,7 @@ impl Exchange {
                 content_length: None,
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
+                trace: trace.as_ref(),
             };
             let mut replies = vec![answer::route_body(&route, options)];
             if pending.ended_by_trailers {
@@ -457,6 +476,7 @@ impl Exchange {
                 content_length: None,
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
+                trace: trace.as_ref(),
             };
             Replies::one(answer::route_headers(&route, options))
         } else {
@@ -465,6 +485,7 @@ impl Exchange {
                 content_length: Some(pending.body.len()),
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
+                trace: trace.as_ref(),
             };
             let head = vec![answer::route_headers(&route, options)];
             let body = BodyChunks::new(

@@ -50,6 +50,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, Processin
 use shepherd_scheduler_core::decision::Decision;
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use shepherd_scheduler_core::request::InferenceRequest;
+use shepherd_runtime::telemetry::{RequestTrace, RequestTracing, names};
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
@@ -112,6 +113,7 @@ struct Shared {
     budget: Arc<BodyBudget>,
     messages: Arc<BodyBudget>,
     connections: Arc<ConnectionCounts>,
+    tracing: RequestTracing,
 }
 
 /// The ext_proc endpoint picker. See the [module docs](self).
@@ -134,6 +136,7 @@ impl ExtProcService {
                 budget,
                 messages,
                 connections: Arc::new(ConnectionCounts::new("extproc")),
+                tracing: RequestTracing::new(),
             }),
         }
     }
@@ -155,6 +158,13 @@ impl ExtProcService {
         self.rebuilt(|shared| shared.messages = budget)
     }
 
+    /// Traces requests with `tracing`: a `gateway.request` span per request when tracing is
+    /// on ([`shepherd_runtime::telemetry`]), whose context the model server receives in
+    /// `traceparent` through the header mutation.
+    pub fn with_tracing(self, tracing: RequestTracing) -> Self {
+        self.rebuilt(|shared| shared.tracing = tracing)
+    }
+
     /// Counts the ext_proc port's connections in `counts` instead of counters of its own (to
     /// export them before the service exists).
     pub fn with_connection_counts(self, counts: Arc<ConnectionCounts>) -> Self {
@@ -169,6 +179,7 @@ impl ExtProcService {
             budget,
             messages,
             connections,
+            tracing,
         } = &*self.shared;
         let mut shared = Shared {
             scheduler: Arc::clone(scheduler),
@@ -177,6 +188,7 @@ impl ExtProcService {
             budget: Arc::clone(budget),
             messages: Arc::clone(messages),
             connections: Arc::clone(connections),
+            tracing: tracing.clone(),
         };
         edit(&mut shared);
         ExtProcService {
@@ -222,17 +234,53 @@ impl ExtProcService {
 
     /// Picks for a complete request: admission, then the scheduler.
     pub async fn pick(&self, job: PickJob) -> Result<Decision, Rejection> {
+        self.pick_traced(job, &RequestTrace::off()).await
+    }
+
+    /// [`Self::pick`], with the flow-control wait and the scheduling recorded under `trace`.
+    pub async fn pick_traced(
+        &self,
+        job: PickJob,
+        trace: &RequestTrace,
+    ) -> Result<Decision, Rejection> {
+        let request = &job.request;
+        trace.set_str(names::MODEL, request.target_model());
+        trace.set_str(names::REQUEST_ID, &request.id);
         let admitted = match &self.shared.admission {
-            Some(admission) => admission.admit(&job.request).await?,
+            Some(admission) => {
+                let wait = trace.flow_control(request.priority.into(), request.fairness_id.as_deref());
+                let admitted = admission.admit(request).await;
+                match &admitted {
+                    Ok(_) => wait.set_str(names::FLOW_OUTCOME, "dispatched"),
+                    Err(rejection) => {
+                        let reason = rejection.to_string();
+                        wait.set_str(names::FLOW_OUTCOME, &reason);
+                        wait.set_error("flow_control", &reason);
+                    }
+                }
+                wait.end();
+                admitted?
+            }
             None => Admitted::now(),
         };
         let options = ScheduleOptions {
             subset: job.subset.as_deref(),
             ..Default::default()
         };
-        let decision = self.shared.scheduler.schedule_with(&job.request, options);
+        let scoring = trace.scoring();
+        let decision = match scoring.observer() {
+            Some(observer) => self
+                .shared
+                .scheduler
+                .schedule_observed(request, options, observer),
+            None => self.shared.scheduler.schedule_with(request, options),
+        };
+        scoring.finish(decision.as_ref());
         // Scheduled (or not): the scheduler now counts it; the admission's hold ends.
         drop(admitted);
+        if let Ok(decision) = &decision {
+            trace.set_str(names::ENDPOINT, decision.primary().address());
+        }
         Ok(decision?)
     }
 
@@ -303,10 +351,18 @@ impl ExtProcService {
             let replies = match exchange.on_message(message) {
                 Ok(Step::Reply(replies)) => replies,
                 Ok(Step::Pick(job)) => {
+                    let trace = self
+                        .shared
+                        .tracing
+                        .start(job.traceparent.as_deref(), job.tracestate.as_deref());
                     let outcome = tokio::select! {
-                        outcome = self.pick(job) => outcome,
+                        outcome = trace.in_span(self.pick_traced(job, &trace)) => outcome,
                         () = tx.closed() => break 'stream,
                     };
+                    if let Err(rejection) = &outcome {
+                        trace.set_error("rejected", &rejection.to_string());
+                    }
+                    exchange.attach_trace(trace);
                     exchange.picked(outcome)
                 }
                 Err(error) => {

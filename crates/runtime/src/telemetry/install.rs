@@ -155,13 +155,23 @@ fn bad_header(name: &str) -> TelemetryError {
 /// provider and the layer that turns request spans into OpenTelemetry spans. Call it once,
 /// inside the tokio runtime; keep the guard until the runtime's work is done.
 pub fn init(service: &str, level: LevelFilter) -> Result<TelemetryGuard, TelemetryError> {
+    init_with(service, level)
+}
+
+/// [`init`] with the log's own filter (an `EnvFilter` from `RUST_LOG`, say). The request
+/// spans record the log lines at `INFO` and above written inside them.
+pub fn init_with<F>(service: &str, log_filter: F) -> Result<TelemetryGuard, TelemetryError>
+where
+    F: tracing_subscriber::layer::Filter<tracing_subscriber::Registry> + Send + Sync + 'static,
+{
+    let level = LevelFilter::INFO;
     let settings = TracingSettings::from_env(service)?;
     let provider = provider(&settings)?;
     // The request spans belong to OpenTelemetry, not to the log.
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_filter(level)
+        .with_filter(log_filter)
         .with_filter(filter_fn(|meta| meta.target() != TARGET));
     let Some(provider) = provider else {
         tracing_subscriber::registry()

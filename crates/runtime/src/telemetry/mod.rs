@@ -53,7 +53,7 @@ pub use trace::{
 };
 
 #[cfg(feature = "otel")]
-pub use install::{TelemetryGuard, init, install_tracer, provider};
+pub use install::{TelemetryGuard, init, init_with, install_tracer, provider};
 
 /// The W3C trace-context header a caller's span arrives in and the next hop's leaves in.
 pub const TRACEPARENT: &str = "traceparent";
