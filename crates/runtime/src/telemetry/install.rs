@@ -19,10 +19,16 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 
 use super::active::TARGET;
 use super::console::ConsoleExporter;
-use super::settings::{Exporter, ParentRoot, Protocol, SamplerKind, TracingSettings};
+use super::settings::{Exporter, Protocol, SamplerKind, TracingSettings};
 use super::{SettingsError, TelemetryError};
 
 static TRACER: OnceLock<SdkTracer> = OnceLock::new();
+static SAMPLER: OnceLock<SamplerKind> = OnceLock::new();
+
+/// The process's sampler (always on unless [`init`] read another).
+pub(crate) fn sampler_kind() -> SamplerKind {
+    SAMPLER.get().copied().unwrap_or(SamplerKind::AlwaysOn)
+}
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
 /// The installed tracer.
@@ -61,7 +67,9 @@ impl Drop for TelemetryGuard {
 }
 
 /// The SDK sampler for `kind`.
+#[cfg(test)]
 fn sampler(kind: SamplerKind) -> Sampler {
+    use super::settings::ParentRoot;
     let root = |root: ParentRoot| match root {
         ParentRoot::AlwaysOn => Sampler::AlwaysOn,
         ParentRoot::AlwaysOff => Sampler::AlwaysOff,
@@ -76,7 +84,10 @@ fn sampler(kind: SamplerKind) -> Sampler {
 }
 
 /// A tracer provider for `settings` (`None` when tracing is off). Must run inside a tokio
-/// runtime: the batch exporter's task is spawned on it.
+/// runtime: the batch exporter's task is spawned on it. It records every span it is asked
+/// for: the request's sampling decision ([`settings.sampler`](TracingSettings::sampler)) is
+/// taken before any span is made ([`super::sampling`]), and a request not sampled asks for
+/// none.
 pub fn provider(settings: &TracingSettings) -> Result<Option<SdkTracerProvider>, TelemetryError> {
     let resource = Resource::builder()
         .with_service_name(settings.service_name.clone())
@@ -86,7 +97,7 @@ pub fn provider(settings: &TracingSettings) -> Result<Option<SdkTracerProvider>,
         ))
         .build();
     let builder = SdkTracerProvider::builder()
-        .with_sampler(sampler(settings.sampler))
+        .with_sampler(Sampler::AlwaysOn)
         .with_resource(resource);
     let batch = BatchConfigBuilder::default()
         .with_scheduled_delay(std::time::Duration::from_millis(500))
@@ -199,6 +210,7 @@ where
         .map_err(|e| TelemetryError::Subscriber(e.to_string()))?;
     // A second init (tests) keeps the first tracer.
     let _ = TRACER.set(tracer);
+    let _ = SAMPLER.set(settings.sampler);
     ENABLED.store(true, Ordering::Relaxed);
     tracing::info!(
         exporter = ?settings.exporter,
@@ -215,12 +227,54 @@ where
 
 /// Installs `provider`'s tracer for the request spans without a `tracing` subscriber of
 /// this crate's making (benchmarks, embedders with their own subscriber: add
-/// [`tracing_opentelemetry::layer`] to it for the request span). Returns whether it was
-/// installed (only the first call in a process is).
-pub fn install_tracer(provider: &SdkTracerProvider) -> bool {
+/// [`tracing_opentelemetry::layer`] to it for the request span), sampling requests with
+/// `sampler` (the provider should record every span: see [`provider`]). Returns whether it
+/// was installed (only the first call in a process is).
+pub fn install_tracer(provider: &SdkTracerProvider, sampler: SamplerKind) -> bool {
+    let _ = SAMPLER.set(sampler);
     let installed = TRACER.set(provider.tracer("shepherd")).is_ok();
     if installed {
         ENABLED.store(true, Ordering::Relaxed);
     }
     installed
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use opentelemetry::trace::{SpanKind, TraceId};
+    use opentelemetry_sdk::trace::{SamplingDecision, ShouldSample};
+
+    use super::super::sampling::{Parent, should_sample};
+    use super::*;
+
+    /// Shepherd's up-front decision keeps exactly the traces the SDK's sampler would.
+    #[test]
+    fn the_up_front_decision_matches_the_sdk_sampler() {
+        let mut x: u64 = 0x1234_5678_9abc_def1;
+        for ratio in [0.0, 0.01, 0.1, 0.5, 0.9, 1.0] {
+            let sdk = sampler(SamplerKind::TraceIdRatio(ratio));
+            for _ in 0..2_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let id = format!("{:016x}{:016x}", x.rotate_left(7) | 1, x);
+                let header = format!("00-{id}-00f067aa0ba902b7-01");
+                let ours = should_sample(SamplerKind::TraceIdRatio(ratio), Parent::parse(&header));
+                let theirs = sdk
+                    .should_sample(
+                        None,
+                        TraceId::from_hex(&id).unwrap(),
+                        "gateway.request",
+                        &SpanKind::Server,
+                        &[],
+                        &[],
+                    )
+                    .decision
+                    == SamplingDecision::RecordAndSample;
+                assert_eq!(ours, theirs, "ratio {ratio}, trace {id}");
+            }
+        }
+    }
 }

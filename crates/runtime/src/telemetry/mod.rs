@@ -31,6 +31,7 @@
 //! ```
 
 pub mod names;
+pub mod sampling;
 pub mod settings;
 mod trace;
 
@@ -72,6 +73,19 @@ pub enum TelemetryError {
     /// A `tracing` subscriber was installed already.
     #[error("log and tracing subscriber: {0}")]
     Subscriber(String),
+}
+
+/// The sampler [`init`] read from `OTEL_TRACES_SAMPLER` (always on when tracing was
+/// installed another way).
+pub fn process_sampler() -> SamplerKind {
+    #[cfg(feature = "otel")]
+    {
+        install::sampler_kind()
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        SamplerKind::AlwaysOff
+    }
 }
 
 /// Whether tracing is on in this process.

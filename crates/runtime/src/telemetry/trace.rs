@@ -23,6 +23,9 @@ use std::sync::Arc;
 use shepherd_scheduler_core::decision::Decision;
 use shepherd_scheduler_core::scheduler::{ScheduleError, ScheduleObserver};
 
+use super::sampling::{Parent, should_sample};
+use super::settings::SamplerKind;
+
 #[cfg(feature = "otel")]
 use super::active as imp;
 #[cfg(not(feature = "otel"))]
@@ -44,6 +47,9 @@ pub struct Propagation {
 #[derive(Clone, Default)]
 pub struct RequestTracing {
     mode: Option<ModeSource>,
+    disabled: bool,
+    /// Overrides the process's sampler.
+    sampler: Option<SamplerKind>,
 }
 
 impl std::fmt::Debug for RequestTracing {
@@ -51,6 +57,7 @@ impl std::fmt::Debug for RequestTracing {
         f.debug_struct("RequestTracing")
             .field("enabled", &super::is_enabled())
             .field("mode_source", &self.mode.is_some())
+            .field("disabled", &self.disabled)
             .finish()
     }
 }
@@ -60,6 +67,22 @@ impl RequestTracing {
     /// adaptive mode.
     pub fn new() -> Self {
         RequestTracing::default()
+    }
+
+    /// Never traces, whatever the process's tracing (a server that must not, or a benchmark's
+    /// "off" side).
+    pub fn disabled() -> Self {
+        RequestTracing {
+            mode: None,
+            disabled: true,
+            sampler: None,
+        }
+    }
+
+    /// Samples with `sampler` instead of the process's (`OTEL_TRACES_SAMPLER`).
+    pub fn with_sampler(mut self, sampler: SamplerKind) -> Self {
+        self.sampler = Some(sampler);
+        self
     }
 
     /// Reads the adaptive controller's mode from `source` for every sampled pick.
@@ -75,7 +98,12 @@ impl RequestTracing {
     /// `traceparent` (and `tracestate`) when given and valid. Not recording when tracing is
     /// off or the sampler says no.
     pub fn start(&self, traceparent: Option<&str>, tracestate: Option<&str>) -> RequestTrace {
-        if !super::is_enabled() {
+        if self.disabled || !super::is_enabled() {
+            return RequestTrace { active: None };
+        }
+        // Decided before any span is made: an unsampled request costs nothing more.
+        let sampler = self.sampler.unwrap_or_else(super::process_sampler);
+        if !should_sample(sampler, traceparent.and_then(Parent::parse)) {
             return RequestTrace { active: None };
         }
         RequestTrace {
