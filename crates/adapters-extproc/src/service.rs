@@ -253,9 +253,8 @@ impl ExtProcService {
                 match &admitted {
                     Ok(_) => wait.set_str(names::FLOW_OUTCOME, "dispatched"),
                     Err(rejection) => {
-                        let reason = rejection.to_string();
-                        wait.set_str(names::FLOW_OUTCOME, &reason);
-                        wait.set_error("flow_control", &reason);
+                        wait.set_str(names::FLOW_OUTCOME, rejection.reason());
+                        wait.set_error(rejection.reason(), &rejection.to_string());
                     }
                 }
                 wait.end();
@@ -360,7 +359,7 @@ impl ExtProcService {
                         () = tx.closed() => break 'stream,
                     };
                     if let Err(rejection) = &outcome {
-                        trace.set_error("rejected", &rejection.to_string());
+                        trace.set_error(rejection.reason(), &rejection.to_string());
                     }
                     exchange.attach_trace(trace);
                     exchange.picked(outcome)
