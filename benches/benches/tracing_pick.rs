@@ -135,15 +135,20 @@ fn main() {
 
     // The summary: alternating rounds, medians of the per-round ratios.
     let batch = 4_000;
-    let (mut plain, mut offs, mut ones, mut alls) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut plain, mut offs, mut ones, mut alls) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut r_off, mut r_one) = (Vec::new(), Vec::new());
     for _ in 0..41 {
         let p = time(batch, |i| {
             drop(black_box(scheduler.schedule_with(&requests[i % n], DRY)))
         });
         let o = time(batch, |i| traced_pick(&scheduler, &off, &requests[i % n]));
-        let s = time(batch, |i| traced_pick(&scheduler, &one_percent, &requests[i % n]));
-        let a = time(batch / 10, |i| traced_pick(&scheduler, &every, &requests[i % n]));
+        let s = time(batch, |i| {
+            traced_pick(&scheduler, &one_percent, &requests[i % n])
+        });
+        let a = time(batch / 10, |i| {
+            traced_pick(&scheduler, &every, &requests[i % n])
+        });
         plain.push(p);
         offs.push(o);
         ones.push(s);

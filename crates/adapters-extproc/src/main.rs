@@ -45,9 +45,9 @@ use shepherd_adapters_extproc::{
 };
 use shepherd_runtime::config::{EndpointSpec, RuntimeConfig, ServerConfig};
 use shepherd_runtime::discovery::{EndpointSet, StaticDiscovery};
+use shepherd_runtime::telemetry::RequestTracing;
 use shepherd_runtime::{ConfigSource, Runtime, RuntimeOptions};
 use tokio::net::TcpListener;
-use shepherd_runtime::telemetry::RequestTracing;
 use tracing_subscriber::EnvFilter;
 
 /// Shepherd's Envoy ext_proc endpoint picker.

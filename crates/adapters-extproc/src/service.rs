@@ -47,10 +47,10 @@ use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
     ExternalProcessor, ExternalProcessorServer,
 };
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
+use shepherd_runtime::telemetry::{RequestTrace, RequestTracing, names};
 use shepherd_scheduler_core::decision::Decision;
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use shepherd_scheduler_core::request::InferenceRequest;
-use shepherd_runtime::telemetry::{RequestTrace, RequestTracing, names};
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
@@ -248,7 +248,8 @@ impl ExtProcService {
         trace.set_str(names::REQUEST_ID, &request.id);
         let admitted = match &self.shared.admission {
             Some(admission) => {
-                let wait = trace.flow_control(request.priority.into(), request.fairness_id.as_deref());
+                let wait =
+                    trace.flow_control(request.priority.into(), request.fairness_id.as_deref());
                 let admitted = admission.admit(request).await;
                 match &admitted {
                     Ok(_) => wait.set_str(names::FLOW_OUTCOME, "dispatched"),

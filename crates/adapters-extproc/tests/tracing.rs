@@ -43,7 +43,10 @@ fn otel_env(receiver: &Receiver) -> Vec<(String, String)> {
     [
         ("OTEL_TRACES_EXPORTER", "otlp".to_string()),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.grpc_url()),
-        ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio".to_string()),
+        (
+            "OTEL_TRACES_SAMPLER",
+            "parentbased_traceidratio".to_string(),
+        ),
         ("OTEL_TRACES_SAMPLER_ARG", "0".to_string()),
     ]
     .into_iter()
@@ -63,10 +66,7 @@ fn check_tree<'a>(spans: &'a [ReceivedSpan], client_parent: &str) -> &'a Receive
     assert_eq!(request.parent_span_id, client_parent);
     assert_eq!(request.kind, 2, "SERVER");
     assert_eq!(request.service, "shepherd-epp");
-    assert_eq!(
-        request.attribute("gen_ai.request.model"),
-        Some(e2e::MODEL)
-    );
+    assert_eq!(request.attribute("gen_ai.request.model"), Some(e2e::MODEL));
     let endpoint = request.attribute("llm_d.epp.endpoint").expect("the pick");
     let flow = one(spans, "llm_d.epp.flow_control");
     assert_eq!(flow.parent_span_id, request.span_id);
@@ -124,7 +124,10 @@ async fn the_header_mutation_hands_the_clients_trace_to_the_model_server() {
         let mut stream = open_at(epp.extproc).await;
         stream
             .request_headers(
-                &post("/v1/completions", &[("traceparent", &traceparent), ("tracestate", "vendor=1")]),
+                &post(
+                    "/v1/completions",
+                    &[("traceparent", &traceparent), ("tracestate", "vendor=1")],
+                ),
                 false,
                 None,
                 duplex(),
@@ -144,7 +147,10 @@ async fn the_header_mutation_hands_the_clients_trace_to_the_model_server() {
         .request_headers(
             &post(
                 "/v1/completions",
-                &[("traceparent", "00-11111111111111111111111111111111-2222222222222222-00")],
+                &[(
+                    "traceparent",
+                    "00-11111111111111111111111111111111-2222222222222222-00",
+                )],
             ),
             false,
             None,
@@ -168,7 +174,11 @@ async fn the_header_mutation_hands_the_clients_trace_to_the_model_server() {
     let mut trace_ids: Vec<String> = receiver.spans().into_iter().map(|s| s.trace_id).collect();
     trace_ids.sort();
     trace_ids.dedup();
-    assert_eq!(trace_ids.len(), traced.len(), "one trace per sampled request");
+    assert_eq!(
+        trace_ids.len(),
+        traced.len(),
+        "one trace per sampled request"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -174,8 +174,7 @@ async fn forward(
             .schedule_with(&request, ScheduleOptions::default()),
     };
     scoring.finish(scheduled.as_ref());
-    let decision =
-        scheduled.map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds));
+    let decision = scheduled.map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds));
     drop(permit);
     let decision = decision?;
     trace.set_str(names::ENDPOINT, decision.primary().address());
@@ -214,15 +213,14 @@ async fn forward(
         body,
         settings,
     };
-    let answer = match upstream::send(&inner.client, &inner.stats, &mut handle, &outgoing, trace)
-        .await
-    {
-        Ok(answer) => answer,
-        Err(error) => {
-            handle.finish(Completion::failed());
-            return Err(error);
-        }
-    };
+    let answer =
+        match upstream::send(&inner.client, &inner.stats, &mut handle, &outgoing, trace).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                handle.finish(Completion::failed());
+                return Err(error);
+            }
+        };
     drop(outgoing);
     // The server has answered: the body's bytes leave the budget.
     drop(read);

@@ -104,8 +104,8 @@ impl GatewayServer {
                 .controller()
                 .map(|controller| controller.state().mode.to_string())
         });
-        let mut gateway = Gateway::new(Arc::clone(runtime.scheduler()), settings, stats)
-            .with_tracing(tracing);
+        let mut gateway =
+            Gateway::new(Arc::clone(runtime.scheduler()), settings, stats).with_tracing(tracing);
         if let Some(flow) = runtime.flow() {
             gateway = gateway.with_flow_control(flow.clone());
         }

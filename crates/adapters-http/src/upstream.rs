@@ -111,7 +111,10 @@ impl Outgoing<'_> {
         {
             headers.insert(TRACEPARENT, parent);
             headers.remove(TRACESTATE);
-            if let Some(state) = trace.tracestate.and_then(|s| HeaderValue::from_str(&s).ok()) {
+            if let Some(state) = trace
+                .tracestate
+                .and_then(|s| HeaderValue::from_str(&s).ok())
+            {
                 headers.insert(TRACESTATE, state);
             }
         }
@@ -156,10 +159,7 @@ pub(crate) async fn send(
         };
         match result {
             Ok(response) => {
-                span.set_i64(
-                    names::HTTP_STATUS,
-                    i64::from(response.status().as_u16()),
-                );
+                span.set_i64(names::HTTP_STATUS, i64::from(response.status().as_u16()));
                 return Ok(response);
             }
             Err(error) => {

@@ -138,7 +138,10 @@ fn check_trace(
     received: Option<&str>,
 ) {
     let request = one(spans, "gateway.request");
-    assert_eq!(request.parent_span_id, client_parent, "child of the client's span");
+    assert_eq!(
+        request.parent_span_id, client_parent,
+        "child of the client's span"
+    );
     assert_eq!(request.kind, 2, "SERVER");
     assert_eq!(request.service, "shepherd-gateway");
     assert_eq!(request.attribute("gen_ai.request.model"), Some(MODEL));
@@ -246,7 +249,11 @@ async fn traces_reach_the_receiver(protocol: &str) {
     let mut trace_ids: Vec<String> = receiver.spans().into_iter().map(|s| s.trace_id).collect();
     trace_ids.sort();
     trace_ids.dedup();
-    assert_eq!(trace_ids.len(), traced.len(), "one trace per sampled request");
+    assert_eq!(
+        trace_ids.len(),
+        traced.len(),
+        "one trace per sampled request"
+    );
 }
 
 #[tokio::test]

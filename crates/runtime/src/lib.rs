@@ -89,9 +89,9 @@ mod runtime;
 pub mod scrape;
 #[cfg(feature = "runtime")]
 mod shutdown;
+pub mod telemetry;
 #[cfg(feature = "runtime")]
 pub mod throttle;
-pub mod telemetry;
 pub mod usage;
 #[cfg(feature = "zmtp")]
 pub mod zmtp;

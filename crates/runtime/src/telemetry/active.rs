@@ -131,11 +131,21 @@ impl Request {
         if let Some(id) = fairness_id {
             attributes.push(KeyValue::new(names::FAIRNESS_ID, bounded(id).to_string()));
         }
-        Child::start(&self.cx, names::FLOW_CONTROL, SpanKind::Internal, attributes)
+        Child::start(
+            &self.cx,
+            names::FLOW_CONTROL,
+            SpanKind::Internal,
+            attributes,
+        )
     }
 
     pub(crate) fn scoring(&self) -> Option<Scoring> {
-        let cx = start_span(&self.cx, names::SCORING.into(), SpanKind::Internal, Vec::new())?;
+        let cx = start_span(
+            &self.cx,
+            names::SCORING.into(),
+            SpanKind::Internal,
+            Vec::new(),
+        )?;
         Some(Scoring {
             observer: SpanObserver::new(cx),
             mode: self.mode.clone(),

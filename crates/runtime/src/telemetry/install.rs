@@ -125,7 +125,11 @@ pub fn provider(settings: &TracingSettings) -> Result<Option<SdkTracerProvider>,
                         .with_tonic()
                         .with_endpoint(endpoint)
                         .with_timeout(settings.timeout)
-                        .with_metadata(opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(headers))
+                        .with_metadata(
+                            opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(
+                                headers,
+                            ),
+                        )
                         .build()
                 }
                 Protocol::HttpProtobuf => {

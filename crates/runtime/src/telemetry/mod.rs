@@ -46,9 +46,7 @@ mod install;
 #[cfg(feature = "otel")]
 mod observer;
 
-pub use settings::{
-    Exporter, ParentRoot, Protocol, SamplerKind, SettingsError, TracingSettings,
-};
+pub use settings::{Exporter, ParentRoot, Protocol, SamplerKind, SettingsError, TracingSettings};
 pub use trace::{
     ChildSpan, ModeSource, Propagation, RequestTrace, RequestTracing, Scoring, SpanHandle,
 };

@@ -78,7 +78,10 @@ impl SpanObserver {
                     names::ENDPOINTS,
                     saturating_i64(decision.endpoints().len() as u64),
                 ));
-                span.set_attribute(KeyValue::new(names::PROFILE_NAME, decision.profile().to_string()));
+                span.set_attribute(KeyValue::new(
+                    names::PROFILE_NAME,
+                    decision.profile().to_string(),
+                ));
                 let prefill = decision.prefill();
                 span.set_attribute(KeyValue::new(names::PD_USED, prefill.is_some()));
                 if let Some(stage) = prefill {

@@ -40,9 +40,14 @@ impl Parent {
         let parent_id = parts.next()?;
         let flags = parts.next()?;
         let hex = |s: &str, len: usize| {
-            s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            s.len() == len
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         };
-        if !hex(version, 2) || version == "ff" || !hex(trace_id, 32) || !hex(parent_id, 16)
+        if !hex(version, 2)
+            || version == "ff"
+            || !hex(trace_id, 32)
+            || !hex(parent_id, 16)
             || !hex(flags, 2)
         {
             return None;
@@ -137,7 +142,9 @@ mod tests {
             assert_eq!(Parent::parse(bad), None, "{bad:?}");
         }
         // A later version may carry more fields.
-        assert!(Parent::parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-x").is_some());
+        assert!(
+            Parent::parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-x").is_some()
+        );
     }
 
     #[test]
@@ -148,7 +155,10 @@ mod tests {
         assert!(should_sample(pb, sampled));
         assert!(!should_sample(pb, dropped));
         assert!(!should_sample(pb, None));
-        assert!(should_sample(SamplerKind::ParentBased(ParentRoot::AlwaysOn), None));
+        assert!(should_sample(
+            SamplerKind::ParentBased(ParentRoot::AlwaysOn),
+            None
+        ));
         // traceidratio ignores the flag and reads the id: 0xa3ce… >> 1 is about 0.64 × 2⁶³.
         assert!(should_sample(SamplerKind::TraceIdRatio(0.7), dropped));
         assert!(!should_sample(SamplerKind::TraceIdRatio(0.6), sampled));

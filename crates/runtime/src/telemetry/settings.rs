@@ -396,7 +396,10 @@ mod tests {
     fn off_by_default_with_upstreams_sampler_and_grpc() {
         let s = read(&[]).unwrap();
         assert!(!s.is_enabled());
-        assert_eq!(s.sampler, SamplerKind::ParentBased(ParentRoot::TraceIdRatio(0.1)));
+        assert_eq!(
+            s.sampler,
+            SamplerKind::ParentBased(ParentRoot::TraceIdRatio(0.1))
+        );
         assert_eq!(s.protocol, Protocol::Grpc);
         assert_eq!(s.traces_endpoint(), "http://localhost:4317");
         assert_eq!(s.service_name, "svc");
@@ -454,11 +457,18 @@ mod tests {
     #[test]
     fn the_sdk_switch_and_none_turn_tracing_off() {
         assert!(
-            !read(&[("OTEL_TRACES_EXPORTER", "otlp"), ("OTEL_SDK_DISABLED", "true")])
+            !read(&[
+                ("OTEL_TRACES_EXPORTER", "otlp"),
+                ("OTEL_SDK_DISABLED", "true")
+            ])
+            .unwrap()
+            .is_enabled()
+        );
+        assert!(
+            !read(&[("OTEL_TRACES_EXPORTER", "none")])
                 .unwrap()
                 .is_enabled()
         );
-        assert!(!read(&[("OTEL_TRACES_EXPORTER", "none")]).unwrap().is_enabled());
         assert!(
             read(&[("OTEL_TRACES_EXPORTER", "console")])
                 .unwrap()
