@@ -247,10 +247,8 @@ impl ChildSpan {
         self.active.as_ref().map(imp::Child::propagation)
     }
 
-    /// Ends it now.
-    pub fn end(self) {
-        drop(self);
-    }
+    /// Ends it now (taking it ends it: the span ends when dropped).
+    pub fn end(self) {}
 }
 
 /// The scheduling span and the observer that hangs a span per profile and per scorer under
