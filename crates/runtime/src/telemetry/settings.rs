@@ -114,7 +114,7 @@ pub enum SettingsError {
     },
 }
 
-/// The tracing settings. See the [module docs](self).
+/// The tracing settings. See the [settings module docs](crate::telemetry::settings).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TracingSettings {
     /// Where spans go.

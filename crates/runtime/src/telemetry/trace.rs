@@ -43,7 +43,7 @@ pub struct Propagation {
     pub tracestate: Option<String>,
 }
 
-/// Starts request traces; one per server, cheap to clone. See the [module docs](self).
+/// Starts request traces; one per server, cheap to clone. See the [telemetry module docs](crate::telemetry).
 #[derive(Clone, Default)]
 pub struct RequestTracing {
     mode: Option<ModeSource>,
@@ -112,7 +112,7 @@ impl RequestTracing {
     }
 }
 
-/// One request's span (`gateway.request`); ends when dropped. See the [module docs](self).
+/// One request's span (`gateway.request`); ends when dropped. See the [telemetry module docs](crate::telemetry).
 #[derive(Debug, Default)]
 pub struct RequestTrace {
     active: Option<imp::Request>,
