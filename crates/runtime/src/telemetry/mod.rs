@@ -13,8 +13,9 @@
 //! every span and attribute).
 //!
 //! Free when off: with no exporter (or without the `otel` cargo feature) every call is a
-//! branch on an `Option`; an unsampled request makes no child span, and the scheduler is
-//! called without an observer.
+//! branch on an `Option`. The sampling decision ([`sampling`]) is taken from the caller's
+//! `traceparent` before any span exists, so a request that is not sampled makes no span at
+//! all and the scheduler is called without an observer.
 //!
 //! ```
 //! use shepherd_runtime::telemetry::RequestTracing;
