@@ -11,8 +11,8 @@ mod common;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{MODEL, sims};
-use shepherd_sim::serve::{ADDRESS_HEADER, TRACEPARENT_ECHO_HEADER};
+use common::{MODEL, dead_addr, sims};
+use shepherd_sim::serve::{self, ADDRESS_HEADER, ServeConfig, TRACEPARENT_ECHO_HEADER};
 use shepherd_test_util::otlp::{ReceivedSpan, Receiver};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -50,14 +50,19 @@ struct Gateway {
 /// `shepherd-gateway` with `env` on free loopback ports; its stdout lines after the
 /// listening line go to `stdout`.
 async fn start(endpoints: &[std::net::SocketAddr], env: &[(&str, String)]) -> Gateway {
-    let dir = tempfile::tempdir().unwrap();
     let list: Vec<String> = endpoints.iter().map(|a| format!("\"{a}\"")).collect();
+    start_with(&list, POLICY, env).await
+}
+
+/// [`start`] with endpoint entries (YAML flow items) and a policy of its own.
+async fn start_with(endpoints: &[String], policy: &str, env: &[(&str, String)]) -> Gateway {
+    let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("shepherd.yaml");
     std::fs::write(
         &config,
         format!(
-            "endpoints: [{}]\nserver: {{httpPort: 0, metricsPort: 0}}\nscraping: {{intervalMs: 20}}\n{POLICY}",
-            list.join(", ")
+            "endpoints: [{}]\nserver: {{httpPort: 0, metricsPort: 0}}\nscraping: {{intervalMs: 20}}\n{policy}",
+            endpoints.join(", ")
         ),
     )
     .unwrap();
@@ -314,4 +319,142 @@ async fn a_bad_sampler_stops_the_gateway_with_the_variable_named() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("OTEL_TRACES_SAMPLER"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_disaggregated_request_has_a_span_per_stage() {
+    let mut config = ServeConfig::ephemeral(2);
+    config.speed = 20.0;
+    config.roles = vec!["prefill".into(), "decode".into()];
+    let pool = serve::spawn(config).await.unwrap();
+    let (prefill, decode) = (pool.addrs()[0], pool.addrs()[1]);
+    let receiver = Receiver::start().await;
+    let endpoints = [
+        format!("{{address: \"{prefill}\", labels: {{llm-d.ai/role: prefill}}}}"),
+        format!("{{address: \"{decode}\", labels: {{llm-d.ai/role: decode}}}}"),
+    ];
+    let gateway = start_with(
+        &endpoints,
+        include_str!("../../../examples/disagg/policy.yaml"),
+        &[
+            ("OTEL_TRACES_EXPORTER", "otlp".into()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.grpc_url()),
+            ("OTEL_TRACES_SAMPLER", "always_on".into()),
+        ],
+    )
+    .await;
+    let trace_id = "5ca1ab1e000000000000000000000001";
+    let traceparent = format!("00-{trace_id}-00000000000000a1-01");
+    // About 2,000 uncached tokens: over the decider's 512.
+    let (served, received) = complete(
+        &gateway.url,
+        Some(&traceparent),
+        &"long document ".repeat(600),
+    )
+    .await;
+    assert_eq!(served, decode.to_string());
+    let spans = receiver
+        .wait_for(trace_id, "gateway.request", Duration::from_secs(20))
+        .await;
+    let scoring = one(&spans, "llm_d.epp.scoring");
+    assert_eq!(
+        scoring.attribute("llm_d.epp.pd.disaggregation_used"),
+        Some("true")
+    );
+    assert_eq!(
+        scoring.attribute("llm_d.epp.pd.prefill_pod_address"),
+        Some(prefill.to_string().as_str())
+    );
+    assert_eq!(
+        scoring.attribute("llm_d.epp.endpoint"),
+        Some(decode.to_string().as_str())
+    );
+    let mut stages: Vec<(&str, &str)> = spans
+        .iter()
+        .filter(|s| s.name == "llm_d.epp.profile")
+        .inspect(|s| assert_eq!(s.parent_span_id, scoring.span_id))
+        .map(|s| {
+            (
+                s.attribute("llm_d.epp.profile.name").unwrap(),
+                s.attribute("llm_d.epp.endpoint").unwrap(),
+            )
+        })
+        .collect();
+    stages.sort_unstable();
+    assert_eq!(
+        stages,
+        [
+            ("decode", decode.to_string().as_str()),
+            ("prefill", prefill.to_string().as_str())
+        ]
+    );
+    // Each stage ran its own prefix scorer.
+    assert_eq!(
+        spans
+            .iter()
+            .filter(|s| s.name == "llm_d.epp.scorer.prefix_cache")
+            .count(),
+        2
+    );
+    let upstream = one(&spans, "gateway.upstream");
+    assert_eq!(
+        received,
+        Some(format!("00-{trace_id}-{}-01", upstream.span_id))
+    );
+}
+
+#[tokio::test]
+async fn a_log_line_written_during_a_request_becomes_an_event_of_its_span() {
+    let pool = sims(1, 20.0).await;
+    let dead = dead_addr().await;
+    let receiver = Receiver::start().await;
+    // The dead server stays a candidate (its metrics never arrive), picked at random.
+    let policy = "plugins:\n  - type: random-picker\nschedulingProfiles:\n  - name: default\n    \
+                  plugins: [{pluginRef: random-picker}]\nscheduler:\n  avoidStaleEndpoints: false\n";
+    let endpoints = [format!("\"{dead}\""), format!("\"{}\"", pool.addrs()[0])];
+    let gateway = start_with(
+        &endpoints,
+        policy,
+        &[
+            ("OTEL_TRACES_EXPORTER", "otlp".into()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.grpc_url()),
+            ("OTEL_TRACES_SAMPLER", "always_on".into()),
+        ],
+    )
+    .await;
+    // Until a request's primary is the dead server: it moves to the fallback, and the
+    // gateway's warning (the first of its period) lands in that request's span.
+    for i in 0..40u32 {
+        let trace_id = format!("{:032x}", 0xdead_0000_u128 + u128::from(i));
+        let traceparent = format!("00-{trace_id}-00000000000000b2-01");
+        complete(&gateway.url, Some(&traceparent), &format!("event {i}")).await;
+        let spans = receiver
+            .wait_for(&trace_id, "gateway.request", Duration::from_secs(20))
+            .await;
+        let attempts = spans
+            .iter()
+            .filter(|s| s.name == "gateway.upstream")
+            .count();
+        if attempts < 2 {
+            continue;
+        }
+        let first = spans
+            .iter()
+            .find(|s| {
+                s.name == "gateway.upstream" && s.attribute("llm_d.gateway.attempt") == Some("1")
+            })
+            .unwrap();
+        assert_eq!(first.attribute("error.type"), Some("connection_failed"));
+        assert_eq!(first.status_code, 2, "error status");
+        let request = one(&spans, "gateway.request");
+        assert!(
+            request
+                .events
+                .iter()
+                .any(|e| e.contains("model server failed before answering")),
+            "{request:#?}"
+        );
+        return;
+    }
+    panic!("no request went to the dead server first");
 }
