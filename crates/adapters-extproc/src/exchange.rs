@@ -70,6 +70,7 @@ use crate::headers::header_value;
 use crate::hint::{served_endpoint, subset_hint};
 use crate::options::{BodyMode, ExtProcOptions};
 use crate::reject::immediate_response;
+use shepherd_runtime::telemetry::RequestTrace;
 use shepherd_runtime::upstream::{RequestObservation, UpstreamMetrics, error_code};
 use shepherd_runtime::usage::UsageScanner;
 
@@ -92,6 +93,10 @@ pub struct PickJob {
     /// The gateway's subset hint, when it sent one (never empty: an empty hint is rejected
     /// before the pick).
     pub subset: Option<Vec<String>>,
+    /// The client's W3C `traceparent`, when it sent one.
+    pub traceparent: Option<String>,
+    /// The client's `tracestate`, when it sent one.
+    pub tracestate: Option<String>,
 }
 
 /// A request whose body is complete, waiting for its pick.
@@ -162,6 +167,8 @@ pub struct Exchange {
     /// The current request's figures, from its parsed body until its response is in
     /// [`Serving`].
     observation: Option<RequestObservation>,
+    /// The request's span, once picked (off unless tracing is on and it is sampled).
+    trace: RequestTrace,
 }
 
 impl Exchange {
@@ -177,6 +184,7 @@ impl Exchange {
             parsers: Arc::clone(&DEFAULT_PARSERS),
             subset: None,
             budget: Arc::new(BodyBudget::new(options.max_buffered_bytes)),
+            trace: RequestTrace::off(),
             options,
             phase: Phase::Start,
             rejected: false,
@@ -428,6 +436,7 @@ impl Exchange {
             assembly.client_owned_headers().to_vec()
         };
         let held = assembly.take_reservation();
+        let (traceparent, tracestate) = assembly.trace_context();
         let (request, body) = match assembly.finish(&self.options, &self.parsers) {
             Ok(parsed) => parsed,
             Err(rejection) => return self.reject(&rejection),
@@ -456,6 +465,8 @@ impl Exchange {
         Some(Step::Pick(PickJob {
             request,
             subset: self.subset.take(),
+            traceparent,
+            tracestate,
         }))
     }
 
@@ -465,6 +476,12 @@ impl Exchange {
             Phase::Picking(pending) => Some(&pending.body),
             _ => None,
         }
+    }
+
+    /// Keeps the request's trace for the rest of the stream: its span ends with the
+    /// exchange, and the routing answer hands its context to the model server.
+    pub fn attach_trace(&mut self, trace: RequestTrace) {
+        self.trace = trace;
     }
 
     /// The outcome of the pick [`Step::Pick`] asked for: the routing answer, or the rejection.
@@ -487,6 +504,7 @@ impl Exchange {
             .prefill()
             .map(|stage| stage.endpoint().address().to_string());
         let handle = decision.into_handle();
+        let trace = self.trace.propagation();
         let options = &self.options;
         let replies = if pending.headers_answered {
             let route = Route {
@@ -494,6 +512,7 @@ impl Exchange {
                 content_length: None,
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
+                trace: trace.as_ref(),
             };
             let mut replies = vec![answer::route_body(&route, options)];
             if pending.ended_by_trailers {
@@ -506,6 +525,7 @@ impl Exchange {
                 content_length: None,
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
+                trace: trace.as_ref(),
             };
             Replies::one(answer::route_headers(&route, options))
         } else {
@@ -514,6 +534,7 @@ impl Exchange {
                 content_length: Some(pending.body.len()),
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
+                trace: trace.as_ref(),
             };
             let head = vec![answer::route_headers(&route, options)];
             let body = BodyChunks::new(

@@ -29,6 +29,7 @@ mod flow_admission;
 
 use flow_admission::FlowAdmission;
 use std::error::Error;
+#[cfg(not(feature = "otel"))]
 use std::io::IsTerminal;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -44,6 +45,7 @@ use shepherd_adapters_extproc::{
 };
 use shepherd_runtime::config::{EndpointSpec, RuntimeConfig, ServerConfig};
 use shepherd_runtime::discovery::{EndpointSet, StaticDiscovery};
+use shepherd_runtime::telemetry::RequestTracing;
 use shepherd_runtime::{ConfigSource, Runtime, RuntimeOptions};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
@@ -135,6 +137,7 @@ impl Args {
     }
 }
 
+#[cfg(not(feature = "otel"))]
 fn init_logging() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     tracing_subscriber::fmt()
@@ -215,7 +218,27 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    // Logs on stderr (RUST_LOG), and OpenTelemetry tracing when the OTEL_* variables ask for
+    // it (the batch exporter runs on the runtime, so it is installed inside it).
+    #[cfg(feature = "otel")]
+    let telemetry = {
+        let _inside = runtime.enter();
+        let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+        match shepherd_runtime::telemetry::init_with("shepherd-epp", filter) {
+            Ok(guard) => guard,
+            Err(error) => {
+                print_error(&error);
+                return ExitCode::FAILURE;
+            }
+        }
+    };
+    #[cfg(not(feature = "otel"))]
+    init_logging();
+    let outcome = runtime.block_on(run(args));
+    // The last spans are flushed while the runtime still runs the exporter.
+    #[cfg(feature = "otel")]
+    drop(telemetry);
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             print_error(&*error);
@@ -225,7 +248,6 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn Error>> {
-    init_logging();
     let mut stop = StopSignals::listen();
     let extproc_options = args.extproc_options()?;
     // One cap on buffered bodies for every stream, exported on the admin port's /metrics.
@@ -279,7 +301,15 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
         .with_body_budget(budget)
         .with_message_budget(messages)
         .with_connection_counts(connections)
-        .with_upstream_metrics(Arc::clone(handle.upstream_metrics()));
+        .with_upstream_metrics(Arc::clone(handle.upstream_metrics()))
+        .with_tracing({
+            let adaptive = Arc::clone(handle.adaptive());
+            RequestTracing::new().with_mode_source(move || {
+                adaptive
+                    .controller()
+                    .map(|controller| controller.state().mode.to_string())
+            })
+        });
     if let Some(flow) = handle.flow() {
         service = service.with_admission(Arc::new(FlowAdmission(flow.clone())));
     }

@@ -47,6 +47,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
     ExternalProcessor, ExternalProcessorServer,
 };
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
+use shepherd_runtime::telemetry::{RequestTrace, RequestTracing, names};
 use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, UpstreamMetrics};
 use shepherd_scheduler_core::decision::Decision;
 use shepherd_scheduler_core::reload::ReloadableScheduler;
@@ -114,6 +115,7 @@ struct Shared {
     messages: Arc<BodyBudget>,
     connections: Arc<ConnectionCounts>,
     upstream: Option<Arc<UpstreamMetrics>>,
+    tracing: RequestTracing,
 }
 
 /// The ext_proc endpoint picker. See the [module docs](self).
@@ -137,6 +139,7 @@ impl ExtProcService {
                 messages,
                 connections: Arc::new(ConnectionCounts::new("extproc")),
                 upstream: None,
+                tracing: RequestTracing::new(),
             }),
         }
     }
@@ -156,6 +159,13 @@ impl ExtProcService {
     /// instead of a budget of its own.
     pub fn with_message_budget(self, budget: Arc<BodyBudget>) -> Self {
         self.rebuilt(|shared| shared.messages = budget)
+    }
+
+    /// Traces requests with `tracing`: a `gateway.request` span per request when tracing is
+    /// on ([`shepherd_runtime::telemetry`]), whose context the model server receives in
+    /// `traceparent` through the header mutation.
+    pub fn with_tracing(self, tracing: RequestTracing) -> Self {
+        self.rebuilt(|shared| shared.tracing = tracing)
     }
 
     /// Counts the ext_proc port's connections in `counts` instead of counters of its own (to
@@ -179,6 +189,7 @@ impl ExtProcService {
             messages,
             connections,
             upstream,
+            tracing,
         } = &*self.shared;
         let mut shared = Shared {
             scheduler: Arc::clone(scheduler),
@@ -188,6 +199,7 @@ impl ExtProcService {
             messages: Arc::clone(messages),
             connections: Arc::clone(connections),
             upstream: upstream.clone(),
+            tracing: tracing.clone(),
         };
         edit(&mut shared);
         ExtProcService {
@@ -235,23 +247,38 @@ impl ExtProcService {
     /// backend) the model server's render of the prompt (`shepherd_runtime::render`; `body`
     /// is the request's body as it came), then the scheduler.
     pub async fn pick(&self, job: PickJob, body: &[u8]) -> Result<Decision, Rejection> {
-        self.pick_observed(job, body, &mut None).await
+        self.pick_with(job, body, &mut None, &RequestTrace::off())
+            .await
     }
 
-    /// [`ExtProcService::pick`], recording the flow-control wait and the scheduling in
-    /// `observation`.
-    pub async fn pick_observed(
+    /// [`Self::pick`], recording the flow-control wait and the scheduling in `observation`
+    /// (upstream's metric families) and under `trace` (the request's spans).
+    pub async fn pick_with(
         &self,
         job: PickJob,
         body: &[u8],
         observation: &mut Option<RequestObservation>,
+        trace: &RequestTrace,
     ) -> Result<Decision, Rejection> {
+        let request = &job.request;
+        trace.set_str(names::MODEL, request.target_model());
+        trace.set_str(names::REQUEST_ID, &request.id);
         let admitted = match &self.shared.admission {
             Some(admission) => {
                 if let Some(observation) = observation.as_mut() {
-                    observation.flow_enter(job.request.body_size);
+                    observation.flow_enter(request.body_size);
                 }
-                let admitted = admission.admit(&job.request).await;
+                let wait =
+                    trace.flow_control(request.priority.into(), request.fairness_id.as_deref());
+                let admitted = admission.admit(request).await;
+                match &admitted {
+                    Ok(_) => wait.set_str(names::FLOW_OUTCOME, "dispatched"),
+                    Err(rejection) => {
+                        wait.set_str(names::FLOW_OUTCOME, rejection.reason());
+                        wait.set_error(rejection.reason(), &rejection.to_string());
+                    }
+                }
+                wait.end();
                 if let Some(observation) = observation.as_mut() {
                     observation.flow_done(match &admitted {
                         Ok(_) => FlowOutcome::Dispatched,
@@ -268,9 +295,17 @@ impl ExtProcService {
             ..Default::default()
         };
         let scheduler = self.shared.scheduler.load_full();
-        let rendered = shepherd_runtime::render::prepare(&scheduler, &job.request, body).await;
+        let rendered = shepherd_runtime::render::prepare(&scheduler, request, body).await;
         let scheduling = tokio::time::Instant::now();
-        let decision = self.shared.scheduler.schedule_with(&job.request, options);
+        let scoring = trace.scoring();
+        let decision = match scoring.observer() {
+            Some(observer) => self
+                .shared
+                .scheduler
+                .schedule_observed(request, options, observer),
+            None => self.shared.scheduler.schedule_with(request, options),
+        };
+        scoring.finish(decision.as_ref());
         drop(rendered);
         if let Some(observation) = observation.as_mut() {
             observation.scheduled(
@@ -280,6 +315,9 @@ impl ExtProcService {
         }
         // Scheduled (or not): the scheduler now counts it; the admission's hold ends.
         drop(admitted);
+        if let Ok(decision) = &decision {
+            trace.set_str(names::ENDPOINT, decision.primary().address());
+        }
         Ok(decision?)
     }
 
@@ -359,15 +397,23 @@ impl ExtProcService {
                 Ok(Step::Reply(replies)) => replies,
                 Ok(Step::Pick(job)) => {
                     let mut observation = exchange.take_observation();
+                    let trace = self
+                        .shared
+                        .tracing
+                        .start(job.traceparent.as_deref(), job.tracestate.as_deref());
                     let body = exchange.pending_body().unwrap_or_default();
                     let outcome = tokio::select! {
-                        outcome = self.pick_observed(job, body, &mut observation) => outcome,
+                        outcome = trace.in_span(self.pick_with(job, body, &mut observation, &trace)) => outcome,
                         () = tx.closed() => {
                             code = tonic::Code::Cancelled as usize;
                             break 'stream;
                         }
                     };
+                    if let Err(rejection) = &outcome {
+                        trace.set_error(rejection.reason(), &rejection.to_string());
+                    }
                     exchange.restore_observation(observation);
+                    exchange.attach_trace(trace);
                     exchange.picked(outcome)
                 }
                 Err(error) => {

@@ -34,6 +34,7 @@ use crate::stats::Rejection;
 use crate::upstream::{self, HttpClient};
 use crate::{ApiError, GatewaySettings, GatewayStats, explain, proxy};
 use shepherd_runtime::flow::FlowController;
+use shepherd_runtime::telemetry::RequestTracing;
 use shepherd_runtime::upstream::UpstreamMetrics;
 
 /// The OpenAI routes proxied through the scheduler, with their API.
@@ -70,7 +71,7 @@ pub struct Gateway {
     pub(crate) inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Inner {
     pub(crate) scheduler: Arc<ReloadableScheduler>,
     pub(crate) settings: GatewaySettings,
@@ -83,6 +84,7 @@ pub(crate) struct Inner {
     pub(crate) budget: BodyBudget,
     /// The upstream (`llm_d_epp_*`) request families, when recorded.
     pub(crate) upstream: Option<Arc<UpstreamMetrics>>,
+    pub(crate) tracing: RequestTracing,
 }
 
 impl Gateway {
@@ -114,6 +116,7 @@ impl Gateway {
                 stats,
                 parse_limits,
                 upstream: None,
+                tracing: RequestTracing::new(),
             }),
         }
     }
@@ -122,31 +125,20 @@ impl Gateway {
     /// saturated, and are answered 429 or 503 with `x-shepherd-dropped-reason` when dropped.
     /// Call before the gateway serves (it is the gateway's only copy).
     pub fn with_flow_control(self, flow: FlowController) -> Self {
-        let Inner {
-            scheduler,
-            settings,
-            client,
-            models,
-            limit,
-            stats,
-            parse_limits,
-            budget,
-            upstream,
-            ..
-        } = &*self.inner;
+        let mut inner = (*self.inner).clone();
+        inner.flow = Some(flow);
         Gateway {
-            inner: Arc::new(Inner {
-                scheduler: Arc::clone(scheduler),
-                settings: settings.clone(),
-                client: client.clone(),
-                models: Arc::clone(models),
-                limit: limit.clone(),
-                flow: Some(flow),
-                stats: Arc::clone(stats),
-                parse_limits: parse_limits.clone(),
-                budget: budget.clone(),
-                upstream: upstream.clone(),
-            }),
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Traces requests with `tracing` (a `gateway.request` span per request when tracing is
+    /// on: [`shepherd_runtime::telemetry`]). Call before the gateway serves.
+    pub fn with_tracing(self, tracing: RequestTracing) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.tracing = tracing;
+        Gateway {
+            inner: Arc::new(inner),
         }
     }
 

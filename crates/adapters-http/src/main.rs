@@ -11,10 +11,13 @@
 //! by default) and the admin endpoints on `server.metricsPort` (9090), and stops gracefully on
 //! SIGTERM or Ctrl-C. Once listening it prints
 //! `shepherd-gateway: listening on http://ADDR` on stdout. Logs go to stderr; `SHEPHERD_LOG`
-//! sets their level (`error`, `warn`, `info` (default), `debug`, `trace`).
+//! sets their level (`error`, `warn`, `info` (default), `debug`, `trace`). OpenTelemetry
+//! tracing is off unless `OTEL_TRACES_EXPORTER` is `otlp` or `console` (`docs/tracing.md`).
 #![forbid(unsafe_code)]
 
-use std::io::{IsTerminal, Write};
+#[cfg(not(feature = "otel"))]
+use std::io::IsTerminal;
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -70,11 +73,6 @@ fn main() -> ExitCode {
         .ok()
         .and_then(|l| l.parse::<LevelFilter>().ok())
         .unwrap_or(LevelFilter::INFO);
-    tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -85,7 +83,30 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    // Logs on stderr, and OpenTelemetry tracing when the OTEL_* variables ask for it (the
+    // batch exporter runs on the runtime, so it is installed inside it).
+    #[cfg(feature = "otel")]
+    let telemetry = {
+        let _inside = runtime.enter();
+        match shepherd_runtime::telemetry::init("shepherd-gateway", level) {
+            Ok(guard) => guard,
+            Err(error) => {
+                eprintln!("shepherd-gateway: {error}");
+                return ExitCode::FAILURE;
+            }
+        }
+    };
+    #[cfg(not(feature = "otel"))]
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let outcome = runtime.block_on(run(args));
+    // The last spans are flushed while the runtime still runs the exporter.
+    #[cfg(feature = "otel")]
+    drop(telemetry);
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("shepherd-gateway: {error}");

@@ -32,6 +32,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, Response, header};
 use axum::response::IntoResponse;
 use shepherd_runtime::flow::FlowRequest;
+use shepherd_runtime::telemetry::{RequestTrace, TRACEPARENT, TRACESTATE, names};
 use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, error_code};
 use shepherd_scheduler_core::completion::Completion;
 use shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER;
@@ -55,12 +56,33 @@ pub(crate) async fn proxy(
     let inner = &gateway.inner;
     inner.stats.request(api);
     let mut observation = None;
-    match forward(gateway, path, request, &mut observation).await {
+    let mut trace = inner.tracing.start(
+        headers::text(request.headers(), TRACEPARENT),
+        headers::text(request.headers(), TRACESTATE),
+    );
+    trace.set_str(names::HTTP_METHOD, request.method().as_str());
+    trace.set_str(names::URL_PATH, path);
+    let span = trace.span_handle();
+    match span
+        .instrument(forward(
+            gateway,
+            path,
+            request,
+            &mut observation,
+            &mut trace,
+        ))
+        .await
+    {
         Ok(response) => response,
         Err(error) => {
             if let Some(observation) = &mut observation {
                 observation.error(error_code::for_status(error.status().as_u16()));
             }
+            trace.set_i64(names::HTTP_STATUS, i64::from(error.status().as_u16()));
+            trace.set_error(
+                error.dropped_reason().unwrap_or("gateway_error"),
+                &error.status().to_string(),
+            );
             if error.dropped_reason() == Some(crate::api_error::BODY_BUFFER_FULL) {
                 inner.stats.rejected(Rejection::BodyBufferFull);
             } else if error.dropped_reason().is_some() {
@@ -80,6 +102,7 @@ async fn forward(
     path: &str,
     request: Request,
     observation: &mut Option<RequestObservation>,
+    trace: &mut RequestTrace,
 ) -> Result<Response<Body>, ApiError> {
     let inner = &gateway.inner;
     let settings = &inner.settings;
@@ -127,6 +150,8 @@ async fn forward(
             request.stream,
         )
     });
+    trace.set_str(names::MODEL, request.target_model());
+    trace.set_str(names::REQUEST_ID, &request.id);
     if !request.model.is_empty()
         && inner.models.check(request.target_model()).await == ModelCheck::Unknown
     {
@@ -136,18 +161,27 @@ async fn forward(
     // Flow control: wait while the pool is saturated (dropped with this future if the client
     // goes away), or be refused.
     let permit = match &inner.flow {
-        Some(flow) => Some({
+        Some(flow) => {
             if let Some(observation) = observation.as_mut() {
                 observation.flow_enter(body.len());
             }
+            let wait = trace.flow_control(request.priority.into(), request.fairness_id.as_deref());
             let admitted = flow.admit(FlowRequest::of(&request)).await;
+            match &admitted {
+                Ok(_) => wait.set_str(names::FLOW_OUTCOME, "dispatched"),
+                Err(reason) => {
+                    wait.set_str(names::FLOW_OUTCOME, reason.as_str());
+                    wait.set_error(reason.as_str(), "flow control dropped the request");
+                }
+            }
+            wait.end();
             if let Some(observation) = observation.as_mut() {
                 observation.flow_done(match &admitted {
                     Ok(_) => FlowOutcome::Dispatched,
                     Err(reason) => FlowOutcome::dropped(*reason),
                 });
             }
-            admitted.map_err(|reason| {
+            Some(admitted.map_err(|reason| {
                 tracing::info!(
                     request_id = %request.id,
                     priority = request.priority,
@@ -155,8 +189,8 @@ async fn forward(
                     "flow control dropped a request"
                 );
                 ApiError::flow_dropped(reason, settings.retry_after_seconds)
-            })?
-        }),
+            })?)
+        }
         None => None,
     };
     // A token-producer with the `vllm` backend: the model server renders the prompt first
@@ -164,19 +198,29 @@ async fn forward(
     let rendered =
         shepherd_runtime::render::prepare(&inner.scheduler.load_full(), &request, &body).await;
     let scheduling = tokio::time::Instant::now();
-    let decision = inner
-        .scheduler
-        .schedule_with(&request, ScheduleOptions::default())
-        .map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds));
+    let scoring = trace.scoring();
+    let scheduled = match scoring.observer() {
+        Some(observer) => {
+            inner
+                .scheduler
+                .schedule_observed(&request, ScheduleOptions::default(), observer)
+        }
+        None => inner
+            .scheduler
+            .schedule_with(&request, ScheduleOptions::default()),
+    };
+    scoring.finish(scheduled.as_ref());
     drop(rendered);
     if let Some(observation) = observation.as_mut() {
         observation.scheduled(
             scheduling.elapsed(),
-            decision.as_ref().ok().map(|d| d.primary().address()),
+            scheduled.as_ref().ok().map(|d| d.primary().address()),
         );
     }
+    let decision = scheduled.map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds));
     drop(permit);
     let decision = decision?;
+    trace.set_str(names::ENDPOINT, decision.primary().address());
     drop(request);
     // A disaggregated request: the decode side's routing sidecar prefills there first.
     let prefill = decision
@@ -212,13 +256,14 @@ async fn forward(
         body,
         settings,
     };
-    let answer = match upstream::send(&inner.client, &inner.stats, &mut handle, &outgoing).await {
-        Ok(answer) => answer,
-        Err(error) => {
-            handle.finish(Completion::failed());
-            return Err(error);
-        }
-    };
+    let answer =
+        match upstream::send(&inner.client, &inner.stats, &mut handle, &outgoing, trace).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                handle.finish(Completion::failed());
+                return Err(error);
+            }
+        };
     drop(outgoing);
     // The server has answered: the body's bytes leave the budget.
     drop(read);
@@ -232,6 +277,7 @@ async fn forward(
     {
         observation.error(&status.to_string());
     }
+    trace.set_i64(names::HTTP_STATUS, i64::from(status));
     let mut response_headers = headers::client_response_headers(&head.headers);
     if !response_headers.contains_key(REQUEST_ID) {
         response_headers.insert(REQUEST_ID, request_id);
@@ -244,6 +290,7 @@ async fn forward(
         std::sync::Arc::clone(&inner.stats),
         admitted,
         settings.usage_scan_bytes,
+        std::mem::take(trace),
     )
     .observed(observation);
     Ok(Response::from_parts(head, Body::new(body)))

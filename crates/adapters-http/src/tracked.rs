@@ -23,6 +23,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
+use shepherd_runtime::telemetry::{RequestTrace, names};
 use shepherd_runtime::upstream::RequestObservation;
 use shepherd_runtime::usage::UsageScanner;
 use shepherd_scheduler_core::completion::{Completion, RequestHandle};
@@ -48,6 +49,8 @@ struct Tracking {
     /// The request's upstream figures, when recorded.
     observation: Option<RequestObservation>,
     _admitted: Admitted,
+    /// The request's span: ends with the body.
+    trace: RequestTrace,
 }
 
 impl TrackedBody {
@@ -59,6 +62,7 @@ impl TrackedBody {
         stats: Arc<GatewayStats>,
         admitted: Admitted,
         usage_scan_bytes: usize,
+        trace: RequestTrace,
     ) -> Self {
         let success = (200..300).contains(&status);
         let mut body = TrackedBody {
@@ -70,6 +74,7 @@ impl TrackedBody {
                 observation: None,
                 stats,
                 _admitted: admitted,
+                trace,
             }),
         };
         if body.inner.is_end_stream() {
@@ -109,6 +114,18 @@ impl TrackedBody {
         };
         if broken {
             tracking.stats.upstream_error_mid_stream();
+            tracking
+                .trace
+                .set_error("response_broken", "the response body broke off");
+        }
+        if let Some(usage) = &completion.usage {
+            let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            let trace = &tracking.trace;
+            trace.set_i64(names::INPUT_TOKENS, count(usage.prompt_tokens));
+            trace.set_i64(names::OUTPUT_TOKENS, count(usage.completion_tokens));
+            if let Some(cached) = usage.cached_tokens {
+                trace.set_i64(names::USAGE_CACHED_TOKENS, count(cached));
+            }
         }
         if let Some(mut observation) = tracking.observation.take() {
             if broken {

@@ -91,6 +91,7 @@ mod runtime;
 pub mod scrape;
 #[cfg(feature = "runtime")]
 mod shutdown;
+pub mod telemetry;
 #[cfg(feature = "runtime")]
 pub mod throttle;
 #[cfg(feature = "runtime")]

@@ -13,6 +13,7 @@ pub struct Epp {
     /// What it was started with, for [`Epp::restart`].
     config: PathBuf,
     args: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 fn field(line: &str, key: &str) -> Option<SocketAddr> {
@@ -25,12 +26,23 @@ impl Epp {
     /// Starts `shepherd-epp --config <path>` and waits until it listens and, when `ready`, is
     /// ready (an endpoint has fresh metrics).
     pub async fn start(config: &Path, extra_args: &[&str], ready: bool) -> Epp {
+        Epp::start_with_env(config, extra_args, ready, &[]).await
+    }
+
+    /// [`Epp::start`] with more environment variables.
+    pub async fn start_with_env(
+        config: &Path,
+        extra_args: &[&str],
+        ready: bool,
+        env: &[(String, String)],
+    ) -> Epp {
         let mut child = Command::new(env!("CARGO_BIN_EXE_shepherd-epp"))
             .arg("--config")
             .arg(config)
             .args(["--config-poll-ms", "100", "--drain-timeout-secs", "10"])
             .args(extra_args)
             .env("RUST_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -70,6 +82,7 @@ impl Epp {
             log,
             config: config.to_path_buf(),
             args: extra_args.iter().map(|a| a.to_string()).collect(),
+            env: env.to_vec(),
         };
         if ready {
             epp.wait_ready().await;
@@ -124,11 +137,12 @@ impl Epp {
         ];
         let args: Vec<&str> = self.args.iter().chain(&ports).map(String::as_str).collect();
         let earlier = self.log();
-        let next = Epp::start(&self.config, &args, ready).await;
+        let next = Epp::start_with_env(&self.config, &args, ready, &self.env).await;
         assert_eq!(next.extproc, self.extproc, "restarted on the same port");
         next.log.lock().insert(0, earlier);
         *self = Epp {
             args: std::mem::take(&mut self.args),
+            env: std::mem::take(&mut self.env),
             ..next
         };
     }

@@ -126,6 +126,8 @@ pub struct Options {
     /// a `replicas` section naming the others (UDP on loopback), and Envoy's ext_proc cluster
     /// lists them all.
     pub replicas: usize,
+    /// Environment variables of the `shepherd-epp` process (`OTEL_*`, say).
+    pub epp_env: Vec<(String, String)>,
 }
 
 impl Default for Options {
@@ -145,6 +147,7 @@ impl Default for Options {
             num_gpu_blocks: None,
             roles: Vec::new(),
             replicas: 1,
+            epp_env: Vec::new(),
         }
     }
 }

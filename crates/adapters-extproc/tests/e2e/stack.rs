@@ -140,7 +140,7 @@ impl Stack {
         if replicas > 1 {
             std::fs::write(&config_path, replica_config(0)).unwrap();
         }
-        let epp = Epp::start(&config_path, &args, ready).await;
+        let epp = Epp::start_with_env(&config_path, &args, ready, &options.epp_env).await;
         let mut more_epps = Vec::new();
         for i in 1..replicas {
             let path = dir.path().join(format!("shepherd-{i}.yaml"));

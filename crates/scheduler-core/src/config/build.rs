@@ -70,6 +70,7 @@ pub fn build_scheduler_in(
     };
 
     let mut instances: BTreeMap<String, PluginInstance> = BTreeMap::new();
+    let mut types: BTreeMap<&str, &str> = BTreeMap::new();
     let mut names = AHashSet::with_capacity(config.plugins.len());
     for spec in &config.plugins {
         let name = spec.name().to_string();
@@ -80,6 +81,7 @@ pub fn build_scheduler_in(
             continue; // honoured outside the scheduler
         }
         let instance = build_plugin(&name, &spec.plugin_type, &spec.parameters)?;
+        types.insert(spec.name(), spec.plugin_type.as_str());
         instances.insert(name, instance);
     }
 
@@ -156,7 +158,13 @@ pub fn build_scheduler_in(
                         weight,
                     });
                 }
-                profile = profile.scorer(r.plugin_ref.as_str(), Arc::clone(scorer), weight);
+                let plugin_type = types.get(r.plugin_ref.as_str()).copied();
+                profile = profile.typed_scorer(
+                    r.plugin_ref.as_str(),
+                    plugin_type.unwrap_or(r.plugin_ref.as_str()),
+                    Arc::clone(scorer),
+                    weight,
+                );
                 used = true;
             }
             if let Some(picker) = instance.as_picker() {

@@ -25,6 +25,7 @@
 mod builder;
 mod candidates;
 mod error;
+mod observer;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +33,7 @@ use std::time::Duration;
 
 pub use builder::SchedulerBuilder;
 pub use error::ScheduleError;
+pub use observer::{ProfileOutcome, ScheduleObserver};
 
 use crate::clock::{Clock, Timestamp};
 use crate::completion::{Completer, RequestHandle};
@@ -181,11 +183,31 @@ impl Scheduler {
         request: &InferenceRequest,
         options: ScheduleOptions<'_>,
     ) -> Result<Decision, ScheduleError> {
+        self.schedule_inner(request, options, None)
+    }
+
+    /// Picks an endpoint for `request`, telling `observer` about every profile and scorer it
+    /// runs ([`ScheduleObserver`]: what tracing hangs its per-scorer spans on).
+    pub fn schedule_observed(
+        &self,
+        request: &InferenceRequest,
+        options: ScheduleOptions<'_>,
+        observer: &dyn ScheduleObserver,
+    ) -> Result<Decision, ScheduleError> {
+        self.schedule_inner(request, options, Some(observer))
+    }
+
+    fn schedule_inner(
+        &self,
+        request: &InferenceRequest,
+        options: ScheduleOptions<'_>,
+        observer: Option<&dyn ScheduleObserver>,
+    ) -> Result<Decision, ScheduleError> {
         let result = match (&self.disaggregation, options.profile) {
-            (Some(d), None) => self.run_disaggregated(d, request, options),
+            (Some(d), None) => self.run_disaggregated(d, request, options, observer),
             _ => self
                 .profile_index(options.profile)
-                .and_then(|i| self.run(request, options, i, None, None))
+                .and_then(|i| self.run_observed(request, options, i, None, None, observer))
                 .map(|(decision, _)| decision),
         };
         if let Err(e) = &result {
@@ -220,23 +242,55 @@ impl Scheduler {
         d: &Disaggregation,
         request: &InferenceRequest,
         options: ScheduleOptions<'_>,
+        observer: Option<&dyn ScheduleObserver>,
     ) -> Result<Decision, ScheduleError> {
         let decode = self.profile_index(Some(&d.decode_profile))?;
-        let (decision, disaggregate) =
-            self.run(request, options, decode, None, d.decider.as_deref())?;
+        let (decision, disaggregate) = self.run_observed(
+            request,
+            options,
+            decode,
+            None,
+            d.decider.as_deref(),
+            observer,
+        )?;
         if !disaggregate {
             return Ok(decision);
         }
         let prefill = self.profile_index(Some(&d.prefill_profile))?;
         let id = format!("{}{PREFILL_ID_SUFFIX}", decision.request_id());
-        match self.run(request, options, prefill, Some(id), None) {
+        match self.run_observed(request, options, prefill, Some(id), None, observer) {
             Ok((stage, _)) => Ok(decision.with_prefill(stage)),
             Err(_) => Ok(decision),
         }
     }
 
+    /// [`Self::run`], with `observer` told the profile's start and outcome.
+    fn run_observed(
+        &self,
+        request: &InferenceRequest,
+        options: ScheduleOptions<'_>,
+        profile_index: usize,
+        id: Option<String>,
+        decider: Option<&dyn Decider>,
+        observer: Option<&dyn ScheduleObserver>,
+    ) -> Result<(Decision, bool), ScheduleError> {
+        let Some(observer) = observer else {
+            return self.run(request, options, profile_index, id, decider, None);
+        };
+        let name = self
+            .profiles
+            .get(profile_index)
+            .map_or("default", |p| p.name());
+        observer.profile_started(name);
+        let result = self.run(request, options, profile_index, id, decider, Some(observer));
+        if let Err(error) = &result {
+            observer.profile_finished(&ProfileOutcome::failed(name, error));
+        }
+        result
+    }
+
     /// Runs profile `profile_index` for `request` (under `id` when given); with `decider`, also
-    /// says whether to disaggregate.
+    /// says whether to disaggregate. `observer` hears each scorer and a successful outcome.
     fn run(
         &self,
         request: &InferenceRequest,
@@ -244,6 +298,7 @@ impl Scheduler {
         profile_index: usize,
         id: Option<String>,
         decider: Option<&dyn Decider>,
+        observer: Option<&dyn ScheduleObserver>,
     ) -> Result<(Decision, bool), ScheduleError> {
         let started = self.clock.now();
         let profile = self
@@ -321,6 +376,9 @@ impl Scheduler {
             } else {
                 started
             };
+            if let Some(observer) = observer {
+                observer.scorer_started(entry);
+            }
             entry.scorer.score(&mut cycle, &candidates, column);
             time(timers.and_then(|t| t.scorers.get(s)), t0);
             let w = weights.get(s);
@@ -330,6 +388,9 @@ impl Scheduler {
                     neutral: score.neutral,
                 };
                 *total += w * score.value;
+            }
+            if let Some(observer) = observer {
+                observer.scorer_finished(entry, w, column);
             }
         }
 
@@ -402,7 +463,20 @@ impl Scheduler {
             m.schedule_duration
                 .observe(self.clock.now().saturating_since(started));
         }
-        Ok((Decision::new(handle, breakdown), disaggregate))
+        let decision = Decision::new(handle, breakdown);
+        if let Some(observer) = observer {
+            observer.profile_finished(&ProfileOutcome {
+                profile: profile.name(),
+                candidates: n,
+                endpoint: Some(decision.primary().address()),
+                endpoints: decision.endpoints().len(),
+                prompt_tokens,
+                cached_tokens: prompt_tokens.saturating_sub(uncached),
+                disaggregate,
+                error: None,
+            });
+        }
+        Ok((decision, disaggregate))
     }
 }
 

@@ -117,6 +117,16 @@ async fn chat_completions_render(State(server): State<Server>, body: Bytes) -> R
 /// The routing sidecar's part ([`sidecar`]): a request naming a prefill server is prefilled
 /// there first (or, when that fails, served aggregated); any other goes to [`generate`].
 async fn serve(server: &Server, path: &str, headers: &HeaderMap, body: &[u8]) -> Response {
+    let mut response = serve_request(server, path, headers, body).await;
+    if let Some(parent) = headers.get("traceparent") {
+        response
+            .headers_mut()
+            .insert(super::TRACEPARENT_ECHO_HEADER, parent.clone());
+    }
+    response
+}
+
+async fn serve_request(server: &Server, path: &str, headers: &HeaderMap, body: &[u8]) -> Response {
     let shared = &server.shared;
     let target = headers
         .get(PREFILLER_HEADER)
