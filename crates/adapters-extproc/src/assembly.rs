@@ -45,6 +45,8 @@ use shepherd_scheduler_core::request::{
     InferenceRequest, MAX_PLUGIN_HEADER_LEN, PLUGIN_HEADERS, ParserSet,
 };
 
+use shepherd_runtime::telemetry::{TRACEPARENT, TRACESTATE};
+
 use crate::budget::{BodyBudget, BodyReservation};
 use crate::error::Rejection;
 use crate::headers::{has_header, header_value};
@@ -58,6 +60,8 @@ pub struct RequestAssembly {
     fairness_id: Option<String>,
     priority: Option<i32>,
     session: Option<String>,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
     /// Headers plugins read (the latency objectives), as sent.
     plugin_headers: Vec<(String, String)>,
     /// Owned routing headers the client sent, to be removed.
@@ -68,6 +72,10 @@ pub struct RequestAssembly {
     /// The body buffer's capacity, charged to the budget.
     held: BodyReservation,
 }
+
+/// Longest `traceparent` / `tracestate` taken from a client (W3C bounds `tracestate` at 32
+/// list members; a longer value is ignored, not cut).
+const MAX_TRACE_HEADER_LEN: usize = 1024;
 
 impl RequestAssembly {
     /// Starts a request from its headers. Refuses a `content-length` over the body limit.
@@ -102,6 +110,8 @@ impl RequestAssembly {
             fairness_id: text(&names.fairness_id).or_else(|| text(&names.fairness_id_legacy)),
             priority: text(&names.priority).and_then(|v| v.parse().ok()),
             session: text(&names.session),
+            traceparent: text(TRACEPARENT).filter(|v| v.len() <= MAX_TRACE_HEADER_LEN),
+            tracestate: text(TRACESTATE).filter(|v| v.len() <= MAX_TRACE_HEADER_LEN),
             plugin_headers: PLUGIN_HEADERS
                 .iter()
                 .filter_map(|name| Some(((*name).to_string(), text(name)?)))
@@ -113,6 +123,11 @@ impl RequestAssembly {
             body: Vec::new(),
             held: BodyReservation::unbudgeted(),
         })
+    }
+
+    /// The client's `traceparent` and `tracestate` (taken: asked once, at the pick).
+    pub fn trace_context(&mut self) -> (Option<String>, Option<String>) {
+        (self.traceparent.take(), self.tracestate.take())
     }
 
     /// Charges the body's buffer to `budget` from now on. Call it before the first body byte

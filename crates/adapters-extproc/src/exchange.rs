@@ -70,6 +70,8 @@ use crate::headers::header_value;
 use crate::hint::{served_endpoint, subset_hint};
 use crate::options::{BodyMode, ExtProcOptions};
 use crate::reject::immediate_response;
+use shepherd_runtime::telemetry::RequestTrace;
+use shepherd_runtime::upstream::{RequestObservation, UpstreamMetrics, error_code};
 use shepherd_runtime::usage::UsageScanner;
 
 /// What to do after a message. See the [module docs](self).
@@ -91,6 +93,10 @@ pub struct PickJob {
     /// The gateway's subset hint, when it sent one (never empty: an empty hint is rejected
     /// before the pick).
     pub subset: Option<Vec<String>>,
+    /// The client's W3C `traceparent`, when it sent one.
+    pub traceparent: Option<String>,
+    /// The client's `tracestate`, when it sent one.
+    pub tracestate: Option<String>,
 }
 
 /// A request whose body is complete, waiting for its pick.
@@ -116,6 +122,8 @@ struct Serving {
     failed: bool,
     started: bool,
     scanner: UsageScanner,
+    /// The request's upstream figures, when recorded.
+    observation: Option<RequestObservation>,
 }
 
 #[derive(Debug)]
@@ -154,6 +162,13 @@ pub struct Exchange {
     phase: Phase,
     /// The request was answered with an `ImmediateResponse`.
     rejected: bool,
+    /// Where request figures are recorded, when they are.
+    upstream: Option<Arc<UpstreamMetrics>>,
+    /// The current request's figures, from its parsed body until its response is in
+    /// [`Serving`].
+    observation: Option<RequestObservation>,
+    /// The request's span, once picked (off unless tracing is on and it is sampled).
+    trace: RequestTrace,
 }
 
 impl Exchange {
@@ -169,9 +184,12 @@ impl Exchange {
             parsers: Arc::clone(&DEFAULT_PARSERS),
             subset: None,
             budget: Arc::new(BodyBudget::new(options.max_buffered_bytes)),
+            trace: RequestTrace::off(),
             options,
             phase: Phase::Start,
             rejected: false,
+            upstream: None,
+            observation: None,
         }
     }
 
@@ -187,6 +205,24 @@ impl Exchange {
     pub fn with_parsers(mut self, parsers: Arc<ParserSet>) -> Self {
         self.parsers = parsers;
         self
+    }
+
+    /// Records the request in `upstream`'s `llm_d_epp_*` request families.
+    pub fn with_upstream_metrics(mut self, upstream: Arc<UpstreamMetrics>) -> Self {
+        self.upstream = Some(upstream);
+        self
+    }
+
+    /// The current request's upstream figures, taken out while the caller picks (it records
+    /// the flow-control wait and the scheduling in them), given back with
+    /// [`Exchange::restore_observation`].
+    pub fn take_observation(&mut self) -> Option<RequestObservation> {
+        self.observation.take()
+    }
+
+    /// Gives back what [`Exchange::take_observation`] took.
+    pub fn restore_observation(&mut self, observation: Option<RequestObservation>) {
+        self.observation = observation;
     }
 
     /// The request body mode in force (from Envoy's `protocol_config`, else the default).
@@ -293,6 +329,9 @@ impl Exchange {
         }
         self.phase = Phase::Done;
         self.rejected = true;
+        if let Some(mut observation) = self.observation.take() {
+            observation.error(error_code::for_status(rejection.http_status()));
+        }
         Some(Step::Reply(Replies::one(immediate_response(
             rejection,
             &self.options,
@@ -397,10 +436,21 @@ impl Exchange {
             assembly.client_owned_headers().to_vec()
         };
         let held = assembly.take_reservation();
+        let (traceparent, tracestate) = assembly.trace_context();
         let (request, body) = match assembly.finish(&self.options, &self.parsers) {
             Ok(parsed) => parsed,
             Err(rejection) => return self.reject(&rejection),
         };
+        self.observation = self.upstream.as_ref().map(|upstream| {
+            upstream.observe(
+                &request.model,
+                request.target_model(),
+                request.fairness_id.as_deref(),
+                request.priority,
+                request.body_size,
+                request.stream,
+            )
+        });
         if self.subset.as_ref().is_some_and(Vec::is_empty) {
             return self.reject(&Rejection::EmptySubset);
         }
@@ -415,7 +465,23 @@ impl Exchange {
         Some(Step::Pick(PickJob {
             request,
             subset: self.subset.take(),
+            traceparent,
+            tracestate,
         }))
+    }
+
+    /// The body of the request waiting for its pick (after [`Step::Pick`]), as it came.
+    pub fn pending_body(&self) -> Option<&[u8]> {
+        match &self.phase {
+            Phase::Picking(pending) => Some(&pending.body),
+            _ => None,
+        }
+    }
+
+    /// Keeps the request's trace for the rest of the stream: its span ends with the
+    /// exchange, and the routing answer hands its context to the model server.
+    pub fn attach_trace(&mut self, trace: RequestTrace) {
+        self.trace = trace;
     }
 
     /// The outcome of the pick [`Step::Pick`] asked for: the routing answer, or the rejection.
@@ -438,6 +504,7 @@ impl Exchange {
             .prefill()
             .map(|stage| stage.endpoint().address().to_string());
         let handle = decision.into_handle();
+        let trace = self.trace.propagation();
         let options = &self.options;
         let replies = if pending.headers_answered {
             let route = Route {
@@ -445,6 +512,7 @@ impl Exchange {
                 content_length: None,
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
+                trace: trace.as_ref(),
             };
             let mut replies = vec![answer::route_body(&route, options)];
             if pending.ended_by_trailers {
@@ -457,6 +525,7 @@ impl Exchange {
                 content_length: None,
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
+                trace: trace.as_ref(),
             };
             Replies::one(answer::route_headers(&route, options))
         } else {
@@ -465,6 +534,7 @@ impl Exchange {
                 content_length: Some(pending.body.len()),
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
+                trace: trace.as_ref(),
             };
             let head = vec![answer::route_headers(&route, options)];
             let body = BodyChunks::new(
@@ -482,6 +552,7 @@ impl Exchange {
             failed: false,
             started: false,
             scanner: UsageScanner::new(options.usage_scan_bytes),
+            observation: self.observation.take(),
         }));
         replies
     }
@@ -500,6 +571,11 @@ impl Exchange {
         let map = headers.headers.as_ref();
         let status = header_value(map, ":status").and_then(|s| s.trim().parse::<u16>().ok());
         serving.failed = status.is_some_and(|s| !(200..300).contains(&s));
+        if let (Some(status), true, Some(observation)) =
+            (status, serving.failed, serving.observation.as_mut())
+        {
+            observation.error(&status.to_string());
+        }
         let served = served_endpoint(metadata, &self.options.metadata).or_else(|| {
             header_value(map, &self.options.headers.served).map(|v| v.trim().to_string())
         });
@@ -523,6 +599,12 @@ impl Exchange {
                 if !serving.started && !bytes.is_empty() {
                     serving.started = true;
                     serving.handle.first_token();
+                }
+                if let Some(observation) = &mut serving.observation
+                    && !bytes.is_empty()
+                {
+                    observation.first_byte();
+                    observation.response_bytes(bytes.len());
                 }
                 serving.scanner.push(&bytes);
             }
@@ -558,6 +640,7 @@ impl Exchange {
                 handle,
                 failed,
                 scanner,
+                observation,
                 ..
             } = *serving;
             let completion = if failed {
@@ -565,6 +648,9 @@ impl Exchange {
             } else {
                 Completion::success(scanner.usage())
             };
+            if let Some(observation) = observation {
+                observation.finish(completion.usage.as_ref());
+            }
             handle.finish(completion);
         }
     }

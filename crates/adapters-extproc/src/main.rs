@@ -36,6 +36,7 @@ mod kube_flags;
 use flow_admission::FlowAdmission;
 use kube_flags::KubeFlags;
 use std::error::Error;
+#[cfg(not(feature = "otel"))]
 use std::io::IsTerminal;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -51,6 +52,7 @@ use shepherd_adapters_extproc::{
 };
 use shepherd_runtime::config::{EndpointSpec, RuntimeConfig, ServerConfig};
 use shepherd_runtime::discovery::{EndpointSet, StaticDiscovery};
+use shepherd_runtime::telemetry::RequestTracing;
 use shepherd_runtime::{ConfigSource, Runtime, RuntimeOptions};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
@@ -59,6 +61,10 @@ use tracing_subscriber::EnvFilter;
 #[derive(Debug, Parser)]
 #[command(name = "shepherd-epp", version)]
 struct Args {
+    /// Also export the deprecated `inference_objective_*`, `inference_pool_*` and
+    /// `inference_extension_*` metric names (as `metrics.legacyNames: true` in the config).
+    #[arg(long)]
+    legacy_metric_names: bool,
     /// Shepherd config file (the picker's `EndpointPickerConfig` plus `endpoints`, `scraping`
     /// and `server`; see docs/runtime.md). Watched: edits apply without a restart.
     #[arg(long)]
@@ -140,6 +146,7 @@ impl Args {
     }
 }
 
+#[cfg(not(feature = "otel"))]
 fn init_logging() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     tracing_subscriber::fmt()
@@ -220,7 +227,27 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    // Logs on stderr (RUST_LOG), and OpenTelemetry tracing when the OTEL_* variables ask for
+    // it (the batch exporter runs on the runtime, so it is installed inside it).
+    #[cfg(feature = "otel")]
+    let telemetry = {
+        let _inside = runtime.enter();
+        let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+        match shepherd_runtime::telemetry::init_with("shepherd-epp", filter) {
+            Ok(guard) => guard,
+            Err(error) => {
+                print_error(&error);
+                return ExitCode::FAILURE;
+            }
+        }
+    };
+    #[cfg(not(feature = "otel"))]
+    init_logging();
+    let outcome = runtime.block_on(run(args));
+    // The last spans are flushed while the runtime still runs the exporter.
+    #[cfg(feature = "otel")]
+    drop(telemetry);
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             print_error(&*error);
@@ -230,7 +257,6 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn Error>> {
-    init_logging();
     let mut stop = StopSignals::listen();
     let extproc_options = args.extproc_options()?;
     // One cap on buffered bodies for every stream, exported on the admin port's /metrics.
@@ -239,6 +265,7 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
     let mut options = RuntimeOptions {
         config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),
+        legacy_metric_names: args.legacy_metric_names.then_some(true),
         ..RuntimeOptions::default()
     };
     options.metrics_sources.push(budget.clone());
@@ -300,7 +327,16 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let mut service = ExtProcService::new(Arc::clone(handle.scheduler()), extproc_options)
         .with_body_budget(budget)
         .with_message_budget(messages)
-        .with_connection_counts(connections);
+        .with_connection_counts(connections)
+        .with_upstream_metrics(Arc::clone(handle.upstream_metrics()))
+        .with_tracing({
+            let adaptive = Arc::clone(handle.adaptive());
+            RequestTracing::new().with_mode_source(move || {
+                adaptive
+                    .controller()
+                    .map(|controller| controller.state().mode.to_string())
+            })
+        });
     if let Some(flow) = handle.flow() {
         service = service.with_admission(Arc::new(FlowAdmission(flow.clone())));
     }

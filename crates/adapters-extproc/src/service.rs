@@ -47,6 +47,8 @@ use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
     ExternalProcessor, ExternalProcessorServer,
 };
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
+use shepherd_runtime::telemetry::{RequestTrace, RequestTracing, names};
+use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, UpstreamMetrics};
 use shepherd_scheduler_core::decision::Decision;
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use shepherd_scheduler_core::request::InferenceRequest;
@@ -112,6 +114,8 @@ struct Shared {
     budget: Arc<BodyBudget>,
     messages: Arc<BodyBudget>,
     connections: Arc<ConnectionCounts>,
+    upstream: Option<Arc<UpstreamMetrics>>,
+    tracing: RequestTracing,
 }
 
 /// The ext_proc endpoint picker. See the [module docs](self).
@@ -134,6 +138,8 @@ impl ExtProcService {
                 budget,
                 messages,
                 connections: Arc::new(ConnectionCounts::new("extproc")),
+                upstream: None,
+                tracing: RequestTracing::new(),
             }),
         }
     }
@@ -155,10 +161,23 @@ impl ExtProcService {
         self.rebuilt(|shared| shared.messages = budget)
     }
 
+    /// Traces requests with `tracing`: a `gateway.request` span per request when tracing is
+    /// on ([`shepherd_runtime::telemetry`]), whose context the model server receives in
+    /// `traceparent` through the header mutation.
+    pub fn with_tracing(self, tracing: RequestTracing) -> Self {
+        self.rebuilt(|shared| shared.tracing = tracing)
+    }
+
     /// Counts the ext_proc port's connections in `counts` instead of counters of its own (to
     /// export them before the service exists).
     pub fn with_connection_counts(self, counts: Arc<ConnectionCounts>) -> Self {
         self.rebuilt(|shared| shared.connections = counts)
+    }
+
+    /// Records every request in `upstream`'s `llm_d_epp_*` request families and every stream
+    /// in its `llm_d_epp_extproc_streams_*` families.
+    pub fn with_upstream_metrics(self, upstream: Arc<UpstreamMetrics>) -> Self {
+        self.rebuilt(|shared| shared.upstream = Some(upstream))
     }
 
     fn rebuilt(self, edit: impl FnOnce(&mut Shared)) -> Self {
@@ -169,6 +188,8 @@ impl ExtProcService {
             budget,
             messages,
             connections,
+            upstream,
+            tracing,
         } = &*self.shared;
         let mut shared = Shared {
             scheduler: Arc::clone(scheduler),
@@ -177,6 +198,8 @@ impl ExtProcService {
             budget: Arc::clone(budget),
             messages: Arc::clone(messages),
             connections: Arc::clone(connections),
+            upstream: upstream.clone(),
+            tracing: tracing.clone(),
         };
         edit(&mut shared);
         ExtProcService {
@@ -220,19 +243,81 @@ impl ExtProcService {
         ExternalProcessorServer::new(self).max_decoding_message_size(limit)
     }
 
-    /// Picks for a complete request: admission, then the scheduler.
-    pub async fn pick(&self, job: PickJob) -> Result<Decision, Rejection> {
+    /// Picks for a complete request: admission, then (when a `token-producer` has the `vllm`
+    /// backend) the model server's render of the prompt (`shepherd_runtime::render`; `body`
+    /// is the request's body as it came), then the scheduler.
+    pub async fn pick(&self, job: PickJob, body: &[u8]) -> Result<Decision, Rejection> {
+        self.pick_with(job, body, &mut None, &RequestTrace::off())
+            .await
+    }
+
+    /// [`Self::pick`], recording the flow-control wait and the scheduling in `observation`
+    /// (upstream's metric families) and under `trace` (the request's spans).
+    pub async fn pick_with(
+        &self,
+        job: PickJob,
+        body: &[u8],
+        observation: &mut Option<RequestObservation>,
+        trace: &RequestTrace,
+    ) -> Result<Decision, Rejection> {
+        let request = &job.request;
+        trace.set_str(names::MODEL, request.target_model());
+        trace.set_str(names::REQUEST_ID, &request.id);
         let admitted = match &self.shared.admission {
-            Some(admission) => admission.admit(&job.request).await?,
+            Some(admission) => {
+                if let Some(observation) = observation.as_mut() {
+                    observation.flow_enter(request.body_size);
+                }
+                let wait =
+                    trace.flow_control(request.priority.into(), request.fairness_id.as_deref());
+                let admitted = admission.admit(request).await;
+                match &admitted {
+                    Ok(_) => wait.set_str(names::FLOW_OUTCOME, "dispatched"),
+                    Err(rejection) => {
+                        wait.set_str(names::FLOW_OUTCOME, rejection.reason());
+                        wait.set_error(rejection.reason(), &rejection.to_string());
+                    }
+                }
+                wait.end();
+                if let Some(observation) = observation.as_mut() {
+                    observation.flow_done(match &admitted {
+                        Ok(_) => FlowOutcome::Dispatched,
+                        Err(Rejection::Dropped(reason)) => FlowOutcome::dropped(*reason),
+                        Err(_) => FlowOutcome::RejectedOther,
+                    });
+                }
+                admitted?
+            }
             None => Admitted::now(),
         };
         let options = ScheduleOptions {
             subset: job.subset.as_deref(),
             ..Default::default()
         };
-        let decision = self.shared.scheduler.schedule_with(&job.request, options);
+        let scheduler = self.shared.scheduler.load_full();
+        let rendered = shepherd_runtime::render::prepare(&scheduler, request, body).await;
+        let scheduling = tokio::time::Instant::now();
+        let scoring = trace.scoring();
+        let decision = match scoring.observer() {
+            Some(observer) => self
+                .shared
+                .scheduler
+                .schedule_observed(request, options, observer),
+            None => self.shared.scheduler.schedule_with(request, options),
+        };
+        scoring.finish(decision.as_ref());
+        drop(rendered);
+        if let Some(observation) = observation.as_mut() {
+            observation.scheduled(
+                scheduling.elapsed(),
+                decision.as_ref().ok().map(|d| d.primary().address()),
+            );
+        }
         // Scheduled (or not): the scheduler now counts it; the admission's hold ends.
         drop(admitted);
+        if let Ok(decision) = &decision {
+            trace.set_str(names::ENDPOINT, decision.primary().address());
+        }
         Ok(decision?)
     }
 
@@ -265,6 +350,13 @@ impl ExtProcService {
         let mut exchange = Exchange::new(Arc::clone(&self.shared.options))
             .with_parsers(parsers)
             .with_body_budget(Arc::clone(&self.shared.budget));
+        if let Some(upstream) = &self.shared.upstream {
+            exchange = exchange.with_upstream_metrics(Arc::clone(upstream));
+            upstream.stream_opened();
+        }
+        let opened = tokio::time::Instant::now();
+        // gRPC status of the stream's end (an index of `GRPC_CODES`): OK unless said otherwise.
+        let mut code = 0usize;
         // While a body is being received: when it must be whole.
         let mut body_deadline: Option<tokio::time::Instant> = None;
         'stream: loop {
@@ -296,6 +388,7 @@ impl ExtProcService {
                     // hears the answer. Otherwise the data plane sent what the gRPC layer could
                     // not take: say so with an error status, never a clean end.
                     let status = self.inbound_failure(status);
+                    code = status.code() as usize;
                     let _ = tx.send(Err(status)).await;
                     break;
                 }
@@ -303,15 +396,31 @@ impl ExtProcService {
             let replies = match exchange.on_message(message) {
                 Ok(Step::Reply(replies)) => replies,
                 Ok(Step::Pick(job)) => {
+                    let mut observation = exchange.take_observation();
+                    let trace = self
+                        .shared
+                        .tracing
+                        .start(job.traceparent.as_deref(), job.tracestate.as_deref());
+                    let body = exchange.pending_body().unwrap_or_default();
                     let outcome = tokio::select! {
-                        outcome = self.pick(job) => outcome,
-                        () = tx.closed() => break 'stream,
+                        outcome = trace.in_span(self.pick_with(job, body, &mut observation, &trace)) => outcome,
+                        () = tx.closed() => {
+                            code = tonic::Code::Cancelled as usize;
+                            break 'stream;
+                        }
                     };
+                    if let Err(rejection) = &outcome {
+                        trace.set_error(rejection.reason(), &rejection.to_string());
+                    }
+                    exchange.restore_observation(observation);
+                    exchange.attach_trace(trace);
                     exchange.picked(outcome)
                 }
                 Err(error) => {
                     tracing::warn!(%error, "ext_proc stream failed");
-                    let _ = tx.send(Err(error.to_status())).await;
+                    let status = error.to_status();
+                    code = status.code() as usize;
+                    let _ = tx.send(Err(status)).await;
                     break;
                 }
             };
@@ -334,6 +443,9 @@ impl ExtProcService {
             }
         }
         clean_end.store(true, Ordering::Release);
+        if let Some(upstream) = &self.shared.upstream {
+            upstream.stream_closed(code, opened.elapsed());
+        }
         // `exchange` drops here: a request still being served ends as cancelled.
     }
 }

@@ -34,6 +34,8 @@ use crate::stats::Rejection;
 use crate::upstream::{self, HttpClient};
 use crate::{ApiError, GatewaySettings, GatewayStats, explain, proxy};
 use shepherd_runtime::flow::FlowController;
+use shepherd_runtime::telemetry::RequestTracing;
+use shepherd_runtime::upstream::UpstreamMetrics;
 
 /// The OpenAI routes proxied through the scheduler, with their API.
 pub const INFERENCE_ROUTES: [(&str, ApiKind); 4] = [
@@ -69,7 +71,7 @@ pub struct Gateway {
     pub(crate) inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Inner {
     pub(crate) scheduler: Arc<ReloadableScheduler>,
     pub(crate) settings: GatewaySettings,
@@ -80,6 +82,9 @@ pub(crate) struct Inner {
     pub(crate) stats: Arc<GatewayStats>,
     pub(crate) parse_limits: ParseLimits,
     pub(crate) budget: BodyBudget,
+    /// The upstream (`llm_d_epp_*`) request families, when recorded.
+    pub(crate) upstream: Option<Arc<UpstreamMetrics>>,
+    pub(crate) tracing: RequestTracing,
 }
 
 impl Gateway {
@@ -110,6 +115,8 @@ impl Gateway {
                 models,
                 stats,
                 parse_limits,
+                upstream: None,
+                tracing: RequestTracing::new(),
             }),
         }
     }
@@ -118,30 +125,34 @@ impl Gateway {
     /// saturated, and are answered 429 or 503 with `x-shepherd-dropped-reason` when dropped.
     /// Call before the gateway serves (it is the gateway's only copy).
     pub fn with_flow_control(self, flow: FlowController) -> Self {
-        let Inner {
-            scheduler,
-            settings,
-            client,
-            models,
-            limit,
-            stats,
-            parse_limits,
-            budget,
-            ..
-        } = &*self.inner;
+        let mut inner = (*self.inner).clone();
+        inner.flow = Some(flow);
         Gateway {
-            inner: Arc::new(Inner {
-                scheduler: Arc::clone(scheduler),
-                settings: settings.clone(),
-                client: client.clone(),
-                models: Arc::clone(models),
-                limit: limit.clone(),
-                flow: Some(flow),
-                stats: Arc::clone(stats),
-                parse_limits: parse_limits.clone(),
-                budget: budget.clone(),
-            }),
+            inner: Arc::new(inner),
         }
+    }
+
+    /// Traces requests with `tracing` (a `gateway.request` span per request when tracing is
+    /// on: [`shepherd_runtime::telemetry`]). Call before the gateway serves.
+    pub fn with_tracing(self, tracing: RequestTracing) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.tracing = tracing;
+        Gateway {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Records every request in `upstream`'s `llm_d_epp_*` request families (the runtime's
+    /// [`upstream_metrics`](shepherd_runtime::RuntimeHandle::upstream_metrics)). Call before
+    /// the gateway serves (it is the gateway's only copy).
+    pub fn with_upstream_metrics(mut self, upstream: Arc<UpstreamMetrics>) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.upstream = Some(upstream),
+            None => {
+                tracing::warn!("upstream metrics given to a gateway already shared: not recorded")
+            }
+        }
+        self
     }
 
     /// The flow controller requests go through, if any.

@@ -13,13 +13,16 @@
 //! by default) and the admin endpoints on `server.metricsPort` (9090), and stops gracefully on
 //! SIGTERM or Ctrl-C. Once listening it prints
 //! `shepherd-gateway: listening on http://ADDR` on stdout. Logs go to stderr; `SHEPHERD_LOG`
-//! sets their level (`error`, `warn`, `info` (default), `debug`, `trace`).
+//! sets their level (`error`, `warn`, `info` (default), `debug`, `trace`). OpenTelemetry
+//! tracing is off unless `OTEL_TRACES_EXPORTER` is `otlp` or `console` (`docs/tracing.md`).
 #![forbid(unsafe_code)]
 
 #[path = "../../adapters-extproc/src/kube_flags.rs"]
 mod kube_flags;
 
-use std::io::{IsTerminal, Write};
+#[cfg(not(feature = "otel"))]
+use std::io::IsTerminal;
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +41,10 @@ use tracing_subscriber::filter::LevelFilter;
 #[derive(Debug, Parser)]
 #[command(name = "shepherd-gateway", version)]
 struct Args {
+    /// Also export the deprecated `inference_objective_*`, `inference_pool_*` and
+    /// `inference_extension_*` metric names (as `metrics.legacyNames: true` in the config).
+    #[arg(long)]
+    legacy_metric_names: bool,
     /// The runtime config file (watched: policy and endpoint edits apply while running).
     #[arg(long, short, default_value = "shepherd.yaml")]
     config: PathBuf,
@@ -74,11 +81,6 @@ fn main() -> ExitCode {
         .ok()
         .and_then(|l| l.parse::<LevelFilter>().ok())
         .unwrap_or(LevelFilter::INFO);
-    tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -89,7 +91,30 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    // Logs on stderr, and OpenTelemetry tracing when the OTEL_* variables ask for it (the
+    // batch exporter runs on the runtime, so it is installed inside it).
+    #[cfg(feature = "otel")]
+    let telemetry = {
+        let _inside = runtime.enter();
+        match shepherd_runtime::telemetry::init("shepherd-gateway", level) {
+            Ok(guard) => guard,
+            Err(error) => {
+                eprintln!("shepherd-gateway: {error}");
+                return ExitCode::FAILURE;
+            }
+        }
+    };
+    #[cfg(not(feature = "otel"))]
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let outcome = runtime.block_on(run(args));
+    // The last spans are flushed while the runtime still runs the exporter.
+    #[cfg(feature = "otel")]
+    drop(telemetry);
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("shepherd-gateway: {error}");
@@ -102,6 +127,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut options = RuntimeOptions {
         serve_admin: !args.no_admin_port,
         config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),
+        legacy_metric_names: args.legacy_metric_names.then_some(true),
         ..RuntimeOptions::default()
     };
     if !args.endpoints.is_empty() {

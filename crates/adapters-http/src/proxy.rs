@@ -32,6 +32,8 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, Response, header};
 use axum::response::IntoResponse;
 use shepherd_runtime::flow::FlowRequest;
+use shepherd_runtime::telemetry::{RequestTrace, TRACEPARENT, TRACESTATE, names};
+use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, error_code};
 use shepherd_scheduler_core::completion::Completion;
 use shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER;
 use shepherd_scheduler_core::request::ApiKind;
@@ -53,9 +55,34 @@ pub(crate) async fn proxy(
 ) -> Response<Body> {
     let inner = &gateway.inner;
     inner.stats.request(api);
-    match forward(gateway, path, request).await {
+    let mut observation = None;
+    let mut trace = inner.tracing.start(
+        headers::text(request.headers(), TRACEPARENT),
+        headers::text(request.headers(), TRACESTATE),
+    );
+    trace.set_str(names::HTTP_METHOD, request.method().as_str());
+    trace.set_str(names::URL_PATH, path);
+    let span = trace.span_handle();
+    match span
+        .instrument(forward(
+            gateway,
+            path,
+            request,
+            &mut observation,
+            &mut trace,
+        ))
+        .await
+    {
         Ok(response) => response,
         Err(error) => {
+            if let Some(observation) = &mut observation {
+                observation.error(error_code::for_status(error.status().as_u16()));
+            }
+            trace.set_i64(names::HTTP_STATUS, i64::from(error.status().as_u16()));
+            trace.set_error(
+                error.dropped_reason().unwrap_or("gateway_error"),
+                &error.status().to_string(),
+            );
             if error.dropped_reason() == Some(crate::api_error::BODY_BUFFER_FULL) {
                 inner.stats.rejected(Rejection::BodyBufferFull);
             } else if error.dropped_reason().is_some() {
@@ -74,6 +101,8 @@ async fn forward(
     gateway: &Gateway,
     path: &str,
     request: Request,
+    observation: &mut Option<RequestObservation>,
+    trace: &mut RequestTrace,
 ) -> Result<Response<Body>, ApiError> {
     let inner = &gateway.inner;
     let settings = &inner.settings;
@@ -94,11 +123,6 @@ async fn forward(
         .parsers()
         .parse(path, &body, &inner.parse_limits);
     let mut request = parsed.map_err(|e| ApiError::bad_body(&e))?;
-    if !request.model.is_empty()
-        && inner.models.check(request.target_model()).await == ModelCheck::Unknown
-    {
-        return Err(ApiError::unknown_model(request.target_model()));
-    }
     let client_headers = &parts.headers;
     request.assign_id(headers::text(client_headers, REQUEST_ID));
     // A client sets its own priority and flow only where `gateway.trustedHeaders` says so.
@@ -116,31 +140,87 @@ async fn forward(
         .map(str::to_owned);
     request.session_key = headers::text(client_headers, SESSION).map(str::to_owned);
     request.headers = headers::plugin_headers(client_headers);
+    *observation = inner.upstream.as_ref().map(|upstream| {
+        upstream.observe(
+            &request.model,
+            request.target_model(),
+            request.fairness_id.as_deref(),
+            request.priority,
+            body.len(),
+            request.stream,
+        )
+    });
+    trace.set_str(names::MODEL, request.target_model());
+    trace.set_str(names::REQUEST_ID, &request.id);
+    if !request.model.is_empty()
+        && inner.models.check(request.target_model()).await == ModelCheck::Unknown
+    {
+        return Err(ApiError::unknown_model(request.target_model()));
+    }
 
     // Flow control: wait while the pool is saturated (dropped with this future if the client
     // goes away), or be refused.
     let permit = match &inner.flow {
-        Some(flow) => Some(
-            flow.admit(FlowRequest::of(&request))
-                .await
-                .map_err(|reason| {
-                    tracing::info!(
-                        request_id = %request.id,
-                        priority = request.priority,
-                        reason = reason.as_str(),
-                        "flow control dropped a request"
-                    );
-                    ApiError::flow_dropped(reason, settings.retry_after_seconds)
-                })?,
-        ),
+        Some(flow) => {
+            if let Some(observation) = observation.as_mut() {
+                observation.flow_enter(body.len());
+            }
+            let wait = trace.flow_control(request.priority.into(), request.fairness_id.as_deref());
+            let admitted = flow.admit(FlowRequest::of(&request)).await;
+            match &admitted {
+                Ok(_) => wait.set_str(names::FLOW_OUTCOME, "dispatched"),
+                Err(reason) => {
+                    wait.set_str(names::FLOW_OUTCOME, reason.as_str());
+                    wait.set_error(reason.as_str(), "flow control dropped the request");
+                }
+            }
+            wait.end();
+            if let Some(observation) = observation.as_mut() {
+                observation.flow_done(match &admitted {
+                    Ok(_) => FlowOutcome::Dispatched,
+                    Err(reason) => FlowOutcome::dropped(*reason),
+                });
+            }
+            Some(admitted.map_err(|reason| {
+                tracing::info!(
+                    request_id = %request.id,
+                    priority = request.priority,
+                    reason = reason.as_str(),
+                    "flow control dropped a request"
+                );
+                ApiError::flow_dropped(reason, settings.retry_after_seconds)
+            })?)
+        }
         None => None,
     };
-    let decision = inner
-        .scheduler
-        .schedule_with(&request, ScheduleOptions::default())
-        .map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds));
+    // A token-producer with the `vllm` backend: the model server renders the prompt first
+    // (the pick reads the ids; a failed render leaves the request without them).
+    let rendered =
+        shepherd_runtime::render::prepare(&inner.scheduler.load_full(), &request, &body).await;
+    let scheduling = tokio::time::Instant::now();
+    let scoring = trace.scoring();
+    let scheduled = match scoring.observer() {
+        Some(observer) => {
+            inner
+                .scheduler
+                .schedule_observed(&request, ScheduleOptions::default(), observer)
+        }
+        None => inner
+            .scheduler
+            .schedule_with(&request, ScheduleOptions::default()),
+    };
+    scoring.finish(scheduled.as_ref());
+    drop(rendered);
+    if let Some(observation) = observation.as_mut() {
+        observation.scheduled(
+            scheduling.elapsed(),
+            scheduled.as_ref().ok().map(|d| d.primary().address()),
+        );
+    }
+    let decision = scheduled.map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds));
     drop(permit);
     let decision = decision?;
+    trace.set_str(names::ENDPOINT, decision.primary().address());
     drop(request);
     // A disaggregated request: the decode side's routing sidecar prefills there first.
     let prefill = decision
@@ -176,13 +256,14 @@ async fn forward(
         body,
         settings,
     };
-    let answer = match upstream::send(&inner.client, &inner.stats, &mut handle, &outgoing).await {
-        Ok(answer) => answer,
-        Err(error) => {
-            handle.finish(Completion::failed());
-            return Err(error);
-        }
-    };
+    let answer =
+        match upstream::send(&inner.client, &inner.stats, &mut handle, &outgoing, trace).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                handle.finish(Completion::failed());
+                return Err(error);
+            }
+        };
     drop(outgoing);
     // The server has answered: the body's bytes leave the budget.
     drop(read);
@@ -190,6 +271,13 @@ async fn forward(
     let (mut head, upstream_body) = answer.into_parts();
     let status = head.status.as_u16();
     inner.stats.response(status);
+    let mut observation = observation.take();
+    if !(200..300).contains(&status)
+        && let Some(observation) = observation.as_mut()
+    {
+        observation.error(&status.to_string());
+    }
+    trace.set_i64(names::HTTP_STATUS, i64::from(status));
     let mut response_headers = headers::client_response_headers(&head.headers);
     if !response_headers.contains_key(REQUEST_ID) {
         response_headers.insert(REQUEST_ID, request_id);
@@ -202,6 +290,8 @@ async fn forward(
         std::sync::Arc::clone(&inner.stats),
         admitted,
         settings.usage_scan_bytes,
-    );
+        std::mem::take(trace),
+    )
+    .observed(observation);
     Ok(Response::from_parts(head, Body::new(body)))
 }

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shepherd_runtime::http::{ConnectionLimits, ConnectionStats};
+use shepherd_runtime::telemetry::RequestTracing;
 use shepherd_runtime::{ConfigSource, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -97,7 +98,15 @@ impl GatewayServer {
             }
         };
         let local_addr = listener.local_addr().unwrap_or(addr);
-        let mut gateway = Gateway::new(Arc::clone(runtime.scheduler()), settings, stats);
+        let adaptive = Arc::clone(runtime.adaptive());
+        let tracing = RequestTracing::new().with_mode_source(move || {
+            adaptive
+                .controller()
+                .map(|controller| controller.state().mode.to_string())
+        });
+        let mut gateway = Gateway::new(Arc::clone(runtime.scheduler()), settings, stats)
+            .with_upstream_metrics(Arc::clone(runtime.upstream_metrics()))
+            .with_tracing(tracing);
         if let Some(flow) = runtime.flow() {
             gateway = gateway.with_flow_control(flow.clone());
         }

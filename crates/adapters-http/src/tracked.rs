@@ -23,6 +23,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
+use shepherd_runtime::telemetry::{RequestTrace, names};
+use shepherd_runtime::upstream::RequestObservation;
 use shepherd_runtime::usage::UsageScanner;
 use shepherd_scheduler_core::completion::{Completion, RequestHandle};
 
@@ -44,7 +46,11 @@ struct Tracking {
     scanner: Option<UsageScanner>,
     first_seen: bool,
     stats: Arc<GatewayStats>,
+    /// The request's upstream figures, when recorded.
+    observation: Option<RequestObservation>,
     _admitted: Admitted,
+    /// The request's span: ends with the body.
+    trace: RequestTrace,
 }
 
 impl TrackedBody {
@@ -56,6 +62,7 @@ impl TrackedBody {
         stats: Arc<GatewayStats>,
         admitted: Admitted,
         usage_scan_bytes: usize,
+        trace: RequestTrace,
     ) -> Self {
         let success = (200..300).contains(&status);
         let mut body = TrackedBody {
@@ -64,8 +71,10 @@ impl TrackedBody {
                 handle,
                 scanner: success.then(|| UsageScanner::new(usage_scan_bytes)),
                 first_seen: false,
+                observation: None,
                 stats,
                 _admitted: admitted,
+                trace,
             }),
         };
         if body.inner.is_end_stream() {
@@ -75,8 +84,22 @@ impl TrackedBody {
         body
     }
 
+    /// Records the response in `observation` too (first byte, sizes, usage).
+    pub(crate) fn observed(mut self, observation: Option<RequestObservation>) -> Self {
+        match &mut self.tracking {
+            Some(tracking) => tracking.observation = observation,
+            // An empty body, finished already.
+            None => {
+                if let Some(observation) = observation {
+                    observation.finish(None);
+                }
+            }
+        }
+        self
+    }
+
     fn finish(&mut self, broken: bool) {
-        let Some(tracking) = self.tracking.take() else {
+        let Some(mut tracking) = self.tracking.take() else {
             return;
         };
         let completion = match (&tracking.scanner, broken) {
@@ -91,6 +114,24 @@ impl TrackedBody {
         };
         if broken {
             tracking.stats.upstream_error_mid_stream();
+            tracking
+                .trace
+                .set_error("response_broken", "the response body broke off");
+        }
+        if let Some(usage) = &completion.usage {
+            let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            let trace = &tracking.trace;
+            trace.set_i64(names::INPUT_TOKENS, count(usage.prompt_tokens));
+            trace.set_i64(names::OUTPUT_TOKENS, count(usage.completion_tokens));
+            if let Some(cached) = usage.cached_tokens {
+                trace.set_i64(names::USAGE_CACHED_TOKENS, count(cached));
+            }
+        }
+        if let Some(mut observation) = tracking.observation.take() {
+            if broken {
+                observation.error("ModelServerError");
+            }
+            observation.finish(completion.usage.as_ref());
         }
         tracking.handle.finish(completion);
     }
@@ -114,6 +155,10 @@ impl Body for TrackedBody {
                     if !tracking.first_seen {
                         tracking.first_seen = true;
                         tracking.handle.first_token();
+                    }
+                    if let Some(observation) = &mut tracking.observation {
+                        observation.first_byte();
+                        observation.response_bytes(data.len());
                     }
                     if let Some(scanner) = &mut tracking.scanner {
                         scanner.push(data);

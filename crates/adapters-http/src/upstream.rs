@@ -26,6 +26,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use shepherd_runtime::telemetry::{Propagation, RequestTrace, TRACEPARENT, TRACESTATE, names};
 use shepherd_runtime::throttle::Throttle;
 use shepherd_scheduler_core::completion::RequestHandle;
 use shepherd_scheduler_core::endpoint::Endpoint;
@@ -75,7 +76,12 @@ pub(crate) struct Outgoing<'a> {
 }
 
 impl Outgoing<'_> {
-    fn to(&self, endpoint: &Endpoint) -> Result<Request<Full<Bytes>>, ApiError> {
+    /// The request to `endpoint`, carrying `trace`'s context when the request is traced.
+    fn to(
+        &self,
+        endpoint: &Endpoint,
+        trace: Option<Propagation>,
+    ) -> Result<Request<Full<Bytes>>, ApiError> {
         let uri = endpoint_uri(endpoint.address(), &self.path_and_query).ok_or_else(|| {
             ApiError::internal(format!(
                 "endpoint address `{}` is not a valid authority",
@@ -100,6 +106,18 @@ impl Outgoing<'_> {
         if let Some(key) = key {
             headers.insert(header::AUTHORIZATION, key.clone());
         }
+        if let Some(trace) = trace
+            && let Ok(parent) = HeaderValue::from_str(&trace.traceparent)
+        {
+            headers.insert(TRACEPARENT, parent);
+            headers.remove(TRACESTATE);
+            if let Some(state) = trace
+                .tracestate
+                .and_then(|s| HeaderValue::from_str(&s).ok())
+            {
+                headers.insert(TRACESTATE, state);
+            }
+        }
         Ok(request)
     }
 }
@@ -111,16 +129,22 @@ pub(crate) async fn send(
     stats: &Arc<GatewayStats>,
     handle: &mut RequestHandle,
     outgoing: &Outgoing<'_>,
+    trace: &RequestTrace,
 ) -> Result<Response<Incoming>, ApiError> {
     let attempts = handle.endpoints().len().max(1);
     for attempt in 1..=attempts {
         let endpoint = Arc::clone(handle.endpoint());
-        let request = outgoing.to(&endpoint)?;
+        let span = trace.upstream(
+            endpoint.address(),
+            u32::try_from(attempt).unwrap_or(u32::MAX),
+        );
+        let request = outgoing.to(&endpoint, span.propagation())?;
         let sent = client.request(request);
         let result = match outgoing.settings.first_byte_timeout {
             Some(limit) => match tokio::time::timeout(limit, sent).await {
                 Ok(result) => result,
                 Err(_) => {
+                    span.set_error("first_byte_timeout", "no response within the timeout");
                     tracing::warn!(
                         endpoint = endpoint.address(),
                         request_id = handle.id(),
@@ -134,8 +158,12 @@ pub(crate) async fn send(
             None => sent.await,
         };
         match result {
-            Ok(response) => return Ok(response),
+            Ok(response) => {
+                span.set_i64(names::HTTP_STATUS, i64::from(response.status().as_u16()));
+                return Ok(response);
+            }
             Err(error) => {
+                span.set_error("connection_failed", &ErrorChain(&error).to_string());
                 stats.upstream_error_before_response();
                 let retrying = attempt < attempts && handle.move_to_fallback().is_some();
                 // A dead server fails every request sent to it: one line a period, with how

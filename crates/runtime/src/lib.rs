@@ -81,6 +81,8 @@ pub mod http;
 pub mod kv_events;
 pub mod mapping;
 pub mod prom;
+#[cfg(feature = "runtime")]
+pub mod render;
 #[cfg(feature = "replicas-wire")]
 pub mod replicas;
 #[cfg(feature = "runtime")]
@@ -89,8 +91,11 @@ mod runtime;
 pub mod scrape;
 #[cfg(feature = "runtime")]
 mod shutdown;
+pub mod telemetry;
 #[cfg(feature = "runtime")]
 pub mod throttle;
+#[cfg(feature = "runtime")]
+pub mod upstream;
 pub mod usage;
 #[cfg(feature = "zmtp")]
 pub mod zmtp;

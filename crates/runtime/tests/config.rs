@@ -458,3 +458,38 @@ fn the_discovery_section_is_checked_as_upstream_checks_its_flags() {
         RuntimeConfig::from_yaml("discovery:\n  kubernetes:\n    poolname: p\n").unwrap_err();
     assert_eq!(error.line(), Some(3), "{error}");
 }
+
+#[test]
+fn an_upstream_shaped_file_without_scheduling_plugins_gets_upstreams_default_not_the_preset() {
+    let text = "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: metrics-data-source\n- type: core-metrics-extractor\ndataLayer:\n  sources:\n  - pluginRef: metrics-data-source\n    extractors:\n    - pluginRef: core-metrics-extractor\n";
+    let config = RuntimeConfig::from_yaml(text).unwrap();
+    assert!(!config.policy_is_preset);
+    let scheduler = shepherd_scheduler_core::config::build_scheduler(
+        &config.policy,
+        &shepherd_scorers::builtin_registry(),
+        std::sync::Arc::new(shepherd_scheduler_core::endpoint::Pool::new()),
+    )
+    .unwrap();
+    let profile = &scheduler.profiles()[0];
+    assert_eq!(profile.name(), "default");
+    assert!(profile.scorers().is_empty());
+    assert_eq!(profile.picker_name(), "max-score-picker");
+    // Shepherd's short form of the same file keeps the preset.
+    let short = text.replace(
+        "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\n",
+        "",
+    );
+    assert!(RuntimeConfig::from_yaml(&short).unwrap().policy_is_preset);
+}
+
+#[test]
+fn plugin_parameters_accepted_and_unused_are_warned_about() {
+    let config = RuntimeConfig::from_yaml(
+        "plugins:\n- type: precise-prefix-cache-scorer\n  parameters:\n    indexerConfig:\n      prefixStoreConfig: {cacheSize: 500000, blockSize: 256}\n      tokenizersPoolConfig: {modelName: m, workersCount: 8}\n",
+    )
+    .unwrap();
+    let warnings: Vec<String> = config.warnings().iter().map(|w| w.to_string()).collect();
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert!(warnings[0].contains("deprecated upstream"), "{warnings:?}");
+    assert!(warnings[1].contains("`precise-prefix-cache-scorer` (precise-prefix-cache-scorer): `indexerConfig.prefixStoreConfig`"), "{warnings:?}");
+}

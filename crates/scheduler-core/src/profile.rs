@@ -45,6 +45,8 @@ pub struct FilterEntry {
 pub struct ScorerEntry {
     /// Plugin name.
     pub name: Arc<str>,
+    /// Plugin type (`prefix-cache-scorer`, ...): the name when built by hand.
+    pub plugin_type: Arc<str>,
     /// The scorer.
     pub scorer: Arc<dyn Scorer>,
     /// Its category (read once at build time).
@@ -157,16 +159,24 @@ impl ProfileBuilder {
         self
     }
 
-    /// Adds a scorer named `name` with `weight`.
-    pub fn scorer(
+    /// Adds a scorer named `name` with `weight` (its plugin type taken to be its name).
+    pub fn scorer(self, name: impl Into<Arc<str>>, scorer: Arc<dyn Scorer>, weight: f64) -> Self {
+        let name = name.into();
+        self.typed_scorer(Arc::clone(&name), name, scorer, weight)
+    }
+
+    /// Adds a scorer named `name`, of plugin type `plugin_type`, with `weight`.
+    pub fn typed_scorer(
         mut self,
         name: impl Into<Arc<str>>,
+        plugin_type: impl Into<Arc<str>>,
         scorer: Arc<dyn Scorer>,
         weight: f64,
     ) -> Self {
         let category = scorer.category();
         self.scorers.push(ScorerEntry {
             name: name.into(),
+            plugin_type: plugin_type.into(),
             scorer,
             category,
         });
@@ -246,6 +256,7 @@ impl std::fmt::Debug for ScorerEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ScorerEntry")
             .field("name", &self.name)
+            .field("plugin_type", &self.plugin_type)
             .field("category", &self.category)
             .finish()
     }

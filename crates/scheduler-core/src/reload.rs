@@ -120,6 +120,19 @@ impl ReloadableScheduler {
     ) -> Result<Decision, ScheduleError> {
         self.current.load().schedule_with(request, options)
     }
+
+    /// Schedules `request` with the current scheduler, telling `observer` about every
+    /// profile and scorer ([`Scheduler::schedule_observed`]).
+    pub fn schedule_observed(
+        &self,
+        request: &InferenceRequest,
+        options: ScheduleOptions<'_>,
+        observer: &dyn crate::scheduler::ScheduleObserver,
+    ) -> Result<Decision, ScheduleError> {
+        self.current
+            .load()
+            .schedule_observed(request, options, observer)
+    }
 }
 
 impl MetricsSource for ReloadableScheduler {

@@ -219,6 +219,31 @@ fn policy_references_resolve_through_plugin_instances() {
 }
 
 #[test]
+fn policies_shepherd_lacks_get_the_common_not_implemented_words() {
+    for (yaml, policy) in [
+        (
+            "plugins:\n- name: fair\n  type: global-strict-fairness-policy\nflowControl:\n  priorityBands:\n  - priority: 1\n    fairnessPolicyRef: fair\n",
+            "global-strict-fairness-policy",
+        ),
+        (
+            "plugins:\n- type: edf-ordering-policy\nflowControl:\n  priorityBands:\n  - priority: 1\n    orderingPolicyRef: edf-ordering-policy\n",
+            "edf-ordering-policy",
+        ),
+        (
+            "plugins:\n- type: soft-reflective-ceiling-policy\nflowControl:\n  usageLimitPolicyPluginRef: soft-reflective-ceiling-policy\n",
+            "soft-reflective-ceiling-policy",
+        ),
+    ] {
+        let e = err(yaml);
+        assert!(
+            e.contains(&format!("type `{policy}` is an upstream plugin type Shepherd does not implement yet (area: flow-control policies)")),
+            "{e}"
+        );
+        assert!(!e.contains("is not a usage-limit policy"), "{e}");
+    }
+}
+
+#[test]
 fn the_no_endpoint_ttl_follows_the_default_unless_given() {
     let s = load("flowControl:\n  defaultRequestTTL: 5s\n")
         .unwrap()

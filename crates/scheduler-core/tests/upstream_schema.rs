@@ -40,13 +40,25 @@ fn build(yaml: &str) -> Result<(), ConfigError> {
 #[test]
 fn framework_plugins_are_accepted_and_not_built() {
     build("plugins:\n- type: queue-scorer\n- type: single-profile-handler\n- type: openai-parser\n- type: metrics-data-source\n- type: utilization-detector\nrequestHandler:\n  parsers:\n  - pluginRef: openai-parser\n").unwrap();
-    // But a profile cannot use them.
-    let err = build("plugins:\n- type: openai-parser\nschedulingProfiles:\n- name: p\n  plugins:\n  - pluginRef: openai-parser\n").unwrap_err();
+    // A profile listing one loads without it, as upstream's loader skips it, with a warning.
+    let yaml = "plugins:\n- type: openai-parser\n- type: queue-scorer\n- type: single-profile-handler\nschedulingProfiles:\n- name: p\n  plugins:\n  - pluginRef: openai-parser\n  - pluginRef: single-profile-handler\n  - pluginRef: queue-scorer\n";
+    build(yaml).unwrap();
+    let config = EndpointPickerConfig::from_yaml(yaml).unwrap();
+    let scheduler = build_scheduler(&config, &registry(), Arc::new(Pool::new())).unwrap();
+    assert_eq!(scheduler.profiles()[0].scorers().len(), 1);
+    let warnings: Vec<String> = config.warnings().iter().map(|w| w.to_string()).collect();
+    assert_eq!(
+        warnings
+            .iter()
+            .filter(|w| w.contains("not a scheduling plugin"))
+            .count(),
+        2,
+        "{warnings:?}"
+    );
+    // A name declared nowhere is still an error.
+    let err = build("plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: p\n  plugins:\n  - pluginRef: nothing\n").unwrap_err();
     assert!(
-        matches!(
-            err,
-            ConfigError::DanglingReference { .. } | ConfigError::NotUsable { .. }
-        ),
+        matches!(err, ConfigError::DanglingReference { .. }),
         "{err}"
     );
 }
@@ -95,10 +107,23 @@ fn profile_handler_rules_are_upstreams() {
     )
     .unwrap_err();
     assert_eq!(err.line(), Some(3), "{err}");
-    let err = EndpointPickerConfig::from_yaml(
+    // Parameters given to single-profile-handler are ignored, as upstream, with a warning.
+    let config = EndpointPickerConfig::from_yaml(
         "plugins:\n- type: single-profile-handler\n  parameters: {x: 1}\n",
     )
-    .unwrap_err();
+    .unwrap();
+    assert!(
+        config
+            .warnings()
+            .iter()
+            .any(|w| w.message.contains("takes no parameters")),
+        "{:?}",
+        config.warnings()
+    );
+    // A parser's are still refused.
+    let err =
+        EndpointPickerConfig::from_yaml("plugins:\n- type: openai-parser\n  parameters: {x: 1}\n")
+            .unwrap_err();
     assert_eq!(err.line(), Some(3), "{err}");
 }
 
@@ -127,4 +152,17 @@ fn references_name_declared_plugins_of_the_right_kind() {
     // The default detector needs no declaration, as upstream.
     EndpointPickerConfig::from_yaml("saturationDetector: {pluginRef: utilization-detector}\n")
         .unwrap();
+}
+
+#[test]
+fn producers_upstream_runs_as_extractors_may_be_named_there() {
+    let yaml = "plugins:\n- type: endpoint-notification-source\n- type: precise-prefix-cache-producer\n- type: queue-scorer\ndataLayer:\n  sources:\n  - pluginRef: endpoint-notification-source\n    extractors:\n    - pluginRef: precise-prefix-cache-producer\n";
+    EndpointPickerConfig::from_yaml(yaml).unwrap();
+    // A scorer there is still the wrong kind.
+    let err = EndpointPickerConfig::from_yaml(&yaml.replace(
+        "    - pluginRef: precise-prefix-cache-producer",
+        "    - pluginRef: queue-scorer",
+    ))
+    .unwrap_err();
+    assert_eq!(err.line(), Some(9), "{err}");
 }

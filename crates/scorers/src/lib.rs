@@ -75,7 +75,9 @@ pub mod prefix_cache;
 pub mod producers;
 mod registry;
 pub mod scorers;
+mod warnings;
 
 pub use default_config::{DEFAULT_CONFIG_YAML, build_default_scheduler, default_config};
 pub use error::ParameterError;
 pub use registry::builtin_registry;
+pub use warnings::parameter_warnings;

@@ -3,15 +3,16 @@
 use shepherd_scheduler_core::config::Registry;
 
 use crate::admitters::latency_slo;
-use crate::disagg::{deciders, profile_handler};
+use crate::disagg::{deciders, pd_profile_handler, profile_handler};
 use crate::filters::lora_affinity as lora_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
-use crate::producers::{approx_prefix, precise_prefix, predicted_latency, token};
+use crate::producers::{approx_prefix, inflight_load, precise_prefix, predicted_latency, token};
 use crate::scorers::{
-    active_request, hot_prefix, kv_cache, latency, load_aware, lora_affinity, no_hit_lru,
-    prefill_duty, prefill_load, queue, rendezvous, running_requests, session_affinity, slo_class,
+    active_request, context_length, hot_prefix, kv_cache, latency, load_aware, lora_affinity,
+    no_hit_lru, prefill_duty, prefill_load, queue, rendezvous, running_requests, session_affinity,
+    slo_class, token_load,
 };
 
 /// A [`Registry`] holding every built-in plugin type under the llm-d router's (formerly the
@@ -28,7 +29,7 @@ use crate::scorers::{
 ///   `by-label`, `decode-filter`, `prefill-filter`, `encode-filter`,
 ///   `prefix-cache-affinity-filter`, `slo-headroom-tier-filter`;
 /// - admitters: `latency-slo-admitter`;
-/// - disaggregation: `disagg-profile-handler`, `prefix-based-pd-decider`,
+/// - disaggregation: `disagg-profile-handler` (and its deprecated alias `pd-profile-handler`), `prefix-based-pd-decider`,
 ///   `always-disagg-pd-decider`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
 ///
@@ -67,6 +68,9 @@ pub fn builtin_registry() -> Registry {
         .register(load_aware::TYPE_NAME, load_aware::factory)
         .register(no_hit_lru::TYPE_NAME, no_hit_lru::factory)
         .register(prefill_load::TYPE_NAME, prefill_load::factory)
+        .register(token_load::TYPE_NAME, token_load::factory)
+        .register(context_length::TYPE_NAME, context_length::factory)
+        .register(inflight_load::TYPE_NAME, inflight_load::factory)
         .register(prefill_duty::TYPE_NAME, prefill_duty::factory)
         .register(lora_affinity::TYPE_NAME, lora_affinity::factory)
         .register(session_affinity::TYPE_NAME, session_affinity::factory)
@@ -78,6 +82,7 @@ pub fn builtin_registry() -> Registry {
         .register(slo_headroom_tier::TYPE_NAME, slo_headroom_tier::factory)
         .register(latency_slo::TYPE_NAME, latency_slo::factory)
         .register(profile_handler::TYPE_NAME, profile_handler::factory)
+        .register(pd_profile_handler::TYPE_NAME, pd_profile_handler::factory)
         .register(
             deciders::PREFIX_BASED_TYPE_NAME,
             deciders::prefix_based_factory,

@@ -18,6 +18,8 @@
 #![forbid(unsafe_code)]
 
 mod completion;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 
 pub use completion::{CompletionRecorder, Ended};
 

@@ -162,7 +162,18 @@ impl Picker {
 
     /// Opens one ext_proc stream, as Envoy does for one HTTP request.
     pub async fn open(&self) -> EnvoyStream {
-        let mut client = self.client().await;
+        open_at(self.addr).await
+    }
+}
+
+/// Opens one ext_proc stream to the picker at `addr` (a `shepherd-epp` process, say).
+pub async fn open_at(addr: std::net::SocketAddr) -> EnvoyStream {
+    {
+        let mut client = ExternalProcessorClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap()
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20);
         let (tx, rx) = mpsc::channel(64);
         let responses = client
             .process(ReceiverStream::new(rx))

@@ -26,15 +26,15 @@ impl Epp {
     /// Starts `shepherd-epp --config <path>` and waits until it listens and, when `ready`, is
     /// ready (an endpoint has fresh metrics).
     pub async fn start(config: &Path, extra_args: &[&str], ready: bool) -> Epp {
-        Epp::start_with_env(config, extra_args, &[], ready).await
+        Epp::start_with_env(config, extra_args, ready, &[]).await
     }
 
-    /// [`Epp::start`] with extra environment variables (`KUBECONFIG`, say).
+    /// [`Epp::start`] with more environment variables.
     pub async fn start_with_env(
         config: &Path,
         extra_args: &[&str],
-        env: &[(String, String)],
         ready: bool,
+        env: &[(String, String)],
     ) -> Epp {
         let mut child = Command::new(env!("CARGO_BIN_EXE_shepherd-epp"))
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -43,6 +43,7 @@ impl Epp {
             .args(["--config-poll-ms", "100", "--drain-timeout-secs", "10"])
             .args(extra_args)
             .env("RUST_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -137,7 +138,7 @@ impl Epp {
         ];
         let args: Vec<&str> = self.args.iter().chain(&ports).map(String::as_str).collect();
         let earlier = self.log();
-        let next = Epp::start_with_env(&self.config, &args, &self.env, ready).await;
+        let next = Epp::start_with_env(&self.config, &args, ready, &self.env).await;
         assert_eq!(next.extproc, self.extproc, "restarted on the same port");
         next.log.lock().insert(0, earlier);
         *self = Epp {

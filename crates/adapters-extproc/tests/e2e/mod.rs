@@ -112,7 +112,7 @@ pub struct Options {
     pub envoy_edits: Vec<(&'static str, &'static str)>,
     /// Extra `shepherd-epp` arguments; `{server N}` stands for server N's address.
     pub epp_args: Vec<String>,
-    /// Extra environment variables of `shepherd-epp` (`KUBECONFIG`, say).
+    /// Extra environment variables of `shepherd-epp` (`KUBECONFIG`, `OTEL_*`, say).
     pub epp_env: Vec<(String, String)>,
     /// Whether to wait for the picker to be ready (`None`: when it has endpoints or holds
     /// requests).

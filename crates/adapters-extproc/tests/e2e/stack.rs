@@ -140,12 +140,12 @@ impl Stack {
         if replicas > 1 {
             std::fs::write(&config_path, replica_config(0)).unwrap();
         }
-        let epp = Epp::start_with_env(&config_path, &args, &options.epp_env, ready).await;
+        let epp = Epp::start_with_env(&config_path, &args, ready, &options.epp_env).await;
         let mut more_epps = Vec::new();
         for i in 1..replicas {
             let path = dir.path().join(format!("shepherd-{i}.yaml"));
             std::fs::write(&path, replica_config(i)).unwrap();
-            more_epps.push(Epp::start_with_env(&path, &args, &options.epp_env, ready).await);
+            more_epps.push(Epp::start_with_env(&path, &args, ready, &options.epp_env).await);
         }
         let subset: Vec<SocketAddr> = options.subset.iter().map(|&i| sims.addrs()[i]).collect();
         let mut envoy_yaml =

@@ -27,6 +27,8 @@ pub struct AdminState {
     pub(crate) extra: Arc<[Arc<dyn MetricsSource>]>,
     /// Whether flow control is on: requests can then be held while no endpoint can serve.
     pub(crate) holds_requests: bool,
+    /// The upstream (`llm_d_epp_*`) families, rendered after everything else.
+    pub(crate) upstream: Arc<crate::upstream::UpstreamMetrics>,
     /// How often the debug views may be rendered.
     pub(crate) debug_budget: Arc<super::budget::RenderBudget>,
 }
@@ -44,7 +46,8 @@ impl AdminState {
     /// Every metric in the Prometheus text format: the current scheduler (core counters, the
     /// pool's per-endpoint figures, plugins' sources), the scraper, the adaptive controller
     /// and config reloads, then the adapter's own sources
-    /// ([`RuntimeOptions::metrics_sources`](crate::RuntimeOptions::metrics_sources)).
+    /// ([`RuntimeOptions::metrics_sources`](crate::RuntimeOptions::metrics_sources)), then the
+    /// upstream `llm_d_epp_*` families ([`crate::upstream`]).
     pub fn render_metrics(&self) -> String {
         let mut sources: Vec<&dyn MetricsSource> = vec![
             &*self.scheduler,
@@ -53,7 +56,7 @@ impl AdminState {
             &*self.reloads,
         ];
         sources.extend(self.extra.iter().map(|s| &**s));
-        render_prometheus(&sources)
+        render_prometheus(&[&self.upstream.render_after(&sources)])
     }
 
     /// Whether the runtime can take requests: not shutting down, and either flow control is
@@ -75,6 +78,11 @@ impl AdminState {
             .endpoints()
             .iter()
             .any(|e| e.accepts_requests() && !e.load_metrics().is_stale(now, bound))
+    }
+
+    /// The upstream families, which the adapters record requests in.
+    pub fn upstream(&self) -> &Arc<crate::upstream::UpstreamMetrics> {
+        &self.upstream
     }
 
     /// The config in force.

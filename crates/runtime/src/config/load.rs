@@ -18,8 +18,8 @@ use shepherd_scheduler_core::flow::{
 };
 
 use super::{
-    DiscoveryConfig, EndpointSpec, GatewayConfig, LoadError, ReplicasConfig, RuntimeConfig,
-    ScrapingConfig, ServerConfig,
+    DiscoveryConfig, EndpointSpec, GatewayConfig, LoadError, MetricsConfig, ReplicasConfig,
+    RuntimeConfig, ScrapingConfig, ServerConfig,
 };
 use crate::mapping::{
     CORE_METRICS_EXTRACTOR_TYPE, CoreMetricsExtractorParams, METRICS_DATA_SOURCE_TYPE,
@@ -28,9 +28,10 @@ use crate::mapping::{
 
 /// Top-level sections that belong to Shepherd's runtime rather than to the picker schema
 /// (declared to the core's strict loader, which refuses any other unknown key).
-pub(crate) const RUNTIME_SECTIONS: [&str; 7] = [
+pub(crate) const RUNTIME_SECTIONS: [&str; 8] = [
     "endpoints",
     "discovery",
+    "metrics",
     "scraping",
     "server",
     "gateway",
@@ -61,6 +62,7 @@ struct Sections {
     scraping: Option<ScrapingConfig>,
     server: Option<ServerConfig>,
     gateway: Option<GatewayConfig>,
+    metrics: Option<MetricsConfig>,
     replicas: Option<ReplicasConfig>,
     #[serde(rename = "flowControl")]
     flow_control: Option<FlowControlConfig>,
@@ -137,9 +139,15 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         None => None,
     };
 
-    // No profiles and no scheduling plugins: the adaptive preset. Plugins without profiles:
-    // the scheduler makes upstream's default profile of them when it is built.
-    let policy_is_preset = picker.scheduling_profiles.is_empty() && picker.plugins.is_empty();
+    // No profiles and no scheduling plugins in a file of Shepherd's (no `apiVersion`/`kind`,
+    // or a section of Shepherd's own, which upstream's picker would refuse): the adaptive
+    // preset. An upstream config (a header and only upstream's sections) without scheduling
+    // plugins gets what upstream's loader makes of it: a default profile of its plugins,
+    // none here, and a `max-score-picker` (the scheduler builds it).
+    let upstream_shaped =
+        (picker.api_version.is_some() || picker.kind.is_some()) && !has_shepherd_section(text);
+    let policy_is_preset =
+        picker.scheduling_profiles.is_empty() && picker.plugins.is_empty() && !upstream_shaped;
     let policy = if policy_is_preset {
         with_preset(picker).map_err(|source| LoadError::Policy {
             path: owned_path(),
@@ -157,12 +165,37 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         scraping,
         server: sections.server.unwrap_or_default(),
         gateway: sections.gateway.unwrap_or_default(),
+        metrics: sections.metrics.unwrap_or_default(),
         replicas: sections.replicas,
         flow_control,
         path: owned_path(),
     };
     validate(&config, path)?;
     Ok(config)
+}
+
+/// Top-level sections only Shepherd reads (upstream's picker refuses them).
+const SHEPHERD_SECTIONS: [&str; 9] = [
+    "endpoints",
+    "scraping",
+    "server",
+    "gateway",
+    "replicas",
+    "scheduler",
+    "adaptive",
+    "discovery",
+    "metrics",
+];
+
+/// Whether `text` (a YAML mapping, already parsed once) has one of [`SHEPHERD_SECTIONS`].
+fn has_shepherd_section(text: &str) -> bool {
+    let Ok(serde_norway::Value::Mapping(top)) = serde_norway::from_str::<serde_norway::Value>(text)
+    else {
+        return false;
+    };
+    top.keys()
+        .filter_map(serde_norway::Value::as_str)
+        .any(|key| SHEPHERD_SECTIONS.contains(&key))
 }
 
 /// The adaptive preset's plugins, profiles and (unless the file has its own) `adaptive`

@@ -8,6 +8,7 @@
 //! | `scraping` | scrape interval (50 ms), timeout (1 s), forgetting after failures, and the upstream `metrics-data-source` / `core-metrics-extractor` parameters | [`ScrapingConfig`] |
 //! | `server` | bind address (127.0.0.1) and ports: ext_proc 9002, health 9003, admin/metrics 9090, HTTP 8080 | [`ServerConfig`] |
 //! | `gateway` | the HTTP gateway's proxying: body limit, timeouts, concurrency cap, client and upstream keys, `/debug/explain` | [`GatewayConfig`] |
+//! | `metrics` | the upstream `llm_d_epp_*` families: the deprecated names on or off, label caps, the pool's name | [`MetricsConfig`] |
 //! | `flowControl` | upstream's flow-control section: priority bands, limits, TTL, the saturation detector (its `utilization-detector` / `concurrency-detector` plugins are taken out of `plugins`) | [`FlowSettings`] |
 //! | everything else | the core's schema | [`EndpointPickerConfig`] |
 //!
@@ -20,8 +21,11 @@
 //! `flowControl.saturationDetector` when that is unset, and a `flowControl=false` feature gate
 //! turns flow control off, as upstream.
 //!
-//! **Without `schedulingProfiles` and without scheduling plugins, the runtime runs the
-//! adaptive preset** ([`shepherd_adaptive::preset`]): the library's recommended default,
+//! **In a file of Shepherd's (no `apiVersion`/`kind`, or a section only Shepherd reads),
+//! without `schedulingProfiles` and without scheduling plugins, the runtime runs the adaptive
+//! preset** ([`shepherd_adaptive::preset`]; an upstream config, with the header and upstream's
+//! sections only, gets what upstream's loader makes instead: a `default` profile of its
+//! scheduling plugins, none here, and a `max-score-picker`): the library's recommended default,
 //! prefix 3 : queue 2 : KV 2 : in-flight 1 : pending prefill 2, with weights retuned every
 //! tick from the pool's load imbalance. The file's `scheduler` settings and its own
 //! `adaptive` section, when given, apply to the preset. **A file with `plugins` but no
@@ -63,6 +67,7 @@ mod endpoints;
 mod error;
 mod gateway;
 mod load;
+mod metrics;
 mod replicas;
 mod scraping;
 mod server;
@@ -86,6 +91,7 @@ pub use gateway::{
     DEFAULT_MAX_BUFFERED_BODY_BYTES, DEFAULT_MODELS_CACHE_MS, DEFAULT_MODELS_TIMEOUT_MS,
     DEFAULT_RETRY_AFTER_SECONDS, GatewayConfig, PRIVILEGED_HEADERS, Secret, SecretError,
 };
+pub use metrics::MetricsConfig;
 pub use replicas::{
     DEFAULT_PEER_EXPIRY_MS, DEFAULT_SYNC_INTERVAL_MS, ReplicasConfig, ReplicasKeyError,
 };
@@ -120,6 +126,8 @@ pub struct RuntimeConfig {
     pub server: ServerConfig,
     /// The HTTP gateway's settings (read by `shepherd-gateway` only).
     pub gateway: GatewayConfig,
+    /// How the upstream metric families are exported.
+    pub metrics: MetricsConfig,
     /// The load exchange with peer replicas, when the file has a `replicas` section.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<ReplicasConfig>,
@@ -144,6 +152,7 @@ impl Default for RuntimeConfig {
             scraping: ScrapingConfig::default(),
             server: ServerConfig::default(),
             gateway: GatewayConfig::default(),
+            metrics: MetricsConfig::default(),
             replicas: None,
             flow_control: None,
             path: None,
@@ -179,10 +188,22 @@ impl RuntimeConfig {
         Self::from_yaml_at(&text, path)
     }
 
-    /// Top-level sections that will be ignored, one warning each (Shepherd's own sections are
-    /// never among them).
+    /// What loads without effect, one warning each: top-level sections that will be ignored
+    /// (Shepherd's own sections are never among them), upstream settings and entries accepted
+    /// as no-ops, and plugin parameters accepted and unused.
     pub fn warnings(&self) -> Vec<ConfigWarning> {
-        self.policy.warnings()
+        let mut warnings = self.policy.warnings();
+        for plugin in &self.policy.plugins {
+            warnings.extend(
+                shepherd_scorers::parameter_warnings(&plugin.plugin_type, &plugin.parameters)
+                    .into_iter()
+                    .map(|message| ConfigWarning {
+                        section: "plugins".into(),
+                        message: format!("`{}` ({}): {message}", plugin.name(), plugin.plugin_type),
+                    }),
+            );
+        }
+        warnings
     }
 
     /// The static endpoints' addresses, as the pool names them.

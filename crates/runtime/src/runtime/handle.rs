@@ -151,6 +151,11 @@ impl RuntimeHandle {
         &self.admin
     }
 
+    /// The upstream (`llm_d_epp_*`) metric families, which the adapters record requests in.
+    pub fn upstream_metrics(&self) -> &Arc<crate::upstream::UpstreamMetrics> {
+        self.admin.upstream()
+    }
+
     /// The admin routes, to mount in a server of the adapter's own.
     pub fn admin_router(&self) -> Router {
         admin::router(self.admin.clone())

@@ -184,6 +184,13 @@ impl Runtime {
             .clone()
             .map(|settings| FlowController::new(settings, Arc::clone(&shared.pool)));
 
+        let mut upstream_settings = config.metrics.settings();
+        if let Some(legacy) = options.legacy_metric_names {
+            upstream_settings.legacy_names = legacy;
+        }
+        let upstream = Arc::new(crate::upstream::UpstreamMetrics::new(upstream_settings));
+        upstream.attach(Arc::clone(&scheduler), flow.clone());
+
         let (trigger, signal) = ShutdownSignal::new();
         let path = config.path.clone();
         let (config_tx, config_rx) = watch::channel(Arc::new(config));
@@ -275,6 +282,7 @@ impl Runtime {
             shutdown: signal.clone(),
             extra: extra.into(),
             holds_requests: flow.is_some(),
+            upstream,
             debug_budget: Arc::new(admin::RenderBudget::new()),
         };
         let mut admin_addr = None;

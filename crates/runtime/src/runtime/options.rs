@@ -80,6 +80,9 @@ pub struct RuntimeOptions {
     pub clock: Option<Arc<dyn Clock>>,
     /// The adapter's own metrics, rendered on `/metrics` after the runtime's (default none).
     pub metrics_sources: Vec<Arc<dyn MetricsSource>>,
+    /// Export the upstream families' deprecated names whatever the config's
+    /// `metrics.legacyNames` says (`Some`), or as it says (`None`, the default).
+    pub legacy_metric_names: Option<bool>,
 }
 
 impl Default for RuntimeOptions {
@@ -96,6 +99,7 @@ impl Default for RuntimeOptions {
             kv_events: true,
             clock: None,
             metrics_sources: Vec::new(),
+            legacy_metric_names: None,
         }
     }
 }

@@ -38,7 +38,11 @@ pub fn build_scheduler(
 ///
 /// A config without `schedulingProfiles` gets the profile upstream's loader makes: one named
 /// `default` with every admitter, filter, scorer and picker declared, in declaration order, scorers at
-/// weight 1.
+/// weight 1. With profiles, a declared admitter that no profile lists still runs for every
+/// request (it joins each profile but a disaggregation's prefill profile), as upstream runs
+/// every admitter it declares. Profile entries naming a parser, a profile handler or another
+/// plugin honoured outside the scheduler are skipped, as upstream skips them
+/// ([`EndpointPickerConfig::ignored_profile_entries`]).
 ///
 /// Every plugin is built once even when several profiles use it, so they share its state (a
 /// prefix index, say); plugins that keep state in `shared.resources` find it again when the
@@ -56,6 +60,7 @@ pub fn build_scheduler_in(
         let factory = registry
             .get(plugin_type)
             .ok_or_else(|| missing_type(registry, name, plugin_type))?;
+        shared.metrics.note_plugin_type(name, plugin_type);
         let args = PluginArgs::new(name, plugin_type, parameters, shared, seed);
         factory(&args).map_err(|reason| ConfigError::BadParameters {
             name: name.to_string(),
@@ -65,6 +70,7 @@ pub fn build_scheduler_in(
     };
 
     let mut instances: BTreeMap<String, PluginInstance> = BTreeMap::new();
+    let mut types: BTreeMap<&str, &str> = BTreeMap::new();
     let mut names = AHashSet::with_capacity(config.plugins.len());
     for spec in &config.plugins {
         let name = spec.name().to_string();
@@ -75,6 +81,7 @@ pub fn build_scheduler_in(
             continue; // honoured outside the scheduler
         }
         let instance = build_plugin(&name, &spec.plugin_type, &spec.parameters)?;
+        types.insert(spec.name(), spec.plugin_type.as_str());
         instances.insert(name, instance);
     }
 
@@ -86,6 +93,28 @@ pub fn build_scheduler_in(
         &config.scheduling_profiles
     };
 
+    // Upstream runs every declared admitter once per request, listed in a profile or not:
+    // those no profile lists join every profile but a disaggregation's prefill profile (the
+    // request was admitted before its decode stage).
+    let listed: AHashSet<&str> = profiles
+        .iter()
+        .flat_map(|p| p.plugins.iter().map(|r| r.plugin_ref.as_str()))
+        .collect();
+    let unlisted_admitters: Vec<(&str, _)> = config
+        .plugins
+        .iter()
+        .filter(|spec| !listed.contains(spec.name()))
+        .filter_map(|spec| {
+            let admitter = instances.get(spec.name())?.as_admitter()?;
+            Some((spec.name(), Arc::clone(admitter)))
+        })
+        .collect();
+    let prefill_profile: Option<String> = instances
+        .values()
+        .filter_map(PluginInstance::as_profile_handler)
+        .find(|h| h.prefill_decider.is_some())
+        .map(|h| h.prefill_profile.clone());
+
     let mut builder = Scheduler::builder_in(shared)
         .settings(&config.scheduler)
         .parsers(config.parser_set()?);
@@ -95,15 +124,22 @@ pub fn build_scheduler_in(
             return Err(ConfigError::DuplicateProfileName(spec.name.clone()));
         }
         let mut profile = Profile::builder(spec.name.as_str());
+        if prefill_profile.as_deref() != Some(spec.name.as_str()) {
+            for (name, admitter) in &unlisted_admitters {
+                profile = profile.admitter(*name, Arc::clone(admitter));
+            }
+        }
         let mut picker_name: Option<String> = None;
         for r in &spec.plugins {
-            let instance =
-                instances
-                    .get(&r.plugin_ref)
-                    .ok_or_else(|| ConfigError::DanglingReference {
-                        profile: spec.name.clone(),
-                        plugin_ref: r.plugin_ref.clone(),
-                    })?;
+            let Some(instance) = instances.get(&r.plugin_ref) else {
+                if config.outside_profiles(&r.plugin_ref).is_some() {
+                    continue; // a parser or profile handler listed here: ignored, as upstream
+                }
+                return Err(ConfigError::DanglingReference {
+                    profile: spec.name.clone(),
+                    plugin_ref: r.plugin_ref.clone(),
+                });
+            };
             let mut used = false;
             if let Some(admitter) = instance.as_admitter() {
                 profile = profile.admitter(r.plugin_ref.as_str(), Arc::clone(admitter));
@@ -122,7 +158,13 @@ pub fn build_scheduler_in(
                         weight,
                     });
                 }
-                profile = profile.scorer(r.plugin_ref.as_str(), Arc::clone(scorer), weight);
+                let plugin_type = types.get(r.plugin_ref.as_str()).copied();
+                profile = profile.typed_scorer(
+                    r.plugin_ref.as_str(),
+                    plugin_type.unwrap_or(r.plugin_ref.as_str()),
+                    Arc::clone(scorer),
+                    weight,
+                );
                 used = true;
             }
             if let Some(picker) = instance.as_picker() {

@@ -101,10 +101,21 @@ pub const SINGLE_PROFILE_HANDLER: &str = "single-profile-handler";
 /// The parser of the OpenAI API, which both adapters implement.
 pub const OPENAI_PARSER: &str = "openai-parser";
 
+/// Upstream's deprecated PreRequest plugin that writes the prefill server's header (its job is
+/// now the `disagg-profile-handler`'s).
+pub const DISAGG_HEADERS_HANDLER: &str = "disagg-headers-handler";
+
+/// The older name of [`DISAGG_HEADERS_HANDLER`].
+pub const PREFILL_HEADER_HANDLER: &str = "prefill-header-handler";
+
+/// What honours the deprecated header handlers.
+const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` for the prefill \
+                              stage the profile handler picked";
+
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 14] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 17] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -146,6 +157,22 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 14] = [
         honoured_by: "the runtime's metrics mapping (`scraping.coreMetricsExtractor`)",
     },
     FrameworkPlugin {
+        plugin_type: "endpoint-notification-source",
+        kind: PluginKind::DataSource,
+        honoured_by: "the pool's membership: its listeners (the KV-event subscriptions, the \
+                      producers) hear of every endpoint added and removed",
+    },
+    FrameworkPlugin {
+        plugin_type: DISAGG_HEADERS_HANDLER,
+        kind: PluginKind::RequestControl,
+        honoured_by: DISAGG_HEADERS,
+    },
+    FrameworkPlugin {
+        plugin_type: PREFILL_HEADER_HANDLER,
+        kind: PluginKind::RequestControl,
+        honoured_by: DISAGG_HEADERS,
+    },
+    FrameworkPlugin {
         plugin_type: "utilization-detector",
         kind: PluginKind::FlowControl,
         honoured_by: "the flow controller (`flowControl.saturationDetector`)",
@@ -175,6 +202,15 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 14] = [
         kind: PluginKind::FlowControl,
         honoured_by: "the flow controller (`orderingPolicyRef`)",
     },
+];
+
+/// Producer types that upstream also runs as data-layer extractors (they implement its
+/// extractor interface), so `dataLayer.sources[].extractors` may name them.
+pub const EXTRACTOR_PRODUCERS: [&str; 4] = [
+    "precise-prefix-cache-producer",
+    "precise-prefix-cache-scorer",
+    "mm-embeddings-cache-producer",
+    "inflight-load-producer",
 ];
 
 /// The entry for `plugin_type` when Shepherd honours it outside the registry.

@@ -28,6 +28,7 @@ mod kinds;
 pub mod limits;
 mod locate;
 mod parsers;
+mod profile_entries;
 mod references;
 mod registry;
 mod schema;
@@ -37,10 +38,12 @@ mod upstream;
 pub use build::{DEFAULT_PROFILE, MAX_WEIGHT, build_scheduler, build_scheduler_in};
 pub use error::{ConfigError, PluginError};
 pub use kinds::{
-    FrameworkPlugin, OPENAI_PARSER, PluginKind, SINGLE_PROFILE_HANDLER, framework_plugin,
+    DISAGG_HEADERS_HANDLER, EXTRACTOR_PRODUCERS, FrameworkPlugin, OPENAI_PARSER,
+    PREFILL_HEADER_HANDLER, PluginKind, SINGLE_PROFILE_HANDLER, framework_plugin,
     framework_plugins, upstream_kind,
 };
 pub use locate::{ConfigPath, Segment, locate};
+pub use profile_entries::IgnoredEntry;
 pub use registry::{PluginArgs, PluginFactory, Registry};
 pub use schema::{
     API_VERSIONS, ConfigWarning, EndpointPickerConfig, FLOW_CONTROL_SECTION, KIND, PluginSpec,
@@ -51,5 +54,5 @@ pub use sections::{
 };
 pub use upstream::{
     Area, OLDER_UPSTREAM_NAMES, SHEPHERD_EXTENSIONS, Status, UPSTREAM_TYPES, UpstreamType,
-    upstream_type,
+    not_implemented_message, upstream_type,
 };

@@ -18,7 +18,7 @@
 //! ```
 
 use super::{ConfigError, ConfigPath, EndpointPickerConfig, PluginKind, upstream_kind};
-use crate::config::kinds::SINGLE_PROFILE_HANDLER;
+use crate::config::kinds::{EXTRACTOR_PRODUCERS, SINGLE_PROFILE_HANDLER};
 use crate::config::upstream::Area;
 use crate::request::ParserKind;
 
@@ -41,6 +41,11 @@ pub(super) fn check(config: &EndpointPickerConfig, text: &str) -> Result<(), Con
             format!("`{name}` names no plugin in `plugins`"),
         )),
         Some(spec) => match upstream_kind(&spec.plugin_type) {
+            _ if kind == PluginKind::DataExtractor
+                && EXTRACTOR_PRODUCERS.contains(&spec.plugin_type.as_str()) =>
+            {
+                Ok(())
+            }
             Some(found) if found != kind => Err(ConfigError::invalid_at(
                 text,
                 &path,
@@ -103,8 +108,8 @@ pub(super) fn check(config: &EndpointPickerConfig, text: &str) -> Result<(), Con
     }
 
     for (i, plugin) in config.plugins.iter().enumerate() {
-        let takes_none = plugin.plugin_type == SINGLE_PROFILE_HANDLER
-            || ParserKind::from_type(&plugin.plugin_type).is_some();
+        // `single-profile-handler` ignores parameters upstream (a warning here).
+        let takes_none = ParserKind::from_type(&plugin.plugin_type).is_some();
         let empty = match &plugin.parameters {
             serde_json::Value::Null => true,
             serde_json::Value::Object(map) => map.is_empty(),

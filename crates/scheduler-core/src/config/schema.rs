@@ -276,6 +276,54 @@ impl EndpointPickerConfig {
                     .into(),
             });
         }
+        warnings.extend(self.ignored_profile_entries().into_iter().map(|entry| {
+            ConfigWarning {
+                section: "schedulingProfiles".into(),
+                message: format!(
+                    "profile `{}` lists `{}`, a {}, which is not a scheduling plugin: the entry is \
+                     ignored, as upstream ignores it",
+                    entry.profile, entry.plugin_ref, entry.kind
+                ),
+            }
+        }));
+        for plugin in &self.plugins {
+            let given = match &plugin.parameters {
+                serde_json::Value::Null => false,
+                serde_json::Value::Object(map) => !map.is_empty(),
+                _ => true,
+            };
+            if plugin.plugin_type == super::SINGLE_PROFILE_HANDLER && given {
+                warnings.push(ConfigWarning {
+                    section: "plugins".into(),
+                    message: format!(
+                        "`{}` ({}) takes no parameters: the ones given are ignored, as upstream \
+                         ignores them",
+                        plugin.name(),
+                        plugin.plugin_type
+                    ),
+                });
+            }
+        }
+        for plugin in &self.plugins {
+            if let Some(t) = super::upstream_type(&plugin.plugin_type)
+                && t.note.starts_with("deprecated upstream")
+            {
+                warnings.push(ConfigWarning {
+                    section: "plugins".into(),
+                    message: format!("`{}` ({}): {}", plugin.name(), t.name, t.note),
+                });
+            }
+        }
+        for gate in self.feature_gates.deprecated_given() {
+            warnings.push(ConfigWarning {
+                section: "featureGates".into(),
+                message: format!(
+                    "`{gate}` is a deprecated gate of the Inference Extension's and the \
+                     inference scheduler's pickers; it has no effect in Shepherd (its data \
+                     layer and metrics are always on)"
+                ),
+            });
+        }
         if let Some(layer) = &self.data_layer
             && layer.inject_defaults == Some(false)
         {

@@ -6,7 +6,7 @@
 //!
 //! | section | here |
 //! |---|---|
-//! | `featureGates` | the two gates upstream registers: `flowControl` (an explicit `flowControl=false` turns Shepherd's flow control off even when the section is present; otherwise the section's presence turns it on) and `haPopulateNonLeaderDatastore` (no effect: Shepherd has no leader election). Any other gate is an error, as upstream. |
+//! | `featureGates` | the gates upstream registers: `flowControl` (an explicit `flowControl=false` turns Shepherd's flow control off even when the section is present; otherwise the section's presence turns it on), `haPopulateNonLeaderDatastore` (no effect: Shepherd has no leader election), and the Inference Extension's and inference scheduler's `dataLayer` and `enableLegacyMetrics` (deprecated no-ops, a warning each). Any other gate is an error, as upstream. |
 //! | `dataLayer.sources` | each source and extractor must name a declared plugin; `metrics-data-source` / `core-metrics-extractor` are what the runtime scrapes with |
 //! | `dataLayer.injectDefaults` | accepted; Shepherd always scrapes the core metrics |
 //! | `dataLayer.discovery`, `peerDiscovery`, `crossReplicaSyncerPluginRef`, `crossReplicaSyncInterval` | not implemented yet: an error naming the area |
@@ -39,9 +39,30 @@ impl FeatureGates {
     pub const FLOW_CONTROL: &'static str = "flowControl";
     /// Upstream's gate for filling the datastore of non-leader replicas.
     pub const HA_POPULATE_NON_LEADER_DATASTORE: &'static str = "haPopulateNonLeaderDatastore";
-    /// Every gate upstream registers; others are refused.
-    pub const KNOWN: [&'static str; 2] =
-        [Self::FLOW_CONTROL, Self::HA_POPULATE_NON_LEADER_DATASTORE];
+    /// The Inference Extension's and the inference scheduler's gate for their experimental
+    /// data layer (on by default upstream now; deprecated, no effect here).
+    pub const DATA_LAYER: &'static str = "dataLayer";
+    /// The same pickers' gate for their older metrics-scraping path (deprecated, no effect
+    /// here: it chooses how upstream scrapes, not which names it exports).
+    pub const ENABLE_LEGACY_METRICS: &'static str = "enableLegacyMetrics";
+    /// Every gate upstream registers (the llm-d router's two, and the two the Inference
+    /// Extension and the inference scheduler still register); others are refused.
+    pub const KNOWN: [&'static str; 4] = [
+        Self::FLOW_CONTROL,
+        Self::HA_POPULATE_NON_LEADER_DATASTORE,
+        Self::DATA_LAYER,
+        Self::ENABLE_LEGACY_METRICS,
+    ];
+    /// The gates Shepherd accepts as deprecated no-ops (a warning each when given).
+    pub const DEPRECATED: [&'static str; 2] = [Self::DATA_LAYER, Self::ENABLE_LEGACY_METRICS];
+
+    /// The deprecated gates given (any value), in the order given, without repeats.
+    pub fn deprecated_given(&self) -> Vec<&'static str> {
+        Self::DEPRECATED
+            .into_iter()
+            .filter(|gate| self.get(gate).is_some())
+            .collect()
+    }
 
     /// Whether no gate is given.
     pub fn is_empty(&self) -> bool {
@@ -191,6 +212,14 @@ mod tests {
             gates(&["flowControl", "flowControl=0"]).get("flowControl"),
             Some(false)
         );
+    }
+
+    #[test]
+    fn the_older_pickers_gates_are_known_and_deprecated() {
+        let g = gates(&["dataLayer", "enableLegacyMetrics=false", "flowControl"]);
+        assert!(g.check().is_ok());
+        assert_eq!(g.deprecated_given(), ["dataLayer", "enableLegacyMetrics"]);
+        assert!(gates(&["flowControl"]).deprecated_given().is_empty());
     }
 
     #[test]

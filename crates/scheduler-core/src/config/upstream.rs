@@ -14,7 +14,7 @@
 //!
 //! assert_eq!(upstream_type("queue-scorer").unwrap().status, Status::Registry);
 //! assert_eq!(
-//!     upstream_type("pd-profile-handler").unwrap().status,
+//!     upstream_type("always-disagg-multimodal-decider").unwrap().status,
 //!     Status::NotYet(Area::Disaggregation)
 //! );
 //! assert!(upstream_type("my-own-scorer").is_none());
@@ -146,7 +146,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("utilization-filter", Filter, NotYet(SchedulingPlugins)),
     entry("data-parallel-profile-handler", ProfileHandler, NotYet(Disaggregation)),
     noted("load-aware-scorer", Scorer, Registry, "endpoints with stale metrics get the neutral score"),
-    entry("context-length-aware", Scorer, NotYet(SchedulingPlugins)),
+    noted("context-length-aware", Scorer, Registry, "the request's length is the `token-producer`'s count when one is declared, else 4 bytes a token (upstream's estimate backend counts the same way)"),
     noted("session-affinity-scorer", Scorer, Registry, "the `session_id` strategy only (upstream's default `encoded_endpoint_header` is refused: it needs response-header plugins); `capacity` and `ttlSeconds` are Shepherd extensions"),
     entry("header-label-affinity-scorer", Scorer, NotYet(SchedulingPlugins)),
     entry("models-data-source", DataSource, NotYet(DataLayer)),
@@ -159,9 +159,9 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("random-picker", Picker, Registry),
     entry("weighted-random-picker", Picker, Registry),
     noted("single-profile-handler", ProfileHandler, Framework, "Shepherd's scheduler always runs one profile per request; several profiles without a handler load too (the first is used)"),
-    noted("disagg-headers-handler", ProfileHandler, NotYet(Disaggregation), "deprecated upstream name of `disagg-profile-handler`"),
-    noted("prefill-header-handler", ProfileHandler, NotYet(Disaggregation), "deprecated upstream name of `disagg-profile-handler`"),
-    noted("pd-profile-handler", ProfileHandler, NotYet(Disaggregation), "deprecated upstream name of `disagg-profile-handler`"),
+    noted("disagg-headers-handler", Control, Framework, "deprecated upstream (PreRequest): the `disagg-profile-handler` now does its job, and in Shepherd the adapters send `x-prefiller-host-port`; its parameters are accepted and unused (a warning)"),
+    noted("prefill-header-handler", Control, Framework, "deprecated upstream name of `disagg-headers-handler` (accepted the same way)"),
+    noted("pd-profile-handler", ProfileHandler, Registry, "deprecated upstream alias of `disagg-profile-handler` with the flat parameters (`decodeProfile`, `prefillProfile`, `deciderPluginName` defaulting to `prefix-based-pd-decider`, which must be declared); unknown keys ignored as upstream; a `primaryPort` is checked and not applied: Shepherd sends the picked rank's own `ip:port`"),
     noted("disagg-profile-handler", ProfileHandler, Registry, "decode then prefill (`decode-first`; `prefill-first` and encode deciders are refused); the prefill stage's hooks see the request id `<id>:prefill`; a prefill profile that finds no server leaves the request aggregated on the decode server; the adapters send `x-prefiller-host-port`"),
     entry("always-disagg-pd-decider", Decider, Registry),
     noted("prefix-based-pd-decider", Decider, Registry, "prompt tokens are Shepherd's estimate (token ids, else 4 bytes a token); the cached part is the decode profile's prefix estimate for the decode server"),
@@ -170,12 +170,12 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("queue-scorer", Scorer, Registry),
     entry("running-requests-size-scorer", Scorer, Registry),
     entry("lora-affinity-scorer", Scorer, Registry),
-    entry("token-load-scorer", Scorer, NotYet(SchedulingPlugins)),
+    noted("token-load-scorer", Scorer, Registry, "in-flight tokens are the endpoints' own counts through the `inflight-load-producer`'s settings (from this replica and its peers)"),
     noted("no-hit-lru-scorer", Scorer, Registry, "`prefixPluginType` is accepted and ignored"),
     noted("active-request-scorer", Scorer, Registry, "counts the scheduler's own in-flight requests; `requestTimeout` and `inFlightLoadProducerName` are accepted and ignored"),
     noted("precise-prefix-cache-scorer", Scorer, Registry, "deprecated upstream; a `precise-prefix-cache-producer` and a `prefix-cache-scorer` over it in one plugin, with the producer's differences"),
     entry("mm-embeddings-cache-scorer", Scorer, NotYet(Multimodal)),
-    noted("precise-prefix-cache-producer", Producer, Registry, "Shepherd hashes the token ids the events carry with its own chained hash (`hashSeed` not needed); GPU blocks of the first KV-cache group only; pods come from Shepherd's endpoints (`podLabelSelector`, `podNamespace` ignored; per-endpoint addresses from labels); the in-memory index only; `speculativeIndexing: true` refused"),
+    noted("precise-prefix-cache-producer", Producer, Registry, "Shepherd hashes the token ids the events carry with its own chained hash (`hashSeed` not needed); GPU blocks of the first KV-cache group only; pods come from Shepherd's endpoints (`podLabelSelector`, `podNamespace` ignored; per-endpoint addresses from labels); the in-memory index only; `indexerConfig.tokenizersPoolConfig` and nested keys upstream's decoder ignores (`prefixStoreConfig`, say) accepted and unused, a warning each"),
     entry("header-profile-handler", ProfileHandler, NotYet(SchedulingPlugins)),
     entry("endpoint-attribute-scorer", Scorer, NotYet(SchedulingPlugins)),
     entry("topology-affinity-scorer", Scorer, NotYet(Topology)),
@@ -198,11 +198,11 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("priority-holdback-policy", Flow, Framework),
     entry("soft-reflective-ceiling-policy", Flow, NotYet(FlowControl)),
     noted("approx-prefix-cache-producer", Producer, Registry, "the block size is fixed when built (upstream can take it from the first candidate's metrics); auto-tuned capacity converts server blocks to index blocks"),
-    entry("inflight-load-producer", Producer, NotYet(SchedulingPlugins)),
+    noted("inflight-load-producer", Producer, Registry, "the endpoints count in-flight tokens themselves at every pick (pending prefill: uncached prompt tokens until the first token); the plugin holds the settings. `addEstimatedOutputTokens: true` counts in-flight prompt tokens × (1 + `outputRatio`) per endpoint, an approximation of upstream's per-request uncached input plus capped output; `syncCrossReplicaState` accepted (the `replicas` section exchanges loads)"),
     noted("predicted-latency-producer", Producer, Registry, "in process: a ridge-regression TTFT/TPOT model learned online from the scheduler's own finished requests (no training or prediction sidecars, no XGBoost); Shepherd's `window`, `minSamples`, `maxError`, `maxTracked`; `samplingMean`, `maxDecodeTokenSamplesForPrediction` and the in-flight and encoder-cache producer names are accepted and unused, `useEncoderCacheFeatures: true` is refused; a request carrying only one of the two objectives is not judged on the other (upstream measures it against 0)"),
     noted("tokenizer", Producer, Registry, "deprecated upstream name of `token-producer` (the same backends and parameters)"),
     entry("mm-embeddings-cache-producer", Producer, NotYet(Multimodal)),
-    noted("token-producer", Producer, Registry, "the estimate backend (4 bytes a token), or a real tokenizer from local files: the model's `tokenizer.json` (Hugging Face `tokenizers`) and chat template (minijinja, rendered as vLLM renders `/v1/chat/completions`), found by `modelName` in the local Hugging Face cache or by Shepherd's `tokenizerPath` (plus `chatTemplatePath`, `chatTemplateContentFormat`, `cacheMaxTokens`); nothing is downloaded. `vllm` and `udsTokenizerConfig` are refused (a call on every request's path). Requests with `tools`, media parts, the responses and Anthropic APIs get no token ids (a typed error the consumer falls back on); `chat_template_kwargs` and other per-request template options are not applied"),
+    noted("token-producer", Producer, Registry, "the estimate backend (4 bytes a token), upstream's `vllm` render backend (the adapters post `/v1/completions/render` or `/v1/chat/completions/render` before the pick, within `vllm.timeout`; `http` is read as `url`; `modelName` alone with no local files selects it, as upstream, with a warning), or a real tokenizer from local files: the model's `tokenizer.json` (Hugging Face `tokenizers`) and chat template (minijinja, rendered as vLLM renders `/v1/chat/completions`), found by `modelName` in the local Hugging Face cache or by Shepherd's `tokenizerPath` (plus `chatTemplatePath`, `chatTemplateContentFormat`, `cacheMaxTokens`); nothing is downloaded. The deprecated `udsTokenizerConfig` is accepted with a warning: Shepherd does not speak the sidecar's protocol and uses the local tokenizer of `modelName`, else the estimate. Requests with `tools`, media parts, the responses and Anthropic APIs get no token ids (a typed error the consumer falls back on); `chat_template_kwargs` and other per-request template options are not applied"),
     entry("session-id-producer", Producer, NotYet(SchedulingPlugins)),
     noted("latency-slo-admitter", Control, Registry, "runs before the profile's filters (listed in a profile); a refusal is HTTP 429"),
     entry("probabilistic-admitter", Control, NotYet(RequestControl)),
@@ -216,7 +216,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("multicluster-metrics-data-source", DataSource, NotYet(MultiCluster)),
     entry("multicluster-metrics-extractor", DataExtractor, NotYet(MultiCluster)),
     entry("k8s-notification-source", DataSource, NotYet(DataLayer)),
-    entry("endpoint-notification-source", DataSource, NotYet(DataLayer)),
+    noted("endpoint-notification-source", DataSource, Framework, "the pool's membership does its job: the KV-event subscriptions and the producers hear of endpoints added and removed; its extractors (`precise-prefix-cache-producer`, `mm-embeddings-cache-producer`) are the producers declared in `plugins`"),
     entry("request-attribute-reporter", Control, NotYet(RequestControl)),
     noted("openai-parser", Parser, Framework, "claims chat/completions, completions, embeddings, responses (and the two `/render` sub-paths); `conversations` and `images/generations` are not claimed (the fallback, if any, forwards them); paths match at a `/` boundary"),
     entry("vllmgrpc-parser", Parser, NotYet(Parsers)),
@@ -256,6 +256,25 @@ pub const SHEPHERD_EXTENSIONS: &[&str] = &[
 /// The upstream entry for `name`.
 pub fn upstream_type(name: &str) -> Option<&'static UpstreamType> {
     UPSTREAM_TYPES.iter().find(|t| t.name == name)
+}
+
+/// The message a reference to a not-yet-implemented upstream type gets wherever it is refused
+/// (a flow-control policy reference, say): the same words as
+/// [`ConfigError::NotImplemented`](super::ConfigError::NotImplemented). `None` for a type that
+/// is not such an upstream type.
+pub fn not_implemented_message(plugin_type: &str) -> Option<String> {
+    let t = upstream_type(plugin_type)?;
+    let Status::NotYet(area) = t.status else {
+        return None;
+    };
+    let note = if t.note.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", t.note)
+    };
+    Some(format!(
+        "type `{plugin_type}` is an upstream plugin type Shepherd does not implement yet (area: {area}){note}"
+    ))
 }
 
 impl UpstreamType {

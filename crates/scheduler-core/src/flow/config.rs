@@ -503,10 +503,11 @@ fn check_policy(
     if plugin_type == supported {
         return Ok(());
     }
-    Err(invalid(
-        path,
-        &format!("`{reference}` ({plugin_type}) is not supported (only {supported})"),
-    ))
+    let message = match crate::config::not_implemented_message(plugin_type) {
+        Some(not_yet) => format!("`{reference}`: {not_yet}"),
+        None => format!("`{reference}` ({plugin_type}) is not supported (only {supported})"),
+    };
+    Err(invalid(path, &message))
 }
 
 fn invalid(field: &str, message: &str) -> FlowConfigError {

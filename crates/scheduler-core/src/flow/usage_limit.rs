@@ -164,11 +164,13 @@ impl UsageLimitPolicy {
             }
             other => Err(FlowConfigError::Invalid {
                 field: "flowControl.usageLimitPolicyPluginRef".into(),
-                message: format!(
-                    "`{other}` is not a usage-limit policy (expected {} or {})",
-                    Self::STATIC_TYPE,
-                    Self::HOLDBACK_TYPE
-                ),
+                message: crate::config::not_implemented_message(other).unwrap_or_else(|| {
+                    format!(
+                        "`{other}` is not a usage-limit policy (expected {} or {})",
+                        Self::STATIC_TYPE,
+                        Self::HOLDBACK_TYPE
+                    )
+                }),
             }),
         }
     }

@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::{LatencyHistogram, MetricDesc, MetricsSource, MetricsVisitor, StripedCounter};
+use super::{
+    BucketHistogram, LatencyHistogram, MetricDesc, MetricsSource, MetricsVisitor, StripedCounter,
+};
 use crate::completion::Outcome;
 use crate::scheduler::ScheduleError;
 
@@ -24,6 +26,24 @@ const CACHED_TOKENS: MetricDesc<'static> = MetricDesc::new(
     "shepherd_picked_cached_tokens_total",
     "Prompt tokens believed cached on the picked endpoint, by profile (over prompt tokens: the estimated hit rate).",
 );
+const HIT_RATIO: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_picked_prefix_hit_ratio",
+    "Per pick, the share of the prompt's tokens believed cached on the picked endpoint, by profile.",
+);
+/// Bounds of the per-pick prefix hit ratio (upstream's `prefix_indexer_hit_ratio` buckets).
+pub static HIT_RATIO_BOUNDS: [f64; 11] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+const PLUGIN_DURATION: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_plugin_duration_seconds",
+    "Time a filter, scorer or picker took for one request (one pick in PLUGIN_TIMING_SAMPLE is timed), by extension point, plugin type and name.",
+);
+/// Bounds of the plugin durations (upstream's `plugin_duration_seconds` buckets, 100 µs to
+/// 100 ms).
+pub static PLUGIN_DURATION_BOUNDS: [f64; 10] = [
+    0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
+];
+/// One pick in this many times its plugins (a clock read around each costs more than most
+/// scorers take on a small pool).
+pub const PLUGIN_TIMING_SAMPLE: u64 = 8;
 const ERRORS: MetricDesc<'static> = MetricDesc::new(
     "shepherd_schedule_errors_total",
     "Requests no endpoint could be picked for, by reason.",
@@ -38,7 +58,7 @@ const COMPLETIONS: MetricDesc<'static> = MetricDesc::new(
 );
 
 /// Counters of one scheduling profile, kept across config reloads (looked up by name).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ProfileMetrics {
     /// Pick latency; its count is the number of picks.
     pub schedule_duration: LatencyHistogram,
@@ -48,7 +68,23 @@ pub struct ProfileMetrics {
     /// (see [`CachedPrefix`](crate::plugin::CachedPrefix)): with `prompt_tokens`, the
     /// estimated prefix-cache hit rate of the picks.
     pub cached_tokens: StripedCounter,
+    /// Per pick, cached ÷ prompt tokens (see `cached_tokens`), over [`HIT_RATIO_BOUNDS`].
+    pub hit_ratio: BucketHistogram,
 }
+
+impl Default for ProfileMetrics {
+    fn default() -> Self {
+        ProfileMetrics {
+            schedule_duration: LatencyHistogram::default(),
+            prompt_tokens: StripedCounter::default(),
+            cached_tokens: StripedCounter::default(),
+            hit_ratio: BucketHistogram::striped(&HIT_RATIO_BOUNDS, 1e6),
+        }
+    }
+}
+
+/// `(extension point, plugin name)`.
+type PluginKey = (&'static str, Arc<str>);
 
 /// The scheduler's own counters: picks and latency per profile, errors by reason, fallbacks
 /// used, completions by outcome.
@@ -61,6 +97,10 @@ pub struct CoreMetrics {
     errors: [AtomicU64; ERROR_REASONS.len()],
     fallbacks_used: AtomicU64,
     completions: [StripedCounter; 3],
+    /// `(extension point, plugin name)` → its durations; kept across reloads.
+    plugin_timers: Mutex<BTreeMap<PluginKey, Arc<BucketHistogram>>>,
+    /// Plugin name → its registered type, as the config builder saw them.
+    plugin_types: Mutex<BTreeMap<Arc<str>, Arc<str>>>,
 }
 
 /// Reason labels of [`ScheduleError`], in the order of the error counters.
@@ -90,6 +130,25 @@ impl CoreMetrics {
         let p = Arc::new(ProfileMetrics::default());
         profiles.insert(Arc::from(name), Arc::clone(&p));
         p
+    }
+
+    /// The duration histogram of plugin `name` at `extension_point` (`Filter`, `Scorer`,
+    /// `Picker`): created on first use, the same one every time after.
+    pub fn plugin_timer(&self, extension_point: &'static str, name: &str) -> Arc<BucketHistogram> {
+        let mut timers = self.plugin_timers.lock();
+        let key = (extension_point, Arc::<str>::from(name));
+        Arc::clone(
+            timers.entry(key).or_insert_with(|| {
+                Arc::new(BucketHistogram::striped(&PLUGIN_DURATION_BOUNDS, 1e9))
+            }),
+        )
+    }
+
+    /// Notes that plugin `name` is of type `plugin_type` (for the duration's labels).
+    pub fn note_plugin_type(&self, name: &str, plugin_type: &str) {
+        self.plugin_types
+            .lock()
+            .insert(Arc::from(name), Arc::from(plugin_type));
     }
 
     /// Counts a failed schedule.
@@ -165,11 +224,31 @@ impl MetricsSource for CoreMetrics {
             v.histogram(SCHEDULE_DURATION, &[("profile", name)], &snapshot);
             v.counter(PROMPT_TOKENS, &[("profile", name)], p.prompt_tokens.get());
             v.counter(CACHED_TOKENS, &[("profile", name)], p.cached_tokens.get());
+            v.histogram(HIT_RATIO, &[("profile", name)], &p.hit_ratio.snapshot());
         }
         for (reason, count) in ERROR_REASONS.iter().zip(&self.errors) {
             v.counter(ERRORS, &[("reason", reason)], count.load(Ordering::Relaxed));
         }
         v.counter(FALLBACKS, &[], self.fallbacks_used());
+        let timers: Vec<_> = self
+            .plugin_timers
+            .lock()
+            .iter()
+            .map(|(k, h)| (k.clone(), Arc::clone(h)))
+            .collect();
+        let types = self.plugin_types.lock().clone();
+        for ((point, name), h) in timers {
+            let plugin_type = types.get(&name).map_or(&*name, |t| &**t);
+            v.histogram(
+                PLUGIN_DURATION,
+                &[
+                    ("extension_point", point),
+                    ("plugin_type", plugin_type),
+                    ("plugin_name", &name),
+                ],
+                &h.snapshot(),
+            );
+        }
         for outcome in [Outcome::Success, Outcome::Failed, Outcome::Cancelled] {
             v.counter(
                 COMPLETIONS,

@@ -28,13 +28,19 @@
 //! assert!(text.contains("shepherd_completions_total{outcome=\"success\"} 1"));
 //! ```
 
+mod bounded;
+mod buckets;
 mod core_metrics;
 mod histogram;
 mod striped;
 mod text;
 mod visitor;
 
-pub use core_metrics::{CoreMetrics, ProfileMetrics};
+pub use bounded::{LabelBound, OVERFLOW_LABEL};
+pub use buckets::BucketHistogram;
+pub use core_metrics::{
+    CoreMetrics, HIT_RATIO_BOUNDS, PLUGIN_DURATION_BOUNDS, PLUGIN_TIMING_SAMPLE, ProfileMetrics,
+};
 pub use histogram::{HistogramSnapshot, LatencyHistogram};
 pub use striped::StripedCounter;
 pub use text::render_prometheus;

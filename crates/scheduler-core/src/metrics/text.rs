@@ -30,66 +30,138 @@ struct Family {
 #[derive(Debug, Default)]
 struct Renderer {
     families: Vec<Family>,
+    /// Family name → its index in `families`.
+    index: std::collections::HashMap<String, usize>,
+    /// The family reported last (sources report a family's samples one after another).
+    last: usize,
+    /// The `le` values of the last histogram's bounds, formatted (a family's series share
+    /// their bounds).
+    le: Vec<(f64, String)>,
 }
 
 impl Renderer {
     fn family(&mut self, desc: MetricDesc<'_>, kind: &'static str) -> &mut String {
-        let pos = match self.families.iter().position(|f| f.name == desc.name) {
-            Some(pos) => pos,
-            None => {
-                self.families.push(Family {
-                    name: desc.name.to_string(),
-                    help: desc.help.to_string(),
-                    kind,
-                    samples: String::new(),
-                });
-                self.families.len() - 1
-            }
+        let pos = match self.families.get(self.last) {
+            Some(f) if f.name == desc.name => self.last,
+            _ => match self.index.get(desc.name) {
+                Some(&pos) => pos,
+                None => {
+                    self.families.push(Family {
+                        name: desc.name.to_string(),
+                        help: desc.help.to_string(),
+                        kind,
+                        samples: String::new(),
+                    });
+                    let pos = self.families.len() - 1;
+                    self.index.insert(desc.name.to_string(), pos);
+                    pos
+                }
+            },
         };
+        self.last = pos;
         &mut self.families[pos].samples
     }
 }
 
+/// `labels` written once, escaped and comma-separated (without braces).
+fn label_text(labels: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (i, (k, v)) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(k);
+        out.push_str("=\"");
+        escape_label_into(&mut out, v);
+        out.push('"');
+    }
+    out
+}
+
+/// A sample's value.
+#[derive(Clone, Copy)]
+enum Value {
+    Count(u64),
+    Float(f64),
+}
+
+/// One sample line: `name{labels[,extra]} value`.
 fn write_sample(
     out: &mut String,
     name: &str,
-    labels: &[(&str, &str)],
+    labels: &str,
     extra: Option<(&str, &str)>,
-    value: &str,
+    value: Value,
 ) {
     out.push_str(name);
-    let mut all = labels.iter().copied().chain(extra).peekable();
-    if all.peek().is_some() {
+    if !labels.is_empty() || extra.is_some() {
         out.push('{');
-        for (i, (k, v)) in all.enumerate() {
-            if i > 0 {
+        out.push_str(labels);
+        if let Some((k, v)) = extra {
+            if !labels.is_empty() {
                 out.push(',');
             }
-            let _ = write!(out, "{k}=\"{}\"", escape_label(v));
+            out.push_str(k);
+            out.push_str("=\"");
+            out.push_str(v);
+            out.push('"');
         }
         out.push('}');
     }
     out.push(' ');
-    out.push_str(value);
+    match value {
+        Value::Count(n) => push_u64(out, n),
+        Value::Float(v) => {
+            let _ = write!(out, "{}", Float(v));
+        }
+    }
     out.push('\n');
 }
 
-fn float(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        format!("{v}")
+/// Writes `n` in decimal (without the formatting machinery: most samples are counts).
+fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
     }
 }
 
-fn escape_label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// A sample value as the text format writes it (`NaN`, `+Inf`, `-Inf`, else the number).
+struct Float(f64);
+
+impl std::fmt::Display for Float {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.0;
+        if v.is_nan() {
+            f.write_str("NaN")
+        } else if v == f64::INFINITY {
+            f.write_str("+Inf")
+        } else if v == f64::NEG_INFINITY {
+            f.write_str("-Inf")
+        } else {
+            write!(f, "{v}")
+        }
+    }
+}
+
+fn escape_label_into(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
 }
 
 fn escape_help(v: &str) -> String {
@@ -99,41 +171,75 @@ fn escape_help(v: &str) -> String {
 impl MetricsVisitor for Renderer {
     fn counter(&mut self, desc: MetricDesc<'_>, labels: &[(&str, &str)], value: u64) {
         let out = self.family(desc, "counter");
-        write_sample(out, desc.name, labels, None, &value.to_string());
+        write_sample(
+            out,
+            desc.name,
+            &label_text(labels),
+            None,
+            Value::Count(value),
+        );
     }
 
     fn gauge(&mut self, desc: MetricDesc<'_>, labels: &[(&str, &str)], value: f64) {
         let out = self.family(desc, "gauge");
-        write_sample(out, desc.name, labels, None, &float(value));
+        write_sample(
+            out,
+            desc.name,
+            &label_text(labels),
+            None,
+            Value::Float(value),
+        );
     }
 
     fn histogram(&mut self, desc: MetricDesc<'_>, labels: &[(&str, &str)], h: &HistogramSnapshot) {
-        let out = self.family(desc, "histogram");
-        let bucket = format!("{}_bucket", desc.name);
-        for (bound, count) in &h.buckets {
-            let le = float(*bound);
-            write_sample(out, &bucket, labels, Some(("le", &le)), &count.to_string());
+        let same_bounds = self.le.len() == h.buckets.len()
+            && self
+                .le
+                .iter()
+                .zip(&h.buckets)
+                .all(|((a, _), (b, _))| a.to_bits() == b.to_bits());
+        if !same_bounds {
+            self.le = h
+                .buckets
+                .iter()
+                .map(|(b, _)| (*b, Float(*b).to_string()))
+                .collect();
         }
+        let le = std::mem::take(&mut self.le);
+        let out = self.family(desc, "histogram");
+        let labels = label_text(labels);
+        let bucket = format!("{}_bucket", desc.name);
+        for ((_, text), (_, count)) in le.iter().zip(&h.buckets) {
+            write_sample(
+                out,
+                &bucket,
+                &labels,
+                Some(("le", text)),
+                Value::Count(*count),
+            );
+        }
+        self.le = le;
+        let out = self.family(desc, "histogram");
         write_sample(
             out,
             &bucket,
-            labels,
+            &labels,
             Some(("le", "+Inf")),
-            &h.count.to_string(),
+            Value::Count(h.count),
         );
         write_sample(
             out,
             &format!("{}_sum", desc.name),
-            labels,
+            &labels,
             None,
-            &float(h.sum),
+            Value::Float(h.sum),
         );
         write_sample(
             out,
             &format!("{}_count", desc.name),
-            labels,
+            &labels,
             None,
-            &h.count.to_string(),
+            Value::Count(h.count),
         );
     }
 }
@@ -150,6 +256,37 @@ mod tests {
             v.gauge(MetricDesc::new("y", "A y."), &[], f64::NAN);
             v.counter(d, &[("a", "b")], 4);
         }
+    }
+
+    #[test]
+    fn counts_are_written_in_decimal() {
+        for n in [0, 7, 10, 1234567890, u64::MAX] {
+            let mut out = String::new();
+            push_u64(&mut out, n);
+            assert_eq!(out, n.to_string());
+        }
+    }
+
+    #[test]
+    fn histograms_of_one_family_share_their_bounds_text() {
+        struct Two;
+        impl MetricsSource for Two {
+            fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
+                let d = MetricDesc::new("h_seconds", "An h.");
+                let h = |n| HistogramSnapshot {
+                    buckets: vec![(0.0, 0), (0.005, n), (1.0, n)],
+                    sum: 0.5,
+                    count: n + 1,
+                };
+                v.histogram(d, &[("a", "x")], &h(1));
+                v.histogram(d, &[], &h(2));
+            }
+        }
+        let text = render_prometheus(&[&Two]);
+        assert!(text.contains("h_seconds_bucket{a=\"x\",le=\"0\"} 0\n"));
+        assert!(text.contains("h_seconds_bucket{a=\"x\",le=\"0.005\"} 1\n"));
+        assert!(text.contains("h_seconds_bucket{le=\"1\"} 2\nh_seconds_bucket{le=\"+Inf\"} 3\n"));
+        assert!(text.contains("h_seconds_sum 0.5\nh_seconds_count 3\n"));
     }
 
     #[test]

@@ -114,7 +114,13 @@ impl SchedulerBuilder {
             return Err(ScheduleError::UnknownProfile("default".into()));
         }
         if let Some(d) = &self.disaggregation {
-            for name in [d.decode_profile(), d.prefill_profile()] {
+            // Without a decider the prefill profile never runs (P/D is off, as upstream turns
+            // it off), so only the decode profile must exist.
+            let needed = match d.decider {
+                Some(_) => [Some(d.decode_profile()), Some(d.prefill_profile())],
+                None => [Some(d.decode_profile()), None],
+            };
+            for name in needed.into_iter().flatten() {
                 if !self.profiles.iter().any(|p| p.name() == name) {
                     return Err(ScheduleError::UnknownProfile(name.to_string()));
                 }
@@ -129,6 +135,11 @@ impl SchedulerBuilder {
             .iter()
             .map(|p| self.shared.metrics.profile(p.name()))
             .collect();
+        let plugin_timers = self
+            .profiles
+            .iter()
+            .map(|p| super::PluginTimers::of(p, &self.shared.metrics))
+            .collect();
         let completer = Arc::new(Completer {
             hooks: self.completion_hooks,
             metrics: Arc::clone(&self.shared.metrics),
@@ -138,6 +149,7 @@ impl SchedulerBuilder {
             clock,
             profiles: self.profiles,
             profile_metrics,
+            plugin_timers,
             staleness_bound: Duration::from_millis(self.settings.staleness_ms.max(1)),
             avoid_stale: self.settings.avoid_stale_endpoints,
             max_endpoints: self.settings.max_endpoints.max(1),

@@ -25,6 +25,7 @@
 mod builder;
 mod candidates;
 mod error;
+mod observer;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,12 +33,14 @@ use std::time::Duration;
 
 pub use builder::SchedulerBuilder;
 pub use error::ScheduleError;
+pub use observer::{ProfileOutcome, ScheduleObserver};
 
-use crate::clock::Clock;
+use crate::clock::{Clock, Timestamp};
 use crate::completion::{Completer, RequestHandle};
 use crate::decision::{Breakdown, Decision};
 use crate::disagg::{Disaggregation, PREFILL_ID_SUFFIX};
 use crate::endpoint::{InFlightGuard, MembershipListener, Pool};
+use crate::metrics::{BucketHistogram, PLUGIN_TIMING_SAMPLE};
 use crate::metrics::{CoreMetrics, MetricsSource, MetricsVisitor, ProfileMetrics};
 use crate::plugin::{CachedPrefix, CycleState, Decider, Score};
 use crate::profile::Profile;
@@ -65,6 +68,8 @@ pub struct Scheduler {
     clock: Arc<dyn Clock>,
     profiles: Vec<Arc<Profile>>,
     profile_metrics: Vec<Arc<ProfileMetrics>>,
+    /// Per profile, its plugins' duration histograms.
+    plugin_timers: Vec<PluginTimers>,
     staleness_bound: Duration,
     avoid_stale: bool,
     max_endpoints: usize,
@@ -81,6 +86,32 @@ pub struct Scheduler {
     metric_sources: Vec<Arc<dyn MetricsSource>>,
     parsers: Arc<ParserSet>,
     disaggregation: Option<Disaggregation>,
+}
+
+/// One profile's plugin duration histograms, aligned with its filters and scorers.
+#[derive(Debug)]
+pub(crate) struct PluginTimers {
+    pub(crate) filters: Vec<Arc<BucketHistogram>>,
+    pub(crate) scorers: Vec<Arc<BucketHistogram>>,
+    pub(crate) picker: Arc<BucketHistogram>,
+}
+
+impl PluginTimers {
+    pub(crate) fn of(profile: &Profile, metrics: &crate::metrics::CoreMetrics) -> Self {
+        PluginTimers {
+            filters: profile
+                .filters()
+                .iter()
+                .map(|f| metrics.plugin_timer("Filter", &f.name))
+                .collect(),
+            scorers: profile
+                .scorers()
+                .iter()
+                .map(|s| metrics.plugin_timer("Scorer", &s.name))
+                .collect(),
+            picker: metrics.plugin_timer("Picker", profile.picker_name()),
+        }
+    }
 }
 
 impl Scheduler {
@@ -152,11 +183,31 @@ impl Scheduler {
         request: &InferenceRequest,
         options: ScheduleOptions<'_>,
     ) -> Result<Decision, ScheduleError> {
+        self.schedule_inner(request, options, None)
+    }
+
+    /// Picks an endpoint for `request`, telling `observer` about every profile and scorer it
+    /// runs ([`ScheduleObserver`]: what tracing hangs its per-scorer spans on).
+    pub fn schedule_observed(
+        &self,
+        request: &InferenceRequest,
+        options: ScheduleOptions<'_>,
+        observer: &dyn ScheduleObserver,
+    ) -> Result<Decision, ScheduleError> {
+        self.schedule_inner(request, options, Some(observer))
+    }
+
+    fn schedule_inner(
+        &self,
+        request: &InferenceRequest,
+        options: ScheduleOptions<'_>,
+        observer: Option<&dyn ScheduleObserver>,
+    ) -> Result<Decision, ScheduleError> {
         let result = match (&self.disaggregation, options.profile) {
-            (Some(d), None) => self.run_disaggregated(d, request, options),
+            (Some(d), None) => self.run_disaggregated(d, request, options, observer),
             _ => self
                 .profile_index(options.profile)
-                .and_then(|i| self.run(request, options, i, None, None))
+                .and_then(|i| self.run_observed(request, options, i, None, None, observer))
                 .map(|(decision, _)| decision),
         };
         if let Err(e) = &result {
@@ -191,23 +242,55 @@ impl Scheduler {
         d: &Disaggregation,
         request: &InferenceRequest,
         options: ScheduleOptions<'_>,
+        observer: Option<&dyn ScheduleObserver>,
     ) -> Result<Decision, ScheduleError> {
         let decode = self.profile_index(Some(&d.decode_profile))?;
-        let (decision, disaggregate) =
-            self.run(request, options, decode, None, d.decider.as_deref())?;
+        let (decision, disaggregate) = self.run_observed(
+            request,
+            options,
+            decode,
+            None,
+            d.decider.as_deref(),
+            observer,
+        )?;
         if !disaggregate {
             return Ok(decision);
         }
         let prefill = self.profile_index(Some(&d.prefill_profile))?;
         let id = format!("{}{PREFILL_ID_SUFFIX}", decision.request_id());
-        match self.run(request, options, prefill, Some(id), None) {
+        match self.run_observed(request, options, prefill, Some(id), None, observer) {
             Ok((stage, _)) => Ok(decision.with_prefill(stage)),
             Err(_) => Ok(decision),
         }
     }
 
+    /// [`Self::run`], with `observer` told the profile's start and outcome.
+    fn run_observed(
+        &self,
+        request: &InferenceRequest,
+        options: ScheduleOptions<'_>,
+        profile_index: usize,
+        id: Option<String>,
+        decider: Option<&dyn Decider>,
+        observer: Option<&dyn ScheduleObserver>,
+    ) -> Result<(Decision, bool), ScheduleError> {
+        let Some(observer) = observer else {
+            return self.run(request, options, profile_index, id, decider, None);
+        };
+        let name = self
+            .profiles
+            .get(profile_index)
+            .map_or("default", |p| p.name());
+        observer.profile_started(name);
+        let result = self.run(request, options, profile_index, id, decider, Some(observer));
+        if let Err(error) = &result {
+            observer.profile_finished(&ProfileOutcome::failed(name, error));
+        }
+        result
+    }
+
     /// Runs profile `profile_index` for `request` (under `id` when given); with `decider`, also
-    /// says whether to disaggregate.
+    /// says whether to disaggregate. `observer` hears each scorer and a successful outcome.
     fn run(
         &self,
         request: &InferenceRequest,
@@ -215,6 +298,7 @@ impl Scheduler {
         profile_index: usize,
         id: Option<String>,
         decider: Option<&dyn Decider>,
+        observer: Option<&dyn ScheduleObserver>,
     ) -> Result<(Decision, bool), ScheduleError> {
         let started = self.clock.now();
         let profile = self
@@ -251,8 +335,27 @@ impl Scheduler {
                 });
             }
         }
-        for entry in profile.filters() {
+        // One pick in PLUGIN_TIMING_SAMPLE times its plugins.
+        let timers = self.plugin_timers.get(profile_index).filter(|_| {
+            self.picks
+                .0
+                .load(Ordering::Relaxed)
+                .is_multiple_of(PLUGIN_TIMING_SAMPLE)
+                && !options.dry_run
+        });
+        let time = |timer: Option<&Arc<BucketHistogram>>, since: Timestamp| {
+            if let Some(timer) = timer {
+                timer.observe(self.clock.now().saturating_since(since).as_secs_f64());
+            }
+        };
+        for (f, entry) in profile.filters().iter().enumerate() {
+            let t0 = if timers.is_some() {
+                self.clock.now()
+            } else {
+                started
+            };
             entry.filter.filter(&mut cycle, &mut candidates);
+            time(timers.and_then(|t| t.filters.get(f)), t0);
             if candidates.is_empty() {
                 return Err(ScheduleError::NoCandidates {
                     model: request.target_model().to_string(),
@@ -268,7 +371,16 @@ impl Scheduler {
         let mut totals = vec![0.0f64; n];
         for (s, entry) in scorers.iter().enumerate() {
             let column = &mut scores[s * n..(s + 1) * n];
+            let t0 = if timers.is_some() {
+                self.clock.now()
+            } else {
+                started
+            };
+            if let Some(observer) = observer {
+                observer.scorer_started(entry);
+            }
             entry.scorer.score(&mut cycle, &candidates, column);
+            time(timers.and_then(|t| t.scorers.get(s)), t0);
             let w = weights.get(s);
             for (total, score) in totals.iter_mut().zip(column.iter_mut()) {
                 *score = Score {
@@ -277,12 +389,21 @@ impl Scheduler {
                 };
                 *total += w * score.value;
             }
+            if let Some(observer) = observer {
+                observer.scorer_finished(entry, w, column);
+            }
         }
 
         let pick_number = self.picks.0.fetch_add(1, Ordering::Relaxed);
         let mut rng =
             PickRng::seed_from(self.seed ^ pick_number.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let t0 = if timers.is_some() {
+            self.clock.now()
+        } else {
+            started
+        };
         let mut picked = profile.picker().pick(&totals, self.max_endpoints, &mut rng);
+        time(timers.map(|t| &t.picker), t0);
         picked.retain(|&i| i < n);
         dedup_in_order(&mut picked);
         let Some(&primary_index) = picked.first() else {
@@ -305,7 +426,11 @@ impl Scheduler {
             }
             if let Some(m) = profile_metrics {
                 m.prompt_tokens.add(prompt_tokens);
-                m.cached_tokens.add(prompt_tokens.saturating_sub(uncached));
+                let cached = prompt_tokens.saturating_sub(uncached);
+                m.cached_tokens.add(cached);
+                if prompt_tokens > 0 {
+                    m.hit_ratio.observe(cached as f64 / prompt_tokens as f64);
+                }
             }
         }
         let guard = if options.dry_run {
@@ -338,7 +463,20 @@ impl Scheduler {
             m.schedule_duration
                 .observe(self.clock.now().saturating_since(started));
         }
-        Ok((Decision::new(handle, breakdown), disaggregate))
+        let decision = Decision::new(handle, breakdown);
+        if let Some(observer) = observer {
+            observer.profile_finished(&ProfileOutcome {
+                profile: profile.name(),
+                candidates: n,
+                endpoint: Some(decision.primary().address()),
+                endpoints: decision.endpoints().len(),
+                prompt_tokens,
+                cached_tokens: prompt_tokens.saturating_sub(uncached),
+                disaggregate,
+                error: None,
+            });
+        }
+        Ok((decision, disaggregate))
     }
 }
 

@@ -14,8 +14,9 @@
 //! 5. otherwise keep the sticky candidates.
 //!
 //! The exploration draw is a hash of the request id and the scheduler's seed (deterministic;
-//! upstream draws at random). In-flight prompt tokens are the scheduler's own count
-//! ([`Endpoint::in_flight_prompt_tokens`]). The producer is found as the `prefix-cache-scorer`
+//! upstream draws at random). In-flight tokens are the `inflight-load-producer`'s, as upstream
+//! ([`InFlightLoad`](crate::producers::inflight_load::InFlightLoad): by default the endpoint's
+//! pending prefill tokens, from this replica and its peers). The producer is found as the `prefix-cache-scorer`
 //! finds it (see [`crate::prefix_cache`]): `prefixMatchInfoProducerName`, else the declared
 //! `approx-prefix-cache-producer`, else the index of the all-in-one `prefix-cache-scorer`.
 //!
@@ -30,7 +31,7 @@
 //! | `peakPrefillThroughput` | 15928 | prefill tokens per second (must be above 0 when the gate uses it) |
 //! | `prefixMatchInfoProducerName` | — | the prefix producer read |
 //! | `latencyPredictionInfoProducerName` | `predicted-latency-producer` | the latency producer read with `ttftSource: latencyPredictor` |
-//! | `inFlightLoadProducerName` | — | accepted and ignored (in-flight counts are the endpoints' own) |
+//! | `inFlightLoadProducerName` | `inflight-load-producer` | the in-flight load read (its defaults when none is declared) |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -83,6 +84,7 @@ use crate::error::ParameterError;
 use crate::latency::LatencyLink;
 use crate::prefix_cache;
 use crate::producers::approx_prefix;
+use crate::producers::inflight_load::InFlightLink;
 use crate::producers::link::ProducerLink;
 
 /// Registry type name.
@@ -173,6 +175,7 @@ impl PrefixAffinityParameters {
 pub struct PrefixAffinityFilter {
     parameters: PrefixAffinityParameters,
     link: ProducerLink,
+    in_flight: InFlightLink,
     latency: Option<LatencyLink>,
     hasher: ahash::RandomState,
 }
@@ -189,7 +192,8 @@ impl PrefixAffinityFilter {
 
     /// Estimated TTFT of `endpoint`, in milliseconds.
     pub fn ttft_ms(&self, endpoint: &Endpoint) -> f64 {
-        endpoint.in_flight_prompt_tokens() as f64 / self.parameters.peak_prefill_throughput * 1000.0
+        self.in_flight.get().tokens(endpoint) as f64 / self.parameters.peak_prefill_throughput
+            * 1000.0
     }
 
     /// Whether the sticky set costs more than `maxTTFTPenaltyMs` over the best other.
@@ -281,6 +285,10 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     };
     let filter = Arc::new(PrefixAffinityFilter {
         link: ProducerLink::new(args.resources, args.pool, names, None),
+        in_flight: InFlightLink::new(
+            args.resources,
+            parameters.in_flight_load_producer_name.as_deref(),
+        ),
         latency: (parameters.ttft_source == TtftSource::LatencyPredictor).then(|| {
             LatencyLink::new(
                 args.resources,

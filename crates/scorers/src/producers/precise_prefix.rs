@@ -31,7 +31,9 @@
 //! | `kvEventsConfig.concurrency`, `tracing` | 4, false | accepted; each subscription is its own task |
 //! | `indexerConfig.kvBlockIndexConfig.inMemoryConfig` (`size`, `podCacheSize`), `enableMetrics`, `metricsLoggingInterval` | — | accepted; memory is bounded by each engine's `num_gpu_blocks` instead |
 //! | `indexerConfig.kvCacheBackendConfigs` | gpu | accepted; only GPU blocks are indexed |
-//! | `indexerConfig.kvBlockIndexConfig.redisConfig` / `valkeyConfig` / `costAwareMemoryConfig`, `indexerConfig.tokenizersPoolConfig` | — | refused: the index is in memory, and tokenization is the `token-producer`'s |
+//! | `indexerConfig.kvBlockIndexConfig.redisConfig` / `valkeyConfig` / `costAwareMemoryConfig` | — | refused: the index is in memory |
+//! | `indexerConfig.tokenizersPoolConfig` | — | accepted and unused, with a warning (deprecated upstream): tokenization is the `token-producer`'s; configure one with the model's tokenizer |
+//! | other keys inside `tokenProcessorConfig`, `indexerConfig` (the older `prefixStoreConfig`, say) and `kvBlockIndexConfig` | — | accepted and unused, a warning each, as upstream's decoder ignores them |
 //! | `speculativeIndexing` | false | record each pick's blocks for the picked endpoint at once, as speculative entries, so the requests that follow before the server's events arrive (its queue wait and prefill) see them; the events confirm them, and unconfirmed ones are taken out when they expire |
 //! | `speculativeTTL` | 2s | how long a speculative entry lasts (Go duration) |
 //!
@@ -104,6 +106,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::flow::parse_go_duration;
@@ -150,15 +154,19 @@ pub struct PrecisePrefixParameters {
     pub speculative_ttl: Option<String>,
 }
 
-/// `tokenProcessorConfig`.
+/// `tokenProcessorConfig`. Keys upstream's decoder ignores are kept in `ignored` (a
+/// warning each, [`PrecisePrefixParameters::warnings`]).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default)]
 pub struct TokenProcessorConfig {
     /// The engine's tokens per KV block.
     #[serde(alias = "blockSizeTokens")]
     pub block_size: usize,
     /// The seed of the engine's hash (not needed by Shepherd).
     pub hash_seed: String,
+    /// Keys Shepherd does not read.
+    #[serde(flatten)]
+    pub ignored: BTreeMap<String, serde_json::Value>,
 }
 
 impl Default for TokenProcessorConfig {
@@ -166,25 +174,31 @@ impl Default for TokenProcessorConfig {
         TokenProcessorConfig {
             block_size: 16,
             hash_seed: String::new(),
+            ignored: BTreeMap::new(),
         }
     }
 }
 
-/// `indexerConfig`.
+/// `indexerConfig`. Keys upstream's decoder ignores (the older `prefixStoreConfig`, say) are
+/// kept in `ignored`, a warning each.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default)]
 pub struct IndexerConfig {
     /// The block index's settings.
     pub kv_block_index_config: KvBlockIndexConfig,
     /// Per-tier weights (only GPU blocks are indexed).
     pub kv_cache_backend_configs: Vec<BackendConfig>,
-    /// The deprecated in-indexer tokenizer (refused).
+    /// The deprecated in-indexer tokenizer (accepted and unused, a warning: tokenization is
+    /// the `token-producer`'s).
     pub tokenizers_pool_config: Option<serde_json::Value>,
+    /// Keys Shepherd does not read.
+    #[serde(flatten)]
+    pub ignored: BTreeMap<String, serde_json::Value>,
 }
 
-/// `indexerConfig.kvBlockIndexConfig`.
+/// `indexerConfig.kvBlockIndexConfig`. Keys upstream's decoder ignores are kept in `ignored`.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default)]
 pub struct KvBlockIndexConfig {
     /// The in-memory index's sizes (accepted; engine capacities bound memory).
     pub in_memory_config: Option<InMemoryConfig>,
@@ -198,6 +212,9 @@ pub struct KvBlockIndexConfig {
     pub valkey_config: Option<serde_json::Value>,
     /// Upstream's cost-aware memory index (refused).
     pub cost_aware_memory_config: Option<serde_json::Value>,
+    /// Keys Shepherd does not read.
+    #[serde(flatten)]
+    pub ignored: BTreeMap<String, serde_json::Value>,
 }
 
 /// `inMemoryConfig`.
@@ -374,12 +391,6 @@ impl PrecisePrefixParameters {
             return refuse(
                 "indexerConfig.kvBlockIndexConfig",
                 "only the in-memory index is supported: Shepherd keeps the index in process",
-            );
-        }
-        if self.indexer_config.tokenizers_pool_config.is_some() {
-            return refuse(
-                "indexerConfig.tokenizersPoolConfig",
-                "not supported (deprecated upstream too): configure a token-producer plugin instead",
             );
         }
         let events = &self.kv_events_config;

@@ -9,6 +9,8 @@
 //! | `load-aware-scorer` | distribution | 0.5 × (1 − waiting / threshold), empty queue 0.5 |
 //! | `no-hit-lru-scorer` | distribution | cold requests: endpoints least recently given a cold request first; warm requests 0.5 |
 //! | `prefill-load-scorer` | distribution | shortest expected prefill wait: pending prefill + this request's uncached tokens (relative to the worst) |
+//! | `context-length-aware` | affinity (and a filter with `enableFiltering`) | upstream's: the endpoint's `llm-d.ai/context-length-range` label (`min-max` tokens) against the prompt's length: inside scores 0.3–1 (narrow ranges and headroom higher), outside at most 0.3, unlabelled 0.5 |
+//! | `token-load-scorer` | distribution | upstream's: `1 − min(load, queueThresholdTokens) / queueThresholdTokens`, load = in-flight tokens (the `inflight-load-producer`'s: pending prefill by default) + this request's uncached tokens there |
 //! | `prefill-duty-scorer` | distribution | Shepherd's: least pending prefill averaged over the last `windowMs` (relative to the busiest, at least `scaleTokens`): decodes keep off the servers that have been prefilling |
 //! | `latency-scorer` | distribution | lowest predicted TTFT (+ `tpotWeight` × TPOT) from a model learned online from finished requests; neutral until the model is ready |
 //! | `lora-affinity-scorer` | affinity | adapter running 1, room to load 0.8, waiting 0.6, else 0 |
@@ -23,6 +25,7 @@
 //! scores as neutral.
 
 pub mod active_request;
+pub mod context_length;
 pub mod hot_prefix;
 pub mod kv_cache;
 pub mod latency;
@@ -39,8 +42,10 @@ pub mod session_affinity;
 pub mod session_source;
 mod session_store;
 pub mod slo_class;
+pub mod token_load;
 
 pub use active_request::{ActiveRequestParameters, ActiveRequestScorer};
+pub use context_length::{ContextLengthAware, ContextLengthParameters};
 pub use hot_prefix::{HotPrefixParameters, HotPrefixScorer};
 pub use kv_cache::KvCacheUtilizationScorer;
 pub use latency::{HeadroomStrategy, LatencyScorer, LatencyScorerParameters};
@@ -54,3 +59,4 @@ pub use rendezvous::{RendezvousAffinityScorer, RendezvousParameters};
 pub use running_requests::RunningRequestsScorer;
 pub use session_affinity::{SessionAffinityParameters, SessionAffinityScorer};
 pub use slo_class::{SloClass, SloClassParameters, SloClassScorer};
+pub use token_load::{TokenLoadParameters, TokenLoadScorer};

@@ -113,8 +113,23 @@ impl PrefillLoadScorer {
 
     /// The expected prefill wait on `endpoint`, in tokens, for a prompt of `prompt_tokens`.
     pub fn cost(&self, cycle: &CycleState<'_>, endpoint: &Endpoint, prompt_tokens: u64) -> u64 {
-        let uncached =
-            CachedPrefix::uncached_tokens_in(&cycle.extensions, endpoint.id(), prompt_tokens);
+        self.cost_with(
+            cycle.extensions.get::<CachedPrefix>(),
+            endpoint,
+            prompt_tokens,
+        )
+    }
+
+    #[inline]
+    fn cost_with(
+        &self,
+        cached: Option<&CachedPrefix>,
+        endpoint: &Endpoint,
+        prompt_tokens: u64,
+    ) -> u64 {
+        let uncached = cached.map_or(prompt_tokens, |c| {
+            c.uncached_tokens(endpoint.id(), prompt_tokens)
+        });
         // Saturating float-to-int conversion: never overflows.
         let own = (uncached as f64 * self.uncached_weight) as u64;
         endpoint.total_pending_prefill_tokens().saturating_add(own)
@@ -128,15 +143,20 @@ impl Scorer for PrefillLoadScorer {
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         let prompt_tokens = cycle.request.prompt.estimated_tokens() as u64;
-        let cycle = &*cycle;
-        let cost = |i: usize| self.cost(cycle, candidates[i], prompt_tokens);
-        let scale = (0..out.len()).map(cost).max().unwrap_or(0);
-        let scale = scale.max(self.min_scale_tokens);
-        for (i, slot) in out.iter_mut().enumerate() {
+        // Looked up once: the cycle's extensions are a type map.
+        let cached = cycle.extensions.get::<CachedPrefix>();
+        let cost = |endpoint: &Endpoint| self.cost_with(cached, endpoint, prompt_tokens);
+        let scale = candidates
+            .iter()
+            .map(|e| cost(e))
+            .max()
+            .unwrap_or(0)
+            .max(self.min_scale_tokens);
+        for (slot, endpoint) in out.iter_mut().zip(candidates) {
             *slot = if scale == 0 {
                 Score::new(1.0)
             } else {
-                Score::new(1.0 - cost(i) as f64 / scale as f64)
+                Score::new(1.0 - cost(endpoint) as f64 / scale as f64)
             };
         }
     }

@@ -60,6 +60,8 @@ pub(crate) fn router(server: Server) -> Router {
     Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions/render", post(completions_render))
+        .route("/v1/chat/completions/render", post(chat_completions_render))
         .route("/v1/models", get(models))
         .route("/metrics", get(render_metrics))
         .route("/health", get(health))
@@ -95,9 +97,36 @@ async fn chat_completions(
     serve(&server, "/v1/chat/completions", &headers, &body).await
 }
 
+/// vLLM's `/v1/completions/render`: the prompt's token ids, one answer per prompt (this
+/// server's pseudo tokens, the ids its KV-cache events hash).
+async fn completions_render(State(server): State<Server>, body: Bytes) -> Response {
+    match request::render_tokens("/v1/completions", &body, &server.shared.config) {
+        Ok(ids) => axum::Json(json!([{ "token_ids": ids }])).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// vLLM's `/v1/chat/completions/render`: the rendered conversation's token ids.
+async fn chat_completions_render(State(server): State<Server>, body: Bytes) -> Response {
+    match request::render_tokens("/v1/chat/completions", &body, &server.shared.config) {
+        Ok(ids) => axum::Json(json!({ "token_ids": ids })).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
 /// The routing sidecar's part ([`sidecar`]): a request naming a prefill server is prefilled
 /// there first (or, when that fails, served aggregated); any other goes to [`generate`].
 async fn serve(server: &Server, path: &str, headers: &HeaderMap, body: &[u8]) -> Response {
+    let mut response = serve_request(server, path, headers, body).await;
+    if let Some(parent) = headers.get("traceparent") {
+        response
+            .headers_mut()
+            .insert(super::TRACEPARENT_ECHO_HEADER, parent.clone());
+    }
+    response
+}
+
+async fn serve_request(server: &Server, path: &str, headers: &HeaderMap, body: &[u8]) -> Response {
     let shared = &server.shared;
     let target = headers
         .get(PREFILLER_HEADER)

@@ -26,7 +26,9 @@
 //!   no block is in use; 200 when it did, 409 otherwise (vLLM answers 200 either way).
 //!
 //! Every response carries [`SERVER_HEADER`] (the server's index) and [`ADDRESS_HEADER`] (its
-//! `ip:port`), so a test sees where a router sent each request.
+//! `ip:port`), so a test sees where a router sent each request; a completion request that
+//! arrived with a W3C `traceparent` gets it back in [`TRACEPARENT_ECHO_HEADER`], so a test
+//! sees which trace reached the model server.
 //!
 //! # Prefill/decode disaggregation
 //!
@@ -150,6 +152,8 @@ pub use sidecar::{
     PREFILL_ADDRESS_HEADER, PREFILL_FALLBACK_HEADER, PREFILL_SERVER_HEADER, PREFILLER_HEADER,
 };
 
+/// Response header echoing the `traceparent` the request arrived with (completion routes).
+pub const TRACEPARENT_ECHO_HEADER: &str = "x-shepherd-sim-traceparent";
 /// Response header naming the server that produced the response: its index in the pool.
 pub const SERVER_HEADER: &str = "x-shepherd-sim-server";
 /// Response header with the `ip:port` of the server that produced the response.

@@ -63,6 +63,24 @@ struct StreamOptions {
     include_usage: Option<bool>,
 }
 
+/// The token ids a render route answers for `body` (as sent to `path`): the prompt's pseudo
+/// tokens, exactly those [`prepare`] hashes into the request's blocks.
+pub(crate) fn render_tokens(
+    path: &str,
+    body: &[u8],
+    config: &ServeConfig,
+) -> Result<Vec<u32>, ApiError> {
+    let limits = ParseLimits::default().with_max_body_bytes(config.max_body_bytes);
+    let parsed = parse_openai_request(path, body, &limits).map_err(|e| {
+        let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+        ApiError::new(status, e.to_string())
+    })?;
+    if parsed.model != config.model {
+        return Err(ApiError::unknown_model(&parsed.model));
+    }
+    Ok(prompt_token_ids(&parsed.prompt))
+}
+
 /// Parses `body` sent to `path` for a server configured by `config`.
 pub(crate) fn prepare(
     path: &str,

@@ -93,4 +93,8 @@ pub enum TokenizeError {
     /// The tokenizer failed on the text.
     #[error("tokenization failed: {0}")]
     Encode(String),
+    /// The `vllm` backend has no render for this request (the call failed or timed out, or
+    /// nobody made it).
+    #[error("the model server did not render this request")]
+    NotRendered,
 }

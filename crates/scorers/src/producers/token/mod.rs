@@ -4,10 +4,10 @@
 //! Upstream, this producer tokenizes the prompt before scheduling and hands the token ids to
 //! other plugins. Shepherd keeps a [`TokenProducer`] in the shared resources under the
 //! plugin's name; consumers (the precise prefix producer, token counters) find it there and
-//! call [`TokenProducer::prompt_for`] once per request, on their own thread: no I/O, no
-//! sidecar, no network.
+//! call [`TokenProducer::prompt_for`] once per request, on their own thread: the pick itself
+//! does no I/O.
 //!
-//! Two backends:
+//! Three backends:
 //!
 //! - **estimate** (no model named, upstream's default): prompts are left as they are; whoever
 //!   hashes text cuts it into pseudo tokens of 4 bytes, and real token ids are used when the
@@ -16,6 +16,12 @@
 //!   `tokenizer.json`, read with the Hugging Face `tokenizers` library, and its chat template
 //!   rendered with minijinja, so the ids are those the vLLM server computes, and the blocks of
 //!   its KV-cache events can be matched. Shepherd never downloads from a model hub.
+//! - **vllm** (`vllm`, or `modelName` with no local files, as upstream): the model server
+//!   renders each prompt (`/v1/completions/render`, `/v1/chat/completions/render`); the
+//!   adapters make that call before the pick, within `vllm.timeout`, and the pick reads its
+//!   answer ([`RenderBackend`]). A render that fails leaves the request without real ids (the
+//!   consumers fall back), as upstream logs and continues. This costs a round trip to the
+//!   render server on every request's path, as upstream's does.
 //!
 //! # What is reproduced from vLLM
 //!
@@ -64,13 +70,14 @@
 //!
 //! | parameter | default | meaning in Shepherd |
 //! |---|---|---|
-//! | `modelName` | — | the model whose tokenizer to use (upstream: also the render backend's model). Without `tokenizerPath`, looked up in the local Hugging Face cache (`$HF_HUB_CACHE`, `$HF_HOME/hub`, `~/.cache/huggingface/hub`: `models--ORG--NAME/snapshots/REV`), or used as a local directory; not found is a load error |
+//! | `modelName` | — | the model whose tokenizer to use, and the render backend's model. Without `tokenizerPath` or `vllm`, looked up in the local Hugging Face cache (`$HF_HUB_CACHE`, `$HF_HOME/hub`, `~/.cache/huggingface/hub`: `models--ORG--NAME/snapshots/REV`), or used as a local directory; not found: the render backend at `http://localhost:8000`, as upstream (a warning) |
 //! | `tokenizerPath` | — | Shepherd: a `tokenizer.json`, or a directory holding it and optionally `tokenizer_config.json`, `special_tokens_map.json`, `chat_template.jinja` |
 //! | `chatTemplatePath` | — | Shepherd: a chat template overriding the model's (a Jinja file, or JSON with `chat_template`), as vLLM's `--chat-template` |
 //! | `chatTemplateContentFormat` | `auto` | Shepherd: `auto`, `string` or `openai`, as vLLM's `--chat-template-content-format` |
 //! | `cacheMaxTokens` | 2097152 | Shepherd: tokens the segment cache holds (0 = no cache) |
 //! | `estimate` | — | the estimate backend's multimodal tuning (image and video placeholder counts): accepted and not used, Shepherd estimates text only |
-//! | `vllm` (`url`, `timeout`, ...), `udsTokenizerConfig` | — | refused: they call a server on every request's path |
+//! | `vllm.url` (also `vllm.http`), `vllm.timeout`, `vllm.mmTimeout` | `http://localhost:8000`, `5s`, `30s` | the render backend (needs `modelName`); plain HTTP, as upstream |
+//! | `udsTokenizerConfig` | — | deprecated upstream; accepted with a warning: Shepherd does not speak the sidecar's protocol and uses `modelName`'s local tokenizer, else the estimate |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -118,13 +125,16 @@
 //! let given = InferenceRequest::new("r", "m", Prompt::Tokens(vec![7, 8, 9]));
 //! assert!(matches!(tokens.prompt_for(&given).unwrap(), std::borrow::Cow::Borrowed(_)));
 //!
-//! // A model with no local files is an error at load, never a download.
+//! // A model with no local files is never downloaded: as upstream with `modelName` alone,
+//! // the model server renders its prompts (at upstream's default URL; a warning says so).
 //! let remote = EndpointPickerConfig::from_yaml(&yaml.replace(
 //!     &format!("    tokenizerPath: {dir}\n"),
 //!     "",
 //! ).replace("shepherd/tiny-llama3", "nobody/not-on-this-disk")).unwrap();
-//! let err = build_scheduler_in(&remote, &builtin_registry(), &shared).unwrap_err();
-//! assert!(err.to_string().contains("never downloads"), "{err}");
+//! let shared = SharedState::new(Arc::new(Pool::new()));
+//! build_scheduler_in(&remote, &builtin_registry(), &shared).unwrap();
+//! let tokens = shared.resources.get::<TokenProducer>("token-producer").unwrap();
+//! assert_eq!(tokens.render_backend().unwrap().base_url(), "http://localhost:8000");
 //! # Ok::<(), shepherd_scheduler_core::request::ParseError>(())
 //! ```
 
@@ -136,6 +146,7 @@ mod hf;
 mod parameters;
 mod producer;
 mod pyjson;
+mod render;
 mod strftime;
 mod template;
 
@@ -149,8 +160,14 @@ pub use cache::CacheStats;
 pub use content_format::ContentFormatOption;
 pub use error::{TokenizeError, TokenizerLoadError};
 pub use files::{TokenizerFiles, hub_cache_roots};
-pub use parameters::{DEFAULT_CACHE_MAX_TOKENS, TokenProducerParameters};
+pub use parameters::{
+    ChosenBackend, DEFAULT_CACHE_MAX_TOKENS, TokenProducerParameters, VllmRenderConfig,
+};
 pub use producer::TokenProducer;
+pub use render::{
+    DEFAULT_RENDER_MM_TIMEOUT, DEFAULT_RENDER_TIMEOUT, DEFAULT_RENDER_URL, MAX_HELD_RENDERS,
+    RenderBackend,
+};
 
 /// Registry type name.
 pub const TYPE_NAME: &str = "token-producer";
@@ -231,7 +248,7 @@ mod tests {
     }
 
     #[test]
-    fn the_estimate_backend_loads_and_remote_ones_do_not() {
+    fn each_backend_is_chosen_as_upstream_chooses_it() {
         let shared = shepherd_scheduler_core::shared::SharedState::new(std::sync::Arc::new(
             shepherd_scheduler_core::endpoint::Pool::new(),
         ));
@@ -239,17 +256,62 @@ mod tests {
             let args = PluginArgs::new("t", TYPE_NAME, &json, &shared, 0);
             factory(&args)
         };
+        let producer = || shared.resources.get::<TokenProducer>("t").unwrap();
         assert!(build(serde_json::Value::Null).is_ok());
-        let estimate = shared.resources.get::<TokenProducer>("t").unwrap();
-        assert!(!estimate.is_exact());
+        assert!(!producer().is_exact());
         assert!(build(serde_json::json!({"estimate": {"image": {"mode": "static"}}})).is_ok());
-        let vllm = build(serde_json::json!({"vllm": {"url": "http://x:8000"}})).unwrap_err();
-        assert!(vllm.to_string().contains("not supported"), "{vllm}");
-        let uds = build(serde_json::json!({"udsTokenizerConfig": {}})).unwrap_err();
-        assert!(uds.to_string().contains("not supported"), "{uds}");
+        // The vLLM render backend, with the router's `url` and the inference scheduler's `http`.
+        for key in ["url", "http"] {
+            build(serde_json::json!({"modelName": "m", "vllm": {key: "http://x:8000/"}})).unwrap();
+            let render = producer();
+            let backend = render.render_backend().unwrap();
+            assert_eq!(
+                (backend.base_url(), backend.model()),
+                ("http://x:8000", "m")
+            );
+            assert!(render.is_exact());
+        }
+        let no_model = build(serde_json::json!({"vllm": {"url": "http://x:8000"}})).unwrap_err();
+        assert!(no_model.to_string().contains("modelName"), "{no_model}");
+        // `modelName` alone with nothing on disk: rendered at upstream's default URL.
+        let roots: Vec<std::path::PathBuf> = Vec::new();
+        let params: TokenProducerParameters =
+            serde_json::from_value(serde_json::json!({"modelName": "nobody/nothing"})).unwrap();
+        let chosen = params.producer_in("t", &roots).unwrap();
+        assert_eq!(
+            chosen.render_backend().unwrap().base_url(),
+            DEFAULT_RENDER_URL
+        );
+        assert_eq!(params.warnings_in(&roots).len(), 1);
+        // The deprecated sidecar: loads, estimates without a local tokenizer, says so.
+        let uds: TokenProducerParameters = serde_json::from_value(
+            serde_json::json!({"modelName": "nobody/nothing", "udsTokenizerConfig": {"socketFile": "/tmp/t.sock"}}),
+        )
+        .unwrap();
+        assert!(!uds.producer_in("t", &roots).unwrap().is_exact());
+        assert!(uds.warnings_in(&roots)[0].contains("udsTokenizerConfig"));
+        assert!(build(serde_json::json!({"udsTokenizerConfig": {}})).is_err());
         assert!(build(serde_json::json!({"tokenizerr": 1})).is_err());
         assert!(build(serde_json::json!({"chatTemplatePath": "/x.jinja"})).is_err());
         assert!(build(serde_json::json!({"chatTemplateContentFormat": "weird"})).is_err());
+    }
+
+    #[test]
+    fn a_render_is_read_by_the_pick_and_its_absence_is_an_error() {
+        let producer = TokenProducer::render(
+            "t",
+            RenderBackend::new("http://x:8000", "m", None, None).unwrap(),
+        );
+        let request = InferenceRequest::new("r1", "m", Prompt::Text("hello".into()));
+        assert_eq!(
+            producer.prompt_for(&request),
+            Err(TokenizeError::NotRendered)
+        );
+        producer.render_backend().unwrap().insert("r1", vec![5, 6]);
+        assert_eq!(
+            producer.prompt_for(&request).unwrap().into_owned(),
+            Prompt::Tokens(vec![5, 6])
+        );
     }
 
     #[test]

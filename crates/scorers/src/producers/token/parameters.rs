@@ -9,6 +9,7 @@ use super::content_format::ContentFormatOption;
 use super::error::TokenizerLoadError;
 use super::files::{TokenizerFiles, hub_cache_roots};
 use super::producer::TokenProducer;
+use super::render::{DEFAULT_RENDER_URL, RenderBackend};
 
 /// Tokens the segment cache holds by default (8 MiB of ids).
 pub const DEFAULT_CACHE_MAX_TOKENS: usize = 1 << 21;
@@ -30,10 +31,35 @@ pub struct TokenProducerParameters {
     pub chat_template_content_format: ContentFormatOption,
     /// Most tokens the segment cache holds (0 turns it off).
     pub cache_max_tokens: usize,
-    /// The vLLM render backend (not supported).
-    pub vllm: Option<serde_json::Value>,
-    /// The deprecated tokenizer sidecar (not supported).
+    /// The vLLM render backend.
+    pub vllm: Option<VllmRenderConfig>,
+    /// The deprecated tokenizer sidecar (accepted; see [`TokenProducerParameters::warnings`]).
     pub uds_tokenizer_config: Option<serde_json::Value>,
+}
+
+/// `vllm`: where the model server renders prompts (upstream's names; `http` is the inference
+/// scheduler's older name of `url`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct VllmRenderConfig {
+    /// Base URL of the render server (`http://localhost:8000`).
+    #[serde(alias = "http")]
+    pub url: Option<String>,
+    /// Timeout of a text-only render (Go duration, `5s`).
+    pub timeout: Option<String>,
+    /// Timeout of a multimodal render (Go duration, `30s`).
+    pub mm_timeout: Option<String>,
+}
+
+/// The backend a `token-producer`'s parameters choose.
+#[derive(Debug)]
+pub enum ChosenBackend {
+    /// No model: the estimate backend.
+    Estimate,
+    /// A local tokenizer.
+    Local(TokenizerFiles),
+    /// The model server renders prompts.
+    Render(RenderBackend),
 }
 
 impl Default for TokenProducerParameters {
@@ -52,42 +78,108 @@ impl Default for TokenProducerParameters {
 }
 
 impl TokenProducerParameters {
-    /// The local files these parameters point at (`None`: the estimate backend), looking up
-    /// `modelName` under the cache `roots`.
-    pub fn files_in(&self, roots: &[PathBuf]) -> Result<Option<TokenizerFiles>, PluginError> {
-        if self.vllm.is_some() {
+    /// The backend these parameters choose, looking `modelName` up under the cache `roots`:
+    ///
+    /// - `tokenizerPath`: that local tokenizer;
+    /// - `vllm`: the model server renders (upstream's `vllm` backend; needs `modelName`);
+    /// - `modelName` alone: its local tokenizer when the cache has it, else the render
+    ///   backend at upstream's default URL (what `modelName` alone selects upstream), with a
+    ///   warning;
+    /// - `udsTokenizerConfig` (deprecated upstream; Shepherd does not speak the sidecar's
+    ///   protocol): the local tokenizer of `modelName` when the cache has it, else the
+    ///   estimate, with a warning;
+    /// - nothing: the estimate backend.
+    pub fn backend_in(&self, roots: &[PathBuf]) -> Result<ChosenBackend, PluginError> {
+        let render = |config: &VllmRenderConfig, model: &str| {
+            RenderBackend::new(
+                config.url.as_deref().unwrap_or(DEFAULT_RENDER_URL),
+                model,
+                config.timeout.as_deref(),
+                config.mm_timeout.as_deref(),
+            )
+            .map(ChosenBackend::Render)
+            .map_err(|(field, reason)| PluginError::invalid(field, reason))
+        };
+        if self.vllm.is_some() && self.uds_tokenizer_config.is_some() {
             return Err(PluginError::invalid(
                 "vllm",
-                "the vLLM render backend is not supported: it needs an HTTP call on every \
-                 request's path; point `tokenizerPath` at the model's tokenizer.json instead",
+                "only one of `vllm` and `udsTokenizerConfig` may be set (as upstream)",
             ));
         }
-        if self.uds_tokenizer_config.is_some() {
-            return Err(PluginError::invalid(
-                "udsTokenizerConfig",
-                "the tokenizer sidecar is not supported: it needs a socket call on every \
-                 request's path; point `tokenizerPath` at the model's tokenizer.json instead",
-            ));
+        if let Some(path) = &self.tokenizer_path {
+            let files = TokenizerFiles::at(path)
+                .map_err(|e| PluginError::invalid("tokenizerPath", e.to_string()))?;
+            return Ok(ChosenBackend::Local(self.with_template(files)));
         }
-        let files = match (&self.tokenizer_path, &self.model_name) {
-            (Some(path), _) => TokenizerFiles::at(path)
-                .map_err(|e| PluginError::invalid("tokenizerPath", e.to_string()))?,
-            (None, Some(model)) => TokenizerFiles::for_model(model, roots)
-                .map_err(|e| PluginError::invalid("modelName", e.to_string()))?,
-            (None, None) => {
-                if self.chat_template_path.is_some() {
-                    return Err(PluginError::invalid(
-                        "chatTemplatePath",
-                        "needs a tokenizer: set `tokenizerPath` or `modelName`",
-                    ));
-                }
-                return Ok(None);
+        let model = self.model_name.as_deref().filter(|m| !m.is_empty());
+        if let Some(config) = &self.vllm {
+            let model = model.ok_or_else(|| {
+                PluginError::invalid("modelName", "must be set with `vllm` (as upstream)")
+            })?;
+            return render(config, model);
+        }
+        let Some(model) = model else {
+            if self.uds_tokenizer_config.is_some() {
+                return Err(PluginError::invalid(
+                    "modelName",
+                    "must be set with `udsTokenizerConfig` (as upstream)",
+                ));
             }
+            if self.chat_template_path.is_some() {
+                return Err(PluginError::invalid(
+                    "chatTemplatePath",
+                    "needs a tokenizer: set `tokenizerPath` or `modelName`",
+                ));
+            }
+            return Ok(ChosenBackend::Estimate);
         };
-        Ok(Some(TokenizerFiles {
+        match TokenizerFiles::for_model(model, roots) {
+            Ok(files) => Ok(ChosenBackend::Local(self.with_template(files))),
+            Err(TokenizerLoadError::NotFound { .. }) if self.uds_tokenizer_config.is_some() => {
+                Ok(ChosenBackend::Estimate)
+            }
+            Err(TokenizerLoadError::NotFound { .. }) => render(&VllmRenderConfig::default(), model),
+            Err(e) => Err(PluginError::invalid("modelName", e.to_string())),
+        }
+    }
+
+    fn with_template(&self, files: TokenizerFiles) -> TokenizerFiles {
+        TokenizerFiles {
             chat_template: self.chat_template_path.clone(),
             ..files
-        }))
+        }
+    }
+
+    /// What these parameters load without doing what upstream does with them, one line each
+    /// (the runtime logs them; `shepherd_scorers::parameter_warnings`).
+    pub fn warnings_in(&self, roots: &[PathBuf]) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let Ok(backend) = self.backend_in(roots) else {
+            return warnings; // building the plugin says why
+        };
+        if self.uds_tokenizer_config.is_some() {
+            warnings.push(format!(
+                "`udsTokenizerConfig` is deprecated upstream and Shepherd does not speak the \
+                 tokenizer sidecar's protocol: {}; migrate to `vllm.url` or `tokenizerPath`",
+                match backend {
+                    ChosenBackend::Local(_) => "the model's tokenizer from the local cache is used",
+                    _ => "no local tokenizer for the model, so token counts are estimated",
+                }
+            ));
+        } else if self.vllm.is_none()
+            && self.tokenizer_path.is_none()
+            && let ChosenBackend::Render(render) = &backend
+        {
+            warnings.push(format!(
+                "no local tokenizer for model `{}`: prompts are rendered by the model server at \
+                 {} before each pick, as upstream does with `modelName` alone (set \
+                 `tokenizerPath`, or put the model in the local Hugging Face cache, to \
+                 tokenize in process)",
+                render.model(),
+                render.base_url()
+            ));
+        }
+        warnings
     }
 
     /// The producer these parameters describe, named `name`, with `modelName` looked up in
@@ -98,9 +190,10 @@ impl TokenProducerParameters {
 
     /// [`TokenProducerParameters::producer`], looking `modelName` up under `roots`.
     pub fn producer_in(&self, name: &str, roots: &[PathBuf]) -> Result<TokenProducer, PluginError> {
-        match self.files_in(roots)? {
-            None => Ok(TokenProducer::estimate(name)),
-            Some(files) => {
+        match self.backend_in(roots)? {
+            ChosenBackend::Estimate => Ok(TokenProducer::estimate(name)),
+            ChosenBackend::Render(render) => Ok(TokenProducer::render(name, render)),
+            ChosenBackend::Local(files) => {
                 let parameter = if self.tokenizer_path.is_some() {
                     "tokenizerPath"
                 } else {

@@ -9,6 +9,7 @@ use super::error::{TokenizeError, TokenizerLoadError};
 use super::files::TokenizerFiles;
 use super::hf::HfTokenizer;
 use super::parameters::TokenProducerParameters;
+use super::render::RenderBackend;
 use super::template::ChatTemplate;
 use super::{BYTES_PER_TOKEN, TokenCount};
 
@@ -16,6 +17,7 @@ use super::{BYTES_PER_TOKEN, TokenCount};
 enum Backend {
     Estimate,
     Tokenizer(Box<HfTokenizer>),
+    Render(Box<RenderBackend>),
 }
 
 /// A `token-producer`: turns a request into the token ids its model server will see (with a
@@ -65,6 +67,23 @@ impl TokenProducer {
         })
     }
 
+    /// The `vllm` backend: the model server renders prompts before the pick (see
+    /// [`RenderBackend`]).
+    pub fn render(name: impl Into<String>, render: RenderBackend) -> Self {
+        TokenProducer {
+            name: name.into(),
+            backend: Backend::Render(Box::new(render)),
+        }
+    }
+
+    /// The render backend, when this producer has one (the adapters call it before a pick).
+    pub fn render_backend(&self) -> Option<&RenderBackend> {
+        match &self.backend {
+            Backend::Render(render) => Some(render),
+            _ => None,
+        }
+    }
+
     /// The plugin's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -73,7 +92,7 @@ impl TokenProducer {
     /// Whether [`TokenProducer::prompt_for`] gives the server's real token ids (a real
     /// tokenizer), rather than the prompt as it came (the estimate backend).
     pub fn is_exact(&self) -> bool {
-        matches!(self.backend, Backend::Tokenizer(_))
+        matches!(self.backend, Backend::Tokenizer(_) | Backend::Render(_))
     }
 
     /// Whether a chat template is loaded.
@@ -96,7 +115,7 @@ impl TokenProducer {
     fn tokenizer(&self) -> Option<&HfTokenizer> {
         match &self.backend {
             Backend::Tokenizer(tokenizer) => Some(tokenizer),
-            Backend::Estimate => None,
+            Backend::Estimate | Backend::Render(_) => None,
         }
     }
 
@@ -123,6 +142,12 @@ impl TokenProducer {
         let (tokenizer, text) = match (&self.backend, &request.prompt) {
             (Backend::Estimate, _) | (_, Prompt::Tokens(_)) => {
                 return Ok(Cow::Borrowed(&request.prompt));
+            }
+            (Backend::Render(render), Prompt::Text(_)) => {
+                return match render.get(&request.id) {
+                    Some(ids) => Ok(Cow::Owned(Prompt::Tokens(ids.to_vec()))),
+                    None => Err(TokenizeError::NotRendered),
+                };
             }
             (Backend::Tokenizer(tokenizer), Prompt::Text(text)) => (tokenizer, text),
         };

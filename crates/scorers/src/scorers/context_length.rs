@@ -1,0 +1,289 @@
+//! `context-length-aware` (upstream's name): routes a request by its context length to the
+//! endpoints whose label says they serve that range (say, long-context servers for long
+//! prompts). One plugin with two facets, as upstream: a scorer, and a filter when
+//! `enableFiltering` is set.
+//!
+//! An endpoint's range is its label `label` (default `llm-d.ai/context-length-range`), written
+//! `min-max` in tokens. The request's length is its prompt tokens (the `token-producer`'s count
+//! when one is declared, else Shepherd's estimate of 4 bytes a token).
+//!
+//! | endpoint | score | filter (`enableFiltering: true`) |
+//! |---|---|---|
+//! | no label | 0.5 | kept |
+//! | label that does not parse | 0 | dropped |
+//! | length within `[min, max]` | `0.3 + 0.7 × (0.7 × 1/(1 + width/10000) + 0.3 × (max − length)/width)` (1 when width is 0): narrower ranges and more headroom score higher | kept |
+//! | length outside | `0.3 / (1 + distance/1000)` | dropped |
+//!
+//! An [`Category::Affinity`] scorer, as upstream.
+//!
+//! ```
+//! use shepherd_scorers::scorers::context_length::{ContextRange, range_score};
+//!
+//! let long = ContextRange::parse("8192-131072").unwrap();
+//! let short = ContextRange::parse("0-8192").unwrap();
+//! assert!(range_score(2_000, short) > range_score(2_000, long));
+//! assert!(range_score(20_000, long) > range_score(20_000, short));
+//! assert!(ContextRange::parse("9-1").is_none());
+//! ```
+
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::RwLock;
+use serde::Deserialize;
+use shepherd_scheduler_core::config::{PluginArgs, PluginError};
+use shepherd_scheduler_core::endpoint::{Endpoint, EndpointLabels};
+use shepherd_scheduler_core::plugin::{
+    Category, CycleState, Filter, PluginInstance, Score, Scorer,
+};
+use shepherd_scheduler_core::request::InferenceRequest;
+use shepherd_scheduler_core::resources::Resources;
+
+use crate::producers::{TokenCount, TokenProducer};
+
+/// Registry type name.
+pub const TYPE_NAME: &str = "context-length-aware";
+
+/// Upstream's default label.
+pub const DEFAULT_LABEL: &str = "llm-d.ai/context-length-range";
+
+/// The `context-length-aware` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct ContextLengthParameters {
+    /// The label holding an endpoint's `min-max` range.
+    pub label: String,
+    /// Also drop endpoints whose range excludes the request.
+    pub enable_filtering: bool,
+}
+
+impl Default for ContextLengthParameters {
+    fn default() -> Self {
+        ContextLengthParameters {
+            label: DEFAULT_LABEL.into(),
+            enable_filtering: false,
+        }
+    }
+}
+
+/// A `min-max` context range, in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextRange {
+    /// Smallest length served.
+    pub min: u64,
+    /// Largest length served.
+    pub max: u64,
+}
+
+impl ContextRange {
+    /// Parses `min-max` (spaces around the numbers allowed); `None` when malformed or when
+    /// min > max.
+    pub fn parse(text: &str) -> Option<ContextRange> {
+        let (min, max) = text.split_once('-')?;
+        if max.contains('-') {
+            return None;
+        }
+        let min: u64 = min.trim().parse().ok()?;
+        let max: u64 = max.trim().parse().ok()?;
+        (min <= max).then_some(ContextRange { min, max })
+    }
+
+    fn contains(self, length: u64) -> bool {
+        (self.min..=self.max).contains(&length)
+    }
+}
+
+/// Upstream's score of a request of `length` tokens on an endpoint serving `range`.
+pub fn range_score(length: u64, range: ContextRange) -> f64 {
+    const FALLBACK: f64 = 0.3;
+    if range.contains(length) {
+        let width = range.max - range.min;
+        if width == 0 {
+            return 1.0;
+        }
+        let width_score = 1.0 / (1.0 + width as f64 / 10_000.0);
+        let position = (range.max - length) as f64 / width as f64;
+        return FALLBACK + (0.7 * width_score + 0.3 * position) * (1.0 - FALLBACK);
+    }
+    let distance = if length > range.max {
+        length - range.max
+    } else {
+        range.min - length
+    };
+    FALLBACK / (1.0 + distance as f64 / 1000.0)
+}
+
+/// The plugin (both facets; see the module docs).
+#[derive(Debug)]
+pub struct ContextLengthAware {
+    label: String,
+    filtering: bool,
+    resources: Arc<Resources>,
+    tokens: OnceLock<Option<Arc<TokenProducer>>>,
+    /// Per endpoint id: the label map it was parsed from (held, so compared by address
+    /// safely) and what it said. Labels change rarely; a pick parses none.
+    parsed: RwLock<Vec<Option<Parsed>>>,
+}
+
+/// What an endpoint's label says.
+#[derive(Debug, Clone, Copy)]
+enum Labelled {
+    None,
+    Bad,
+    Range(ContextRange),
+}
+
+/// One endpoint's remembered parse.
+#[derive(Debug, Clone)]
+struct Parsed {
+    labels: Arc<EndpointLabels>,
+    said: Labelled,
+}
+
+/// Endpoint ids past this are parsed at every pick instead of remembered (ids are dense, and
+/// a pool this large is far past any real one).
+const MAX_REMEMBERED: usize = 1 << 16;
+
+impl ContextLengthAware {
+    fn length(&self, request: &InferenceRequest) -> u64 {
+        let producer = self.tokens.get_or_init(|| {
+            self.resources
+                .all::<TokenProducer>()
+                .into_iter()
+                .next()
+                .map(|(_, p)| p)
+        });
+        let count = match producer {
+            Some(p) => p.count(request),
+            None => TokenCount::of(request),
+        };
+        count.tokens as u64
+    }
+
+    fn parse(&self, labels: &EndpointLabels) -> Labelled {
+        match labels.get(&self.label) {
+            None => Labelled::None,
+            Some(text) => ContextRange::parse(text).map_or(Labelled::Bad, Labelled::Range),
+        }
+    }
+
+    /// Calls `each` with every candidate's index and label verdict, reading the remembered
+    /// parses under one read lock and remembering the new ones afterwards.
+    fn for_each_range(&self, candidates: &[&Arc<Endpoint>], mut each: impl FnMut(usize, Labelled)) {
+        let mut fresh: Vec<(usize, Parsed)> = Vec::new();
+        {
+            let parsed = self.parsed.read();
+            for (i, endpoint) in candidates.iter().enumerate() {
+                let labels = endpoint.labels();
+                let slot = endpoint.id().0 as usize;
+                match parsed.get(slot) {
+                    Some(Some(seen)) if Arc::ptr_eq(&seen.labels, &labels) => each(i, seen.said),
+                    _ => {
+                        let said = self.parse(&labels);
+                        each(i, said);
+                        if slot < MAX_REMEMBERED {
+                            fresh.push((
+                                slot,
+                                Parsed {
+                                    labels: Arc::clone(&labels),
+                                    said,
+                                },
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        if !fresh.is_empty() {
+            let mut parsed = self.parsed.write();
+            for (slot, entry) in fresh {
+                if parsed.len() <= slot {
+                    parsed.resize(slot + 1, None);
+                }
+                parsed[slot] = Some(entry);
+            }
+        }
+    }
+}
+
+impl Scorer for ContextLengthAware {
+    fn category(&self) -> Category {
+        Category::Affinity
+    }
+
+    fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
+        let length = self.length(cycle.request);
+        self.for_each_range(candidates, |i, said| {
+            if let Some(slot) = out.get_mut(i) {
+                *slot = Score::new(match said {
+                    Labelled::None => 0.5,
+                    Labelled::Bad => 0.0,
+                    Labelled::Range(range) => range_score(length, range),
+                });
+            }
+        });
+    }
+}
+
+impl Filter for ContextLengthAware {
+    fn filter(&self, cycle: &mut CycleState<'_>, candidates: &mut Vec<&Arc<Endpoint>>) {
+        if !self.filtering {
+            return;
+        }
+        let length = self.length(cycle.request);
+        // One bit per candidate to keep (a pick's candidates fit in a few words).
+        let mut keep = vec![false; candidates.len()];
+        self.for_each_range(candidates, |i, said| {
+            keep[i] = match said {
+                Labelled::None => true,
+                Labelled::Bad => false,
+                Labelled::Range(range) => range.contains(length),
+            };
+        });
+        let mut i = 0;
+        candidates.retain(|_| {
+            let kept = keep[i];
+            i += 1;
+            kept
+        });
+    }
+}
+
+/// Builds a `context-length-aware` plugin (a scorer and a filter).
+pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
+    let parameters: ContextLengthParameters = args.parse()?;
+    if parameters.label.is_empty() {
+        return Err(PluginError::invalid("label", "must be specified"));
+    }
+    let plugin = Arc::new(ContextLengthAware {
+        label: parameters.label,
+        filtering: parameters.enable_filtering,
+        resources: Arc::clone(args.resources),
+        tokens: OnceLock::new(),
+        parsed: RwLock::new(Vec::new()),
+    });
+    Ok(PluginInstance::scorer(plugin.clone()).with_filter(plugin))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn upstreams_scores_on_its_examples() {
+        let r = ContextRange { min: 0, max: 4096 };
+        // Within: 0.3 + 0.7 × (0.7/(1+0.4096) + 0.3 × (4096−1000)/4096).
+        let expected = 0.3 + 0.7 * (0.7 / 1.4096 + 0.3 * 3096.0 / 4096.0);
+        assert!((range_score(1000, r) - expected).abs() < 1e-12);
+        assert_eq!(range_score(5, ContextRange { min: 5, max: 5 }), 1.0);
+        // Outside by 1000 tokens: 0.3 / 2.
+        assert!((range_score(5096, r) - 0.15).abs() < 1e-12);
+        assert_eq!(
+            ContextRange::parse(" 10 - 20 "),
+            Some(ContextRange { min: 10, max: 20 })
+        );
+        for bad in ["", "10", "a-b", "1-2-3", "-5"] {
+            assert!(ContextRange::parse(bad).is_none(), "{bad}");
+        }
+    }
+}
