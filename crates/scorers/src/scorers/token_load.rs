@@ -10,7 +10,7 @@
 //! ```
 //!
 //! In-flight tokens and the request's tokens are the `inflight-load-producer`'s
-//! ([`InFlightLoad`](crate::producers::inflight_load::InFlightLoad): by default the endpoint's
+//! ([`InFlightLoad`]: by default the endpoint's
 //! pending prefill tokens, and this request's uncached prompt tokens there, from the cached
 //! estimates the profile's prefix plugins published). A [`Category::Distribution`] scorer.
 //! With `prefix-cache-affinity-filter` before it, it is llm-d's "sticky until saturated"

@@ -33,7 +33,7 @@ pub struct TokenProducerParameters {
     pub cache_max_tokens: usize,
     /// The vLLM render backend.
     pub vllm: Option<VllmRenderConfig>,
-    /// The deprecated tokenizer sidecar (accepted; see [`TokenProducerParameters::warnings`]).
+    /// The deprecated tokenizer sidecar (accepted; see [`TokenProducerParameters::warnings_in`]).
     pub uds_tokenizer_config: Option<serde_json::Value>,
 }
 
