@@ -20,8 +20,9 @@
 //!
 //! They only narrow a profile's candidates: running separate prefill and decode profiles for
 //! one request (disaggregation) is a profile handler's work, not theirs. Labels are
-//! [`Endpoint::labels`]; Shepherd's static and file discovery do not set them yet, so there
-//! `decode-filter` keeps every endpoint and `prefill-filter` none.
+//! [`Endpoint::labels`]: the pod labels under Kubernetes discovery, or the `labels` of an
+//! `endpoints` entry in the config file. An endpoint without a role label is kept by
+//! `decode-filter` and dropped by `prefill-filter`.
 //!
 //! ```
 //! use std::sync::Arc;
