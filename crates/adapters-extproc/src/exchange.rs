@@ -55,10 +55,9 @@
 
 use std::sync::{Arc, LazyLock};
 
-use envoy_types::pb::envoy::config::core::v3::Metadata;
 use envoy_types::pb::envoy::service::ext_proc::v3::processing_request::Request;
 use envoy_types::pb::envoy::service::ext_proc::v3::{HttpBody, HttpHeaders, ProcessingRequest};
-use shepherd_scheduler_core::completion::{Completion, RequestHandle};
+use shepherd_scheduler_core::completion::RequestHandle;
 use shepherd_scheduler_core::decision::Decision;
 use shepherd_scheduler_core::request::{InferenceRequest, ParserSet};
 
@@ -66,13 +65,14 @@ use crate::answer::{self, BodyChunks, Replies, Route};
 use crate::assembly::RequestAssembly;
 use crate::budget::{BodyBudget, BodyReservation};
 use crate::error::{ProtocolError, Rejection};
-use crate::headers::header_value;
-use crate::hint::{served_endpoint, subset_hint};
+use crate::hint::subset_hint;
 use crate::options::{BodyMode, ExtProcOptions};
 use crate::reject::immediate_response;
 use shepherd_runtime::telemetry::RequestTrace;
 use shepherd_runtime::upstream::{RequestObservation, UpstreamMetrics, error_code};
 use shepherd_runtime::usage::UsageScanner;
+
+mod response;
 
 /// What to do after a message. See the [module docs](self).
 #[derive(Debug)]
@@ -555,131 +555,5 @@ impl Exchange {
             observation: self.observation.take(),
         }));
         replies
-    }
-
-    fn on_response_headers(
-        &mut self,
-        headers: HttpHeaders,
-        metadata: Option<&Metadata>,
-    ) -> Result<Option<Step>, ProtocolError> {
-        let reply = Some(Step::Reply(Replies::one(answer::pass_response_headers())));
-        let serving = match &mut self.phase {
-            Phase::Forwarded(serving) => serving,
-            Phase::Done => return Ok(reply),
-            _ => return Err(self.unexpected("response headers")),
-        };
-        let map = headers.headers.as_ref();
-        let status = header_value(map, ":status").and_then(|s| s.trim().parse::<u16>().ok());
-        serving.failed = status.is_some_and(|s| !(200..300).contains(&s));
-        if let (Some(status), true, Some(observation)) =
-            (status, serving.failed, serving.observation.as_mut())
-        {
-            observation.error(&status.to_string());
-        }
-        let served = served_endpoint(metadata, &self.options.metadata).or_else(|| {
-            header_value(map, &self.options.headers.served).map(|v| v.trim().to_string())
-        });
-        if let Some(served) = served {
-            move_to_served(&mut serving.handle, &served);
-        }
-        if headers.end_of_stream || self.response_mode == BodyMode::None {
-            self.finish();
-        }
-        Ok(reply)
-    }
-
-    fn on_response_body(&mut self, body: HttpBody) -> Result<Option<Step>, ProtocolError> {
-        let HttpBody {
-            body: bytes,
-            end_of_stream: end,
-            ..
-        } = body;
-        match &mut self.phase {
-            Phase::Forwarded(serving) => {
-                if !serving.started && !bytes.is_empty() {
-                    serving.started = true;
-                    serving.handle.first_token();
-                }
-                if let Some(observation) = &mut serving.observation
-                    && !bytes.is_empty()
-                {
-                    observation.first_byte();
-                    observation.response_bytes(bytes.len());
-                }
-                serving.scanner.push(&bytes);
-            }
-            // Not ours to judge any more, but a duplex body must still flow through.
-            Phase::Done => {}
-            _ => return Err(self.unexpected("response body")),
-        }
-        let reply = if self.response_mode == BodyMode::FullDuplexStreamed {
-            let chunks = answer::echo_response_body(bytes, end, self.options.chunk_size);
-            Replies::new(Vec::new(), Some(chunks), None)
-        } else {
-            Replies::one(answer::pass_response_body())
-        };
-        if end {
-            self.finish();
-        }
-        Ok(Some(Step::Reply(reply)))
-    }
-
-    fn on_response_trailers(&mut self) -> Result<Option<Step>, ProtocolError> {
-        match &self.phase {
-            Phase::Forwarded(_) => self.finish(),
-            Phase::Done => {}
-            _ => return Err(self.unexpected("response trailers")),
-        }
-        Ok(Some(Step::Reply(Replies::one(answer::response_trailers()))))
-    }
-
-    /// The response ended: finish the handle with what was learned.
-    fn finish(&mut self) {
-        if let Phase::Forwarded(serving) = std::mem::replace(&mut self.phase, Phase::Done) {
-            let Serving {
-                handle,
-                failed,
-                scanner,
-                observation,
-                ..
-            } = *serving;
-            let completion = if failed {
-                Completion::failed()
-            } else {
-                Completion::success(scanner.usage())
-            };
-            if let Some(observation) = observation {
-                observation.finish(completion.usage.as_ref());
-            }
-            handle.finish(completion);
-        }
-    }
-}
-
-/// Moves `handle` to the fallback that served the response, when it is a later one.
-fn move_to_served(handle: &mut RequestHandle, served: &str) {
-    let current = handle.endpoint().address();
-    if current == served {
-        return;
-    }
-    let Some(target) = handle
-        .endpoints()
-        .iter()
-        .position(|e| e.address() == served)
-    else {
-        tracing::debug!(served, "served endpoint is not one the picker named");
-        return;
-    };
-    let Some(now) = handle
-        .endpoints()
-        .iter()
-        .position(|e| e.address() == current)
-    else {
-        return;
-    };
-    for _ in now..target {
-        if handle.move_to_fallback().is_none() {
-            break;
-        }
     }
 }

@@ -285,7 +285,7 @@ mod tests {
         assert_eq!(params.warnings_in(&roots).len(), 1);
         // The deprecated sidecar: loads, estimates without a local tokenizer, says so.
         let uds: TokenProducerParameters = serde_json::from_value(
-            serde_json::json!({"modelName": "nobody/nothing", "udsTokenizerConfig": {"socketFile": "/tmp/t.sock"}}),
+            serde_json::json!({"modelName": "nobody/nothing", "udsTokenizerConfig": {"socketFile": "tokenizer.sock"}}),
         )
         .unwrap();
         assert!(!uds.producer_in("t", &roots).unwrap().is_exact());
