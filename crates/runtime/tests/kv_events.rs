@@ -17,31 +17,13 @@ use shepherd_scheduler_core::kv_events::{ResetReason, precise_seed};
 use shepherd_scheduler_core::prelude::*;
 use shepherd_scorers::producers::PreciseKvEvents;
 use shepherd_scorers::producers::precise_prefix::feed_name;
-use shepherd_sim::serve::{self, KvEventsConfig, ServeConfig, ServeHandle};
+use shepherd_sim::serve::ServeHandle;
 
 const MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
 const WAIT: Duration = Duration::from_secs(10);
 
-/// Two simulated servers publishing KV events, each with 96 blocks of 16 tokens of KV cache.
-async fn servers() -> ServeHandle {
-    let mut config = ServeConfig::ephemeral(2);
-    config.speed = 50.0;
-    config.engine.num_gpu_blocks = 96;
-    config.kv_events = Some(KvEventsConfig::ephemeral());
-    serve::spawn(config).await.unwrap()
-}
-
 fn runtime_config(servers: &ServeHandle) -> RuntimeConfig {
-    let mut endpoints = String::new();
-    for i in 0..servers.len() {
-        let kv = servers.kv_events(i).unwrap();
-        endpoints.push_str(&format!(
-            "- address: {}\n  labels:\n    shepherd.dev/kv-events-endpoint: {}\n    shepherd.dev/kv-events-replay-endpoint: {}\n",
-            servers.addr(i).unwrap(),
-            kv.publish_endpoint(),
-            kv.replay_endpoint(),
-        ));
-    }
+    let endpoints = common::kv_event_endpoints(servers);
     let yaml = format!(
         "endpoints:\n{endpoints}scraping: {{intervalMs: 20}}\nplugins:
 - type: precise-prefix-cache-producer
@@ -83,12 +65,6 @@ fn feed(handle: &RuntimeHandle) -> Arc<PreciseKvEvents> {
         .resources
         .get::<PreciseKvEvents>(&feed_name("precise-prefix-cache-producer"))
         .unwrap()
-}
-
-/// A prompt of `blocks` engine blocks (64 bytes = 16 pseudo tokens each) named by `tag`.
-fn prompt(tag: &str, blocks: usize) -> String {
-    let unit = format!("[{tag}] all work and no play makes a dull model. ");
-    unit.repeat(blocks * 64 / unit.len() + 1)[..blocks * 64].to_string()
 }
 
 /// Sends `prompt` straight to server `i` (bypassing Shepherd) and waits for the answer.
@@ -134,9 +110,9 @@ fn metric(handle: &RuntimeHandle, line: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reported_blocks_attract_requests_and_evicted_ones_stop() {
-    let servers = servers().await;
+    let servers = common::kv_event_servers().await;
     let handle = start(&servers).await;
-    let shared = prompt("shared system prompt", 24);
+    let shared = common::block_prompt("shared system prompt", 24);
     let server1 = servers.addr(1).unwrap().to_string();
 
     // The server computes the prompt: its BlockStored events reach the index.
@@ -155,7 +131,12 @@ async fn reported_blocks_attract_requests_and_evicted_ones_stop() {
     // Server 1 needs its whole cache for other prompts: it evicts the shared one, says so,
     // and the prefix stops attracting requests there.
     for i in 0..4 {
-        complete(&servers, 1, &prompt(&format!("other {i}"), 40)).await;
+        complete(
+            &servers,
+            1,
+            &common::block_prompt(&format!("other {i}"), 40),
+        )
+        .await;
     }
     assert!(
         wait_until(WAIT, || matched(&handle, &servers, 1, &shared) < 24).await,
@@ -180,18 +161,18 @@ async fn reported_blocks_attract_requests_and_evicted_ones_stop() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_batches_are_replayed_or_reset_the_endpoint() {
-    let servers = servers().await;
+    let servers = common::kv_event_servers().await;
     let handle = start(&servers).await;
-    let a = prompt("a", 8);
+    let a = common::block_prompt("a", 8);
     complete(&servers, 0, &a).await;
     assert!(wait_until(WAIT, || matched(&handle, &servers, 0, &a) == 8).await);
 
     // One batch is not sent, but the replay buffer has it: the next batch shows the gap and
     // the replay fills it.
     assert!(servers.drop_kv_batches(0, 1, true));
-    let b = prompt("b", 8);
+    let b = common::block_prompt("b", 8);
     complete(&servers, 0, &b).await;
-    let c = prompt("c", 8);
+    let c = common::block_prompt("c", 8);
     complete(&servers, 0, &c).await;
     assert!(
         wait_until(WAIT, || matched(&handle, &servers, 0, &c) == 8).await,
@@ -211,8 +192,8 @@ async fn lost_batches_are_replayed_or_reset_the_endpoint() {
     // A batch lost for good: the endpoint's entries are dropped, counted, then rebuilt from
     // new events only.
     assert!(servers.drop_kv_batches(0, 1, false));
-    complete(&servers, 0, &prompt("d", 8)).await;
-    let e = prompt("e", 8);
+    complete(&servers, 0, &common::block_prompt("d", 8)).await;
+    let e = common::block_prompt("e", 8);
     complete(&servers, 0, &e).await;
     assert!(
         wait_until(WAIT, || feed(&handle)
@@ -244,15 +225,15 @@ async fn lost_batches_are_replayed_or_reset_the_endpoint() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_or_cleared_server_starts_from_nothing() {
-    let mut servers = servers().await;
+    let mut servers = common::kv_event_servers().await;
     let handle = start(&servers).await;
-    let a = prompt("before the restart", 8);
+    let a = common::block_prompt("before the restart", 8);
     complete(&servers, 1, &a).await;
     assert!(wait_until(WAIT, || matched(&handle, &servers, 1, &a) == 8).await);
 
     // A restarted engine has an empty cache and a sequence starting at 0 again.
     servers.restart(1).await.unwrap();
-    let b = prompt("after the restart", 8);
+    let b = common::block_prompt("after the restart", 8);
     complete(&servers, 1, &b).await;
     assert!(
         wait_until(WAIT, || matched(&handle, &servers, 1, &b) == 8).await,

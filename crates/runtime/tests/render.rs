@@ -16,32 +16,15 @@ use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
 use shepherd_scheduler_core::prelude::*;
 use shepherd_scheduler_core::request::{ParseLimits, parse_openai_request};
 use shepherd_scorers::producers::{TokenProducer, token::TokenizeError};
-use shepherd_sim::serve::{self, KvEventsConfig, ServeConfig, ServeHandle};
+use shepherd_sim::serve::ServeHandle;
 
 const MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
 const WAIT: Duration = Duration::from_secs(10);
 
-async fn servers() -> ServeHandle {
-    let mut config = ServeConfig::ephemeral(2);
-    config.speed = 50.0;
-    config.engine.num_gpu_blocks = 96;
-    config.kv_events = Some(KvEventsConfig::ephemeral());
-    serve::spawn(config).await.unwrap()
-}
-
 /// A runtime over `servers` with a precise prefix producer fed by their events, and a
 /// `token-producer` rendering at `render_url`.
 async fn start(servers: &ServeHandle, render_url: &str, timeout: &str) -> RuntimeHandle {
-    let mut endpoints = String::new();
-    for i in 0..servers.len() {
-        let kv = servers.kv_events(i).unwrap();
-        endpoints.push_str(&format!(
-            "- address: {}\n  labels:\n    shepherd.dev/kv-events-endpoint: {}\n    shepherd.dev/kv-events-replay-endpoint: {}\n",
-            servers.addr(i).unwrap(),
-            kv.publish_endpoint(),
-            kv.replay_endpoint(),
-        ));
-    }
+    let endpoints = common::kv_event_endpoints(servers);
     let yaml = format!(
         "endpoints:\n{endpoints}scraping: {{intervalMs: 20}}\nplugins:
 - type: token-producer
@@ -88,11 +71,6 @@ fn tokens(handle: &RuntimeHandle) -> std::sync::Arc<TokenProducer> {
         .unwrap()
 }
 
-fn prompt(tag: &str, blocks: usize) -> String {
-    let unit = format!("[{tag}] all work and no play makes a dull model. ");
-    unit.repeat(blocks * 64 / unit.len() + 1)[..blocks * 64].to_string()
-}
-
 fn completions_body(prompt: &str) -> Vec<u8> {
     serde_json::to_vec(
         &serde_json::json!({"model": "any-alias", "prompt": prompt, "max_tokens": 2}),
@@ -102,11 +80,11 @@ fn completions_body(prompt: &str) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_model_servers_ids_reach_the_pick_and_route_to_its_cache() {
-    let servers = servers().await;
+    let servers = common::kv_event_servers().await;
     let render_url = format!("http://{}", servers.addr(0).unwrap());
     let handle = start(&servers, &render_url, "2s").await;
     // Server 1 caches the prompt (sent to it directly).
-    let text = prompt("render", 4);
+    let text = common::block_prompt("render", 4);
     let body = serde_json::json!({"model": MODEL, "prompt": text, "max_tokens": 2});
     let response = reqwest::Client::new()
         .post(format!(
@@ -182,7 +160,7 @@ async fn the_model_servers_ids_reach_the_pick_and_route_to_its_cache() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_down_or_silent_render_server_costs_its_timeout_and_no_pick() {
-    let servers = servers().await;
+    let servers = common::kv_event_servers().await;
     // Silent: accepts, never answers.
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let silent_addr = silent.local_addr().unwrap();
@@ -193,7 +171,7 @@ async fn a_down_or_silent_render_server_costs_its_timeout_and_no_pick() {
         }
     });
     let handle = start(&servers, &format!("http://{silent_addr}"), "300ms").await;
-    let body = completions_body(&prompt("silent", 2));
+    let body = completions_body(&common::block_prompt("silent", 2));
     let mut request =
         parse_openai_request("/v1/completions", &body, &ParseLimits::default()).unwrap();
     request.id = "silent-1".into();

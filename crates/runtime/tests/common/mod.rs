@@ -79,3 +79,35 @@ pub(crate) async fn get(router: axum::Router, uri: &str) -> (u16, String) {
         .unwrap();
     (status, String::from_utf8(bytes.to_vec()).unwrap())
 }
+
+/// Two simulated servers publishing KV events, each with 96 blocks of 16 tokens of KV cache.
+pub(crate) async fn kv_event_servers() -> shepherd_sim::serve::ServeHandle {
+    use shepherd_sim::serve::{self, KvEventsConfig, ServeConfig};
+    let mut config = ServeConfig::ephemeral(2);
+    config.speed = 50.0;
+    config.engine.num_gpu_blocks = 96;
+    config.kv_events = Some(KvEventsConfig::ephemeral());
+    serve::spawn(config).await.unwrap()
+}
+
+/// An `endpoints` list of `servers`, each labelled with its KV-event publisher and replay
+/// sockets.
+pub(crate) fn kv_event_endpoints(servers: &shepherd_sim::serve::ServeHandle) -> String {
+    let mut endpoints = String::new();
+    for i in 0..servers.len() {
+        let kv = servers.kv_events(i).unwrap();
+        endpoints.push_str(&format!(
+            "- address: {}\n  labels:\n    shepherd.dev/kv-events-endpoint: {}\n    shepherd.dev/kv-events-replay-endpoint: {}\n",
+            servers.addr(i).unwrap(),
+            kv.publish_endpoint(),
+            kv.replay_endpoint(),
+        ));
+    }
+    endpoints
+}
+
+/// A prompt of `blocks` engine blocks (64 bytes = 16 pseudo tokens each) named by `tag`.
+pub(crate) fn block_prompt(tag: &str, blocks: usize) -> String {
+    let unit = format!("[{tag}] all work and no play makes a dull model. ");
+    unit.repeat(blocks * 64 / unit.len() + 1)[..blocks * 64].to_string()
+}
