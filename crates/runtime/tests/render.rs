@@ -1,7 +1,7 @@
 //! The `token-producer`'s `vllm` backend against `shepherd-sim serve`'s render routes: the
 //! model server's token ids reach the pick, a prompt its KV events say it holds goes there,
-//! and a render server that is down or silent costs at most its timeout and leaves the request
-//! without ids (never a failed pick).
+//! and a render server that is down, silent or flooding costs at most its timeout (or the
+//! answer limit) and leaves the request without ids (never a failed pick).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -201,4 +201,45 @@ async fn a_down_or_silent_render_server_costs_its_timeout_and_no_pick() {
     assert_eq!(rendered.count(), 0);
     assert!(scheduler.schedule(&request).is_ok());
     handle.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_render_server_answering_without_end_is_cut_at_the_answer_limit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let servers = common::kv_event_servers().await;
+    // Lying: declares a 1 GiB answer and streams bytes without end.
+    let liar = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let liar_addr = liar.local_addr().unwrap();
+    let flood = tokio::spawn(async move {
+        while let Ok((mut socket, _)) = liar.accept().await {
+            tokio::spawn(async move {
+                let mut head = [0u8; 4096];
+                let _ = socket.read(&mut head).await;
+                let _ = socket
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1073741824\r\n\r\n{\"token_ids\":[")
+                    .await;
+                let chunk = vec![b'7'; 1 << 16];
+                while socket.write_all(&chunk).await.is_ok() {}
+            });
+        }
+    });
+    let handle = start(&servers, &format!("http://{liar_addr}"), "20s").await;
+    let body = completions_body(&common::block_prompt("liar", 2));
+    let mut request =
+        parse_openai_request("/v1/completions", &body, &ParseLimits::default()).unwrap();
+    request.id = "liar-1".into();
+    let scheduler = handle.scheduler().load_full();
+    let started = Instant::now();
+    let rendered = prepare(&scheduler, &request, &body).await.unwrap();
+    // Refused once 32 MiB arrived, long before the 20 s timeout; nothing held.
+    assert_eq!(rendered.count(), 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(tokens(&handle).render_backend().unwrap().held(), 0);
+    assert!(scheduler.schedule(&request).is_ok());
+    handle.shutdown(Duration::from_secs(5)).await;
+    flood.abort();
 }
