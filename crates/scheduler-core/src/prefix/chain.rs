@@ -103,12 +103,25 @@ impl Default for BlockLayout {
 /// each part length-prefixed so no two different triples collide by concatenation.
 pub fn chain_seed(model: &str, lora: Option<&str>, salt: &str) -> u64 {
     let lora = lora.unwrap_or("");
-    let mut bytes = Vec::with_capacity(model.len() + lora.len() + salt.len() + 24);
-    for part in [model, lora, salt] {
-        bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(part.as_bytes());
+    let parts = [model, lora, salt];
+    let len: usize = parts.iter().map(|p| p.len() + 8).sum();
+    // Short names (every pick's case) are laid out on the stack, longer ones on the heap.
+    let mut stack = [0u8; 256];
+    let mut heap = Vec::new();
+    let bytes: &mut [u8] = match stack.get_mut(..len) {
+        Some(bytes) => bytes,
+        None => {
+            heap.resize(len, 0);
+            &mut heap
+        }
+    };
+    let mut at = 0;
+    for part in parts {
+        bytes[at..at + 8].copy_from_slice(&(part.len() as u64).to_le_bytes());
+        bytes[at + 8..at + 8 + part.len()].copy_from_slice(part.as_bytes());
+        at += 8 + part.len();
     }
-    xxh3_64(&bytes)
+    xxh3_64(bytes)
 }
 
 /// Where a chain stands after one of its blocks: the block's key, and what the next block's
@@ -217,6 +230,16 @@ impl BlockChain {
         }
     }
 
+    /// Makes this chain a new one for `prompt` cut by `layout`, seeded with `seed` (as
+    /// [`BlockChain::new`]), keeping its allocations.
+    pub fn reset(&mut self, layout: &BlockLayout, seed: u64, prompt: &Prompt) {
+        self.prev = seed;
+        self.shard = 0;
+        self.block_tokens = layout.block_tokens;
+        self.total = layout.blocks_of(prompt);
+        self.keys.clear();
+    }
+
     /// Blocks in the whole chain.
     pub fn total_blocks(&self) -> usize {
         self.total
@@ -233,7 +256,11 @@ impl BlockChain {
         if self.keys.len() >= target {
             return &self.keys;
         }
-        self.keys.reserve(target - self.keys.len());
+        if self.keys.capacity() < target {
+            // Room for the whole chain at once: a lookup that hashes on in spans would
+            // otherwise grow it several times.
+            self.keys.reserve(self.total - self.keys.len());
+        }
         let block_bytes = self.block_tokens * BYTES_PER_TOKEN;
         match prompt {
             Prompt::Text(text) => {
@@ -340,6 +367,35 @@ mod tests {
         assert_eq!(layout.blocks_of(&Prompt::Text("a".repeat(511))), 1);
         assert_eq!(layout.blocks_of(&Prompt::Text("a".repeat(100_000))), 3);
         assert_eq!(layout.blocks_of(&Prompt::Tokens(vec![0; 130])), 2);
+    }
+
+    #[test]
+    fn a_reset_chain_hashes_like_a_new_one() {
+        let layout = BlockLayout::new(16, 100);
+        let first = Prompt::Text("first ".repeat(500));
+        let second = Prompt::Tokens((0..700).collect());
+        let mut chain = BlockChain::new(&layout, 3, &first);
+        chain.complete(&first);
+        chain.reset(&layout, 9, &second);
+        let mut fresh = BlockChain::new(&layout, 9, &second);
+        assert_eq!(chain.total_blocks(), fresh.total_blocks());
+        assert!(chain.computed().is_empty());
+        assert_eq!(chain.complete(&second), fresh.complete(&second));
+    }
+
+    #[test]
+    fn long_seed_parts_hash_as_their_length_prefixed_concatenation() {
+        let long = "m".repeat(300);
+        let mut bytes = Vec::new();
+        for part in [long.as_str(), "l", ""] {
+            bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(part.as_bytes());
+        }
+        assert_eq!(chain_seed(&long, Some("l"), ""), xxh3_64(&bytes));
+        assert_ne!(
+            chain_seed(&long, Some("l"), ""),
+            chain_seed(&long, None, "l")
+        );
     }
 
     #[test]
