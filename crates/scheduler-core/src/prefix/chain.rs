@@ -291,6 +291,38 @@ impl BlockChain {
         &self.keys
     }
 
+    /// The key of the last indexed block of `prompt` cut by `layout` from `seed` (what
+    /// [`complete`](Self::complete)`.last()` gives), without keeping the others: nothing is
+    /// allocated for a text prompt. `None` when the prompt has no complete block.
+    pub fn last_key(layout: &BlockLayout, seed: u64, prompt: &Prompt) -> Option<BlockKey> {
+        let mut chain = BlockChain::new(layout, seed, prompt);
+        let block_tokens = chain.block_tokens;
+        let mut last = None;
+        for i in 0..chain.total {
+            let own = match prompt {
+                Prompt::Text(text) => {
+                    let bytes = block_tokens * BYTES_PER_TOKEN;
+                    block_hash::own(text.as_bytes().get(i * bytes..(i + 1) * bytes)?)
+                }
+                Prompt::Tokens(tokens) => {
+                    let block = tokens.get(i * block_tokens..(i + 1) * block_tokens)?;
+                    chain.scratch.clear();
+                    chain
+                        .scratch
+                        .extend(block.iter().flat_map(|t| t.to_le_bytes()));
+                    block_hash::own(&chain.scratch)
+                }
+            };
+            let hash = block_hash::chain(own, chain.prev);
+            if i == 0 {
+                chain.shard = (hash >> HASH_BITS) as usize;
+            }
+            chain.prev = hash;
+            last = Some(BlockKey::tagged(hash, chain.shard));
+        }
+        last
+    }
+
     /// Hashes every block; returns all keys.
     pub fn complete(&mut self, prompt: &Prompt) -> &[BlockKey] {
         self.extend_to(prompt, self.total)
@@ -367,6 +399,21 @@ mod tests {
         assert_eq!(layout.blocks_of(&Prompt::Text("a".repeat(511))), 1);
         assert_eq!(layout.blocks_of(&Prompt::Text("a".repeat(100_000))), 3);
         assert_eq!(layout.blocks_of(&Prompt::Tokens(vec![0; 130])), 2);
+    }
+
+    #[test]
+    fn the_last_key_is_the_complete_chains_last() {
+        let layout = BlockLayout::new(16, 5);
+        for prompt in [
+            Prompt::Text("abcdefg".repeat(40)),
+            Prompt::Text("short".into()),
+            Prompt::Tokens((0..200).collect()),
+            Prompt::Tokens((0..70).collect()),
+        ] {
+            let mut chain = BlockChain::new(&layout, 11, &prompt);
+            let expected = chain.complete(&prompt).last().copied();
+            assert_eq!(BlockChain::last_key(&layout, 11, &prompt), expected);
+        }
     }
 
     #[test]
