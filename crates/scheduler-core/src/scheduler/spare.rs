@@ -85,6 +85,10 @@ pub(crate) fn candidates<'s>() -> Vec<&'s Arc<Endpoint>> {
 }
 
 /// Gives a pick's candidate buffer back.
+#[allow(
+    clippy::unnecessary_filter_map,
+    reason = "a filter would keep the element type; the map changes its lifetime"
+)]
 pub(crate) fn give_candidates(mut v: Vec<&Arc<Endpoint>>) {
     v.clear();
     // Emptied, the vector holds no reference: collecting it again reuses its allocation for
