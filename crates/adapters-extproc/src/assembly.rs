@@ -51,7 +51,9 @@ use crate::budget::{BodyBudget, BodyReservation};
 use crate::error::Rejection;
 use crate::headers::{has_header, header_value};
 use crate::options::ExtProcOptions;
-use shepherd_runtime::policies::{OBJECTIVE_HEADER, OBJECTIVE_HEADER_LEGACY, RequestPolicies, Rewritten};
+use shepherd_runtime::policies::{
+    OBJECTIVE_HEADER, OBJECTIVE_HEADER_LEGACY, RequestPolicies, Rewritten,
+};
 
 /// One request being received. See the [module docs](self).
 #[derive(Debug)]

@@ -103,7 +103,9 @@ impl KubeFlags {
     ) -> Result<KubeParts, Box<dyn std::error::Error>> {
         let Some(config) = self.config(file) else {
             if self.ha_enable_leader_election {
-                return Err("--ha-enable-leader-election needs Kubernetes discovery (--pool-name)".into());
+                return Err(
+                    "--ha-enable-leader-election needs Kubernetes discovery (--pool-name)".into(),
+                );
             }
             return Ok(KubeParts::default());
         };
@@ -128,7 +130,9 @@ async fn start(
     let election = match (&config.pool_name, leader_election) {
         (_, false) => None,
         (None, true) => {
-            return Err("--ha-enable-leader-election needs --pool-name (the lease is the pool's)".into());
+            return Err(
+                "--ha-enable-leader-election needs --pool-name (the lease is the pool's)".into(),
+            );
         }
         (Some(pool), true) => {
             let mut settings = LeaseSettings::new(

@@ -352,9 +352,7 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let leadership = kube.leadership();
     let health_task = tokio::spawn({
         let signal = signal.clone();
-        async move {
-            serve_health_leading(health, health_connections, leadership, signal.wait()).await
-        }
+        async move { serve_health_leading(health, health_connections, leadership, signal.wait()).await }
     });
     let mut grpc_task = tokio::spawn({
         let signal = signal.clone();

@@ -33,8 +33,8 @@ use crate::models::ModelCatalog;
 use crate::stats::Rejection;
 use crate::upstream::{self, HttpClient};
 use crate::{ApiError, GatewaySettings, GatewayStats, explain, proxy};
-use shepherd_runtime::policies::RequestPolicies;
 use shepherd_runtime::flow::FlowController;
+use shepherd_runtime::policies::RequestPolicies;
 use shepherd_runtime::telemetry::RequestTracing;
 use shepherd_runtime::upstream::UpstreamMetrics;
 

@@ -40,7 +40,8 @@ use shepherd_scheduler_core::request::ApiKind;
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
 use crate::headers::{
-    self, FAIRNESS_ID, FAIRNESS_ID_LEGACY, OBJECTIVE, OBJECTIVE_LEGACY, PRIORITY, REQUEST_ID, SESSION,
+    self, FAIRNESS_ID, FAIRNESS_ID_LEGACY, OBJECTIVE, OBJECTIVE_LEGACY, PRIORITY, REQUEST_ID,
+    SESSION,
 };
 use crate::models::ModelCheck;
 use crate::stats::Rejection;

@@ -157,7 +157,11 @@ async fn write(
 ) -> Response<Body> {
     const MAX_BODY: usize = 1 << 20;
     let Some(namespace) = target.namespace.clone() else {
-        return error(StatusCode::BAD_REQUEST, "BadRequest", "writes are namespaced");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "writes are namespaced",
+        );
     };
     let body = match http_body_util::Limited::new(request.into_body(), MAX_BODY)
         .collect()
@@ -170,8 +174,7 @@ async fn write(
         Ok(object) => object,
         Err(e) => return error(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string()),
     };
-    if !create
-        && object.pointer("/metadata/name").and_then(Value::as_str) != target.name.as_deref()
+    if !create && object.pointer("/metadata/name").and_then(Value::as_str) != target.name.as_deref()
     {
         return error(
             StatusCode::BAD_REQUEST,

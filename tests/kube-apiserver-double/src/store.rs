@@ -261,7 +261,9 @@ impl Store {
                 let expected = object
                     .pointer("/metadata/resourceVersion")
                     .and_then(Value::as_str);
-                let current = stored.pointer("/metadata/resourceVersion").and_then(Value::as_str);
+                let current = stored
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str);
                 if expected.is_some() && expected != current {
                     return Err(WriteError::Conflict(name));
                 }

@@ -131,6 +131,8 @@ pub struct Options {
     /// a `replicas` section naming the others (UDP on loopback), and Envoy's ext_proc cluster
     /// lists them all.
     pub replicas: usize,
+    /// More model names the simulated servers answer to (besides `MODEL`).
+    pub model_aliases: Vec<&'static str>,
 }
 
 impl Default for Options {
@@ -151,6 +153,7 @@ impl Default for Options {
             kv_events: false,
             num_gpu_blocks: None,
             roles: Vec::new(),
+            model_aliases: Vec::new(),
             replicas: 1,
         }
     }

@@ -63,7 +63,9 @@ impl AdminState {
 
     /// Whether this replica leads (always, without leader election).
     pub fn is_leader(&self) -> bool {
-        self.leadership.as_ref().is_none_or(|leading| *leading.borrow())
+        self.leadership
+            .as_ref()
+            .is_none_or(|leading| *leading.borrow())
     }
 
     /// Whether the runtime can take requests: not shutting down, leading (under leader

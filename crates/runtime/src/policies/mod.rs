@@ -254,7 +254,11 @@ impl MetricsSource for RequestPolicies {
             ("unchanged", &self.unchanged),
             ("skipped", &self.skipped),
         ] {
-            v.counter(REWRITES, &[("outcome", outcome)], count.load(Ordering::Relaxed));
+            v.counter(
+                REWRITES,
+                &[("outcome", outcome)],
+                count.load(Ordering::Relaxed),
+            );
         }
         for (found, count) in [
             ("true", &self.objective_found),

@@ -219,9 +219,21 @@ mod tests {
     #[test]
     fn exact_beats_generic_and_oldest_wins() {
         let r = ModelRewrites::new(vec![
-            object("new", "2026-02-01T00:00:00Z", vec![rule(&["a"], &[("a-new", None)])]),
-            object("catch-all", "2026-03-01T00:00:00Z", vec![rule(&[], &[("any", None)])]),
-            object("old", "2026-01-01T00:00:00Z", vec![rule(&["a"], &[("a-old", None)])]),
+            object(
+                "new",
+                "2026-02-01T00:00:00Z",
+                vec![rule(&["a"], &[("a-new", None)])],
+            ),
+            object(
+                "catch-all",
+                "2026-03-01T00:00:00Z",
+                vec![rule(&[], &[("any", None)])],
+            ),
+            object(
+                "old",
+                "2026-01-01T00:00:00Z",
+                vec![rule(&["a"], &[("a-old", None)])],
+            ),
         ]);
         assert_eq!(target(&r, "a", 0).as_deref(), Some("a-old"));
         assert_eq!(r.choose("a", 0).unwrap().rule.as_ref(), "old");
@@ -234,7 +246,10 @@ mod tests {
         let r = ModelRewrites::new(vec![object(
             "x",
             "2026-01-01T00:00:00Z",
-            vec![rule(&["a"], &[("first", None)]), rule(&["a", "b"], &[("second", None)])],
+            vec![
+                rule(&["a"], &[("first", None)]),
+                rule(&["a", "b"], &[("second", None)]),
+            ],
         )]);
         assert_eq!(target(&r, "a", 0).as_deref(), Some("first"));
         assert_eq!(target(&r, "b", 0).as_deref(), Some("second"));

@@ -175,9 +175,15 @@ impl LeaderElection {
         })
         .await;
         match released {
-            Ok(Ok(())) => tracing::info!(lease = %self.settings.name, "leader election: lease released"),
-            Ok(Err(error)) => tracing::warn!(%error, "leader election: could not release the lease; it expires on its own"),
-            Err(_) => tracing::warn!("leader election: the API server did not answer the release; the lease expires on its own"),
+            Ok(Ok(())) => {
+                tracing::info!(lease = %self.settings.name, "leader election: lease released")
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "leader election: could not release the lease; it expires on its own")
+            }
+            Err(_) => tracing::warn!(
+                "leader election: the API server did not answer the release; the lease expires on its own"
+            ),
         }
     }
 }
@@ -277,7 +283,8 @@ impl Elector {
     async fn try_once(&mut self) -> Result<Try, kube::Error> {
         let me = self.settings.identity.clone();
         let now = Timestamp::now();
-        let duration_secs = i32::try_from(self.settings.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
+        let duration_secs =
+            i32::try_from(self.settings.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
         let Some(mut lease) = self.api.get_opt(&self.settings.name).await? else {
             let lease = Lease {
                 metadata: ObjectMeta {

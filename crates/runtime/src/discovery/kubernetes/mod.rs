@@ -65,8 +65,8 @@ use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 
 pub use backoff::WatchBackoff;
-pub use pods::{ACTIVE_PORTS_ANNOTATION, LEGACY_ACTIVE_PORTS_ANNOTATION, ServingPod, active_ports};
 pub use lease::{LeaderElection, LeaseSettings, lease_name};
+pub use pods::{ACTIVE_PORTS_ANNOTATION, LEGACY_ACTIVE_PORTS_ANNOTATION, ServingPod, active_ports};
 pub use policy_objects::{objective_priority, references_pool, rewrite_object};
 pub use policy_watch::POLICY_GROUP_VERSIONS;
 pub use pool::{PoolError, PoolSpec};

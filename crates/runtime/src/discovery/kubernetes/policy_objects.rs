@@ -71,7 +71,12 @@ pub fn rewrite_object(object: &Value) -> RewriteObject {
 
 fn rewrite_rule(object: &str, index: usize, rule: &Value) -> Option<RewriteRule> {
     let mut matches = Vec::new();
-    for entry in rule.get("matches").and_then(Value::as_array).into_iter().flatten() {
+    for entry in rule
+        .get("matches")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let Some(model) = entry.get("model") else {
             continue;
         };
@@ -154,9 +159,18 @@ mod tests {
 
     #[test]
     fn priorities_out_of_range_are_none() {
-        assert_eq!(objective_priority(&json!({"spec": {"priority": -2}})), Some(-2));
-        assert_eq!(objective_priority(&json!({"spec": {"priority": 1e12}})), None);
+        assert_eq!(
+            objective_priority(&json!({"spec": {"priority": -2}})),
+            Some(-2)
+        );
+        assert_eq!(
+            objective_priority(&json!({"spec": {"priority": 1e12}})),
+            None
+        );
         assert_eq!(objective_priority(&json!({"spec": {}})), None);
-        assert_eq!(objective_priority(&json!({"spec": {"priority": 9_999_999_999i64}})), None);
+        assert_eq!(
+            objective_priority(&json!({"spec": {"priority": 9_999_999_999i64}})),
+            None
+        );
     }
 }

@@ -24,8 +24,10 @@ use super::policy_objects::{objective_priority, references_pool, rewrite_object}
 use crate::policies::{ModelRewrites, RequestPolicies, RewriteObject};
 
 /// The API group-versions that serve the two kinds, preferred first.
-pub const POLICY_GROUP_VERSIONS: [&str; 2] =
-    ["llm-d.ai/v1alpha2", "inference.networking.x-k8s.io/v1alpha2"];
+pub const POLICY_GROUP_VERSIONS: [&str; 2] = [
+    "llm-d.ai/v1alpha2",
+    "inference.networking.x-k8s.io/v1alpha2",
+];
 
 /// How often a kind served nowhere is looked up again.
 const LOOKUP_AGAIN: Duration = Duration::from_secs(60);
@@ -177,10 +179,15 @@ impl PolicyWatch {
                 Some(event) = next(&mut rewrites) => {
                     let read = |o: &DynamicObject| {
                         references_pool(&o.data, &name, &group).then(|| {
+                            // A DynamicObject keeps `metadata` apart from `data`.
                             let mut object = rewrite_object(&o.data);
-                            if object.created.is_empty() {
-                                object.created = o.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
-                            }
+                            object.name = o.metadata.name.clone().unwrap_or_default();
+                            object.created = o
+                                .metadata
+                                .creation_timestamp
+                                .as_ref()
+                                .map(|t| t.0.to_string())
+                                .unwrap_or_default();
                             object
                         })
                     };
