@@ -125,6 +125,7 @@ impl LeaderElection {
             settings: settings.clone(),
             observed: None,
             tx,
+            announced: false,
         };
         tracing::info!(
             lease = %settings.name,
@@ -208,6 +209,8 @@ struct Elector {
     settings: LeaseSettings,
     observed: Option<Observed>,
     tx: watch::Sender<bool>,
+    /// Whether the role was logged once (a first follower says so too).
+    announced: bool,
 }
 
 /// The outcome of one try.
@@ -265,13 +268,13 @@ impl Elector {
         }
     }
 
-    fn lead(&self, leading: bool) {
+    fn lead(&mut self, leading: bool) {
         let changed = self.tx.send_if_modified(|current| {
             let changed = *current != leading;
             *current = leading;
             changed
         });
-        if changed {
+        if changed || !std::mem::replace(&mut self.announced, true) {
             if leading {
                 tracing::info!(lease = %self.settings.name, identity = %self.settings.identity, "leader election: now the leader (SERVING)");
             } else {
