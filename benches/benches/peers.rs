@@ -48,6 +48,10 @@ trait Contender {
     fn insert(&mut self, endpoint: usize, prompt: &Prompt);
     /// The longest match, in blocks, over all endpoints.
     fn lookup(&mut self, prompt: &Prompt) -> usize;
+    /// Heap bytes the index's own accounting reports (0 when it keeps none).
+    fn heap_bytes(&self) -> usize {
+        0
+    }
 }
 
 fn text(prompt: &Prompt) -> &str {
@@ -87,6 +91,9 @@ impl Contender for Shepherd {
         let mut chain = self.index.chain(self.seed, prompt);
         self.index.match_into(&mut chain, prompt, &mut self.found);
         self.found.longest()
+    }
+    fn heap_bytes(&self) -> usize {
+        self.index.heap_bytes()
     }
 }
 
@@ -332,6 +339,8 @@ fn run_one(name: &str, workload: Workload) {
         }
     }
     let mut ins_t = Vec::new();
+    // Each insert's time and the heap its index grew by, to see where the tail comes from.
+    let explain = std::env::var_os("SHEPHERD_EXPLAIN_INSERTS").is_some();
     let mut rng = workload::Rng::new(0x1A5E);
     for i in 0..inserts {
         prompts.request_into(
@@ -341,7 +350,15 @@ fn run_one(name: &str, workload: Workload) {
         );
         let prompt = Prompt::Text(std::mem::take(&mut scratch));
         let endpoint = rng.below(workload.endpoints);
+        let heap_before = if explain { index.heap_bytes() } else { 0 };
         timed(&mut ins_t, || index.insert(endpoint, &prompt));
+        if explain {
+            let grown = index.heap_bytes().saturating_sub(heap_before);
+            eprintln!(
+                "INSERT\t{i}\t{:.1}\t{grown}",
+                ins_t.last().copied().unwrap_or(0.0)
+            );
+        }
         if let Prompt::Text(s) = prompt {
             scratch = s;
         }
