@@ -1,6 +1,6 @@
 //! One endpoint's blocks in eviction order.
 
-use std::collections::VecDeque;
+use super::chunk_queue::ChunkQueue;
 
 use super::MAX_CAPACITY_PER_ENDPOINT;
 
@@ -14,7 +14,7 @@ use super::MAX_CAPACITY_PER_ENDPOINT;
 #[derive(Debug)]
 pub(crate) struct EndpointBlocks {
     /// Keys in eviction order (front = next to examine). May hold stale keys.
-    pub(crate) queue: VecDeque<u64>,
+    pub(crate) queue: ChunkQueue,
     /// (block, endpoint) entries really present in the table.
     pub(crate) live: usize,
     /// Most entries this endpoint may hold (at most [`MAX_CAPACITY_PER_ENDPOINT`]).
@@ -35,7 +35,7 @@ impl EndpointBlocks {
     /// No blocks yet, at most `capacity` (capped at [`MAX_CAPACITY_PER_ENDPOINT`]).
     pub(crate) fn new(capacity: usize) -> Self {
         EndpointBlocks {
-            queue: VecDeque::new(),
+            queue: ChunkQueue::default(),
             live: 0,
             capacity: capacity.min(MAX_CAPACITY_PER_ENDPOINT),
             evicting: 0,

@@ -65,6 +65,7 @@
 
 mod block_hash;
 mod chain;
+mod chunk_queue;
 mod config;
 mod endpoint_blocks;
 mod holder_sets;

@@ -103,7 +103,7 @@ impl PrefixIndex {
         ep.retired = true;
         let tag = tag_of(endpoint.0);
         let mut guard: ShardGuard<'_> = None;
-        for key in std::mem::take(&mut ep.queue) {
+        for key in ep.queue.take_all() {
             self.lock_shard(&mut guard, BlockKey::from_raw(key).shard())
                 .remove(key, tag);
         }

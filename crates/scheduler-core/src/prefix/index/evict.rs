@@ -43,7 +43,7 @@ impl PrefixIndex {
             }
             budget -= take;
             batch.clear();
-            batch.extend(ep.queue.drain(..take));
+            ep.queue.take_front_into(take, &mut batch);
             ep.evicting = ep.evicting.saturating_add(take);
             drop(ep);
             let evicted = self.run_clock(&mut batch, tag);
@@ -118,7 +118,7 @@ impl PrefixIndex {
     ) {
         let mut seen = AHashSet::with_capacity(ep.live);
         let queue = std::mem::take(&mut ep.queue);
-        for key in queue {
+        for key in queue.iter() {
             let table = self.lock_shard(guard, BlockKey::from_raw(key).shard());
             let present = table.holders(key).is_some_and(|h| h.contains(tag));
             if present && seen.insert(key) {

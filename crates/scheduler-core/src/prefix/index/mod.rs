@@ -205,7 +205,7 @@ impl PrefixIndex {
             if ep.live != held.len() {
                 return Err(format!("{id}: counts {} but holds {}", ep.live, held.len()));
             }
-            let queued: ahash::AHashSet<u64> = ep.queue.iter().copied().collect();
+            let queued: ahash::AHashSet<u64> = ep.queue.iter().collect();
             if let Some(key) = held.iter().find(|k| !queued.contains(k)) {
                 return Err(format!("{id}: holds {key:#x}, which is not queued"));
             }
