@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use shepherd_scheduler_core::config::check_stability;
 use shepherd_scheduler_core::endpoint::Pool;
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use shepherd_scheduler_core::shared::SharedState;
@@ -124,6 +125,8 @@ impl Runtime {
             .unwrap_or_else(|| Arc::new(TokioClock::new()));
         let shared = SharedState::new(Arc::new(Pool::with_clock(clock)));
         let registry = options.registry.clone().unwrap_or_else(builtin_registry);
+        check_stability(&config.policy, options.allow_experimental_plugins)
+            .map_err(RuntimeError::Policy)?;
         let scheduler = Arc::new(
             ReloadableScheduler::build(&config.policy, &registry, shared.clone())
                 .map_err(RuntimeError::Policy)?,
@@ -206,6 +209,7 @@ impl Runtime {
             settings: settings_tx,
             adaptive: Arc::clone(&adaptive),
             adaptive_enabled: options.adaptive,
+            allow_experimental: options.allow_experimental_plugins,
             stats: Arc::clone(&reload_stats),
         });
 
