@@ -6,6 +6,7 @@
 //! | `label-selector-filter` (`by-label-selector`) | endpoints whose labels match a Kubernetes label selector |
 //! | `by-label` | endpoints whose label has an accepted value |
 //! | `decode-filter`, `prefill-filter`, `encode-filter` | endpoints of that `llm-d.ai/role` |
+//! | `utilization-filter` | endpoints under every load cap configured |
 //! | `prefix-cache-affinity-filter` | endpoints holding enough of the prompt's prefix, unless that would overload them |
 
 pub mod by_label;
@@ -13,9 +14,11 @@ pub mod label_selector;
 pub mod lora_affinity;
 pub mod prefix_affinity;
 pub mod slo_headroom_tier;
+pub mod utilization;
 
 pub use by_label::ByLabelFilter;
 pub use label_selector::{LabelSelector, LabelSelectorFilter};
 pub use lora_affinity::{LoraAffinityFilter, LoraAffinityFilterParameters};
 pub use prefix_affinity::PrefixAffinityFilter;
+pub use utilization::{UtilizationFilter, UtilizationFilterParameters};
 pub use slo_headroom_tier::{SloHeadroomTierFilter, SloHeadroomTierParameters};
