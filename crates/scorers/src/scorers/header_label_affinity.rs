@@ -36,6 +36,7 @@ use serde::Deserialize;
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use shepherd_scheduler_core::plugin::{Category, CycleState, PluginInstance, Score, Scorer};
+use shepherd_scheduler_core::request::{ConfiguredHeaders, MAX_CONFIGURED_HEADERS};
 
 /// Registry type name.
 pub const TYPE_NAME: &str = "header-label-affinity-scorer";
@@ -103,6 +104,12 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     }
     if p.label_key.is_empty() {
         return Err(PluginError::invalid("labelKey", "is required"));
+    }
+    if !ConfiguredHeaders::of(args.resources).add(&p.header_name) {
+        return Err(PluginError::Other(format!(
+            "header `{}`: the config's plugins read more than {MAX_CONFIGURED_HEADERS} request headers",
+            p.header_name
+        )));
     }
     let scorer = HeaderLabelAffinityScorer::new(&p.header_name, &p.label_key);
     Ok(PluginInstance::scorer(Arc::new(scorer)))
