@@ -785,3 +785,129 @@ fn alpha_types_need_allow_experimental_plugins_as_upstream() {
     let config = load("probabilistic-admitter.yaml").unwrap();
     assert!(check_stability(&config.policy, false).is_ok());
 }
+
+#[test]
+fn endpoint_attribute_scorer_reads_the_extractors_custom_metrics() {
+    use shepherd_scheduler_core::endpoint::EndpointAttributes;
+    use shepherd_scheduler_core::shared::SharedState;
+    let config = load("endpoint-attribute-scorer.yaml").unwrap();
+    // The extractor's custom metrics: read from a page into attributes.
+    let mappings = config
+        .scraping
+        .core_metrics_extractor
+        .clone()
+        .unwrap()
+        .build()
+        .unwrap();
+    let mapping = mappings.get(Some("my-custom-engine"));
+    let page = "custom_queue_size{status=\"waiting\"} 1\ncustom_cache_utilization 0.25\n\
+                custom_queue_depth{tier=\"gold\"} 7\ncustom_queue_depth{tier=\"silver\"} 99\n";
+    let scrape = shepherd_runtime::prom::parse(page.as_bytes()).unwrap();
+    let extraction = mapping.extract(&scrape);
+    assert_eq!(
+        extraction.attributes,
+        [
+            ("custom.queue_depth".to_string(), 7.0),
+            ("custom.kv_cache_utilization".to_string(), 0.25)
+        ]
+    );
+
+    // Scored as upstream: queue depths 0, 5, 10 (adaptive, lower is better: 1, 0.5, 0) plus
+    // KV use 0.9, 0.1, 0.5 (fixed [0, 1]: 0.1, 0.9, 0.5): the second endpoint wins (1.4).
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000", "10.0.0.4:8000"]);
+    let shared = SharedState::new(Arc::clone(&pool));
+    let table = EndpointAttributes::of(&shared.resources);
+    let snapshot = pool.snapshot();
+    for (e, (depth, kv)) in snapshot.endpoints().iter().zip([(0.0, 0.9), (5.0, 0.1), (10.0, 0.5)]) {
+        table.set(
+            e.id(),
+            &[
+                ("custom.queue_depth".to_string(), depth),
+                ("custom.kv_cache_utilization".to_string(), kv),
+            ],
+        );
+    }
+    // 10.0.0.4 has no attribute: it scores 0 on both.
+    let scheduler = shepherd_scheduler_core::config::build_scheduler_in(
+        &config.policy,
+        &builtin_registry(),
+        &shared,
+    )
+    .unwrap();
+    let decision = scheduler.schedule(&plain_request("r")).unwrap();
+    assert_eq!(decision.primary().address().to_string(), "10.0.0.2:8000");
+    // 10.0.0.2's queue grows to 20: the range is now 0..20, so depths 0, 20, 10 score 1, 0,
+    // 0.5, and with KV 0.1, 0.9, 0.5 the totals are 1.1, 0.9, 1.0: 10.0.0.1 wins.
+    table.set(
+        snapshot.endpoints()[1].id(),
+        &[
+            ("custom.queue_depth".to_string(), 20.0),
+            ("custom.kv_cache_utilization".to_string(), 0.1),
+        ],
+    );
+    let decision = scheduler.schedule(&plain_request("r2")).unwrap();
+    assert_eq!(decision.primary().address().to_string(), "10.0.0.1:8000");
+    // Upstream's parameter checks.
+    for (from, to, says) in [
+        ("type: \"linear_lower_is_better\"\n  - type", "type: \"best\"\n  - type", "algorithm.type"),
+        ("min: 0.0", "min: 1.0", "min < max"),
+        (
+            "attributeKey: \"custom.queue_depth\"\n      algorithm",
+            "attributeKey: \"GPUUtilization/dcgm-extractor\"\n      algorithm",
+            "producer",
+        ),
+    ] {
+        let bad = text("endpoint-attribute-scorer.yaml").replacen(from, to, 1);
+        let bad = RuntimeConfig::from_yaml_at(&bad, &fixture_path("endpoint-attribute-scorer.yaml")).unwrap();
+        let error = build(&bad).expect_err(says).to_string();
+        assert!(error.contains(says), "{says}: {error}");
+    }
+}
+
+#[test]
+fn endpoint_attribute_filter_keeps_endpoints_under_the_threshold() {
+    use shepherd_scheduler_core::endpoint::EndpointAttributes;
+    use shepherd_scheduler_core::shared::SharedState;
+    let config = load("endpoint-attribute-filter.yaml").unwrap();
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"]);
+    let shared = SharedState::new(Arc::clone(&pool));
+    let table = EndpointAttributes::of(&shared.resources);
+    let snapshot = pool.snapshot();
+    let ids: Vec<_> = snapshot.endpoints().iter().map(|e| e.id()).collect();
+    table.set(ids[0], &[("num_requests_running".to_string(), 10.0)]);
+    table.set(ids[1], &[("num_requests_running".to_string(), 12.0)]);
+    // 10.0.0.3 has no attribute: `onMissing: Pass` keeps it.
+    let scheduler = shepherd_scheduler_core::config::build_scheduler_in(
+        &config.policy,
+        &builtin_registry(),
+        &shared,
+    )
+    .unwrap();
+    for i in 0..10 {
+        let pick = scheduler.schedule(&plain_request(&format!("r{i}"))).unwrap();
+        assert_eq!(pick.primary().address().to_string(), "10.0.0.3:8000");
+    }
+    // Every endpoint at 10 or more: `fallbackOnEmpty` keeps them all.
+    table.set(ids[2], &[("num_requests_running".to_string(), 30.0)]);
+    assert!(scheduler.schedule(&plain_request("all")).is_ok());
+    // `onMissing: Fail` and no fallback: an endpoint without the attribute is dropped.
+    let strict = text("endpoint-attribute-filter.yaml")
+        .replace("onMissing: \"Pass\"", "onMissing: \"Fail\"")
+        .replace("fallbackOnEmpty: true", "fallbackOnEmpty: false");
+    let strict =
+        RuntimeConfig::from_yaml_at(&strict, &fixture_path("endpoint-attribute-filter.yaml")).unwrap();
+    let scheduler = shepherd_scheduler_core::config::build_scheduler_in(
+        &strict.policy,
+        &builtin_registry(),
+        &shared,
+    )
+    .unwrap();
+    table.set(ids[0], &[("num_requests_running".to_string(), 3.0)]);
+    table.set(ids[2], &[]);
+    for i in 0..10 {
+        let pick = scheduler.schedule(&plain_request(&format!("s{i}"))).unwrap();
+        assert_eq!(pick.primary().address().to_string(), "10.0.0.1:8000");
+    }
+}

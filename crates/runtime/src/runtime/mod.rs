@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use shepherd_scheduler_core::config::check_stability;
-use shepherd_scheduler_core::endpoint::Pool;
+use shepherd_scheduler_core::endpoint::{EndpointAttributes, Pool};
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use shepherd_scheduler_core::shared::SharedState;
 use shepherd_scorers::builtin_registry;
@@ -222,6 +222,7 @@ impl Runtime {
                 settings: settings_rx,
                 stats: Arc::clone(&scrape_stats),
                 client,
+                attributes: EndpointAttributes::of(&shared.resources),
             };
             tasks.spawn(scraper.run(signal.clone()));
         }
