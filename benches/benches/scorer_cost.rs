@@ -134,7 +134,10 @@ fn main() {
     // A custom metric on every endpoint but one.
     let table = Arc::new(EndpointAttributes::default());
     for (i, e) in candidates.iter().enumerate().skip(1) {
-        table.set(e.id(), &[("custom.queue_depth".to_string(), (i % 17) as f64)]);
+        table.set(
+            e.id(),
+            &[("custom.queue_depth".to_string(), (i % 17) as f64)],
+        );
     }
     // Some load in flight, and a prefix cached on a quarter of the endpoints.
     let _held: Vec<InFlightGuard> = candidates
@@ -143,7 +146,9 @@ fn main() {
         .map(|(i, e)| e.start_request_uncached(4_000, (i as u64 * 97) % 4_000))
         .collect();
     let mut request = InferenceRequest::new("r", "m", Prompt::Text("x".repeat(16 * 1024)));
-    request.headers.push(("x-preferred-zone".into(), "b".into()));
+    request
+        .headers
+        .push(("x-preferred-zone".into(), "b".into()));
     let mut cycle = CycleState::new(&request, Timestamp::ZERO, Duration::from_millis(200));
     CachedPrefix::publish(
         &mut cycle.extensions,

@@ -136,7 +136,11 @@ impl RequestAssembly {
     /// Also hands plugins the headers of `configured` the client sent (the names the
     /// config's plugins read, [`ConfiguredHeaders`](shepherd_scheduler_core::request::ConfiguredHeaders)),
     /// trimmed, as the latency objectives are.
-    pub fn with_configured_headers(mut self, headers: Option<&HeaderMap>, configured: &[String]) -> Self {
+    pub fn with_configured_headers(
+        mut self,
+        headers: Option<&HeaderMap>,
+        configured: &[String],
+    ) -> Self {
         for name in configured {
             if self.plugin_headers.iter().any(|(n, _)| n == name) {
                 continue;

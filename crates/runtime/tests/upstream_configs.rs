@@ -654,10 +654,7 @@ fn the_probabilistic_admitter_sheds_sheddable_requests_as_the_pool_saturates() {
             .filter(|i| {
                 let mut r = plain_request(&format!("r{i}"));
                 r.priority = priority;
-                matches!(
-                    scheduler.schedule(&r),
-                    Err(ScheduleError::Rejected { .. })
-                )
+                matches!(scheduler.schedule(&r), Err(ScheduleError::Rejected { .. }))
             })
             .count()
     };
@@ -698,7 +695,9 @@ fn the_utilization_filter_drops_endpoints_over_any_cap_and_falls_back_when_all_a
     let scheduler =
         build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
     for i in 0..20 {
-        let pick = scheduler.schedule(&plain_request(&format!("r{i}"))).unwrap();
+        let pick = scheduler
+            .schedule(&plain_request(&format!("r{i}")))
+            .unwrap();
         assert_eq!(pick.primary().address().to_string(), "10.0.0.3:8000");
     }
     // Every endpoint over a cap: `fallbackOnEmpty: true` keeps them all.
@@ -708,8 +707,10 @@ fn the_utilization_filter_drops_endpoints_over_any_cap_and_falls_back_when_all_a
     });
     assert!(scheduler.schedule(&plain_request("all-over")).is_ok());
     // Without the fallback, nothing is left.
-    let strict = text("utilization-filter.yaml").replace("fallbackOnEmpty: true", "fallbackOnEmpty: false");
-    let strict = RuntimeConfig::from_yaml_at(&strict, &fixture_path("utilization-filter.yaml")).unwrap();
+    let strict =
+        text("utilization-filter.yaml").replace("fallbackOnEmpty: true", "fallbackOnEmpty: false");
+    let strict =
+        RuntimeConfig::from_yaml_at(&strict, &fixture_path("utilization-filter.yaml")).unwrap();
     let scheduler =
         build_scheduler(&strict.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
     assert!(scheduler.schedule(&plain_request("none")).is_err());
@@ -733,7 +734,10 @@ fn header_label_affinity_prefers_the_endpoints_whose_label_the_request_names() {
     {
         e.set_labels(
             [
-                ("disaggregatedset.x-k8s.io/slice".to_string(), slice.to_string()),
+                (
+                    "disaggregatedset.x-k8s.io/slice".to_string(),
+                    slice.to_string(),
+                ),
                 ("topology.kubernetes.io/zone".to_string(), zone.to_string()),
             ]
             .into_iter()
@@ -815,11 +819,20 @@ fn endpoint_attribute_scorer_reads_the_extractors_custom_metrics() {
     // Scored as upstream: queue depths 0, 5, 10 (adaptive, lower is better: 1, 0.5, 0) plus
     // KV use 0.9, 0.1, 0.5 (fixed [0, 1]: 0.1, 0.9, 0.5): the second endpoint wins (1.4).
     let pool = Arc::new(Pool::new());
-    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000", "10.0.0.4:8000"]);
+    pool.set_members([
+        "10.0.0.1:8000",
+        "10.0.0.2:8000",
+        "10.0.0.3:8000",
+        "10.0.0.4:8000",
+    ]);
     let shared = SharedState::new(Arc::clone(&pool));
     let table = EndpointAttributes::of(&shared.resources);
     let snapshot = pool.snapshot();
-    for (e, (depth, kv)) in snapshot.endpoints().iter().zip([(0.0, 0.9), (5.0, 0.1), (10.0, 0.5)]) {
+    for (e, (depth, kv)) in snapshot
+        .endpoints()
+        .iter()
+        .zip([(0.0, 0.9), (5.0, 0.1), (10.0, 0.5)])
+    {
         table.set(
             e.id(),
             &[
@@ -850,7 +863,11 @@ fn endpoint_attribute_scorer_reads_the_extractors_custom_metrics() {
     assert_eq!(decision.primary().address().to_string(), "10.0.0.1:8000");
     // Upstream's parameter checks.
     for (from, to, says) in [
-        ("type: \"linear_lower_is_better\"\n  - type", "type: \"best\"\n  - type", "algorithm.type"),
+        (
+            "type: \"linear_lower_is_better\"\n  - type",
+            "type: \"best\"\n  - type",
+            "algorithm.type",
+        ),
         ("min: 0.0", "min: 1.0", "min < max"),
         (
             "attributeKey: \"custom.queue_depth\"\n      algorithm",
@@ -859,7 +876,9 @@ fn endpoint_attribute_scorer_reads_the_extractors_custom_metrics() {
         ),
     ] {
         let bad = text("endpoint-attribute-scorer.yaml").replacen(from, to, 1);
-        let bad = RuntimeConfig::from_yaml_at(&bad, &fixture_path("endpoint-attribute-scorer.yaml")).unwrap();
+        let bad =
+            RuntimeConfig::from_yaml_at(&bad, &fixture_path("endpoint-attribute-scorer.yaml"))
+                .unwrap();
         let error = build(&bad).expect_err(says).to_string();
         assert!(error.contains(says), "{says}: {error}");
     }
@@ -886,7 +905,9 @@ fn endpoint_attribute_filter_keeps_endpoints_under_the_threshold() {
     )
     .unwrap();
     for i in 0..10 {
-        let pick = scheduler.schedule(&plain_request(&format!("r{i}"))).unwrap();
+        let pick = scheduler
+            .schedule(&plain_request(&format!("r{i}")))
+            .unwrap();
         assert_eq!(pick.primary().address().to_string(), "10.0.0.3:8000");
     }
     // Every endpoint at 10 or more: `fallbackOnEmpty` keeps them all.
@@ -897,7 +918,8 @@ fn endpoint_attribute_filter_keeps_endpoints_under_the_threshold() {
         .replace("onMissing: \"Pass\"", "onMissing: \"Fail\"")
         .replace("fallbackOnEmpty: true", "fallbackOnEmpty: false");
     let strict =
-        RuntimeConfig::from_yaml_at(&strict, &fixture_path("endpoint-attribute-filter.yaml")).unwrap();
+        RuntimeConfig::from_yaml_at(&strict, &fixture_path("endpoint-attribute-filter.yaml"))
+            .unwrap();
     let scheduler = shepherd_scheduler_core::config::build_scheduler_in(
         &strict.policy,
         &builtin_registry(),
@@ -907,7 +929,9 @@ fn endpoint_attribute_filter_keeps_endpoints_under_the_threshold() {
     table.set(ids[0], &[("num_requests_running".to_string(), 3.0)]);
     table.set(ids[2], &[]);
     for i in 0..10 {
-        let pick = scheduler.schedule(&plain_request(&format!("s{i}"))).unwrap();
+        let pick = scheduler
+            .schedule(&plain_request(&format!("s{i}")))
+            .unwrap();
         assert_eq!(pick.primary().address().to_string(), "10.0.0.1:8000");
     }
 }

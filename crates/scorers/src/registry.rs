@@ -4,16 +4,16 @@ use shepherd_scheduler_core::config::Registry;
 
 use crate::admitters::{latency_slo, probabilistic};
 use crate::disagg::{deciders, pd_profile_handler, profile_handler};
-use crate::filters::lora_affinity as lora_filter;
 use crate::filters::endpoint_attribute as attribute_filter;
+use crate::filters::lora_affinity as lora_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier, utilization};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
 use crate::producers::{approx_prefix, inflight_load, precise_prefix, predicted_latency, token};
 use crate::scorers::{
-    active_request, context_length, endpoint_attribute, header_label_affinity, hot_prefix, kv_cache, latency, load_aware, lora_affinity,
-    no_hit_lru, prefill_duty, prefill_load, queue, rendezvous, running_requests, session_affinity,
-    slo_class, token_load,
+    active_request, context_length, endpoint_attribute, header_label_affinity, hot_prefix,
+    kv_cache, latency, load_aware, lora_affinity, no_hit_lru, prefill_duty, prefill_load, queue,
+    rendezvous, running_requests, session_affinity, slo_class, token_load,
 };
 
 /// A [`Registry`] holding every built-in plugin type under the llm-d router's (formerly the

@@ -17,21 +17,21 @@
 //! ```
 
 mod chat;
+mod configured_headers;
 mod error;
 mod id;
 mod parse;
 mod parser_kind;
 mod parser_set;
-mod configured_headers;
 mod plugin_headers;
 mod types;
 
 pub use chat::{ChatMessage, ChatMessages};
+pub use configured_headers::{CONFIGURED_HEADERS, ConfiguredHeaders, MAX_CONFIGURED_HEADERS};
 pub use error::ParseError;
 pub use id::{MAX_REQUEST_ID_LEN, generate_request_id, is_valid_request_id};
 pub use parse::{ApiKind, ParseLimits, parse_openai_request};
 pub use parser_kind::ParserKind;
 pub use parser_set::{ParserEntry, ParserSet, SkipReason, SkippedParser};
-pub use configured_headers::{CONFIGURED_HEADERS, ConfiguredHeaders, MAX_CONFIGURED_HEADERS};
 pub use plugin_headers::{MAX_PLUGIN_HEADER_LEN, PLUGIN_HEADERS, SLO_TPOT_HEADER, SLO_TTFT_HEADER};
 pub use types::{InferenceRequest, Prompt};

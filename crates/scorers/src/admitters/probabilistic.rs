@@ -108,8 +108,8 @@ impl Admitter for ProbabilisticAdmitter {
         }
         let saturation = self.saturation(candidates);
         let probability = shed_probability(saturation, self.power, self.k);
-        let draw = (self.hasher.hash_one(cycle.request.id.as_str()) >> 11) as f64
-            / (1u64 << 53) as f64;
+        let draw =
+            (self.hasher.hash_one(cycle.request.id.as_str()) >> 11) as f64 / (1u64 << 53) as f64;
         if draw < probability {
             Err(format!(
                 "probabilistic-admitter: rejected, saturation={saturation:.3} prob={probability:.2}"

@@ -23,5 +23,5 @@ pub use endpoint_attribute::{EndpointAttributeFilter, EndpointAttributeFilterPar
 pub use label_selector::{LabelSelector, LabelSelectorFilter};
 pub use lora_affinity::{LoraAffinityFilter, LoraAffinityFilterParameters};
 pub use prefix_affinity::PrefixAffinityFilter;
-pub use utilization::{UtilizationFilter, UtilizationFilterParameters};
 pub use slo_headroom_tier::{SloHeadroomTierFilter, SloHeadroomTierParameters};
+pub use utilization::{UtilizationFilter, UtilizationFilterParameters};

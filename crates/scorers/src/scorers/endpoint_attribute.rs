@@ -208,7 +208,10 @@ impl Scorer for EndpointAttributeScorer {
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let p: EndpointAttributeScorerParameters = args.parse()?;
     if p.attribute_key.is_empty() {
-        return Err(PluginError::invalid("attributeKey", "endpoint attribute scorer requires a non-empty attributeKey"));
+        return Err(PluginError::invalid(
+            "attributeKey",
+            "endpoint attribute scorer requires a non-empty attributeKey",
+        ));
     }
     let lower_is_better = match p.algorithm.kind.as_str() {
         "linear_lower_is_better" => true,
@@ -216,11 +219,16 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
         other => {
             return Err(PluginError::invalid(
                 "algorithm.type",
-                format!("must be \"linear_lower_is_better\" or \"linear_higher_is_better\", got {other:?}"),
+                format!(
+                    "must be \"linear_lower_is_better\" or \"linear_higher_is_better\", got {other:?}"
+                ),
             ));
         }
     };
-    let normalization = match (&p.algorithm.normalization.fixed_range, &p.algorithm.normalization.adaptive_range) {
+    let normalization = match (
+        &p.algorithm.normalization.fixed_range,
+        &p.algorithm.normalization.adaptive_range,
+    ) {
         (Some(_), Some(_)) => {
             return Err(PluginError::invalid(
                 "algorithm.normalization",
@@ -231,7 +239,10 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
             if fixed.min.is_nan() || fixed.max.is_nan() || fixed.min >= fixed.max {
                 return Err(PluginError::invalid(
                     "algorithm.normalization.fixedRange",
-                    format!("requires min < max, got min {}, max {}", fixed.min, fixed.max),
+                    format!(
+                        "requires min < max, got min {}, max {}",
+                        fixed.min, fixed.max
+                    ),
                 ));
             }
             Normalization::Fixed(fixed.min, fixed.max)
@@ -241,12 +252,9 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     check_attribute_key("attributeKey", &p.attribute_key, p.producer.as_deref())?;
     let table = EndpointAttributes::of(args.resources);
     let column = column_of(&table, "attributeKey", &p.attribute_key)?;
-    Ok(PluginInstance::scorer(Arc::new(EndpointAttributeScorer::new(
-        table,
-        column,
-        lower_is_better,
-        normalization,
-    ))))
+    Ok(PluginInstance::scorer(Arc::new(
+        EndpointAttributeScorer::new(table, column, lower_is_better, normalization),
+    )))
 }
 
 #[cfg(test)]
