@@ -129,6 +129,8 @@ struct Serving {
     observation: Option<RequestObservation>,
 }
 
+// One per stream, held in place: boxing the assembly would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Phase {
     Start,

@@ -548,8 +548,8 @@ fn check_inference_objective(object: &Value) -> Vec<String> {
     let spec = &object["spec"];
     for key in spec
         .as_object()
-        .map(|m| m.keys().collect())
-        .unwrap_or_else(Vec::new)
+        .map(|m| m.keys().collect::<Vec<_>>())
+        .unwrap_or_default()
     {
         if !["priority", "poolRef"].contains(&key.as_str()) {
             errors.push(format!("spec.{key}: unknown field"));

@@ -125,10 +125,10 @@ impl EndpointAttributes {
         let row = id.0 as usize % MAX_ROWS;
         let mut values = self.values.write();
         for column in &mut values.columns {
-            if let Some(slot) = column.get_mut(row) {
-                if slot.0 == id.0 {
-                    *slot = (u32::MAX, f64::NAN);
-                }
+            if let Some(slot) = column.get_mut(row)
+                && slot.0 == id.0
+            {
+                *slot = (u32::MAX, f64::NAN);
             }
         }
     }

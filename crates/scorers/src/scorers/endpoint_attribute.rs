@@ -125,17 +125,17 @@ pub(crate) fn check_attribute_key(
     if key.is_empty() {
         return Err(PluginError::invalid(parameter, "must be non-empty"));
     }
-    if producer.is_none() {
-        if let Some((attribute, producer)) = key.rsplit_once('/') {
-            return Err(PluginError::invalid(
-                parameter,
-                format!(
-                    "`{key}` contains `/` but no producer is set; if this is the combined \
-                     \"Attribute/Producer\" spelling, split it into `{attribute}` and producer \
-                     `{producer}`; if the name itself contains `/`, set producer explicitly"
-                ),
-            ));
-        }
+    if producer.is_none()
+        && let Some((attribute, producer)) = key.rsplit_once('/')
+    {
+        return Err(PluginError::invalid(
+            parameter,
+            format!(
+                "`{key}` contains `/` but no producer is set; if this is the combined \
+                 \"Attribute/Producer\" spelling, split it into `{attribute}` and producer \
+                 `{producer}`; if the name itself contains `/`, set producer explicitly"
+            ),
+        ));
     }
     Ok(())
 }
