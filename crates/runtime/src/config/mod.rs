@@ -95,8 +95,8 @@ pub use gateway::{
 pub use metrics::MetricsConfig;
 pub use replicas::{
     DEFAULT_HISTORY_ENTRIES, DEFAULT_MAX_PEERS, DEFAULT_PEER_EXPIRY_MS, DEFAULT_REDIS_PREFIX,
-    DEFAULT_REDIS_TIMEOUT_MS,    DEFAULT_SYNC_INTERVAL_MS, RedisReplicasConfig, RedisTls, ReplicaBackend, ReplicasConfig,
-    ReplicasKeyError,
+    DEFAULT_REDIS_TIMEOUT_MS, DEFAULT_SYNC_INTERVAL_MS, RedisReplicasConfig, RedisTls,
+    ReplicaBackend, ReplicasConfig, ReplicasKeyError,
 };
 pub use scraping::{
     DEFAULT_CLEAR_AFTER_FAILURES, DEFAULT_SCRAPE_INTERVAL_MS, DEFAULT_SCRAPE_TIMEOUT_MS,

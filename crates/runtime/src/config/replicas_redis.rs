@@ -241,7 +241,10 @@ mod tests {
         let from_file = parse("url: redis://127.0.0.1:6379\npassword: {file: /run/pw}\n");
         assert!(from_file.problem().is_none());
         let shown = serde_json::to_string(&from_file).unwrap();
-        assert!(shown.contains(r#""password":{"file":"/run/pw"}"#), "{shown}");
+        assert!(
+            shown.contains(r#""password":{"file":"/run/pw"}"#),
+            "{shown}"
+        );
     }
 
     #[test]
@@ -249,7 +252,11 @@ mod tests {
         assert!(parse("url: http://x:1\n").problem().is_some());
         assert!(parse("url: redis:///0\n").problem().is_some());
         assert!(parse("url: redis://x:1\nmaxPeers: 0\n").problem().is_some());
-        assert!(parse("url: redis://x:1\nhistoryEntries: 0\n").problem().is_some());
+        assert!(
+            parse("url: redis://x:1\nhistoryEntries: 0\n")
+                .problem()
+                .is_some()
+        );
         assert!(
             parse("url: redis://x:1\nhistoryEntries: 0\nwarmStart: false\n")
                 .problem()

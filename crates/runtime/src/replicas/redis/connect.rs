@@ -129,7 +129,19 @@ pub(crate) async fn check(
         let mut conn = client
             .get_multiplexed_async_connection_with_config(&settings)
             .await?;
-        probe.query_async::<redis::Value>(&mut conn).await
+        // A PING alone first: Redis answers a client that has not authenticated NOAUTH, and
+        // closes its connection on a command of more than ten arguments (the probe's XADD).
+        let pong = redis::cmd("PING")
+            .query_async::<redis::Value>(&mut conn)
+            .await?;
+        if let Some(error) = super::link::server_error(&pong) {
+            return Err(error);
+        }
+        let reply = probe.query_async::<redis::Value>(&mut conn).await?;
+        match super::link::server_error(&reply) {
+            Some(error) => Err(error),
+            None => Ok(reply),
+        }
     })
     .await;
     match attempt {

@@ -109,11 +109,20 @@ impl Link {
         cmd: &(impl RedisRunnable + ?Sized),
     ) -> Option<T> {
         let timeout = self.response_timeout + Duration::from_millis(100);
+        let sent = Instant::now();
         let conn = self.connection().await?;
-        match tokio::time::timeout(timeout, cmd.run_on(conn)).await {
+        let outcome = match tokio::time::timeout(timeout, cmd.run_on(conn)).await {
+            // A pipeline answers each command's error as a value.
+            Ok(Ok(value)) => match server_error(&value) {
+                Some(error) => Ok(Err(error)),
+                None => Ok(Ok(value)),
+            },
+            other => other,
+        };
+        match outcome {
             Ok(Ok(value)) => match T::from_redis_value(value) {
                 Ok(value) => {
-                    self.stats.succeeded();
+                    self.stats.succeeded(sent);
                     Some(value)
                 }
                 Err(error) => {
@@ -134,6 +143,15 @@ impl Link {
                 None
             }
         }
+    }
+}
+
+/// The first error in a reply (a pipeline's replies are an array of values).
+pub(crate) fn server_error(value: &redis::Value) -> Option<RedisError> {
+    match value {
+        redis::Value::ServerError(error) => Some(error.clone().into()),
+        redis::Value::Array(items) => items.iter().find_map(server_error),
+        _ => None,
     }
 }
 

@@ -106,10 +106,24 @@ impl RedisExchange {
         // and reads of both streams.
         let mut probe = redis::pipe();
         probe.add_command(exchange.load_entry(0, &[]));
-        probe.cmd("XREVRANGE").arg(exchange.redis.index_key()).arg("+").arg("-").arg("COUNT").arg(1);
-        probe.cmd("XRANGE").arg(exchange.redis.loads_key()).arg("-").arg("+").arg("COUNT").arg(1);
+        probe
+            .cmd("XREVRANGE")
+            .arg(exchange.redis.index_key())
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(1);
+        probe
+            .cmd("XRANGE")
+            .arg(exchange.redis.loads_key())
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(1);
         if !connect::check(&exchange.client, &exchange.redis, &probe).await? {
-            exchange.redis_stats.failed("start", &"unreachable at start");
+            exchange
+                .redis_stats
+                .failed("start", &"unreachable at start");
         }
         Ok(exchange)
     }
@@ -131,7 +145,9 @@ impl RedisExchange {
     }
 
     fn load_entries(&self) -> u64 {
-        (self.redis.max_peers as u64).saturating_mul(LOAD_ENTRIES_PER_PEER).max(64)
+        (self.redis.max_peers as u64)
+            .saturating_mul(LOAD_ENTRIES_PER_PEER)
+            .max(64)
     }
 
     /// `XADD key MAXLEN ~ max * r NAME e EPOCH p PAYLOAD`.

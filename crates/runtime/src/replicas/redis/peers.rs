@@ -122,7 +122,10 @@ mod tests {
         // x's was (the freed slot keeps nothing of x's).
         peers.receive("y", 1, report(2, 2), at(900));
         assert_eq!(peers.expire(at(1000), Duration::from_millis(1000)), 1);
-        assert_eq!(peers.receive("z", 1, report(1, 4), at(1000)), Received::Taken);
+        assert_eq!(
+            peers.receive("z", 1, report(1, 4), at(1000)),
+            Received::Taken
+        );
         assert_eq!((peers.len(), peers.total("a").requests), (2, 6));
     }
 }

@@ -94,9 +94,11 @@ impl RedisStats {
     /// logged, the others are not.
     pub(crate) fn failed(&self, what: &str, error: &dyn std::fmt::Display) {
         self.errors.fetch_add(1, Ordering::Relaxed);
+        let mut down_since = self.down_since.lock();
         if self.up.swap(false, Ordering::Relaxed) {
             self.outages.fetch_add(1, Ordering::Relaxed);
-            *self.down_since.lock() = Some(Instant::now());
+            *down_since = Some(Instant::now());
+            drop(down_since);
             tracing::warn!(
                 %error,
                 what,
@@ -105,10 +107,19 @@ impl RedisStats {
         }
     }
 
-    /// A command reached Redis: an outage, if one was going on, ends (logged).
-    pub(crate) fn succeeded(&self) {
+    /// A command sent at `sent` reached Redis: an outage, if one was going on, ends (logged),
+    /// unless it started after the command was sent (the other task's command failed
+    /// meanwhile: the outage is newer than this answer).
+    pub(crate) fn succeeded(&self, sent: Instant) {
+        if self.is_up() {
+            return;
+        }
+        let mut down_since = self.down_since.lock();
+        if down_since.is_some_and(|at| sent < at) {
+            return;
+        }
         if !self.up.swap(true, Ordering::Relaxed) {
-            let lasted = self.down_since.lock().take().map(|at| at.elapsed());
+            let lasted = down_since.take().map(|at| at.elapsed());
             tracing::info!(
                 lasted_ms = lasted.map_or(0, |d| d.as_millis() as u64),
                 "Redis is back: the replicas share their load and index again"

@@ -108,7 +108,8 @@ impl Writer {
         let mut delta_bytes = 0;
         for delta in &self.backlog {
             delta_bytes += delta.len();
-            pipe.add_command(exchange.xadd(&key, history, delta)).ignore();
+            pipe.add_command(exchange.xadd(&key, history, delta))
+                .ignore();
         }
         if self.link.run::<redis::Value>(&pipe).await.is_some() {
             let deltas = self.backlog.len() as u64;
