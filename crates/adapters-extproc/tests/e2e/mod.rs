@@ -131,6 +131,9 @@ pub struct Options {
     /// a `replicas` section naming the others (UDP on loopback), and Envoy's ext_proc cluster
     /// lists them all.
     pub replicas: usize,
+    /// With several replicas: share through this Redis server (`backend: redis`, each replica
+    /// named `epp-N`) instead of UDP.
+    pub redis_url: Option<String>,
 }
 
 impl Default for Options {
@@ -152,6 +155,7 @@ impl Default for Options {
             num_gpu_blocks: None,
             roles: Vec::new(),
             replicas: 1,
+            redis_url: None,
         }
     }
 }
