@@ -332,26 +332,25 @@ async fn an_acl_user_is_admitted_and_a_wrong_password_refused_at_start() {
     // /debug/config and the metrics name the file, never the password.
     assert!(!format!("{:?}", a.config()).contains(password));
 
-    let refused = try_replica(&url, "c", &auth(&bad))
-        .await
-        .err()
-        .expect("a wrong password starts");
+    let Err(refused) = try_replica(&url, "c", &auth(&bad)).await else {
+        panic!("a wrong password starts");
+    };
     let message = refused.to_string();
     println!("wrong password: {message}");
     assert!(message.contains("refused"), "{message}");
     assert!(message.contains(&bad.display().to_string()), "{message}");
     assert!(!message.contains("not-the-password"), "{message}");
     // No password at all, or the `default` user: refused too.
-    let anonymous = try_replica(&url, "d", "")
-        .await
-        .err()
-        .expect("no password starts");
+    let Err(anonymous) = try_replica(&url, "d", "").await else {
+        panic!("no password starts");
+    };
     assert!(anonymous.to_string().contains("refused"), "{anonymous}");
     // A user whose keys are not the replicas' prefix is refused at start.
-    let elsewhere = try_replica(&url, "e", &format!("{}    prefix: other\n", auth(&good)))
-        .await
-        .err()
-        .expect("a user without the keys starts");
+    let Err(elsewhere) =
+        try_replica(&url, "e", &format!("{}    prefix: other\n", auth(&good))).await
+    else {
+        panic!("a user without the keys starts");
+    };
     assert!(
         elsewhere.to_string().contains("NOPERM") || elsewhere.to_string().contains("refused"),
         "{elsewhere}"

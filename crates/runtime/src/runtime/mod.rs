@@ -233,11 +233,12 @@ impl Runtime {
         }
         match replica_medium {
             Some(ReplicaMedium::Direct(exchange, stats)) => {
-                tasks.spawn(exchange.run(signal.clone()));
+                tasks.spawn((*exchange).run(signal.clone()));
                 extra.push(stats);
             }
             #[cfg(feature = "redis")]
             Some(ReplicaMedium::Redis(exchange, stats, redis_stats)) => {
+                let exchange = *exchange;
                 tasks.spawn(exchange.run(signal.clone()));
                 extra.push(stats);
                 extra.push(redis_stats);
@@ -362,10 +363,10 @@ fn reload_text(applier: &reload::Applier, text: &str, path: &Path) {
 
 /// The replica exchange a `replicas` section starts, with its counters.
 enum ReplicaMedium {
-    Direct(LoadExchange, Arc<ReplicaStats>),
+    Direct(Box<LoadExchange>, Arc<ReplicaStats>),
     #[cfg(feature = "redis")]
     Redis(
-        crate::replicas::redis::RedisExchange,
+        Box<crate::replicas::redis::RedisExchange>,
         Arc<ReplicaStats>,
         Arc<crate::replicas::redis::RedisStats>,
     ),
@@ -399,7 +400,7 @@ async fn start_replicas(
                 stats: Arc::clone(&stats),
                 index,
             };
-            Ok(ReplicaMedium::Direct(exchange, stats))
+            Ok(ReplicaMedium::Direct(Box::new(exchange), stats))
         }
         #[cfg(feature = "redis")]
         crate::config::ReplicaBackend::Redis => {
@@ -412,7 +413,7 @@ async fn start_replicas(
                 Arc::clone(&redis_stats),
             )
             .await?;
-            Ok(ReplicaMedium::Redis(exchange, stats, redis_stats))
+            Ok(ReplicaMedium::Redis(Box::new(exchange), stats, redis_stats))
         }
         #[cfg(not(feature = "redis"))]
         crate::config::ReplicaBackend::Redis => Err(RuntimeError::ReplicasBackendUnavailable),
