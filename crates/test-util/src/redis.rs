@@ -34,8 +34,9 @@ pub enum RedisAuth {
     Open,
     /// The `default` user with this password (`requirepass`).
     Password(String),
-    /// Only the ACL user `user` with `password`, on the keys matching `keys` (the `default`
-    /// user is off).
+    /// Only the ACL user `user` with `password`, on the keys matching `keys`, allowed only
+    /// the commands the replicas run (`PING`, `XADD`, `XREAD`, `XRANGE`, `XREVRANGE`, and the
+    /// `CLIENT SETINFO` a client sends as it connects); the `default` user is off.
     Acl {
         /// The user.
         user: String,
@@ -162,7 +163,8 @@ impl RedisServer {
                     .arg("on")
                     .arg(format!(">{password}"))
                     .arg(format!("~{keys}"))
-                    .arg("+@all");
+                    .args(["+ping", "+xadd", "+xread", "+xrange", "+xrevrange"])
+                    .arg("+client|setinfo");
             }
         }
         let child = command
