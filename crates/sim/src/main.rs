@@ -154,7 +154,9 @@ struct ReplicasArgs {
     /// Coordination between replicas: none, rendezvous, rendezvous-bounded (load factor 1.25),
     /// rendezvous-bounded:F, load-sync[:MS] (in-flight counts every MS ms, default 10) or
     /// deltas[:MS] (in-flight counts and approximate-index inserts) or rendezvous+deltas[:MS]
-    /// (repeatable; default none and rendezvous). Include none for the relative figures.
+    /// or redis[:MS] (the deltas through Redis streams: each exchange also takes a measured
+    /// loopback delivery) (repeatable; default none and rendezvous). Include none for the
+    /// relative figures.
     #[arg(long)]
     coordination: Vec<Coordination>,
     #[command(flatten)]
