@@ -22,7 +22,7 @@
 //! a blocking `XREAD` hears an entry as soon as it is written, as a subscriber would.
 //!
 //! **Redis is never on the request path**: a pick reads local memory; two background tasks
-//! ([`writer`], [`reader`]) talk to Redis, each command bounded by `timeoutMs`. When Redis is
+//! (a writer and a reader) talk to Redis, each command bounded by `timeoutMs`. When Redis is
 //! down or slow the replica routes on its own knowledge: the outage is counted and logged once
 //! ([`stats`]); the index keys picked meanwhile wait in a bounded backlog, written when Redis
 //! returns; a reader that finds Redis came back without its streams (restarted empty) reads
