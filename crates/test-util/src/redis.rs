@@ -35,8 +35,8 @@ pub enum RedisAuth {
     /// The `default` user with this password (`requirepass`).
     Password(String),
     /// Only the ACL user `user` with `password`, on the keys matching `keys`, allowed only
-    /// the commands the replicas run (`PING`, `XADD`, `XREAD`, `XRANGE`, `XREVRANGE`, and the
-    /// `CLIENT SETINFO` a client sends as it connects); the `default` user is off.
+    /// the commands the replicas run (`PING`, `XADD`, `XREAD`, `XRANGE`, `XREVRANGE`); the
+    /// `default` user is off.
     Acl {
         /// The user.
         user: String,
@@ -163,8 +163,7 @@ impl RedisServer {
                     .arg("on")
                     .arg(format!(">{password}"))
                     .arg(format!("~{keys}"))
-                    .args(["+ping", "+xadd", "+xread", "+xrange", "+xrevrange"])
-                    .arg("+client|setinfo");
+                    .args(["+ping", "+xadd", "+xread", "+xrange", "+xrevrange"]);
             }
         }
         let child = command
