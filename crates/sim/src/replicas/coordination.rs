@@ -16,9 +16,10 @@ pub const RENDEZVOUS_SCORER: &str = "rendezvous-affinity-scorer";
 /// Period of `load-sync` when the command line gives none, ms.
 const DEFAULT_LOAD_SYNC_MS: u32 = 10;
 
-/// What a Redis stream adds to an exchange on loopback, µs: the median time from a replica's
-/// `XADD` to another's blocking `XREAD` returning it (redis-server 7.0 on the 2-core machine,
-/// `cargo bench -p shepherd-benches --bench replica_redis`, which prints it).
+/// What a Redis stream adds to an exchange on loopback, µs: the time from a replica's `XADD`
+/// to another's blocking `XREAD` returning it, rounded up from the 112 µs median that
+/// `cargo bench -p shepherd-benches --bench replica_redis` printed (redis-server 7.0 on the
+/// 2-core machine; p99 4.2 ms).
 pub const REDIS_DELIVERY_US: u32 = 150;
 
 /// `loadFactor` of `rendezvous-bounded` when the command line gives none.
