@@ -2,7 +2,7 @@
 //!
 //! Each run is independent and deterministic, so the report does not depend on how the runs
 //! were spread over threads. With several seeds ([`crate::seeds::derive`]) every row is the
-//! mean over the seeds with its 95 % intervals ([`crate::aggregate`]); plots and timelines are
+//! mean over the seeds with its 95 % intervals ([`crate::report::aggregate`]); plots and timelines are
 //! drawn from the first seed's runs.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use parking_lot::Mutex;
 use shepherd_scheduler_core::config::Registry;
 
-use crate::aggregate::aggregate;
-use crate::attainment::objectives;
-use crate::best::judgements;
 use crate::error::SimError;
 use crate::policy::Policy;
-use crate::report::{PolicySummary, Report, ScenarioReport, ceiling, summarize};
+use crate::report::attainment::objectives;
+use crate::report::{
+    PolicySummary, Report, ScenarioReport, aggregate, ceiling, judgements, summarize,
+};
 use crate::runner::{RunOptions, RunResult, Spread, run};
 use crate::seeds::derive;
 use crate::workload::Scenario;

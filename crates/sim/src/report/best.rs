@@ -1,11 +1,11 @@
 //! Which policies are best, or within 5 % of the best, on a scenario's headline figures
-//! (TTFT p90 and output tokens/s), by the interval rule of [`crate::judge`].
+//! (TTFT p90 and output tokens/s), by the interval rule of [`super::judge`].
 //!
 //! Bounds (`@fresh` and `@oracle` rows) are not candidates.
 //!
 //! ```
-//! use shepherd_sim::best::judgements;
-//! use shepherd_sim::report::PolicySummary;
+//! use shepherd_sim::report::best::judgements;
+//! use shepherd_sim::report::summary::PolicySummary;
 //!
 //! let row = |policy: &str, p90: f64, tps: f64| PolicySummary {
 //!     policy: policy.into(),
@@ -23,9 +23,9 @@
 
 use serde::Serialize;
 
-use crate::aggregate::figure;
-use crate::judge::{Direction, Verdict, best_mean, judge};
-use crate::report::PolicySummary;
+use super::aggregate::figure;
+use super::judge::{Direction, Verdict, best_mean, judge};
+use super::summary::PolicySummary;
 use crate::stats::Interval;
 
 /// The figures judged, with the direction in which each improves.

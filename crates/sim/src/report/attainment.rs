@@ -8,12 +8,10 @@
 //! TTFT counts. Every request of a stream with objectives counts, however it ended: a request
 //! that never completed missed them.
 //!
-//! Here too: the scenario's objectives as the report states them ([`objectives`]), and the
-//! table's SLO line and columns, which [`crate::report::table`] adds only for a scenario with
-//! objectives.
+//! Here too: the scenario's objectives as the report states them ([`objectives`]).
 //!
 //! ```
-//! use shepherd_sim::attainment::meets;
+//! use shepherd_sim::report::attainment::meets;
 //! use shepherd_sim::runner::{Outcome, RequestRecord};
 //! use shepherd_sim::workload::SloSpec;
 //!
@@ -44,8 +42,7 @@
 
 use serde::Serialize;
 
-use crate::aggregate::{figure, stream_figure};
-use crate::report::{PolicySummary, ScenarioReport, cell, tpot_ms, ttft_ms};
+use super::measure::{tpot_ms, ttft_ms};
 use crate::runner::{Outcome, RequestRecord, RunResult};
 use crate::workload::{Scenario, SloSpec};
 
@@ -148,96 +145,6 @@ pub fn objectives(scenario: &Scenario) -> Vec<StreamObjectives> {
             })
         })
         .collect()
-}
-
-/// `interactive TTFT ≤ 300 ms, TPOT ≤ 40 ms; batch TTFT ≤ 4000 ms`.
-pub(crate) fn objectives_text(objectives: &[StreamObjectives]) -> String {
-    objectives
-        .iter()
-        .map(|o| {
-            let limits: Vec<String> = [("TTFT", o.ttft_ms), ("TPOT", o.tpot_ms)]
-                .into_iter()
-                .filter_map(|(n, v)| v.map(|v| format!("{n} ≤ {v} ms")))
-                .collect();
-            format!("{} {}", o.stream, limits.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// The table's SLO columns of one scenario: none without objectives; else the attainment
-/// over every request with objectives, then per stream when more than one has them.
-pub(crate) struct SloColumns {
-    /// Whether the scenario has objectives.
-    on: bool,
-    /// Indices and names of the streams with objectives, when more than one has them.
-    streams: Vec<(usize, String)>,
-}
-
-impl SloColumns {
-    pub(crate) fn of(s: &ScenarioReport) -> SloColumns {
-        let first = s.results.first();
-        let streams: Vec<(usize, String)> = first
-            .map(|r| {
-                r.streams
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, st)| st.slo.is_some())
-                    .map(|(k, st)| (k, st.stream.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        SloColumns {
-            on: s.results.iter().any(|r| r.slo.is_some()),
-            streams: if streams.len() > 1 {
-                streams
-            } else {
-                Vec::new()
-            },
-        }
-    }
-
-    pub(crate) fn width(&self) -> usize {
-        if self.on { 1 + self.streams.len() } else { 0 }
-    }
-
-    pub(crate) fn header(&self) -> String {
-        if !self.on {
-            return String::new();
-        }
-        let mut h = String::from(" SLO met |");
-        for (_, name) in &self.streams {
-            h.push_str(&format!(" {name} SLO |"));
-        }
-        h
-    }
-
-    /// ` 85.1% (1203/1413) | 80.2% | 93.0% |`; over several seeds `85.1 ± 1.2%` and no counts.
-    pub(crate) fn cells(&self, r: &PolicySummary) -> String {
-        if !self.on {
-            return String::new();
-        }
-        let overall = match (r.slo, figure(r, "slo_attainment")) {
-            (Some(a), Some(i)) if i.n <= 1 => format!(
-                "{} ({}/{})",
-                cell(i, 100.0, 1, "%"),
-                a.met,
-                a.with_objectives
-            ),
-            (_, Some(i)) => cell(i, 100.0, 1, "%"),
-            (_, None) => "–".to_string(),
-        };
-        let mut out = format!(" {overall} |");
-        for &(k, _) in &self.streams {
-            let c = r
-                .streams
-                .get(k)
-                .and_then(|st| stream_figure(st, "slo_attainment"))
-                .map_or_else(|| "–".to_string(), |i| cell(i, 100.0, 1, "%"));
-            out.push_str(&format!(" {c} |"));
-        }
-        out
-    }
 }
 
 #[cfg(test)]
