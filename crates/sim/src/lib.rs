@@ -16,6 +16,7 @@
 //!   attainment) → summaries → aggregates over seeds (mean and 95 % interval) → judgements
 //!   ("best" / "within 5 %") → documents (the JSON) → renderers (the table);
 //! - [`compare`]: runs every (scenario, policy, seed) and drives that pipeline;
+//!   [`goodput`]: `--max-goodput`, the highest load at which 90 % meet their objectives;
 //! - [`svg`], [`timeline`]: the plots, the adaptive timeline;
 //! - [`seeds`], [`stats`]: the seeds of a comparison; intervals and percentiles;
 //! - [`overload`]: the flow-control report (per priority class and tenant, with and without
@@ -34,6 +35,7 @@ pub mod calibration;
 pub mod compare;
 pub mod engine;
 pub mod error;
+pub mod goodput;
 pub mod overload;
 pub mod pd;
 pub mod policy;

@@ -15,6 +15,7 @@ const ORDER: &[&str] = &[
     "aggregate",
     "judge",
     "best",
+    "max_goodput",
     "document",
     "cell",
     "slo_columns",

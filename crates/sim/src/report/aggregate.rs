@@ -4,7 +4,7 @@
 //! returns one summary whose figures are the means (counts rounded to whole numbers) and whose
 //! `intervals` hold, for every figure in [`FIGURES`] and every per-stream TTFT, the exact mean
 //! and 95 % half-width; rows and streams with latency objectives also get their SLO
-//! attainment's (`slo_attainment`, `slo_met`, `slo_with_objectives`), and rows of policies with
+//! attainment's (`slo_attainment`, `slo_met`, `slo_with_objectives`, `goodput_rps`), and rows of policies with
 //! a `latency-scorer` their prediction errors over the seeds (`latency_error`,
 //! [`super::latency_error`]). The `adaptive` summary is the first seed's. One seed is returned
 //! as it is, without intervals.
@@ -111,6 +111,7 @@ const SLO_FIGURES: &[(&str, fn(&Attainment) -> f64, fn(&mut Attainment, f64))] =
         |a| a.with_objectives as f64,
         |a, v| a.with_objectives = count(v),
     ),
+    ("goodput_rps", |a| a.goodput_rps, |a, v| a.goodput_rps = v),
 ];
 
 /// The point value of SLO figure `name` of `slo` (`None` without objectives or for another

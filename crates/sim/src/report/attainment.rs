@@ -1,5 +1,6 @@
-//! SLO attainment: of the requests whose stream has latency objectives (`slo:` in the
-//! scenario, [`SloSpec`]), how many met them.
+//! SLO attainment: of the requests whose stream has latency objectives (the scenario's
+//! `objectives:`, or the stream's own `slo:`, [`SloSpec`]; [`Scenario::objectives_of`]), how
+//! many met them; and goodput, how many met them per second ([`goodput`]).
 //!
 //! A request *meets* its objectives when it completed (was not dropped, refused by flow
 //! control or timed out), its time to first token is within `ttftMs` (when set) and its time
@@ -55,6 +56,9 @@ pub struct Attainment {
     pub with_objectives: u64,
     /// `met / with_objectives`, a fraction in [0, 1] (0 when no request carried any).
     pub attainment: f64,
+    /// Goodput: `met` per simulated second of the run (first arrival to last end), requests/s
+    /// ([`goodput`]; 0 until [`Attainment::over`] sets it).
+    pub goodput_rps: f64,
 }
 
 impl Attainment {
@@ -69,6 +73,15 @@ impl Attainment {
             met,
             with_objectives,
             attainment: (fraction * 1000.0).round() / 1000.0,
+            goodput_rps: 0.0,
+        }
+    }
+
+    /// The same counts with their goodput over a run of `makespan_s` seconds.
+    pub fn over(self, makespan_s: f64) -> Attainment {
+        Attainment {
+            goodput_rps: goodput(self.met, makespan_s),
+            ..self
         }
     }
 }
@@ -94,7 +107,9 @@ pub fn attainment(
     scenario: &Scenario,
     run: &RunResult,
 ) -> (Option<Attainment>, Vec<Option<Attainment>>) {
-    let slos: Vec<Option<SloSpec>> = scenario.streams.iter().map(|s| s.spec.slo).collect();
+    let slos: Vec<Option<SloSpec>> = (0..scenario.streams.len())
+        .map(|i| scenario.objectives_of(i))
+        .collect();
     let mut tally = vec![(0u64, 0u64); slos.len()];
     for r in &run.records {
         if let Some(Some(slo)) = slos.get(r.stream as usize) {
@@ -132,19 +147,31 @@ pub struct StreamObjectives {
     pub tpot_ms: Option<f64>,
 }
 
-/// The objectives of `scenario`'s streams that have them, in stream order.
+/// The objectives `scenario`'s streams are judged by (their own, else the scenario's), of the
+/// streams that have any, in stream order.
 pub fn objectives(scenario: &Scenario) -> Vec<StreamObjectives> {
     scenario
         .streams
         .iter()
-        .filter_map(|s| {
-            s.spec.slo.map(|o| StreamObjectives {
+        .enumerate()
+        .filter_map(|(i, s)| {
+            scenario.objectives_of(i).map(|o| StreamObjectives {
                 stream: s.name.clone(),
                 ttft_ms: o.ttft_ms,
                 tpot_ms: o.tpot_ms,
             })
         })
         .collect()
+}
+
+/// Goodput: requests that met their objectives per second of `makespan_s` (0 for an empty
+/// run), DistServe's per-run measure.
+pub fn goodput(met: u64, makespan_s: f64) -> f64 {
+    if makespan_s > 0.0 {
+        ((met as f64 / makespan_s) * 1000.0).round() / 1000.0
+    } else {
+        0.0
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::attainment::StreamObjectives;
 use super::best::Judgement;
+use super::max_goodput::MaxGoodput;
 use super::summary::PolicySummary;
 
 /// One scenario's results.
@@ -34,8 +35,13 @@ pub struct ScenarioReport {
     pub objectives: Vec<StreamObjectives>,
     /// One row per policy, then the bounds.
     pub results: Vec<PolicySummary>,
-    /// Best and within-5 % policies on TTFT p90 and output tokens/s, by the interval rule.
+    /// Best and within-5 % policies on TTFT p90, output tokens/s and goodput, by the interval
+    /// rule.
     pub judgements: Vec<Judgement>,
+    /// With `--max-goodput`: per policy (bounds aside), the highest arrival rate at which 90 %
+    /// of the requests meet their objectives.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub max_goodput: Vec<MaxGoodput>,
 }
 
 /// The whole report.

@@ -16,7 +16,8 @@
 //! 3. [`aggregate`]: one policy's rows over several seeds: each figure's mean and 95 %
 //!    interval ([`figure`] reads one);
 //! 4. [`judge`] (the interval rule) and [`best`]: which policies are best, or within 5 % of
-//!    the best, on the judged figures;
+//!    the best, on the judged figures; [`max_goodput`]: the highest load at which 90 % of the
+//!    requests meet their objectives (searched by [`crate::goodput`]);
 //! 5. [`document`]: the scenario reports and the whole report (the JSON document);
 //! 6. renderers, which compute nothing: [`table`](fn@table) with its [`cell`]s,
 //!    [`slo_columns`] and [`latency_table`].
@@ -46,6 +47,7 @@ pub mod document;
 pub mod judge;
 pub mod latency_error;
 pub mod latency_table;
+pub mod max_goodput;
 pub mod measure;
 pub mod slo_columns;
 pub mod summary;

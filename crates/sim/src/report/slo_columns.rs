@@ -63,21 +63,22 @@ impl SloColumns {
     }
 
     pub(crate) fn width(&self) -> usize {
-        if self.on { 1 + self.streams.len() } else { 0 }
+        if self.on { 2 + self.streams.len() } else { 0 }
     }
 
     pub(crate) fn header(&self) -> String {
         if !self.on {
             return String::new();
         }
-        let mut h = String::from(" SLO met |");
+        let mut h = String::from(" SLO met | goodput (req/s) |");
         for (_, name) in &self.streams {
             h.push_str(&format!(" {name} SLO |"));
         }
         h
     }
 
-    /// ` 85.1% (1203/1413) | 80.2% | 93.0% |`; over several seeds `85.1 ± 1.2%` and no counts.
+    /// ` 85.1% (1203/1413) | 12.34 | 80.2% | 93.0% |`: attainment, goodput, per stream; over
+    /// several seeds `85.1 ± 1.2%` and no counts.
     pub(crate) fn cells(&self, r: &PolicySummary) -> String {
         if !self.on {
             return String::new();
@@ -92,7 +93,9 @@ impl SloColumns {
             (_, Some(i)) => cell(i, 100.0, 1, "%"),
             (_, None) => "–".to_string(),
         };
-        let mut out = format!(" {overall} |");
+        let goodput =
+            figure(r, "goodput_rps").map_or_else(|| "–".to_string(), |i| cell(i, 1.0, 2, ""));
+        let mut out = format!(" {overall} | {goodput} |");
         for &(k, _) in &self.streams {
             let c = r
                 .streams

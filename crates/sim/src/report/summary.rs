@@ -64,8 +64,8 @@ pub struct PolicySummary {
     pub makespan_s: f64,
     /// Simulated events processed.
     pub events: u64,
-    /// SLO attainment over every request with latency objectives (only for scenarios whose
-    /// streams have `slo`; [`super::attainment`]).
+    /// SLO attainment and goodput over every request with latency objectives (only for
+    /// scenarios with objectives; [`super::attainment`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slo: Option<Attainment>,
     /// Per-stream time to first token (and SLO attainment, for streams with objectives).
@@ -212,6 +212,11 @@ pub fn summarize(scenario: &Scenario, run: &RunResult, bound: bool) -> PolicySum
         cvs.iter().sum::<f64>() / cvs.len() as f64
     };
     let (slo, stream_slos) = attainment(scenario, run);
+    let slo = slo.map(|a| a.over(makespan));
+    let stream_slos: Vec<Option<Attainment>> = stream_slos
+        .into_iter()
+        .map(|a| a.map(|a| a.over(makespan)))
+        .collect();
     let streams = scenario
         .streams
         .iter()

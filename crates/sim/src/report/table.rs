@@ -12,6 +12,7 @@ use super::aggregate::figure;
 use super::cell::cell;
 use super::document::Report;
 use super::latency_table;
+use super::max_goodput::{MaxGoodput, TARGET};
 use super::slo_columns::{SloColumns, objectives_text};
 use crate::stats::Interval;
 
@@ -105,7 +106,40 @@ pub fn table(report: &Report) -> String {
                 j.best.join(", "),
             ));
         }
+        if !s.max_goodput.is_empty() {
+            out.push_str(&format!(
+                "\nMax goodput (highest arrival rate with ≥ {:.0} % of requests meeting their objectives):\n",
+                TARGET * 100.0
+            ));
+        }
+        for m in &s.max_goodput {
+            out.push_str(&format!("- {}: {}\n", m.policy, max_goodput_text(m)));
+        }
         out.push_str(&latency_table::table(&s.results));
     }
     out
+}
+
+/// `12.3 req/s (1.41x the scenario's load, 91.2 % met; 1.54x missed)`.
+pub fn max_goodput_text(m: &MaxGoodput) -> String {
+    let above = match m.next_failing_factor {
+        Some(f) => format!("; {f:.2}x missed"),
+        None => "; the highest load tried".to_string(),
+    };
+    if m.factor == 0.0 {
+        format!(
+            "no load tried met the target (down to {:.3}x)",
+            m.probes
+                .iter()
+                .map(|p| p.factor)
+                .fold(f64::INFINITY, f64::min)
+        )
+    } else {
+        format!(
+            "{:.2} req/s ({:.2}x the scenario's load, {:.1} % met{above})",
+            m.rate_rps,
+            m.factor,
+            m.attainment * 100.0
+        )
+    }
 }
