@@ -102,7 +102,12 @@ pub fn table(report: &Report) -> String {
                 "{}: best mean {} ({}); judged best: {}{within}\n",
                 j.figure,
                 j.best_mean_policy,
-                cell(j.best_mean, 1.0, 0, ""),
+                cell(
+                    j.best_mean,
+                    1.0,
+                    if j.figure == "goodput_rps" { 2 } else { 0 },
+                    ""
+                ),
                 j.best.join(", "),
             ));
         }
