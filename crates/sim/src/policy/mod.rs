@@ -68,6 +68,10 @@ pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
         include_str!("../../policies/sglang-library-defaults.yaml"),
     ),
     ("dynamo", include_str!("../../policies/dynamo.yaml")),
+    (
+        "llm-d-optimized-baseline",
+        include_str!("../../policies/llm-d-optimized-baseline.yaml"),
+    ),
     ("precise", include_str!("../../policies/precise.yaml")),
     (
         "precise@oracle",
