@@ -69,6 +69,10 @@ pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
     ),
     ("dynamo", include_str!("../../policies/dynamo.yaml")),
     (
+        "dynamo@oracle",
+        include_str!("../../policies/dynamo-oracle.yaml"),
+    ),
+    (
         "llm-d-optimized-baseline",
         include_str!("../../policies/llm-d-optimized-baseline.yaml"),
     ),
