@@ -2,7 +2,7 @@
 //!
 //! Each run is independent and deterministic, so the report does not depend on how the runs
 //! were spread over threads. With several seeds ([`crate::seeds::derive`]) every row is the
-//! mean over the seeds with its 95 % intervals ([`crate::report::aggregate`]); plots and timelines are
+//! mean over the seeds with its 95 % intervals ([`crate::report::aggregate`](mod@crate::report::aggregate)); plots and timelines are
 //! drawn from the first seed's runs.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

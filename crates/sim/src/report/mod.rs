@@ -13,7 +13,7 @@
 //!    [`attainment`]: whether a request met its objectives, and SLO attainment;
 //!    [`latency_error`]: a latency model's prediction error, from the runs' tallies;
 //! 2. [`summary`]: one run's row of figures ([`summarize`]);
-//! 3. [`aggregate`]: one policy's rows over several seeds: each figure's mean and 95 %
+//! 3. [`aggregate`](mod@aggregate): one policy's rows over several seeds: each figure's mean and 95 %
 //!    interval ([`figure`] reads one);
 //! 4. [`judge`] (the interval rule) and [`best`]: which policies are best, or within 5 % of
 //!    the best, on the judged figures; [`max_goodput`]: the highest load at which 90 % of the
