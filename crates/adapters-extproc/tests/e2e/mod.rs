@@ -48,6 +48,20 @@ pub use {
 };
 
 pub const MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
+
+/// A policy whose pool is saturated while each endpoint has one request in flight, with flow
+/// control on.
+#[allow(dead_code)]
+pub const ONE_AT_A_TIME: &str = "\
+plugins:
+- name: one-at-a-time
+  type: concurrency-detector
+  parameters:
+    maxConcurrency: 1
+flowControl:
+  saturationDetector:
+    pluginRef: one-at-a-time
+";
 /// The response header Envoy adds in the tests: the destination the picker set in metadata.
 pub const PICKED: &str = "x-test-picked";
 /// The simulated server that answered.
@@ -131,6 +145,8 @@ pub struct Options {
     /// a `replicas` section naming the others (UDP on loopback), and Envoy's ext_proc cluster
     /// lists them all.
     pub replicas: usize,
+    /// More model names the simulated servers answer to (besides `MODEL`).
+    pub model_aliases: Vec<&'static str>,
 }
 
 impl Default for Options {
@@ -151,6 +167,7 @@ impl Default for Options {
             kv_events: false,
             num_gpu_blocks: None,
             roles: Vec::new(),
+            model_aliases: Vec::new(),
             replicas: 1,
         }
     }
