@@ -65,6 +65,7 @@ impl Noop {
                     remove: &[],
                     prefill: None,
                     trace: None,
+                    body: None,
                 },
                 &self.options,
             )),

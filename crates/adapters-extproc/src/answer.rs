@@ -55,6 +55,10 @@ pub struct Route<'a> {
     /// The trace context to hand the model server (`traceparent`, `tracestate`), when the
     /// request is traced: the picker's `gateway.request` span becomes the server's parent.
     pub trace: Option<&'a Propagation>,
+    /// A whole new body for the buffered body's answer (a model rewrite), with
+    /// `content_length` its length. Ignored by [`route_headers`] (in streamed mode the body is
+    /// streamed back as the caller chooses).
+    pub body: Option<&'a [u8]>,
 }
 
 /// The header mutation of a routing answer.
@@ -133,8 +137,14 @@ pub fn route_headers(route: &Route<'_>, options: &ExtProcOptions) -> ProcessingR
 
 /// The answer to the buffered request body that routes the request (`BUFFERED` mode).
 pub fn route_body(route: &Route<'_>, options: &ExtProcOptions) -> ProcessingResponse {
+    let mut common = routing_common(route, options);
+    if let Some(new_body) = route.body {
+        common.body_mutation = Some(BodyMutation {
+            mutation: Some(body_mutation::Mutation::Body(new_body.to_vec())),
+        });
+    }
     let body = BodyResponse {
-        response: Some(routing_common(route, options)),
+        response: Some(common),
     };
     routed(Response::RequestBody(body), route, options)
 }
@@ -378,6 +388,7 @@ mod tests {
             remove: &[],
             prefill: Some("10.0.0.1:8000"),
             trace: None,
+            body: None,
         };
         let m = route_mutation(&route, &options);
         assert_eq!(

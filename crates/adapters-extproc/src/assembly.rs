@@ -51,6 +51,9 @@ use crate::budget::{BodyBudget, BodyReservation};
 use crate::error::Rejection;
 use crate::headers::{has_header, header_value};
 use crate::options::ExtProcOptions;
+use shepherd_runtime::policies::{
+    OBJECTIVE_HEADER, OBJECTIVE_HEADER_LEGACY, RequestPolicies, Rewritten,
+};
 
 /// One request being received. See the [module docs](self).
 #[derive(Debug)]
@@ -112,9 +115,16 @@ impl RequestAssembly {
             session: text(&names.session),
             traceparent: text(TRACEPARENT).filter(|v| v.len() <= MAX_TRACE_HEADER_LEN),
             tracestate: text(TRACESTATE).filter(|v| v.len() <= MAX_TRACE_HEADER_LEN),
+            // The InferenceObjective the request names rides with them (as upstream's
+            // name, whichever of the two names the client used).
             plugin_headers: PLUGIN_HEADERS
                 .iter()
                 .filter_map(|name| Some(((*name).to_string(), text(name)?)))
+                .chain(
+                    text(OBJECTIVE_HEADER)
+                        .or_else(|| text(OBJECTIVE_HEADER_LEGACY))
+                        .map(|v| (OBJECTIVE_HEADER.to_string(), v)),
+                )
                 .filter(|(_, v)| v.len() <= MAX_PLUGIN_HEADER_LEN)
                 .collect(),
             client_owned,
@@ -228,17 +238,36 @@ impl RequestAssembly {
     }
 
     /// Parses the body with `parsers` into an [`InferenceRequest`] (id, fairness id, priority
-    /// and session from the headers) and hands back the body bytes, to be sent on unchanged.
-    /// A request without a model (a parser that reads none) skips the known-models check.
+    /// and session from the headers); returns it with the body. See [`Self::finish_with`].
     pub fn finish(
         self,
         options: &ExtProcOptions,
         parsers: &ParserSet,
     ) -> Result<(InferenceRequest, Vec<u8>), Rejection> {
+        self.finish_with(options, parsers, None)
+            .map(|(request, body, _)| (request, body))
+    }
+
+    /// As [`Self::finish`], applying the pool's `policies` first: a model rewrite replaces
+    /// the body's model (the body returned is the one to forward) before the model is checked
+    /// against `knownModels`; without `x-shepherd-priority`, the priority is the named
+    /// `InferenceObjective`'s (default 0).
+    pub fn finish_with(
+        self,
+        options: &ExtProcOptions,
+        parsers: &ParserSet,
+        policies: Option<&RequestPolicies>,
+    ) -> Result<(InferenceRequest, Vec<u8>, Option<Rewritten>), Rejection> {
         let limits = options.effective_parse_limits();
         let mut request = parsers
             .parse(&self.path, &self.body, &limits)
             .map_err(Rejection::BadBody)?;
+        let mut body = self.body;
+        let rewritten = policies.and_then(|p| p.rewrite(&mut request, &body, &limits));
+        if let Some(new_body) = rewritten.as_ref().and_then(|r| r.body.as_ref()) {
+            body.clear();
+            body.extend_from_slice(new_body);
+        }
         if let Some(models) = &options.known_models
             && !request.model.is_empty()
             && !models.contains(&request.model)
@@ -247,13 +276,22 @@ impl RequestAssembly {
             return Err(Rejection::UnknownModel(request.model));
         }
         request.assign_id(self.request_id.as_deref());
-        if let Some(priority) = self.priority {
-            request.priority = priority;
+        match (self.priority, policies) {
+            (Some(priority), _) => request.priority = priority,
+            (None, Some(policies)) => {
+                let objective = self
+                    .plugin_headers
+                    .iter()
+                    .find(|(name, _)| name == OBJECTIVE_HEADER)
+                    .map(|(_, value)| value.as_str());
+                request.priority = policies.objective_priority(objective);
+            }
+            (None, None) => {}
         }
         request.fairness_id = self.fairness_id;
         request.session_key = self.session;
         request.headers = self.plugin_headers;
-        Ok((request, self.body))
+        Ok((request, body, rewritten))
     }
 }
 

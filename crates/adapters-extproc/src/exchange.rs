@@ -68,6 +68,7 @@ use crate::error::{ProtocolError, Rejection};
 use crate::hint::subset_hint;
 use crate::options::{BodyMode, ExtProcOptions};
 use crate::reject::immediate_response;
+use shepherd_runtime::policies::RequestPolicies;
 use shepherd_runtime::telemetry::RequestTrace;
 use shepherd_runtime::upstream::{RequestObservation, UpstreamMetrics, error_code};
 use shepherd_runtime::usage::UsageScanner;
@@ -110,6 +111,8 @@ struct Pending {
     /// The request ended with trailers, which are answered after the body.
     ended_by_trailers: bool,
     remove: Vec<String>,
+    /// A model rewrite changed the body: a buffered body's answer carries the new one.
+    rewritten: bool,
     /// The body's bytes, counted until it is streamed back or dropped.
     held: BodyReservation,
 }
@@ -164,6 +167,8 @@ pub struct Exchange {
     rejected: bool,
     /// Where request figures are recorded, when they are.
     upstream: Option<Arc<UpstreamMetrics>>,
+    /// The pool's objectives and model rewrites, when it has them.
+    policies: Option<Arc<RequestPolicies>>,
     /// The current request's figures, from its parsed body until its response is in
     /// [`Serving`].
     observation: Option<RequestObservation>,
@@ -189,8 +194,17 @@ impl Exchange {
             phase: Phase::Start,
             rejected: false,
             upstream: None,
+            policies: None,
             observation: None,
         }
+    }
+
+    /// Applies the pool's `InferenceObjective` priorities and `InferenceModelRewrite` rules to
+    /// the request ([`shepherd_runtime::policies`]): a rewritten body is what is forwarded,
+    /// with its new `content-length`.
+    pub fn with_policies(mut self, policies: Arc<RequestPolicies>) -> Self {
+        self.policies = Some(policies);
+        self
     }
 
     /// Charges the request body to `budget`, shared by every stream of a service (set before
@@ -437,13 +451,18 @@ impl Exchange {
         };
         let held = assembly.take_reservation();
         let (traceparent, tracestate) = assembly.trace_context();
-        let (request, body) = match assembly.finish(&self.options, &self.parsers) {
-            Ok(parsed) => parsed,
-            Err(rejection) => return self.reject(&rejection),
-        };
+        let (request, body, rewritten) =
+            match assembly.finish_with(&self.options, &self.parsers, self.policies.as_deref()) {
+                Ok(parsed) => parsed,
+                Err(rejection) => return self.reject(&rejection),
+            };
+        if let (Some(upstream), Some(rewrite)) = (&self.upstream, &rewritten) {
+            upstream.record_rewrite(&rewrite.rule, &rewrite.incoming, &rewrite.target);
+        }
+        let incoming = rewritten.as_ref().map(|r| r.incoming.as_str());
         self.observation = self.upstream.as_ref().map(|upstream| {
             upstream.observe(
-                &request.model,
+                incoming.unwrap_or(&request.model),
                 request.target_model(),
                 request.fairness_id.as_deref(),
                 request.priority,
@@ -460,6 +479,7 @@ impl Exchange {
             headers_answered,
             ended_by_trailers,
             remove,
+            rewritten: rewritten.is_some_and(|r| r.body.is_some()),
             held,
         });
         Some(Step::Pick(PickJob {
@@ -509,10 +529,11 @@ impl Exchange {
         let replies = if pending.headers_answered {
             let route = Route {
                 destination: &destination,
-                content_length: None,
+                content_length: pending.rewritten.then_some(pending.body.len()),
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
                 trace: trace.as_ref(),
+                body: pending.rewritten.then_some(pending.body.as_slice()),
             };
             let mut replies = vec![answer::route_body(&route, options)];
             if pending.ended_by_trailers {
@@ -526,6 +547,7 @@ impl Exchange {
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
                 trace: trace.as_ref(),
+                body: None,
             };
             Replies::one(answer::route_headers(&route, options))
         } else {
@@ -535,6 +557,7 @@ impl Exchange {
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
                 trace: trace.as_ref(),
+                body: None,
             };
             let head = vec![answer::route_headers(&route, options)];
             let body = BodyChunks::new(

@@ -58,7 +58,10 @@ pub use budget::{BodyBudget, BodyReservation};
 pub use error::{ProtocolError, Rejection, ServeError};
 pub use exchange::{Exchange, PickJob, Step};
 pub use options::{BodyMode, ExtProcOptions, HeaderNames, MetadataKeys, OptionsError};
-pub use server::{SERVICE_NAME, serve, serve_health, serve_health_counted};
+pub use server::{
+    LIVENESS_SERVICE, READINESS_SERVICE, SERVICE_NAME, serve, serve_health, serve_health_counted,
+    serve_health_leading,
+};
 pub use service::{Admission, Admitted, AnswerStream, BoxFuture, ExtProcService};
 
 /// The Envoy protocol types this crate speaks, re-exported so embedders and tests use the

@@ -34,7 +34,7 @@ mod flow_admission;
 mod kube_flags;
 
 use flow_admission::FlowAdmission;
-use kube_flags::KubeFlags;
+use kube_flags::{KubeFlags, KubeParts};
 use std::error::Error;
 #[cfg(not(feature = "otel"))]
 use std::io::IsTerminal;
@@ -48,7 +48,7 @@ use clap::Parser;
 use shepherd_adapters_extproc::connections::ConnectionCounts;
 use shepherd_adapters_extproc::options::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BUFFERED_BYTES};
 use shepherd_adapters_extproc::{
-    BodyBudget, ExtProcOptions, ExtProcService, serve, serve_health_counted,
+    BodyBudget, ExtProcOptions, ExtProcService, serve, serve_health_leading,
 };
 use shepherd_runtime::config::{EndpointSpec, RuntimeConfig, ServerConfig};
 use shepherd_runtime::discovery::{EndpointSet, StaticDiscovery};
@@ -277,22 +277,26 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
     if args.kubernetes.given() && !args.endpoints.is_empty() {
         return Err("give --endpoints or --pool-name / --endpoint-selector, not both".into());
     }
+    let mut kube = KubeParts::default();
     let (source, file_server) = match &args.config {
         Some(path) => {
             // Read once here for the listen addresses; the runtime reads it again and watches
             // it. Errors name the file, the field and the line.
             let config = RuntimeConfig::load(path).await?;
-            if !args.endpoints.is_empty() {
+            if args.endpoints.is_empty() {
+                kube = args
+                    .kubernetes
+                    .start(config.discovery.kubernetes.as_ref())
+                    .await?;
+                options.discovery = kube.discovery.clone();
+            } else {
                 options.discovery = Some(Arc::new(StaticDiscovery::new(args.endpoint_set())));
             }
-            options.discovery = options.discovery.take().or(args
-                .kubernetes
-                .start(config.discovery.kubernetes.as_ref())
-                .await?);
             (ConfigSource::File(path.clone()), config.server)
         }
         None if args.kubernetes.given() => {
-            options.discovery = args.kubernetes.start(None).await?;
+            kube = args.kubernetes.start(None).await?;
+            options.discovery = kube.discovery.clone();
             let config = RuntimeConfig::default();
             let server = config.server.clone();
             (ConfigSource::Config(Box::new(config)), server)
@@ -312,6 +316,7 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
             );
         }
     };
+    options.leadership = kube.leadership();
     let server = args.server(&file_server);
     options.admin_addr = Some(server.admin_addr());
 
@@ -340,10 +345,14 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
     if let Some(flow) = handle.flow() {
         service = service.with_admission(Arc::new(FlowAdmission(flow.clone())));
     }
+    if let Some(policies) = handle.request_policies() {
+        service = service.with_request_policies(policies);
+    }
     let signal = handle.shutdown_signal();
+    let leadership = kube.leadership();
     let health_task = tokio::spawn({
         let signal = signal.clone();
-        async move { serve_health_counted(health, health_connections, signal.wait()).await }
+        async move { serve_health_leading(health, health_connections, leadership, signal.wait()).await }
     });
     let mut grpc_task = tokio::spawn({
         let signal = signal.clone();
@@ -371,6 +380,10 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
         deadline_secs = args.drain_timeout_secs,
         "shutting down: no new requests, waiting for those in flight"
     );
+    if let Some(election) = kube.election.take() {
+        // Hand the lease over first: a follower takes the traffic while this one drains.
+        election.release().await;
+    }
     let report = handle.shutdown(deadline).await;
     // The servers stopped accepting when shutdown began; give their connections a moment to
     // close, then leave.

@@ -191,13 +191,64 @@ pub async fn serve_health_counted<F>(
 where
     F: Future<Output = ()> + Send,
 {
+    serve_health_leading(listener, counts, None, shutdown).await
+}
+
+/// The health service upstream's picker checks for readiness.
+pub const READINESS_SERVICE: &str = "readiness";
+
+/// The health service upstream's picker checks for liveness.
+pub const LIVENESS_SERVICE: &str = "liveness";
+
+/// As [`serve_health_counted`], with upstream's leader-election semantics when `leadership`
+/// is given (`--ha-enable-leader-election`): the whole server (`""`), [`READINESS_SERVICE`]
+/// and the ext_proc service are `SERVING` only while this replica leads, `NOT_SERVING` on a
+/// follower; [`LIVENESS_SERVICE`] is always `SERVING` (a follower must not be restarted).
+/// Without it every service is `SERVING`.
+pub async fn serve_health_leading<F>(
+    listener: TcpListener,
+    counts: std::sync::Arc<ConnectionCounts>,
+    leadership: Option<tokio::sync::watch::Receiver<bool>>,
+    shutdown: F,
+) -> Result<(), ServeError>
+where
+    F: Future<Output = ()> + Send,
+{
+    const READY: [&str; 3] = ["", READINESS_SERVICE, SERVICE_NAME];
+    let status = |ready: bool| {
+        if ready {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        }
+    };
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter
-        .set_service_status("", ServingStatus::Serving)
+        .set_service_status(LIVENESS_SERVICE, ServingStatus::Serving)
         .await;
-    reporter
-        .set_service_status(SERVICE_NAME, ServingStatus::Serving)
-        .await;
+    match leadership {
+        None => {
+            for service in READY {
+                reporter
+                    .set_service_status(service, ServingStatus::Serving)
+                    .await;
+            }
+        }
+        Some(mut leading) => {
+            let now = *leading.borrow_and_update();
+            for service in READY {
+                reporter.set_service_status(service, status(now)).await;
+            }
+            tokio::spawn(async move {
+                while leading.changed().await.is_ok() {
+                    let now = *leading.borrow_and_update();
+                    for service in READY {
+                        reporter.set_service_status(service, status(now)).await;
+                    }
+                }
+            });
+        }
+    }
     let accepted = Capped::new(incoming(listener), MAX_HEALTH_CONNECTIONS, counts);
     builder()
         .add_service(health)

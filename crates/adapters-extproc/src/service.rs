@@ -47,6 +47,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
     ExternalProcessor, ExternalProcessorServer,
 };
 use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
+use shepherd_runtime::policies::RequestPolicies;
 use shepherd_runtime::telemetry::{RequestTrace, RequestTracing, names};
 use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, UpstreamMetrics};
 use shepherd_scheduler_core::decision::Decision;
@@ -116,6 +117,7 @@ struct Shared {
     connections: Arc<ConnectionCounts>,
     upstream: Option<Arc<UpstreamMetrics>>,
     tracing: RequestTracing,
+    policies: Option<Arc<RequestPolicies>>,
 }
 
 /// The ext_proc endpoint picker. See the [module docs](self).
@@ -140,6 +142,7 @@ impl ExtProcService {
                 connections: Arc::new(ConnectionCounts::new("extproc")),
                 upstream: None,
                 tracing: RequestTracing::new(),
+                policies: None,
             }),
         }
     }
@@ -180,6 +183,12 @@ impl ExtProcService {
         self.rebuilt(|shared| shared.upstream = Some(upstream))
     }
 
+    /// Applies the pool's `InferenceObjective` priorities and `InferenceModelRewrite` rules
+    /// (kept by Kubernetes discovery) to every request before flow control and scheduling.
+    pub fn with_request_policies(self, policies: Arc<RequestPolicies>) -> Self {
+        self.rebuilt(|shared| shared.policies = Some(policies))
+    }
+
     fn rebuilt(self, edit: impl FnOnce(&mut Shared)) -> Self {
         let Shared {
             scheduler,
@@ -190,6 +199,7 @@ impl ExtProcService {
             connections,
             upstream,
             tracing,
+            policies,
         } = &*self.shared;
         let mut shared = Shared {
             scheduler: Arc::clone(scheduler),
@@ -200,6 +210,7 @@ impl ExtProcService {
             connections: Arc::clone(connections),
             upstream: upstream.clone(),
             tracing: tracing.clone(),
+            policies: policies.clone(),
         };
         edit(&mut shared);
         ExtProcService {
@@ -353,6 +364,9 @@ impl ExtProcService {
         if let Some(upstream) = &self.shared.upstream {
             exchange = exchange.with_upstream_metrics(Arc::clone(upstream));
             upstream.stream_opened();
+        }
+        if let Some(policies) = &self.shared.policies {
+            exchange = exchange.with_policies(Arc::clone(policies));
         }
         let opened = tokio::time::Instant::now();
         // gRPC status of the stream's end (an index of `GRPC_CODES`): OK unless said otherwise.

@@ -15,8 +15,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 fn manifests() -> Vec<Value> {
+    manifest_file("shepherd-epp.yaml")
+}
+
+fn manifest_file(name: &str) -> Vec<Value> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/deploy/kubernetes/shepherd-epp.yaml");
+        .join("../../examples/deploy/kubernetes")
+        .join(name);
     let text = std::fs::read_to_string(path).unwrap();
     serde_norway::Deserializer::from_str(&text)
         .map(|doc| Value::deserialize(doc).unwrap())
@@ -423,9 +428,10 @@ fn the_manifests_agree_with_each_other_and_with_shepherd() {
         container["livenessProbe"]["grpc"]["port"].as_u64(),
         Some(u64::from(config.server.health_port))
     );
+    // Liveness never depends on leadership: a follower must not be restarted.
     assert_eq!(
         container["livenessProbe"]["grpc"]["service"],
-        shepherd_adapters_extproc::SERVICE_NAME
+        shepherd_adapters_extproc::LIVENESS_SERVICE
     );
     // The grace period outlasts the drain timeout.
     let drain: u64 = args[args
@@ -503,4 +509,159 @@ fn the_http_route_sends_to_the_pool() {
     assert_eq!(backend["kind"], "InferencePool");
     assert_eq!(backend["name"], pool["metadata"]["name"]);
     assert!(route["spec"]["parentRefs"][0]["name"].is_string());
+}
+
+/// `spec.poolRef` as both policy CRDs define it (`llm-d.ai_inferenceobjectives.yaml`,
+/// `llm-d.ai_inferencemodelrewrites.yaml` at llm-d/llm-d-router `ebab687`): `name` required
+/// (1..=253), `group` a DNS subdomain or empty, `kind` a kind; nothing else.
+fn check_pool_ref(pool_ref: &Value, errors: &mut Vec<String>) {
+    let Some(map) = pool_ref.as_object() else {
+        errors.push("spec.poolRef: an object".into());
+        return;
+    };
+    for key in map.keys() {
+        if !["group", "kind", "name"].contains(&key.as_str()) {
+            errors.push(format!("spec.poolRef.{key}: unknown field"));
+        }
+    }
+    match map.get("name").and_then(Value::as_str) {
+        Some(name) if !name.is_empty() && name.len() <= 253 => {}
+        _ => errors.push("spec.poolRef.name: required, 1 to 253 characters".into()),
+    }
+    if let Some(group) = map.get("group") {
+        match group.as_str() {
+            Some(g) if g.len() <= 253 && (g.is_empty() || is_dns_subdomain(g)) => {}
+            _ => errors.push("spec.poolRef.group: a DNS subdomain".into()),
+        }
+    }
+    if let Some(kind) = map.get("kind") {
+        match kind.as_str() {
+            Some(k) if k.len() <= 63 && is_kind(k) => {}
+            _ => errors.push("spec.poolRef.kind: a kind".into()),
+        }
+    }
+}
+
+/// An InferenceObjective against its CRD: `spec.poolRef` required, `priority` an integer.
+fn check_inference_objective(object: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let spec = &object["spec"];
+    for key in spec.as_object().into_iter().flat_map(|m| m.keys()) {
+        if !["priority", "poolRef"].contains(&key.as_str()) {
+            errors.push(format!("spec.{key}: unknown field"));
+        }
+    }
+    check_pool_ref(&spec["poolRef"], &mut errors);
+    if let Some(priority) = spec.get("priority")
+        && (priority.as_i64().is_none_or(|p| i32::try_from(p).is_err()))
+    {
+        errors.push("spec.priority: a 32-bit integer".into());
+    }
+    errors
+}
+
+/// An InferenceModelRewrite against its CRD: `poolRef` and `rules` required; a match is
+/// `{model: {type: Exact, value}}`; targets at least one, each with `modelRewrite` and a
+/// weight in 1..=1,000,000, weights on all targets or none.
+fn check_inference_model_rewrite(object: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let spec = &object["spec"];
+    check_pool_ref(&spec["poolRef"], &mut errors);
+    let Some(rules) = spec["rules"].as_array() else {
+        errors.push("spec.rules: required, an array".into());
+        return errors;
+    };
+    for (i, rule) in rules.iter().enumerate() {
+        for (j, m) in rule["matches"].as_array().into_iter().flatten().enumerate() {
+            let model = &m["model"];
+            if model["value"].as_str().is_none() {
+                errors.push(format!(
+                    "spec.rules[{i}].matches[{j}].model.value: required"
+                ));
+            }
+            if model.get("type").is_some_and(|t| t != "Exact") {
+                errors.push(format!("spec.rules[{i}].matches[{j}].model.type: Exact"));
+            }
+        }
+        let targets = rule["targets"].as_array().map_or(&[][..], Vec::as_slice);
+        if targets.is_empty() {
+            errors.push(format!("spec.rules[{i}].targets: at least one"));
+        }
+        let weighted = targets.iter().filter(|t| t.get("weight").is_some()).count();
+        if weighted != 0 && weighted != targets.len() {
+            errors.push(format!("spec.rules[{i}].targets: weights on all or none"));
+        }
+        for (j, t) in targets.iter().enumerate() {
+            if t["modelRewrite"].as_str().is_none_or(str::is_empty) {
+                errors.push(format!(
+                    "spec.rules[{i}].targets[{j}].modelRewrite: required"
+                ));
+            }
+            if let Some(w) = t.get("weight")
+                && w.as_i64().is_none_or(|w| !(1..=1_000_000).contains(&w))
+            {
+                errors.push(format!("spec.rules[{i}].targets[{j}].weight: 1 to 1000000"));
+            }
+        }
+    }
+    errors
+}
+
+#[test]
+fn the_policy_examples_match_the_upstream_schemas_and_name_the_pool() {
+    let pool = manifests()
+        .into_iter()
+        .find(|d| d["kind"] == "InferencePool")
+        .unwrap();
+    let docs = manifest_file("policies.yaml");
+    let mut kinds = Vec::new();
+    for doc in &docs {
+        assert_eq!(doc["apiVersion"], "llm-d.ai/v1alpha2");
+        let errors = match doc["kind"].as_str().unwrap() {
+            "InferenceObjective" => check_inference_objective(doc),
+            "InferenceModelRewrite" => check_inference_model_rewrite(doc),
+            other => panic!("unexpected kind {other}"),
+        };
+        assert!(errors.is_empty(), "{}: {errors:?}", doc["metadata"]["name"]);
+        assert_eq!(doc["spec"]["poolRef"]["name"], pool["metadata"]["name"]);
+        assert!(shepherd_runtime::discovery::kubernetes::references_pool(
+            doc,
+            pool["metadata"]["name"].as_str().unwrap(),
+            "inference.networking.k8s.io"
+        ));
+        kinds.push(doc["kind"].as_str().unwrap().to_string());
+    }
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "InferenceModelRewrite",
+            "InferenceObjective",
+            "InferenceObjective"
+        ]
+    );
+    // The rewrite reads as Shepherd reads it: a 90/10 split of one exact model.
+    let rewrite = docs
+        .iter()
+        .find(|d| d["kind"] == "InferenceModelRewrite")
+        .unwrap();
+    let object = shepherd_runtime::discovery::kubernetes::rewrite_object(rewrite);
+    assert_eq!(object.rules.len(), 1);
+    assert_eq!(object.rules[0].matches, ["food-review"]);
+    let weights: Vec<_> = object.rules[0].targets.iter().map(|t| t.weight).collect();
+    assert_eq!(weights, [Some(90), Some(10)]);
+}
+
+#[test]
+fn the_policy_schema_checks_catch_what_the_crds_reject() {
+    let bad_objective = json!({"spec": {"priority": "high", "poolRef": {"group": "Bad_Group"}}});
+    assert_eq!(check_inference_objective(&bad_objective).len(), 3);
+    let bad_rewrite = json!({"spec": {
+        "poolRef": {"name": "p"},
+        "rules": [
+            {"matches": [{"model": {"type": "Prefix"}}], "targets": []},
+            {"targets": [{"modelRewrite": "a", "weight": 0}, {"modelRewrite": "b"}]}
+        ]
+    }});
+    assert_eq!(check_inference_model_rewrite(&bad_rewrite).len(), 5);
 }

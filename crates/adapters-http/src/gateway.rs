@@ -34,6 +34,7 @@ use crate::stats::Rejection;
 use crate::upstream::{self, HttpClient};
 use crate::{ApiError, GatewaySettings, GatewayStats, explain, proxy};
 use shepherd_runtime::flow::FlowController;
+use shepherd_runtime::policies::RequestPolicies;
 use shepherd_runtime::telemetry::RequestTracing;
 use shepherd_runtime::upstream::UpstreamMetrics;
 
@@ -85,6 +86,8 @@ pub(crate) struct Inner {
     /// The upstream (`llm_d_epp_*`) request families, when recorded.
     pub(crate) upstream: Option<Arc<UpstreamMetrics>>,
     pub(crate) tracing: RequestTracing,
+    /// The pool's objectives and model rewrites, when discovery keeps them.
+    pub(crate) policies: Option<Arc<RequestPolicies>>,
 }
 
 impl Gateway {
@@ -117,6 +120,7 @@ impl Gateway {
                 parse_limits,
                 upstream: None,
                 tracing: RequestTracing::new(),
+                policies: None,
             }),
         }
     }
@@ -153,6 +157,17 @@ impl Gateway {
             }
         }
         self
+    }
+
+    /// Applies the pool's `InferenceObjective` priorities and `InferenceModelRewrite` rules
+    /// ([`shepherd_runtime::policies`]) to every request: a rewritten body is what is
+    /// proxied. Call before the gateway serves.
+    pub fn with_request_policies(self, policies: Arc<RequestPolicies>) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.policies = Some(policies);
+        Gateway {
+            inner: Arc::new(inner),
+        }
     }
 
     /// The flow controller requests go through, if any.

@@ -42,6 +42,10 @@ pub const FAIRNESS_ID: &str = "x-llm-d-inference-fairness-id";
 pub const FAIRNESS_ID_LEGACY: &str = "x-gateway-inference-fairness-id";
 /// The request's priority, an integer (negative = sheddable).
 pub const PRIORITY: &str = "x-shepherd-priority";
+/// The request's `InferenceObjective` (its priority), taken when trusted.
+pub const OBJECTIVE: &str = shepherd_runtime::policies::OBJECTIVE_HEADER;
+/// The deprecated alias of [`OBJECTIVE`].
+pub const OBJECTIVE_LEGACY: &str = shepherd_runtime::policies::OBJECTIVE_HEADER_LEGACY;
 /// The session key for session affinity.
 pub const SESSION: &str = "x-session-id";
 /// Why flow control dropped a request, on its 429 or 503 answer.

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use kube_flags::KubeFlags;
+use kube_flags::{KubeFlags, KubeParts};
 use shepherd_adapters_http::GatewayServer;
 use shepherd_runtime::RuntimeOptions;
 use shepherd_runtime::config::{EndpointSpec, RuntimeConfig};
@@ -137,13 +137,18 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let set = EndpointSet::new(args.endpoints.iter().copied().map(EndpointSpec::new));
         options.discovery = Some(Arc::new(StaticDiscovery::new(set)));
     }
-    if args.kubernetes.given() {
-        // The file's `discovery.kubernetes` settings (backoff, ...) under the flags.
+    let mut kube = KubeParts::default();
+    if args.endpoints.is_empty() {
+        // The flags over the file's `discovery.kubernetes` section, or the section alone.
         let file = RuntimeConfig::load(&args.config).await?;
-        options.discovery = args
+        kube = args
             .kubernetes
             .start(file.discovery.kubernetes.as_ref())
             .await?;
+        if kube.discovery.is_some() {
+            options.discovery = kube.discovery.clone();
+        }
+        options.leadership = kube.leadership();
     }
     let mut http_addr = None;
     if args.address.is_some() || args.port.is_some() || args.metrics_port.is_some() {
@@ -179,6 +184,9 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let signal = stop_signal().await;
     tracing::info!(signal, "shutting down");
+    if let Some(election) = kube.election.take() {
+        election.release().await;
+    }
     let report = server
         .shutdown(Duration::from_secs(args.shutdown_timeout))
         .await;

@@ -39,7 +39,10 @@ use shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER;
 use shepherd_scheduler_core::request::ApiKind;
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
-use crate::headers::{self, FAIRNESS_ID, FAIRNESS_ID_LEGACY, PRIORITY, REQUEST_ID, SESSION};
+use crate::headers::{
+    self, FAIRNESS_ID, FAIRNESS_ID_LEGACY, OBJECTIVE, OBJECTIVE_LEGACY, PRIORITY, REQUEST_ID,
+    SESSION,
+};
 use crate::models::ModelCheck;
 use crate::stats::Rejection;
 use crate::tracked::TrackedBody;
@@ -116,13 +119,26 @@ async fn forward(
         .limit
         .try_admit(&inner.stats)
         .ok_or_else(|| ApiError::rate_limited(inner.limit.max(), settings.retry_after_seconds))?;
-    let body = read.bytes().clone();
+    let mut body = read.bytes().clone();
     let parsed = inner
         .scheduler
         .load()
         .parsers()
         .parse(path, &body, &inner.parse_limits);
     let mut request = parsed.map_err(|e| ApiError::bad_body(&e))?;
+    // The pool's InferenceModelRewrite: the proxied body names the new model.
+    let rewritten = inner
+        .policies
+        .as_ref()
+        .and_then(|p| p.rewrite(&mut request, &body, &inner.parse_limits));
+    if let Some(rewrite) = &rewritten {
+        if let Some(upstream) = &inner.upstream {
+            upstream.record_rewrite(&rewrite.rule, &rewrite.incoming, &rewrite.target);
+        }
+        if let Some(new_body) = &rewrite.body {
+            body = axum::body::Bytes::copy_from_slice(new_body);
+        }
+    }
     let client_headers = &parts.headers;
     request.assign_id(headers::text(client_headers, REQUEST_ID));
     // A client sets its own priority and flow only where `gateway.trustedHeaders` says so.
@@ -134,6 +150,9 @@ async fn forward(
     };
     if let Some(priority) = trusted(PRIORITY).and_then(|p| p.parse().ok()) {
         request.priority = priority;
+    } else if let Some(policies) = &inner.policies {
+        let objective = trusted(OBJECTIVE).or_else(|| trusted(OBJECTIVE_LEGACY));
+        request.priority = policies.objective_priority(objective);
     }
     request.fairness_id = trusted(FAIRNESS_ID)
         .or_else(|| trusted(FAIRNESS_ID_LEGACY))
@@ -142,7 +161,7 @@ async fn forward(
     request.headers = headers::plugin_headers(client_headers);
     *observation = inner.upstream.as_ref().map(|upstream| {
         upstream.observe(
-            &request.model,
+            rewritten.as_ref().map_or(&request.model, |r| &r.incoming),
             request.target_model(),
             request.fairness_id.as_deref(),
             request.priority,

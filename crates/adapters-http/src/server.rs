@@ -110,6 +110,9 @@ impl GatewayServer {
         if let Some(flow) = runtime.flow() {
             gateway = gateway.with_flow_control(flow.clone());
         }
+        if let Some(policies) = runtime.request_policies() {
+            gateway = gateway.with_request_policies(policies);
+        }
         let admin = gateway
             .settings()
             .admin_routes

@@ -28,13 +28,20 @@ struct Gateway {
 }
 
 async fn start_gateway(dir: &Path, server: &ApiServerDouble) -> Gateway {
+    start_gateway_with(dir, server, "").await
+}
+
+/// The gateway with `extra` top-level config after the generated sections.
+async fn start_gateway_with(dir: &Path, server: &ApiServerDouble, extra: &str) -> Gateway {
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig, NS).unwrap();
     let config = dir.join("shepherd.yaml");
     std::fs::write(
         &config,
-            "server: {httpPort: 0, metricsPort: 0}\nscraping: {intervalMs: 50}\n\
-             discovery:\n  kubernetes:\n    poolName: vllm-pool\n    backoffInitialMs: 100\n    backoffMaxMs: 1000\n    publishIntervalMs: 10\n",
+        format!(
+            "server: {{httpPort: 0, metricsPort: 0}}\nscraping: {{intervalMs: 50}}\n\
+             discovery:\n  kubernetes:\n    poolName: vllm-pool\n    backoffInitialMs: 100\n    backoffMaxMs: 1000\n    publishIntervalMs: 10\n{extra}"
+        ),
     )
     .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_shepherd-gateway"))
@@ -254,4 +261,116 @@ async fn an_api_server_outage_of_30_seconds_changes_nothing_for_routing() {
     gateway
         .wait_metric("shepherd_discovery_stale{source=\"kubernetes\"}", 0.0)
         .await;
+}
+
+const CANARY: &str = "food-review-v2";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewrite_90_10_through_the_gateway_lands_within_3_points() {
+    let server = ApiServerDouble::start().await.unwrap();
+    let mut config = shepherd_sim::serve::ServeConfig::ephemeral(2);
+    config.speed = 50.0;
+    config.aliases = vec![CANARY.into()];
+    let sims = shepherd_sim::serve::spawn(config).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = start_gateway(dir.path(), &server).await;
+    server.apply(&Resource::inference_pools(), pool(&sims));
+    server.apply(&Resource::pods(), pod(&sims, 0, true));
+    server.apply(&Resource::pods(), pod(&sims, 1, true));
+    server.apply(
+        &Resource::inference_model_rewrites(),
+        objects::inference_model_rewrite(
+            NS,
+            "canary",
+            "vllm-pool",
+            Some("food-review"),
+            &[(common::MODEL, Some(90)), (CANARY, Some(10))],
+        ),
+    );
+    gateway
+        .wait_metric("shepherd_discovery_endpoints", 2.0)
+        .await;
+    gateway
+        .wait_metric("shepherd_inference_model_rewrites", 1.0)
+        .await;
+    let n = 2_000;
+    let mut counts = std::collections::BTreeMap::new();
+    for batch in 0..n / 16 {
+        let sends = (0..16).map(|i| {
+            let body = serde_json::json!({
+                "model": "food-review",
+                "prompt": format!("rewrite {batch} {i} {}", "x".repeat(32)),
+                "max_tokens": 1,
+            });
+            gateway
+                .http
+                .post(format!("{}/v1/completions", gateway.url))
+                .json(&body)
+                .send()
+        });
+        for reply in futures_util::future::join_all(sends).await {
+            let reply = reply.unwrap();
+            assert_eq!(reply.status(), 200);
+            let body: Value = reply.json().await.unwrap();
+            *counts
+                .entry(body["model"].as_str().unwrap().to_string())
+                .or_insert(0usize) += 1;
+        }
+    }
+    let canary = counts.get(CANARY).copied().unwrap_or(0);
+    println!("gateway: rewrite 90/10 over {n} requests: {counts:?}");
+    assert!((140..=260).contains(&canary), "{counts:?}");
+    assert_eq!(
+        gateway
+            .metric(&format!("llm_d_epp_model_rewrite_decisions_total{{model_rewrite_name=\"canary\",model_name=\"food-review\",target_model=\"{CANARY}\"}}"))
+            .await,
+        canary as f64
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_objective_with_a_negative_priority_is_shed_under_saturation() {
+    let server = ApiServerDouble::start().await.unwrap();
+    let sims = sims(1, 1.0).await;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "gateway:\n  trustedHeaders: [x-llm-d-inference-objective]\n\
+        plugins:\n- name: one-at-a-time\n  type: concurrency-detector\n  parameters:\n    maxConcurrency: 1\n\
+        flowControl:\n  saturationDetector:\n    pluginRef: one-at-a-time\n";
+    let gateway = start_gateway_with(dir.path(), &server, extra).await;
+    server.apply(&Resource::inference_pools(), pool(&sims));
+    server.apply(&Resource::pods(), pod(&sims, 0, true));
+    let kind = Resource::inference_objectives();
+    server.apply(
+        &kind,
+        objects::inference_objective(NS, "batch", "vllm-pool", Some(-1)),
+    );
+    server.apply(
+        &kind,
+        objects::inference_objective(NS, "critical", "vllm-pool", Some(10)),
+    );
+    gateway
+        .wait_metric("shepherd_discovery_endpoints", 1.0)
+        .await;
+    gateway
+        .wait_metric("shepherd_inference_objectives", 2.0)
+        .await;
+    let post = |prompt: String, tokens: u32, objective: &'static str| {
+        gateway
+            .http
+            .post(format!("{}/v1/completions", gateway.url))
+            .header("x-llm-d-inference-objective", objective)
+            .json(&completion(&prompt, tokens, false))
+            .send()
+    };
+    let long = post(format!("long {}", "y".repeat(400)), 150, "critical");
+    let long = tokio::spawn(long);
+    gateway.wait_metric("shepherd_flow_saturation", 1.0).await;
+    let shed = post("batch".into(), 2, "batch").await.unwrap();
+    assert_eq!(shed.status(), 429);
+    assert_eq!(shed.headers()["x-shepherd-dropped-reason"], "shed");
+    let critical = post(format!("critical {}", "z".repeat(400)), 2, "critical")
+        .await
+        .unwrap();
+    assert_eq!(critical.status(), 200);
+    assert_eq!(long.await.unwrap().unwrap().status(), 200);
 }

@@ -80,6 +80,8 @@ pub mod http;
 #[cfg(feature = "runtime")]
 pub mod kv_events;
 pub mod mapping;
+#[cfg(feature = "runtime")]
+pub mod policies;
 pub mod prom;
 #[cfg(feature = "runtime")]
 pub mod render;

@@ -16,7 +16,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::Shared;
 use crate::query::{Target, parse_path, parse_query};
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::{Change, ChangeKind, Resource};
+use crate::store::{Change, ChangeKind, Resource, WriteError};
 
 pub(crate) type Body = BoxBody<Bytes, Infallible>;
 
@@ -49,11 +49,17 @@ fn error(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
 
 pub(crate) async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
     shared.stats.requests.fetch_add(1, Ordering::Relaxed);
-    if request.method() != Method::GET {
+    let method = request.method().clone();
+    if method == Method::GET
+        && let Some(answer) = discovery(&shared, request.uri().path())
+    {
+        return answer;
+    }
+    if method != Method::GET && method != Method::POST && method != Method::PUT {
         return error(
             StatusCode::METHOD_NOT_ALLOWED,
             "MethodNotAllowed",
-            "the double serves GET (list, get, watch) only",
+            "the double serves GET (list, get, watch), POST and PUT only",
         );
     }
     let Some(target) = parse_path(request.uri().path()) else {
@@ -70,6 +76,9 @@ pub(crate) async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> R
             "the server could not find the requested resource",
         );
     };
+    if method != Method::GET {
+        return write(&shared, &resource, &target, method == Method::POST, request).await;
+    }
     let query = parse_query(request.uri().query());
     let labels = match LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str)) {
         Ok(s) => s,
@@ -90,6 +99,115 @@ pub(crate) async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> R
     } else {
         shared.stats.lists.fetch_add(1, Ordering::Relaxed);
         list(&shared, &resource, &target, &selected, &query)
+    }
+}
+
+/// `/apis/GROUP/VERSION` (or `/api/v1`): the kinds served there, as an `APIResourceList`.
+fn discovery(shared: &Shared, path: &str) -> Option<Response<Body>> {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    let (group, version) = match parts.as_slice() {
+        ["apis", group, version] => (*group, *version),
+        ["api", version] => ("", *version),
+        _ => return None,
+    };
+    let served: Vec<Value> = shared
+        .resources
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+        .map(|r| {
+            json!({
+                "name": r.plural,
+                "singularName": r.kind.to_lowercase(),
+                "namespaced": true,
+                "kind": r.kind,
+                "verbs": ["get", "list", "watch", "create", "update"],
+            })
+        })
+        .collect();
+    if served.is_empty() {
+        return Some(error(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        ));
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(full(
+        StatusCode::OK,
+        &json!({
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": group_version,
+            "resources": served,
+        }),
+    ))
+}
+
+/// POST (create) or PUT (replace) of one object, its body at most 1 MiB of JSON.
+async fn write(
+    shared: &Shared,
+    resource: &Resource,
+    target: &Target,
+    create: bool,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    const MAX_BODY: usize = 1 << 20;
+    let Some(namespace) = target.namespace.clone() else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "writes are namespaced",
+        );
+    };
+    let body = match http_body_util::Limited::new(request.into_body(), MAX_BODY)
+        .collect()
+        .await
+    {
+        Ok(body) => body.to_bytes(),
+        Err(e) => return error(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string()),
+    };
+    let object: Value = match serde_json::from_slice(&body) {
+        Ok(object) => object,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string()),
+    };
+    if !create && object.pointer("/metadata/name").and_then(Value::as_str) != target.name.as_deref()
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "the body's metadata.name does not match the path",
+        );
+    }
+    let written = shared
+        .store
+        .lock()
+        .write(resource, &namespace, object, create);
+    match written {
+        Ok(stored) if create => full(StatusCode::CREATED, &stored),
+        Ok(stored) => full(StatusCode::OK, &stored),
+        Err(WriteError::Invalid(why)) => error(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", why),
+        Err(WriteError::AlreadyExists(name)) => error(
+            StatusCode::CONFLICT,
+            "AlreadyExists",
+            &format!("{} {name:?} already exists", resource.plural),
+        ),
+        Err(WriteError::NotFound(name)) => error(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            &format!("{} {name:?} not found", resource.plural),
+        ),
+        Err(WriteError::Conflict(name)) => error(
+            StatusCode::CONFLICT,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on {} {name:?}: the object has been modified; please apply your changes to the latest version and try again",
+                resource.plural
+            ),
+        ),
     }
 }
 

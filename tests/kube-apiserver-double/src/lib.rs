@@ -4,8 +4,8 @@
 //! `kube` client (and its `runtime::watcher`) uses, over plain HTTP on loopback, so Shepherd's
 //! Kubernetes discovery is tested with the real client, unmodified. Test code only.
 //!
-//! What it serves (GET only; tests change objects in process with [`ApiServerDouble::apply`]
-//! and [`ApiServerDouble::delete`]):
+//! What it serves (tests change objects in process with [`ApiServerDouble::apply`] and
+//! [`ApiServerDouble::delete`]; clients write with POST and PUT):
 //!
 //! - `/api/v1/[namespaces/NS/]pods[/NAME]` and `/apis/GROUP/VERSION/[namespaces/NS/]PLURAL[/NAME]`
 //!   for the registered [`Resource`]s (Pods, both InferencePool groups, and any added with
@@ -19,6 +19,10 @@
 //!   or leaving a selector come as ADDED / DELETED; a resourceVersion older than the retained
 //!   history is answered by an ERROR event with a `410 Expired` Status inside a 200 stream, as
 //!   the API server does;
+//! - writes: `POST` creates (409 `AlreadyExists`), `PUT` replaces, refused with 409
+//!   `Conflict` when the body's `metadata.resourceVersion` is not the stored one (the
+//!   optimistic concurrency leader election relies on);
+//! - API discovery: `/apis/GROUP/VERSION` lists the kinds served there (404 when none);
 //! - [`stop`](ApiServerDouble::stop) drops every connection and the listener;
 //!   [`restart`](ApiServerDouble::restart) listens again on the same port with the same
 //!   objects (an outage); [`compact`](ApiServerDouble::compact) makes every resourceVersion
@@ -26,7 +30,7 @@
 //!
 //! Differences from a real API server: one global resourceVersion counter for every kind (as
 //! etcd's), a list's pages read the current objects (not a snapshot), no authentication, no
-//! writes over HTTP, no protobuf, no server-side apply.
+//! PATCH or DELETE over HTTP, no protobuf, no server-side apply.
 //!
 //! ```
 //! # #![allow(clippy::unwrap_used)]
@@ -126,6 +130,9 @@ pub struct Settings {
     pub history: usize,
     /// Time between two bookmarks on a watch that asked for them.
     pub bookmark_interval: Duration,
+    /// The kinds served (and listed by API discovery): by default Pods, both InferencePool
+    /// groups, Leases, and `llm-d.ai`'s InferenceObjective and InferenceModelRewrite.
+    pub resources: Vec<Resource>,
 }
 
 impl Default for Settings {
@@ -133,6 +140,14 @@ impl Default for Settings {
         Settings {
             history: 100_000,
             bookmark_interval: Duration::from_secs(1),
+            resources: vec![
+                Resource::pods(),
+                Resource::inference_pools(),
+                Resource::inference_pools_v1alpha2(),
+                Resource::leases(),
+                Resource::inference_objectives(),
+                Resource::inference_model_rewrites(),
+            ],
         }
     }
 }
@@ -150,11 +165,7 @@ impl ApiServerDouble {
         let (stop_watches, _) = broadcast::channel(4);
         let shared = Arc::new(Shared {
             store: Mutex::new(store::Store::new(settings.history)),
-            resources: vec![
-                Resource::pods(),
-                Resource::inference_pools(),
-                Resource::inference_pools_v1alpha2(),
-            ],
+            resources: settings.resources,
             stats: Stats::default(),
             bookmark_interval: settings.bookmark_interval.max(Duration::from_millis(10)),
             stop_watches,

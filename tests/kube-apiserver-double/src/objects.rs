@@ -1,5 +1,5 @@
-//! Objects shaped as the API server serves them: core/v1 Pods and InferencePools as
-//! upstream's CRDs define them.
+//! Objects shaped as the API server serves them: core/v1 Pods, and InferencePools,
+//! InferenceObjectives and InferenceModelRewrites as upstream's CRDs define them.
 
 use serde_json::{Value, json};
 
@@ -133,5 +133,48 @@ pub fn inference_pool_v1alpha2(
             "targetPortNumber": port,
             "extensionRef": {"name": "shepherd-epp", "portNumber": 9002, "failureMode": "FailClose"},
         },
+    })
+}
+
+/// An `InferenceObjective` of `pool` (group `inference.networking.k8s.io`) with `priority`.
+pub fn inference_objective(
+    namespace: &str,
+    name: &str,
+    pool: &str,
+    priority: Option<i32>,
+) -> Value {
+    let mut spec = json!({"poolRef": {"group": "inference.networking.k8s.io", "name": pool}});
+    if let Some(priority) = priority {
+        spec["priority"] = json!(priority);
+    }
+    json!({"metadata": {"namespace": namespace, "name": name}, "spec": spec})
+}
+
+/// An `InferenceModelRewrite` of `pool` with one rule: `model` (exact; `None`: every model)
+/// to the weighted `targets`.
+pub fn inference_model_rewrite(
+    namespace: &str,
+    name: &str,
+    pool: &str,
+    model: Option<&str>,
+    targets: &[(&str, Option<u32>)],
+) -> Value {
+    let targets: Vec<Value> = targets
+        .iter()
+        .map(|(target, weight)| match weight {
+            Some(w) => json!({"modelRewrite": target, "weight": w}),
+            None => json!({"modelRewrite": target}),
+        })
+        .collect();
+    let mut rule = json!({"targets": targets});
+    if let Some(model) = model {
+        rule["matches"] = json!([{"model": {"type": "Exact", "value": model}}]);
+    }
+    json!({
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {
+            "poolRef": {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": pool},
+            "rules": [rule]
+        }
     })
 }

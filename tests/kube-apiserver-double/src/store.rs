@@ -56,6 +56,41 @@ impl Resource {
         )
     }
 
+    /// `coordination.k8s.io/v1` Lease (leader election).
+    pub fn leases() -> Self {
+        Resource::new("coordination.k8s.io", "v1", "leases", "Lease")
+    }
+
+    /// `llm-d.ai/v1alpha2` InferenceObjective.
+    pub fn inference_objectives() -> Self {
+        Resource::new(
+            "llm-d.ai",
+            "v1alpha2",
+            "inferenceobjectives",
+            "InferenceObjective",
+        )
+    }
+
+    /// `llm-d.ai/v1alpha2` InferenceModelRewrite.
+    pub fn inference_model_rewrites() -> Self {
+        Resource::new(
+            "llm-d.ai",
+            "v1alpha2",
+            "inferencemodelrewrites",
+            "InferenceModelRewrite",
+        )
+    }
+
+    /// The same kind in the older `inference.networking.x-k8s.io/v1alpha2` group.
+    pub fn in_legacy_group(&self) -> Self {
+        Resource::new(
+            "inference.networking.x-k8s.io",
+            "v1alpha2",
+            &self.plural,
+            &self.kind,
+        )
+    }
+
     /// `apiVersion` of its objects.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -95,6 +130,15 @@ pub struct Change {
 }
 
 type Key = (Resource, String, String);
+
+/// Why a write was refused.
+#[derive(Debug)]
+pub(crate) enum WriteError {
+    Invalid(&'static str),
+    AlreadyExists(String),
+    NotFound(String),
+    Conflict(String),
+}
 
 pub(crate) struct Store {
     pub(crate) rv: u64,
@@ -168,7 +212,14 @@ impl Store {
             None => {
                 self.uid += 1;
                 metadata["uid"] = json!(format!("00000000-0000-4000-8000-{:012x}", self.uid));
-                metadata["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+                // One second apart, in creation order (what "oldest wins" rules read).
+                let s = self.uid % 86_400;
+                metadata["creationTimestamp"] = json!(format!(
+                    "2026-01-01T{:02}:{:02}:{:02}Z",
+                    s / 3600,
+                    s / 60 % 60,
+                    s % 60
+                ));
             }
         }
         self.objects.insert(key, object.clone());
@@ -185,6 +236,43 @@ impl Store {
             new: object.clone(),
         });
         object
+    }
+
+    /// A write over HTTP: create (`expected` none; fails when the object exists) or replace
+    /// (fails when it does not, or when `expected`, its `metadata.resourceVersion`, is not
+    /// the stored one), as the API server's optimistic concurrency does.
+    pub(crate) fn write(
+        &mut self,
+        resource: &Resource,
+        namespace: &str,
+        object: Value,
+        create: bool,
+    ) -> Result<Value, WriteError> {
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .ok_or(WriteError::Invalid("metadata.name is required"))?
+            .to_string();
+        let stored = self.get(resource, namespace, &name);
+        match (create, stored) {
+            (true, Some(_)) => return Err(WriteError::AlreadyExists(name)),
+            (false, None) => return Err(WriteError::NotFound(name)),
+            (false, Some(stored)) => {
+                let expected = object
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str);
+                let current = stored
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str);
+                if expected.is_some() && expected != current {
+                    return Err(WriteError::Conflict(name));
+                }
+            }
+            (true, None) => {}
+        }
+        let mut object = object;
+        object["metadata"]["namespace"] = json!(namespace);
+        Ok(self.apply(resource, object))
     }
 
     /// Deletes an object; returns whether it existed.

@@ -62,6 +62,11 @@ impl Stack {
         let envoy_binary = envoy_binary()?;
         let mut sim = ServeConfig::ephemeral(options.servers);
         sim.speed = options.speed;
+        sim.aliases = options
+            .model_aliases
+            .iter()
+            .map(|m| m.to_string())
+            .collect();
         if options.kv_events {
             sim.kv_events = Some(KvEventsConfig::ephemeral());
         }

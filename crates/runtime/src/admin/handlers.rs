@@ -27,6 +27,12 @@ pub(super) async fn readyz(State(state): State<AdminState>) -> Response {
         (StatusCode::OK, "ready\n").into_response()
     } else if state.shutdown.is_shutting_down() {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
+    } else if !state.is_leader() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "follower: another replica holds the leader lease\n",
+        )
+            .into_response()
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,

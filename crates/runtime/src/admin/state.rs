@@ -31,6 +31,8 @@ pub struct AdminState {
     pub(crate) upstream: Arc<crate::upstream::UpstreamMetrics>,
     /// How often the debug views may be rendered.
     pub(crate) debug_budget: Arc<super::budget::RenderBudget>,
+    /// Leadership, under leader election: a follower is not ready.
+    pub(crate) leadership: Option<watch::Receiver<bool>>,
 }
 
 impl fmt::Debug for AdminState {
@@ -59,12 +61,20 @@ impl AdminState {
         render_prometheus(&[&self.upstream.render_after(&sources)])
     }
 
-    /// Whether the runtime can take requests: not shutting down, and either flow control is
-    /// on (it holds requests until an endpoint can serve them: a pool scaled to zero must not
-    /// make the picker unready) or at least one endpoint that accepts requests has metrics
-    /// younger than the scheduler's staleness bound.
+    /// Whether this replica leads (always, without leader election).
+    pub fn is_leader(&self) -> bool {
+        self.leadership
+            .as_ref()
+            .is_none_or(|leading| *leading.borrow())
+    }
+
+    /// Whether the runtime can take requests: not shutting down, leading (under leader
+    /// election), and either flow control is on (it holds requests until an endpoint can
+    /// serve them: a pool scaled to zero must not make the picker unready) or at least one
+    /// endpoint that accepts requests has metrics younger than the scheduler's staleness
+    /// bound.
     pub fn is_ready(&self) -> bool {
-        if self.shutdown.is_shutting_down() {
+        if self.shutdown.is_shutting_down() || !self.is_leader() {
             return false;
         }
         if self.holds_requests {

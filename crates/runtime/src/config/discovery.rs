@@ -99,6 +99,66 @@ pub struct KubernetesConfig {
     /// Shortest time between two published endpoint sets, in milliseconds.
     #[serde(default = "default_publish_interval")]
     pub publish_interval_ms: u64,
+    /// Active-passive leader election over a Lease (`--ha-enable-leader-election`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_election: Option<LeaderElectionConfig>,
+}
+
+/// `discovery.kubernetes.leaderElection`: upstream's active-passive mode and its timings
+/// (controller-runtime's defaults).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaderElectionConfig {
+    /// Elect a leader (as `--ha-enable-leader-election`).
+    #[serde(default)]
+    pub enabled: bool,
+    /// How long a lease not renewed stays held, in milliseconds (15,000).
+    #[serde(default = "default_lease_duration")]
+    pub lease_duration_ms: u64,
+    /// How long a leader keeps trying to renew before stepping down, in milliseconds
+    /// (10,000; less than `leaseDurationMs`).
+    #[serde(default = "default_renew_deadline")]
+    pub renew_deadline_ms: u64,
+    /// Time between two tries, in milliseconds (2,000; less than `renewDeadlineMs`).
+    #[serde(default = "default_retry_period")]
+    pub retry_period_ms: u64,
+}
+
+fn default_lease_duration() -> u64 {
+    15_000
+}
+fn default_renew_deadline() -> u64 {
+    10_000
+}
+fn default_retry_period() -> u64 {
+    2_000
+}
+
+impl Default for LeaderElectionConfig {
+    fn default() -> Self {
+        LeaderElectionConfig {
+            enabled: false,
+            lease_duration_ms: default_lease_duration(),
+            renew_deadline_ms: default_renew_deadline(),
+            retry_period_ms: default_retry_period(),
+        }
+    }
+}
+
+impl LeaderElectionConfig {
+    /// Checks the timings as client-go does: retry < renew deadline < lease duration.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.retry_period_ms == 0
+            || self.retry_period_ms >= self.renew_deadline_ms
+            || self.renew_deadline_ms >= self.lease_duration_ms
+        {
+            return Err(format!(
+                "leaderElection: needs 0 < retryPeriodMs ({}) < renewDeadlineMs ({}) < leaseDurationMs ({})",
+                self.retry_period_ms, self.renew_deadline_ms, self.lease_duration_ms
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn default_pool_group() -> String {
@@ -129,6 +189,7 @@ impl Default for KubernetesConfig {
             backoff_max_ms: DEFAULT_BACKOFF_MAX_MS,
             watch_timeout_secs: DEFAULT_WATCH_TIMEOUT_SECS,
             publish_interval_ms: DEFAULT_PUBLISH_INTERVAL_MS,
+            leader_election: None,
         }
     }
 }
@@ -230,6 +291,12 @@ impl KubernetesConfig {
         }
         if self.watch_timeout_secs == 0 {
             return Err("watchTimeoutSecs must be at least 1".into());
+        }
+        if let Some(election) = &self.leader_election {
+            election.validate()?;
+            if election.enabled && self.pool_name.is_none() {
+                return Err("leaderElection needs poolName (the lease is the pool's)".into());
+            }
         }
         Ok(())
     }

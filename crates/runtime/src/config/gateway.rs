@@ -23,10 +23,12 @@ pub const DEFAULT_BODY_READ_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_MAX_BUFFERED_BODY_BYTES: usize = 256 * 1024 * 1024;
 /// The request headers that set a request's scheduling privileges, which the gateway takes
 /// from a client only when `gateway.trustedHeaders` names them.
-pub const PRIVILEGED_HEADERS: [&str; 3] = [
+pub const PRIVILEGED_HEADERS: [&str; 5] = [
     "x-shepherd-priority",
     "x-llm-d-inference-fairness-id",
     "x-gateway-inference-fairness-id",
+    "x-llm-d-inference-objective",
+    "x-gateway-inference-objective",
 ];
 
 /// The `gateway` section: how `shepherd-gateway` (the OpenAI-compatible HTTP gateway of
@@ -95,7 +97,7 @@ pub struct GatewayConfig {
     /// `x-shepherd-dropped-reason: body_buffer_full`. Default 256 MiB.
     pub max_buffered_body_bytes: usize,
     /// Which of the headers that set a request's scheduling privileges
-    /// ([`PRIVILEGED_HEADERS`]: `x-shepherd-priority`, the fairness-id headers) the gateway
+    /// ([`PRIVILEGED_HEADERS`]: `x-shepherd-priority`, the fairness-id and objective headers) the gateway
     /// takes from its clients. Default none: on a public port any client could raise its own
     /// priority; name them when the clients are trusted (or a gateway in front sets them).
     pub trusted_headers: Vec<String>,

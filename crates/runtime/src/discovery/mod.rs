@@ -70,4 +70,11 @@ pub trait Discovery: Send + Sync + fmt::Debug {
     fn metrics(&self) -> Option<Arc<dyn MetricsSource>> {
         None
     }
+
+    /// The request policies (objective priorities, model rewrites) the source keeps with the
+    /// pool, which the adapters apply to every request (default none; Kubernetes discovery
+    /// keeps the pool's `InferenceObjective`s and `InferenceModelRewrite`s).
+    fn request_policies(&self) -> Option<Arc<crate::policies::RequestPolicies>> {
+        None
+    }
 }

@@ -151,6 +151,13 @@ impl RuntimeHandle {
         &self.admin
     }
 
+    /// The pool's request policies (`InferenceObjective` priorities, `InferenceModelRewrite`
+    /// rules) when discovery keeps them ([`Discovery::request_policies`](crate::discovery::Discovery::request_policies)):
+    /// the adapters apply them to every request.
+    pub fn request_policies(&self) -> Option<Arc<crate::policies::RequestPolicies>> {
+        self.discovery.request_policies()
+    }
+
     /// The upstream (`llm_d_epp_*`) metric families, which the adapters record requests in.
     pub fn upstream_metrics(&self) -> &Arc<crate::upstream::UpstreamMetrics> {
         self.admin.upstream()

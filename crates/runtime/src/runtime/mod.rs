@@ -271,6 +271,7 @@ impl Runtime {
             holds_requests: flow.is_some(),
             upstream,
             debug_budget: Arc::new(admin::RenderBudget::new()),
+            leadership: options.leadership.clone(),
         };
         let mut admin_addr = None;
         if let Some(listener) = admin_listener {

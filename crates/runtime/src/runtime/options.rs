@@ -83,6 +83,9 @@ pub struct RuntimeOptions {
     /// Export the upstream families' deprecated names whatever the config's
     /// `metrics.legacyNames` says (`Some`), or as it says (`None`, the default).
     pub legacy_metric_names: Option<bool>,
+    /// Leadership under leader election (`--ha-enable-leader-election`): `/readyz` answers
+    /// 503 while it is false (default none: always a leader).
+    pub leadership: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Default for RuntimeOptions {
@@ -100,6 +103,7 @@ impl Default for RuntimeOptions {
             clock: None,
             metrics_sources: Vec::new(),
             legacy_metric_names: None,
+            leadership: None,
         }
     }
 }

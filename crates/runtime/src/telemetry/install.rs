@@ -173,6 +173,9 @@ pub fn init(service: &str, level: LevelFilter) -> Result<TelemetryGuard, Telemet
     init_with(service, level)
 }
 
+/// The kube client's per-request failure log (see [`init_with`]).
+const KUBE_CLIENT_RETRIES: &str = "kube_client::client::builder";
+
 /// [`init`] with the log's own filter (an `EnvFilter` from `RUST_LOG`, say). The request
 /// spans record the log lines at `INFO` and above written inside them.
 pub fn init_with<F>(service: &str, log_filter: F) -> Result<TelemetryGuard, TelemetryError>
@@ -182,12 +185,16 @@ where
     let level = LevelFilter::INFO;
     let settings = TracingSettings::from_env(service)?;
     let provider = provider(&settings)?;
-    // The request spans belong to OpenTelemetry, not to the log.
+    // The request spans belong to OpenTelemetry, not to the log. The kube client logs an
+    // ERROR for every failed API request (every retry of an outage); Kubernetes discovery
+    // logs the outage once and its end once, so those lines are left out.
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_filter(log_filter)
-        .with_filter(filter_fn(|meta| meta.target() != TARGET));
+        .with_filter(filter_fn(|meta| {
+            meta.target() != TARGET && meta.target() != KUBE_CLIENT_RETRIES
+        }));
     let Some(provider) = provider else {
         tracing_subscriber::registry()
             .with(logs)

@@ -8,7 +8,7 @@ use shepherd_scheduler_core::metrics::{HistogramSnapshot, MetricDesc, MetricsVis
 use super::names::{self as n, Family, Legacy};
 
 /// Every family with a deprecated twin.
-const FAMILIES: [Family; 24] = [
+const FAMILIES: [Family; 25] = [
     n::REQUEST_TOTAL,
     n::REQUEST_ERROR_TOTAL,
     n::REQUEST_DURATION,
@@ -26,6 +26,7 @@ const FAMILIES: [Family; 24] = [
     n::PER_ENDPOINT_QUEUE,
     n::SCHEDULER_E2E,
     n::SCHEDULER_ATTEMPTS,
+    n::MODEL_REWRITE_DECISIONS,
     n::PLUGIN_DURATION,
     n::PREFIX_SIZE,
     n::PREFIX_HIT_RATIO,

@@ -113,6 +113,9 @@ pub const GRPC_CODES: [&str; 17] = [
 /// Scheduling attempts: `(success, target model, endpoint)`.
 type AttemptKey = (bool, Arc<str>, Arc<str>);
 
+/// Model rewrite decisions: `(rewrite name, incoming model, target model)`.
+type RewriteKey = (Arc<str>, Arc<str>, Arc<str>);
+
 /// The parts of the runtime the pool and flow families are read from.
 #[derive(Debug)]
 struct Attached {
@@ -130,6 +133,7 @@ pub struct UpstreamMetrics {
     series: SeriesMap<SeriesKey, RequestSeries>,
     scheduler_e2e: BucketHistogram,
     attempts: SeriesMap<AttemptKey, AtomicU64>,
+    rewrites: SeriesMap<RewriteKey, AtomicU64>,
     streams_enabled: AtomicBool,
     streams_open: AtomicI64,
     streams_total: [AtomicU64; GRPC_CODES.len()],
@@ -147,6 +151,7 @@ impl UpstreamMetrics {
             series: SeriesMap::new(settings.max_series),
             scheduler_e2e: BucketHistogram::striped(&names::SCHEDULING, names::SECONDS),
             attempts: SeriesMap::new(settings.max_series),
+            rewrites: SeriesMap::new(settings.max_series),
             streams_enabled: AtomicBool::new(false),
             streams_open: AtomicI64::new(0),
             streams_total: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -233,6 +238,17 @@ impl UpstreamMetrics {
         let ok = key.0;
         self.attempts
             .get(key, || (ok, Arc::clone(&other), other))
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A model rewrite decided where a request for `model` goes (`rule`: the
+    /// `InferenceModelRewrite`'s name). The rule and target names come from the cluster's
+    /// objects; the incoming model, from the request, is bounded like every model label.
+    pub fn record_rewrite(&self, rule: &str, model: &str, target: &str) {
+        let key = (Arc::from(rule), self.models.bound(model), Arc::from(target));
+        let other: Arc<str> = Arc::from(OVERFLOW_LABEL);
+        self.rewrites
+            .get(key, || (Arc::clone(&other), Arc::clone(&other), other))
             .fetch_add(1, Ordering::Relaxed);
     }
 

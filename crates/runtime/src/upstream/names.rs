@@ -157,6 +157,20 @@ pub(crate) const PER_ENDPOINT_QUEUE: Family = family(
     ),
 );
 
+/// Labels: `model_rewrite_name`, `model_name`, `target_model`.
+pub(crate) const MODEL_REWRITE_DECISIONS: Family = family(
+    "llm_d_epp_model_rewrite_decisions_total",
+    "Total number of inference model rewrite decisions.",
+    legacy(
+        "inference_extension_model_rewrite_decisions_total",
+        &[
+            ("model_rewrite_name", "model_rewrite_name"),
+            ("model_name", "model_name"),
+            ("target_model", "target_model"),
+        ],
+    ),
+);
+
 // --- scheduling ---
 
 pub(crate) const SCHEDULER_E2E: Family = family(

@@ -308,6 +308,20 @@ impl UpstreamMetrics {
                 count.load(Ordering::Relaxed),
             );
         }
+        let map = self.rewrites.snapshot();
+        let mut all: Vec<_> = map.iter().collect();
+        all.sort_by(|a, b| a.0.cmp(b.0));
+        for ((rule, model, target), count) in all {
+            v.counter(
+                n::MODEL_REWRITE_DECISIONS.desc,
+                &[
+                    ("model_rewrite_name", rule),
+                    ("model_name", model),
+                    ("target_model", target),
+                ],
+                count.load(Ordering::Relaxed),
+            );
+        }
     }
 
     fn visit_streams(&self, v: &mut dyn MetricsVisitor) {

@@ -14,8 +14,7 @@ use shepherd_scheduler_core::config::EndpointPickerConfig;
 use super::NS;
 use crate::error::SimError;
 
-/// The top-level policy section the simulator reads its own settings from.
-pub const SIMULATION_SECTION: &str = "simulation";
+pub use crate::policy::SIMULATION_SECTION;
 
 /// Default time from an engine step's end to its events being applied by the router: 1 ms
 /// (a ZeroMQ message over the data-center network and its decoding).

@@ -43,6 +43,10 @@ pub struct ServeArgs {
     /// Served model name; requests for another model get 404.
     #[arg(long, default_value = DEFAULT_MODEL)]
     pub model: String,
+    /// More names the model answers to (repeatable, or comma-separated): vLLM's extra
+    /// `--served-model-name`s or LoRA adapters.
+    #[arg(long = "alias", value_delimiter = ',')]
+    pub aliases: Vec<String>,
     /// Simulated seconds per wall-clock second (2 runs the engines twice as fast as real time).
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
@@ -177,6 +181,7 @@ impl ServeArgs {
         );
         config.engine = engine;
         config.model = self.model.clone();
+        config.aliases = self.aliases.clone();
         config.speed = self.speed;
         config.default_max_tokens = self.default_max_tokens;
         config.max_tokens_cap = self.max_tokens_cap;

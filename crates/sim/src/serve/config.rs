@@ -119,8 +119,11 @@ pub struct ServeConfig {
     pub addrs: Vec<SocketAddr>,
     /// The engine of every server.
     pub engine: EngineConfig,
-    /// The model name served; requests for any other model get 404.
+    /// The model name served; requests for any other model (but [`Self::aliases`]) get 404.
     pub model: String,
+    /// More names the same model answers to (vLLM's extra `--served-model-name`s, or LoRA
+    /// adapters): a request for one is served, and its answer names the model it asked for.
+    pub aliases: Vec<String>,
     /// Simulated seconds per wall-clock second: 2 runs the engines twice as fast as real time.
     pub speed: f64,
     /// Requests one server holds at once before it answers 503.
@@ -153,6 +156,7 @@ impl ServeConfig {
             addrs,
             engine,
             model: DEFAULT_MODEL.to_owned(),
+            aliases: Vec::new(),
             speed: 1.0,
             max_pending: DEFAULT_MAX_PENDING,
             default_max_tokens: DEFAULT_MAX_TOKENS,
@@ -163,6 +167,11 @@ impl ServeConfig {
             roles: Vec::new(),
             kv_transfer: KvTransfer::default(),
         }
+    }
+
+    /// Whether `model` is served: the model or one of its aliases.
+    pub fn serves(&self, model: &str) -> bool {
+        model == self.model || self.aliases.iter().any(|a| a == model)
     }
 
     /// Server `index`'s role, when roles are given.

@@ -381,19 +381,22 @@ async fn models(State(server): State<Server>) -> Response {
     let created = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    axum::Json(json!({
-        "object": "list",
-        "data": [{
-            "id": config.model,
-            "object": "model",
-            "created": created,
-            "owned_by": "vllm",
-            "root": config.model,
-            "parent": null,
-            "max_model_len": config.max_model_len,
-        }],
-    }))
-    .into_response()
+    // vLLM lists every served name, each rooted at the model.
+    let data: Vec<serde_json::Value> = std::iter::once(&config.model)
+        .chain(&config.aliases)
+        .map(|id| {
+            json!({
+                "id": id,
+                "object": "model",
+                "created": created,
+                "owned_by": "vllm",
+                "root": config.model,
+                "parent": null,
+                "max_model_len": config.max_model_len,
+            })
+        })
+        .collect();
+    axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
 async fn render_metrics(State(server): State<Server>) -> Response {

@@ -75,7 +75,7 @@ pub(crate) fn render_tokens(
         let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
         ApiError::new(status, e.to_string())
     })?;
-    if parsed.model != config.model {
+    if !config.serves(&parsed.model) {
         return Err(ApiError::unknown_model(&parsed.model));
     }
     Ok(prompt_token_ids(&parsed.prompt))
@@ -92,7 +92,7 @@ pub(crate) fn prepare(
         let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
         ApiError::new(status, e.to_string())
     })?;
-    if parsed.model != config.model {
+    if !config.serves(&parsed.model) {
         return Err(ApiError::unknown_model(&parsed.model));
     }
     // Fields the core parser does not keep; the body is known to be a JSON object by now.

@@ -44,7 +44,10 @@
 //! ```
 
 mod backoff;
+mod lease;
 mod pods;
+mod policy_objects;
+mod policy_watch;
 mod pool;
 mod state;
 mod stats;
@@ -62,12 +65,17 @@ use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 
 pub use backoff::WatchBackoff;
+pub use lease::{LeaderElection, LeaseSettings, lease_name};
 pub use pods::{ACTIVE_PORTS_ANNOTATION, LEGACY_ACTIVE_PORTS_ANNOTATION, ServingPod, active_ports};
+pub use policy_objects::{objective_priority, references_pool, rewrite_object};
+pub use policy_watch::POLICY_GROUP_VERSIONS;
 pub use pool::{PoolError, PoolSpec};
 pub use stats::{DiscoveryStats, Watched};
 
 use super::{Discovery, EndpointSet, LabelSelector};
 use crate::config::{ALPHA_POOL_GROUP, KubernetesConfig};
+use crate::policies::RequestPolicies;
+use policy_watch::PolicyWatch;
 use watch::{Driver, Target};
 
 /// Where the pod's own namespace is written in a pod with a service account.
@@ -96,7 +104,9 @@ pub struct KubernetesDiscovery {
     rx: channel::Receiver<Arc<EndpointSet>>,
     stats: Arc<DiscoveryStats>,
     namespace: String,
-    task: JoinHandle<()>,
+    client: Client,
+    policies: Option<Arc<RequestPolicies>>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl fmt::Debug for KubernetesDiscovery {
@@ -179,27 +189,49 @@ impl KubernetesDiscovery {
                 "watching the pods of the endpoint selector"
             ),
         }
+        let backoff = WatchBackoff::new(
+            Duration::from_millis(config.backoff_initial_ms),
+            Duration::from_millis(config.backoff_max_ms),
+        );
+        let mut tasks = Vec::new();
+        // Objectives and rewrites reference a pool by name: there are none without one.
+        let policies = match &target {
+            Target::Pool { name, group, .. } => {
+                let policies = Arc::new(RequestPolicies::new());
+                let watch = PolicyWatch {
+                    client: client.clone(),
+                    namespace: namespace.clone(),
+                    pool_name: name.clone(),
+                    pool_group: group.clone(),
+                    backoff: backoff.clone(),
+                    watch_timeout_secs: config.watch_timeout_secs,
+                    policies: Arc::clone(&policies),
+                };
+                tasks.push(tokio::spawn(watch.run()));
+                Some(policies)
+            }
+            Target::Selector(_) => None,
+        };
         let (tx, rx) = channel::channel(Arc::new(EndpointSet::default()));
         let stats = Arc::new(DiscoveryStats::default());
         let driver = Driver {
-            client,
+            client: client.clone(),
             namespace: namespace.clone(),
             target,
-            backoff: WatchBackoff::new(
-                Duration::from_millis(config.backoff_initial_ms),
-                Duration::from_millis(config.backoff_max_ms),
-            ),
+            backoff,
             watch_timeout_secs: config.watch_timeout_secs,
             publish_interval: Duration::from_millis(config.publish_interval_ms),
             tx,
             stats: Arc::clone(&stats),
         };
-        let task = tokio::spawn(driver.run());
+        tasks.push(tokio::spawn(driver.run()));
         Ok(KubernetesDiscovery {
             rx,
             stats,
             namespace,
-            task,
+            client,
+            policies,
+            tasks,
         })
     }
 
@@ -212,11 +244,26 @@ impl KubernetesDiscovery {
     pub fn namespace(&self) -> &str {
         &self.namespace
     }
+
+    /// The pool's `InferenceObjective` priorities and `InferenceModelRewrite` rules, kept
+    /// current (with an InferencePool; `None` with an endpoint selector, which no objective
+    /// can reference). The adapters apply them to every request
+    /// ([`crate::policies`]).
+    pub fn policies(&self) -> Option<&Arc<RequestPolicies>> {
+        self.policies.as_ref()
+    }
+
+    /// The API client the discovery watches through (for leader election beside it).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
 }
 
 impl Drop for KubernetesDiscovery {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
@@ -229,14 +276,39 @@ impl Discovery for KubernetesDiscovery {
         self.rx.clone()
     }
 
+    fn request_policies(&self) -> Option<Arc<RequestPolicies>> {
+        self.policies.clone()
+    }
+
     fn metrics(&self) -> Option<Arc<dyn MetricsSource>> {
-        Some(Arc::clone(&self.stats) as Arc<dyn MetricsSource>)
+        Some(Arc::new(KubernetesFigures {
+            stats: Arc::clone(&self.stats),
+            policies: self.policies.clone(),
+        }) as Arc<dyn MetricsSource>)
     }
 }
 
 impl MetricsSource for KubernetesDiscovery {
     fn visit_metrics(&self, visitor: &mut dyn MetricsVisitor) {
         self.stats.visit_metrics(visitor);
+        if let Some(policies) = &self.policies {
+            policies.visit_metrics(visitor);
+        }
+    }
+}
+
+/// The discovery's figures and its policies', exported together.
+struct KubernetesFigures {
+    stats: Arc<DiscoveryStats>,
+    policies: Option<Arc<RequestPolicies>>,
+}
+
+impl MetricsSource for KubernetesFigures {
+    fn visit_metrics(&self, visitor: &mut dyn MetricsVisitor) {
+        self.stats.visit_metrics(visitor);
+        if let Some(policies) = &self.policies {
+            policies.visit_metrics(visitor);
+        }
     }
 }
 
