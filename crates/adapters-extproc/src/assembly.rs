@@ -62,8 +62,6 @@ pub struct RequestAssembly {
     request_id: Option<String>,
     fairness_id: Option<String>,
     priority: Option<i32>,
-    /// The `InferenceObjective` the request names.
-    objective: Option<String>,
     session: Option<String>,
     traceparent: Option<String>,
     tracestate: Option<String>,
@@ -114,15 +112,19 @@ impl RequestAssembly {
             request_id: text(&names.request_id),
             fairness_id: text(&names.fairness_id).or_else(|| text(&names.fairness_id_legacy)),
             priority: text(&names.priority).and_then(|v| v.parse().ok()),
-            objective: text(OBJECTIVE_HEADER)
-                .or_else(|| text(OBJECTIVE_HEADER_LEGACY))
-                .filter(|v| v.len() <= MAX_PLUGIN_HEADER_LEN),
             session: text(&names.session),
             traceparent: text(TRACEPARENT).filter(|v| v.len() <= MAX_TRACE_HEADER_LEN),
             tracestate: text(TRACESTATE).filter(|v| v.len() <= MAX_TRACE_HEADER_LEN),
+            // The InferenceObjective the request names rides with them (as upstream's
+            // name, whichever of the two names the client used).
             plugin_headers: PLUGIN_HEADERS
                 .iter()
                 .filter_map(|name| Some(((*name).to_string(), text(name)?)))
+                .chain(
+                    text(OBJECTIVE_HEADER)
+                        .or_else(|| text(OBJECTIVE_HEADER_LEGACY))
+                        .map(|v| (OBJECTIVE_HEADER.to_string(), v)),
+                )
                 .filter(|(_, v)| v.len() <= MAX_PLUGIN_HEADER_LEN)
                 .collect(),
             client_owned,
@@ -299,7 +301,12 @@ impl RequestAssembly {
         match (self.priority, policies) {
             (Some(priority), _) => request.priority = priority,
             (None, Some(policies)) => {
-                request.priority = policies.objective_priority(self.objective.as_deref());
+                let objective = self
+                    .plugin_headers
+                    .iter()
+                    .find(|(name, _)| name == OBJECTIVE_HEADER)
+                    .map(|(_, value)| value.as_str());
+                request.priority = policies.objective_priority(objective);
             }
             (None, None) => {}
         }

@@ -9,24 +9,12 @@ mod e2e;
 use std::sync::Arc;
 use std::time::Duration;
 
-use e2e::{Options, Reply, Stack, sample, unique_prompt};
+use e2e::{ONE_AT_A_TIME, Options, Reply, Stack, sample, unique_prompt};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep};
 
 const MAIN: &str = "inference";
 const PRIORITY: &str = "x-shepherd-priority";
-
-/// One request at a time per endpoint: the pool is saturated while one request is in flight.
-const ONE_AT_A_TIME: &str = "\
-plugins:
-- name: one-at-a-time
-  type: concurrency-detector
-  parameters:
-    maxConcurrency: 1
-flowControl:
-  saturationDetector:
-    pluginRef: one-at-a-time
-";
 
 /// A request sent in the background, with the moment its answer arrived.
 fn spawn_post(

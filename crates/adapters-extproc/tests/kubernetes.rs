@@ -546,11 +546,7 @@ fn check_pool_ref(pool_ref: &Value, errors: &mut Vec<String>) {
 fn check_inference_objective(object: &Value) -> Vec<String> {
     let mut errors = Vec::new();
     let spec = &object["spec"];
-    for key in spec
-        .as_object()
-        .map(|m| m.keys().collect::<Vec<_>>())
-        .unwrap_or_default()
-    {
+    for key in spec.as_object().into_iter().flat_map(|m| m.keys()) {
         if !["priority", "poolRef"].contains(&key.as_str()) {
             errors.push(format!("spec.{key}: unknown field"));
         }

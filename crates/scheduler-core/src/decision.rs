@@ -256,6 +256,19 @@ impl Breakdown {
     }
 }
 
+impl Drop for Breakdown {
+    /// Keeps the breakdown's buffers for this thread's next pick (see the scheduler's
+    /// per-thread spares).
+    fn drop(&mut self) {
+        use crate::scheduler::spare;
+        spare::give_floats(std::mem::take(&mut self.weights));
+        spare::give_ids(std::mem::take(&mut self.candidates));
+        spare::give_scores(std::mem::take(&mut self.scores));
+        spare::give_floats(std::mem::take(&mut self.totals));
+        spare::give_indexes(std::mem::take(&mut self.picked));
+    }
+}
+
 impl fmt::Debug for Breakdown {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Breakdown")

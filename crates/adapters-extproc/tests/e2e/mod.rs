@@ -48,6 +48,20 @@ pub use {
 };
 
 pub const MODEL: &str = "meta-llama/Llama-3.1-8B-Instruct";
+
+/// A policy whose pool is saturated while each endpoint has one request in flight, with flow
+/// control on.
+#[allow(dead_code)]
+pub const ONE_AT_A_TIME: &str = "\
+plugins:
+- name: one-at-a-time
+  type: concurrency-detector
+  parameters:
+    maxConcurrency: 1
+flowControl:
+  saturationDetector:
+    pluginRef: one-at-a-time
+";
 /// The response header Envoy adds in the tests: the destination the picker set in metadata.
 pub const PICKED: &str = "x-test-picked";
 /// The simulated server that answered.
@@ -131,6 +145,9 @@ pub struct Options {
     /// a `replicas` section naming the others (UDP on loopback), and Envoy's ext_proc cluster
     /// lists them all.
     pub replicas: usize,
+    /// With several replicas: share through this Redis server (`backend: redis`, each replica
+    /// named `epp-N`) instead of UDP.
+    pub redis_url: Option<String>,
     /// More model names the simulated servers answer to (besides `MODEL`).
     pub model_aliases: Vec<&'static str>,
 }
@@ -155,6 +172,7 @@ impl Default for Options {
             roles: Vec::new(),
             model_aliases: Vec::new(),
             replicas: 1,
+            redis_url: None,
         }
     }
 }

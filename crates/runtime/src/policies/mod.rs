@@ -306,11 +306,11 @@ mod tests {
         for _ in 0..10_000 {
             let mut request = InferenceRequest::new("r", "m", Prompt::Text("p".into()));
             let rewritten = policies.rewrite(&mut request, body, &limits).unwrap();
-            if let Some(new_body) = &rewritten.body {
+            if let Some(body) = rewritten.body {
                 to_lora += 1;
                 assert_eq!(request.model, "base");
                 assert_eq!(request.lora.as_deref(), Some("sql-lora"));
-                assert_eq!(request.body_size, new_body.len());
+                assert_eq!(request.body_size, body.len());
             } else {
                 assert_eq!(request.model, "m");
             }

@@ -210,6 +210,8 @@ impl Drop for RequestHandle {
                 first_token_at: None,
             });
         }
+        // The endpoint list's allocation serves this thread's next pick.
+        crate::scheduler::spare::give_endpoints(std::mem::take(&mut self.endpoints));
     }
 }
 

@@ -58,14 +58,16 @@ impl CachedPrefix {
         extensions: &mut Extensions,
         estimates: impl IntoIterator<Item = (EndpointId, u64)>,
     ) {
-        if extensions.get::<CachedPrefix>().is_none() {
-            extensions.insert(CachedPrefix::default());
+        let cached = extensions.get_or_insert_reused(CachedPrefix::default, CachedPrefix::clear);
+        for (endpoint, tokens) in estimates {
+            cached.record(endpoint, tokens);
         }
-        if let Some(cached) = extensions.get_mut::<CachedPrefix>() {
-            for (endpoint, tokens) in estimates {
-                cached.record(endpoint, tokens);
-            }
-        }
+    }
+
+    /// Forgets every estimate, keeping the allocation.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.present = 0;
     }
 
     /// Records `tokens` cached on `endpoint`, keeping the larger of two estimates.

@@ -89,6 +89,14 @@ pub trait Picker: Send + Sync {
     /// fallbacks in order). Ties are broken uniformly at random with `rng`. Must return at
     /// least one index when `totals` is not empty and `count > 0`.
     fn pick(&self, totals: &[f64], count: usize, rng: &mut PickRng) -> Vec<usize>;
+
+    /// [`pick`](Self::pick) into `out` (cleared first): what the scheduler calls, with a
+    /// buffer it reuses from pick to pick. The default calls `pick`; a picker that can choose
+    /// without allocating overrides it, with the same answers.
+    fn pick_into(&self, totals: &[f64], count: usize, rng: &mut PickRng, out: &mut Vec<usize>) {
+        out.clear();
+        out.extend(self.pick(totals, count, rng));
+    }
 }
 
 /// Decides whether a request is served at all, before the profile's filters run: a request an

@@ -103,12 +103,25 @@ impl Default for BlockLayout {
 /// each part length-prefixed so no two different triples collide by concatenation.
 pub fn chain_seed(model: &str, lora: Option<&str>, salt: &str) -> u64 {
     let lora = lora.unwrap_or("");
-    let mut bytes = Vec::with_capacity(model.len() + lora.len() + salt.len() + 24);
-    for part in [model, lora, salt] {
-        bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(part.as_bytes());
+    let parts = [model, lora, salt];
+    let len: usize = parts.iter().map(|p| p.len() + 8).sum();
+    // Short names (every pick's case) are laid out on the stack, longer ones on the heap.
+    let mut stack = [0u8; 256];
+    let mut heap = Vec::new();
+    let bytes: &mut [u8] = match stack.get_mut(..len) {
+        Some(bytes) => bytes,
+        None => {
+            heap.resize(len, 0);
+            &mut heap
+        }
+    };
+    let mut at = 0;
+    for part in parts {
+        bytes[at..at + 8].copy_from_slice(&(part.len() as u64).to_le_bytes());
+        bytes[at + 8..at + 8 + part.len()].copy_from_slice(part.as_bytes());
+        at += 8 + part.len();
     }
-    xxh3_64(&bytes)
+    xxh3_64(bytes)
 }
 
 /// Where a chain stands after one of its blocks: the block's key, and what the next block's
@@ -217,6 +230,16 @@ impl BlockChain {
         }
     }
 
+    /// Makes this chain a new one for `prompt` cut by `layout`, seeded with `seed` (as
+    /// [`BlockChain::new`]), keeping its allocations.
+    pub fn reset(&mut self, layout: &BlockLayout, seed: u64, prompt: &Prompt) {
+        self.prev = seed;
+        self.shard = 0;
+        self.block_tokens = layout.block_tokens;
+        self.total = layout.blocks_of(prompt);
+        self.keys.clear();
+    }
+
     /// Blocks in the whole chain.
     pub fn total_blocks(&self) -> usize {
         self.total
@@ -233,7 +256,11 @@ impl BlockChain {
         if self.keys.len() >= target {
             return &self.keys;
         }
-        self.keys.reserve(target - self.keys.len());
+        if self.keys.capacity() < target {
+            // Room for the whole chain at once: a lookup that hashes on in spans would
+            // otherwise grow it several times.
+            self.keys.reserve(self.total - self.keys.len());
+        }
         let block_bytes = self.block_tokens * BYTES_PER_TOKEN;
         match prompt {
             Prompt::Text(text) => {
@@ -262,6 +289,38 @@ impl BlockChain {
             }
         }
         &self.keys
+    }
+
+    /// The key of the last indexed block of `prompt` cut by `layout` from `seed` (what
+    /// [`complete`](Self::complete)`.last()` gives), without keeping the others: nothing is
+    /// allocated for a text prompt. `None` when the prompt has no complete block.
+    pub fn last_key(layout: &BlockLayout, seed: u64, prompt: &Prompt) -> Option<BlockKey> {
+        let mut chain = BlockChain::new(layout, seed, prompt);
+        let block_tokens = chain.block_tokens;
+        let mut last = None;
+        for i in 0..chain.total {
+            let own = match prompt {
+                Prompt::Text(text) => {
+                    let bytes = block_tokens * BYTES_PER_TOKEN;
+                    block_hash::own(text.as_bytes().get(i * bytes..(i + 1) * bytes)?)
+                }
+                Prompt::Tokens(tokens) => {
+                    let block = tokens.get(i * block_tokens..(i + 1) * block_tokens)?;
+                    chain.scratch.clear();
+                    chain
+                        .scratch
+                        .extend(block.iter().flat_map(|t| t.to_le_bytes()));
+                    block_hash::own(&chain.scratch)
+                }
+            };
+            let hash = block_hash::chain(own, chain.prev);
+            if i == 0 {
+                chain.shard = (hash >> HASH_BITS) as usize;
+            }
+            chain.prev = hash;
+            last = Some(BlockKey::tagged(hash, chain.shard));
+        }
+        last
     }
 
     /// Hashes every block; returns all keys.
@@ -340,6 +399,50 @@ mod tests {
         assert_eq!(layout.blocks_of(&Prompt::Text("a".repeat(511))), 1);
         assert_eq!(layout.blocks_of(&Prompt::Text("a".repeat(100_000))), 3);
         assert_eq!(layout.blocks_of(&Prompt::Tokens(vec![0; 130])), 2);
+    }
+
+    #[test]
+    fn the_last_key_is_the_complete_chains_last() {
+        let layout = BlockLayout::new(16, 5);
+        for prompt in [
+            Prompt::Text("abcdefg".repeat(40)),
+            Prompt::Text("short".into()),
+            Prompt::Tokens((0..200).collect()),
+            Prompt::Tokens((0..70).collect()),
+        ] {
+            let mut chain = BlockChain::new(&layout, 11, &prompt);
+            let expected = chain.complete(&prompt).last().copied();
+            assert_eq!(BlockChain::last_key(&layout, 11, &prompt), expected);
+        }
+    }
+
+    #[test]
+    fn a_reset_chain_hashes_like_a_new_one() {
+        let layout = BlockLayout::new(16, 100);
+        let first = Prompt::Text("first ".repeat(500));
+        let second = Prompt::Tokens((0..700).collect());
+        let mut chain = BlockChain::new(&layout, 3, &first);
+        chain.complete(&first);
+        chain.reset(&layout, 9, &second);
+        let mut fresh = BlockChain::new(&layout, 9, &second);
+        assert_eq!(chain.total_blocks(), fresh.total_blocks());
+        assert!(chain.computed().is_empty());
+        assert_eq!(chain.complete(&second), fresh.complete(&second));
+    }
+
+    #[test]
+    fn long_seed_parts_hash_as_their_length_prefixed_concatenation() {
+        let long = "m".repeat(300);
+        let mut bytes = Vec::new();
+        for part in [long.as_str(), "l", ""] {
+            bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(part.as_bytes());
+        }
+        assert_eq!(chain_seed(&long, Some("l"), ""), xxh3_64(&bytes));
+        assert_ne!(
+            chain_seed(&long, Some("l"), ""),
+            chain_seed(&long, None, "l")
+        );
     }
 
     #[test]

@@ -111,14 +111,17 @@ pub(super) struct Narrowing {
 ///
 /// The common case — no subset, every member enabled (a flag of the snapshot), and the members
 /// all fresh or all stale (a recent check, see [`FreshnessCache`]) — copies the member list
-/// and reads nothing else.
+/// and reads nothing else. The candidates are collected in `candidates` (given empty, to reuse
+/// its allocation).
 pub(super) fn initial<'s>(
     snapshot: &'s PoolSnapshot,
     subset: Option<&Subset<'_>>,
     now: Timestamp,
     narrowing: Narrowing,
     cache: &FreshnessCache,
+    mut candidates: Vec<&'s Arc<Endpoint>>,
 ) -> Result<Vec<&'s Arc<Endpoint>>, ScheduleError> {
+    candidates.clear();
     let members = snapshot.endpoints();
     let now_ns = now.as_nanos();
     let now_ms = now_ns / 1_000_000;
@@ -128,12 +131,13 @@ pub(super) fn initial<'s>(
         && (!narrowing.avoid_stale
             || cache.get(snapshot.generation(), now_ms, recheck) == Some(UNIFORM));
     if fast {
-        return Ok(members.iter().collect());
+        candidates.extend(members.iter());
+        return Ok(candidates);
     }
-    let mut candidates: Vec<&Arc<Endpoint>> = match subset {
-        None => members.iter().collect(),
-        Some(s) => members.iter().filter(|e| s.contains(e.address())).collect(),
-    };
+    match subset {
+        None => candidates.extend(members.iter()),
+        Some(s) => candidates.extend(members.iter().filter(|e| s.contains(e.address()))),
+    }
     if candidates.is_empty() {
         return Err(ScheduleError::EmptySubset);
     }

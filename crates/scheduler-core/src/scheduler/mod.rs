@@ -26,6 +26,7 @@ mod builder;
 mod candidates;
 mod error;
 mod observer;
+pub(crate) mod spare;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -320,12 +321,14 @@ impl Scheduler {
             started,
             narrowing,
             &self.freshness,
+            spare::candidates(),
         )?;
         let before_filters = candidates.len();
         let mut cycle = match id {
             Some(id) => CycleState::for_stage(request, started, self.staleness_bound, id),
             None => CycleState::new(request, started, self.staleness_bound),
         };
+        cycle.extensions = spare::extensions();
 
         for entry in profile.admitters() {
             if let Err(reason) = entry.admitter.admit(&mut cycle, &candidates) {
@@ -367,8 +370,10 @@ impl Scheduler {
         let n = candidates.len();
         let weights = profile.weights().load();
         let scorers = profile.scorers();
-        let mut scores = vec![Score::NEUTRAL; n * scorers.len()];
-        let mut totals = vec![0.0f64; n];
+        let mut scores = spare::scores();
+        scores.resize(n * scorers.len(), Score::NEUTRAL);
+        let mut totals = spare::floats();
+        totals.resize(n, 0.0);
         for (s, entry) in scorers.iter().enumerate() {
             let column = &mut scores[s * n..(s + 1) * n];
             let t0 = if timers.is_some() {
@@ -402,7 +407,10 @@ impl Scheduler {
         } else {
             started
         };
-        let mut picked = profile.picker().pick(&totals, self.max_endpoints, &mut rng);
+        let mut picked = spare::indexes();
+        profile
+            .picker()
+            .pick_into(&totals, self.max_endpoints, &mut rng, &mut picked);
         time(timers.map(|t| &t.picker), t0);
         picked.retain(|&i| i < n);
         dedup_in_order(&mut picked);
@@ -438,9 +446,11 @@ impl Scheduler {
         } else {
             primary.start_request_uncached(prompt_tokens, uncached)
         };
+        let mut endpoints = spare::endpoints();
+        endpoints.extend(picked.iter().map(|&i| Arc::clone(candidates[i])));
         let handle = RequestHandle::new(
             guard,
-            picked.iter().map(|&i| Arc::clone(candidates[i])).collect(),
+            endpoints,
             cycle.request_id(),
             request.target_model(),
             prompt_tokens,
@@ -448,16 +458,27 @@ impl Scheduler {
             (!options.dry_run).then(|| Arc::clone(&self.completer)),
         );
 
+        let mut weights_now = spare::floats();
+        weights_now.extend_from_slice(weights.as_slice());
+        let mut ids = spare::ids();
+        ids.extend(candidates.iter().map(|e| e.id()));
+        spare::give_candidates(candidates);
+        let CycleState {
+            extensions,
+            annotations,
+            ..
+        } = cycle;
+        spare::give_extensions(extensions);
         let breakdown = Breakdown {
             candidates_before_filters: before_filters,
             profile: Arc::clone(profile),
-            weights: weights.as_slice().to_vec(),
+            weights: weights_now,
             snapshot: Arc::clone(&snapshot),
-            candidates: candidates.iter().map(|e| e.id()).collect(),
+            candidates: ids,
             scores,
             totals,
             picked,
-            annotations: cycle.annotations,
+            annotations,
         };
         if let Some(m) = profile_metrics {
             m.schedule_duration
@@ -508,16 +529,17 @@ fn sanitize(v: f64) -> f64 {
     if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) }
 }
 
+/// Drops repeated indexes, keeping the first of each, in place (pickers return a few).
 fn dedup_in_order(v: &mut Vec<usize>) {
-    let mut seen = Vec::with_capacity(v.len());
-    v.retain(|i| {
-        if seen.contains(i) {
-            false
-        } else {
-            seen.push(*i);
-            true
+    let mut kept = 0;
+    for i in 0..v.len() {
+        let x = v[i];
+        if !v[..kept].contains(&x) {
+            v[kept] = x;
+            kept += 1;
         }
-    });
+    }
+    v.truncate(kept);
 }
 
 /// The pick counter, on a cache line of its own: every pick writes it, and it must not evict

@@ -19,7 +19,7 @@ use shepherd_scheduler_core::plugin::{Picker, PluginInstance};
 use shepherd_scheduler_core::rng::PickRng;
 
 use super::PickerParameters;
-use super::ranking::{Ranked, sane_total, top};
+use super::ranking::{Ranked, sane_total, top, top_into};
 
 /// Registry type name.
 pub const TYPE_NAME: &str = "max-score-picker";
@@ -50,6 +50,17 @@ impl Picker for MaxScorePicker {
             })
             .collect();
         top(ranked, count)
+    }
+
+    fn pick_into(&self, totals: &[f64], count: usize, rng: &mut PickRng, out: &mut Vec<usize>) {
+        let count = self.parameters.limit(count, totals.len());
+        // One draw per candidate in order, as `pick`: the same answers for the same seed.
+        let ranked = totals.iter().enumerate().map(|(index, &t)| Ranked {
+            key: sane_total(t),
+            tie: rng.next_u64(),
+            index,
+        });
+        top_into(ranked, totals.len(), count, out);
     }
 }
 

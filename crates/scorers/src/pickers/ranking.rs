@@ -51,6 +51,44 @@ pub(crate) fn top(mut ranked: Vec<Ranked>, count: usize) -> Vec<usize> {
     ranked.into_iter().map(|r| r.index).collect()
 }
 
+/// [`top`] over `ranked` (an iterator of `len` entries) into `out`, without allocating when
+/// `count` is at most [`SMALL_TOP`]: the same indexes in the same order (the order is total).
+pub(crate) fn top_into(
+    ranked: impl Iterator<Item = Ranked>,
+    len: usize,
+    count: usize,
+    out: &mut Vec<usize>,
+) {
+    out.clear();
+    let count = count.min(len);
+    if count == 0 {
+        return;
+    }
+    if count > SMALL_TOP {
+        out.extend(top(ranked.collect(), count));
+        return;
+    }
+    let mut best = [Ranked {
+        key: 0.0,
+        tie: 0,
+        index: 0,
+    }; SMALL_TOP];
+    let mut kept = 0;
+    for r in ranked {
+        if kept == count {
+            if best_first(&r, &best[count - 1]) != std::cmp::Ordering::Less {
+                continue;
+            }
+            kept -= 1;
+        }
+        let at = best[..kept].partition_point(|b| best_first(b, &r) == std::cmp::Ordering::Less);
+        best.copy_within(at..kept, at + 1);
+        best[at] = r;
+        kept += 1;
+    }
+    out.extend(best[..kept].iter().map(|r| r.index));
+}
+
 /// A total that sorts sensibly: NaN ranks below everything.
 pub(crate) fn sane_total(t: f64) -> f64 {
     if t.is_nan() { f64::NEG_INFINITY } else { t }
@@ -87,5 +125,22 @@ mod tests {
         assert_eq!(top(ranked.clone(), 4), vec![1, 2, 0, 3]);
         assert_eq!(top(ranked.clone(), 2), vec![1, 2]);
         assert_eq!(top(ranked, 0), Vec::<usize>::new());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn top_into_agrees_with_top(
+            entries in proptest::collection::vec((0u8..4, 0u64..6), 0..40),
+            count in 0usize..12,
+        ) {
+            let ranked: Vec<Ranked> = entries
+                .iter()
+                .enumerate()
+                .map(|(index, &(key, tie))| Ranked { key: f64::from(key), tie, index })
+                .collect();
+            let mut out = vec![99];
+            top_into(ranked.iter().copied(), ranked.len(), count, &mut out);
+            proptest::prop_assert_eq!(out, top(ranked, count));
+        }
     }
 }

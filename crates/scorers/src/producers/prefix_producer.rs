@@ -68,13 +68,48 @@ impl PrefixMatchInfo {
         let key = index_key(index);
         extensions
             .get::<Produced>()
-            .and_then(|p| p.0.iter().find(|m| m.key == key))
+            .and_then(|p| p.live().iter().find(|m| m.key == key))
     }
 }
 
-/// Every producer's match for the current request.
+/// Every producer's match for the current request: the first `live` entries; the rest are
+/// an earlier cycle's, kept so that their buffers (the chain's keys, the match) are reused.
 #[derive(Debug, Default)]
-struct Produced(Vec<PrefixMatchInfo>);
+struct Produced {
+    infos: Vec<PrefixMatchInfo>,
+    live: usize,
+}
+
+impl Produced {
+    fn live(&self) -> &[PrefixMatchInfo] {
+        self.infos.get(..self.live).unwrap_or_default()
+    }
+
+    fn live_mut(&mut self) -> &mut [PrefixMatchInfo] {
+        let live = self.live.min(self.infos.len());
+        &mut self.infos[..live]
+    }
+
+    /// Forgets the entries (an earlier cycle's), keeping them for reuse.
+    fn recycle(&mut self) {
+        self.live = 0;
+    }
+
+    /// An earlier cycle's entry to refill, if one is kept.
+    fn take_spare(&mut self) -> Option<PrefixMatchInfo> {
+        (self.infos.len() > self.live).then(|| self.infos.swap_remove(self.live))
+    }
+
+    /// Adds `info` as a live entry; returns its position.
+    fn push(&mut self, info: PrefixMatchInfo) -> usize {
+        self.infos.push(info);
+        let last = self.infos.len() - 1;
+        let at = self.live.min(last);
+        self.infos.swap(at, last);
+        self.live = at + 1;
+        at
+    }
+}
 
 fn index_key(index: &Arc<PrefixIndex>) -> usize {
     Arc::as_ptr(index) as usize
@@ -189,20 +224,23 @@ impl PrefixProducer {
         self.auto_tune
     }
 
-    fn fresh_chain(&self, request: &InferenceRequest, prompt: &Prompt) -> BlockChain {
-        let seed = if self.precise {
+    fn seed(&self, request: &InferenceRequest) -> u64 {
+        if self.precise {
             precise_seed(request.lora.as_deref())
         } else {
             chain_seed(&request.model, request.lora.as_deref(), "")
-        };
-        self.index.chain(seed, prompt)
+        }
+    }
+
+    fn fresh_chain(&self, request: &InferenceRequest, prompt: &Prompt) -> BlockChain {
+        self.index.chain(self.seed(request), prompt)
     }
 
     fn position(&self, extensions: &Extensions) -> Option<usize> {
         let key = index_key(&self.index);
         extensions
             .get::<Produced>()
-            .and_then(|p| p.0.iter().position(|m| m.key == key))
+            .and_then(|p| p.live().iter().position(|m| m.key == key))
     }
 
     /// The request's match against this producer's index: computed on the first call of the
@@ -218,8 +256,20 @@ impl PrefixProducer {
                     .token_producer()
                     .and_then(|tokens| tokens.prompt_for(request).ok());
                 let prompt = tokenized.as_deref().unwrap_or(&request.prompt);
-                let mut chain = self.fresh_chain(request, prompt);
-                let mut found = PrefixMatch::new();
+                // An earlier cycle's entry lends its buffers (this thread's last pick's).
+                let spare = cycle
+                    .extensions
+                    .get_or_insert_reused(Produced::default, Produced::recycle)
+                    .take_spare();
+                let seed = self.seed(request);
+                let (mut chain, mut found) = match spare {
+                    Some(spare) => {
+                        let mut chain = spare.chain;
+                        self.index.reset_chain(&mut chain, seed, prompt);
+                        (chain, spare.found)
+                    }
+                    None => (self.index.chain(seed, prompt), PrefixMatch::new()),
+                };
                 self.index.match_into(&mut chain, prompt, &mut found);
                 let tokenized = match tokenized {
                     Some(Cow::Owned(prompt)) => Some(prompt),
@@ -248,20 +298,13 @@ impl PrefixProducer {
         cycle
             .extensions
             .get::<Produced>()
-            .and_then(|produced| produced.0.get(at))
+            .and_then(|produced| produced.live().get(at))
     }
 
     fn push(extensions: &mut Extensions, info: PrefixMatchInfo) -> usize {
-        match extensions.get_mut::<Produced>() {
-            Some(produced) => {
-                produced.0.push(info);
-                produced.0.len() - 1
-            }
-            None => {
-                extensions.insert(Produced(vec![info]));
-                0
-            }
-        }
+        extensions
+            .get_or_insert_reused(Produced::default, Produced::recycle)
+            .push(info)
     }
 
     /// Records the request's blocks for `picked`, once per cycle however many consumers call
@@ -283,7 +326,7 @@ impl PrefixProducer {
                 let Some(produced) = cycle.extensions.get_mut::<Produced>() else {
                     return;
                 };
-                let Some(info) = produced.0.get_mut(at) else {
+                let Some(info) = produced.live_mut().get_mut(at) else {
                     return;
                 };
                 if !info.recorded {
@@ -326,7 +369,7 @@ impl PrefixProducer {
         let Some(info) = cycle
             .extensions
             .get_mut::<Produced>()
-            .and_then(|produced| produced.0.get_mut(at))
+            .and_then(|produced| produced.live_mut().get_mut(at))
         else {
             return;
         };

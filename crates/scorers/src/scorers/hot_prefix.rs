@@ -143,8 +143,8 @@ struct ScoredKey {
 /// Prompt tokens in flight, per key and in total.
 #[derive(Debug, Default)]
 struct Work {
-    /// Request id → (key, prompt tokens).
-    requests: AHashMap<String, (u64, u64)>,
+    /// Request id (its [`id_key`]) → (key, prompt tokens).
+    requests: AHashMap<u64, (u64, u64)>,
     /// Key → (prompt tokens, requests) in flight.
     keys: AHashMap<u64, (u64, u64)>,
     total: u64,
@@ -264,7 +264,8 @@ impl Scorer for HotPrefixScorer {
 impl PickHook for HotPrefixScorer {
     fn on_pick(&self, cycle: &mut CycleState<'_>, _picked: &Arc<Endpoint>) {
         // The key scoring computed; a profile that did not score with this plugin computes it.
-        let scored = cycle.extensions.remove::<ScoredKey>().or_else(|| {
+        // Read, not removed: the cycle's extensions are reused by the next one on this thread.
+        let scored = cycle.extensions.get::<ScoredKey>().copied().or_else(|| {
             self.keys.key(cycle.request).map(|key| ScoredKey {
                 key,
                 tokens: cycle.request.prompt.estimated_tokens() as u64,
@@ -277,7 +278,7 @@ impl PickHook for HotPrefixScorer {
         if work.requests.len() >= self.max_tracked {
             return;
         }
-        let id = cycle.request_id().to_owned();
+        let id = id_key(cycle.request_id());
         if let Some((old_key, old_tokens)) = work.requests.insert(id, (key, tokens)) {
             // The same id picked again (a retry): count it once.
             release(&mut work, old_key, old_tokens);
@@ -292,10 +293,17 @@ impl PickHook for HotPrefixScorer {
 impl CompletionHook for HotPrefixScorer {
     fn on_complete(&self, request: &CompletedRequest<'_>, _: &Completion) {
         let mut work = self.work.lock();
-        if let Some((key, tokens)) = work.requests.remove(request.id) {
+        if let Some((key, tokens)) = work.requests.remove(&id_key(request.id)) {
             release(&mut work, key, tokens);
         }
     }
+}
+
+/// A request id as the work table keys it: its 64-bit hash, so that counting a pick copies
+/// nothing (two ids in flight sharing a hash, about one chance in 2⁶⁴ per pair, would count
+/// as a retry of one request).
+fn id_key(id: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(id.as_bytes())
 }
 
 fn release(work: &mut Work, key: u64, tokens: u64) {
@@ -336,7 +344,7 @@ mod tests {
                 let id = format!("r{id}");
                 let mut work = scorer.work.lock();
                 if pick {
-                    if let Some((k, t)) = work.requests.insert(id.clone(), (key, tokens)) {
+                    if let Some((k, t)) = work.requests.insert(id_key(&id), (key, tokens)) {
                         release(&mut work, k, t);
                     }
                     let entry = work.keys.entry(key).or_insert((0, 0));
@@ -345,7 +353,7 @@ mod tests {
                     work.total += tokens;
                     model.insert(id, (key, tokens));
                 } else {
-                    if let Some((k, t)) = work.requests.remove(&id) {
+                    if let Some((k, t)) = work.requests.remove(&id_key(&id)) {
                         release(&mut work, k, t);
                     }
                     model.remove(&id);

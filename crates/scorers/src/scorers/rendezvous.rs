@@ -143,8 +143,7 @@ impl RendezvousAffinityScorer {
     /// complete blocks when it has fewer); `None` when it has no complete block.
     pub fn key(&self, request: &InferenceRequest) -> Option<u64> {
         let seed = chain_seed(&request.model, request.lora.as_deref(), "");
-        let mut chain = BlockChain::new(&self.layout, seed, &request.prompt);
-        chain.complete(&request.prompt).last().map(|k| k.get())
+        BlockChain::last_key(&self.layout, seed, &request.prompt).map(|k| k.get())
     }
 
     /// The rendezvous weight of `address` for `key`: the same everywhere, always.

@@ -81,6 +81,12 @@ impl PrefixIndex {
         BlockChain::new(&self.config.layout, seed, prompt)
     }
 
+    /// Makes `chain` a new chain of `prompt` for this index (as [`chain`](Self::chain)),
+    /// keeping its allocations.
+    pub fn reset_chain(&self, chain: &mut BlockChain, seed: u64, prompt: &Prompt) {
+        chain.reset(&self.config.layout, seed, prompt);
+    }
+
     /// `endpoint`'s capacity in blocks, when the index knows the endpoint.
     pub fn capacity_of(&self, endpoint: EndpointId) -> Option<usize> {
         let state = self.endpoints.get(endpoint)?;
