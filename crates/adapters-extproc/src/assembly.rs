@@ -135,6 +135,28 @@ impl RequestAssembly {
         })
     }
 
+    /// Also hands plugins the headers of `configured` the client sent (the names the
+    /// config's plugins read, [`ConfiguredHeaders`](shepherd_scheduler_core::request::ConfiguredHeaders)),
+    /// trimmed, as the latency objectives are.
+    pub fn with_configured_headers(
+        mut self,
+        headers: Option<&HeaderMap>,
+        configured: &[String],
+    ) -> Self {
+        for name in configured {
+            if self.plugin_headers.iter().any(|(n, _)| n == name) {
+                continue;
+            }
+            let value = header_value(headers, name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty() && v.len() <= MAX_PLUGIN_HEADER_LEN);
+            if let Some(value) = value {
+                self.plugin_headers.push((name.clone(), value));
+            }
+        }
+        self
+    }
+
     /// The client's `traceparent` and `tracestate` (taken: asked once, at the pick).
     pub fn trace_context(&mut self) -> (Option<String>, Option<String>) {
         (self.traceparent.take(), self.tracestate.take())
@@ -314,6 +336,30 @@ mod tests {
             headers.push(header("content-length", n.to_string()));
         }
         HeaderMap { headers }
+    }
+
+    #[test]
+    fn the_headers_the_configs_plugins_read_are_handed_to_them() {
+        let options = ExtProcOptions::default();
+        let mut map = headers(None);
+        for (k, v) in [("x-preferred-zone", " b "), ("x-slo-ttft-ms", "250")] {
+            map.headers.push(HeaderValue {
+                key: k.into(),
+                raw_value: v.as_bytes().to_vec(),
+                ..Default::default()
+            });
+        }
+        let configured = ["x-preferred-zone".to_string(), "x-slo-ttft-ms".to_string()];
+        let assembly = RequestAssembly::from_headers(Some(&map), &options)
+            .unwrap()
+            .with_configured_headers(Some(&map), &configured);
+        assert_eq!(
+            assembly.plugin_headers,
+            [
+                ("x-slo-ttft-ms".to_string(), "250".to_string()),
+                ("x-preferred-zone".to_string(), "b".to_string())
+            ]
+        );
     }
 
     #[test]

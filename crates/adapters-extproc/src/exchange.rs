@@ -129,6 +129,8 @@ struct Serving {
     observation: Option<RequestObservation>,
 }
 
+// One per stream, held in place: boxing the assembly would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Phase {
     Start,
@@ -174,6 +176,8 @@ pub struct Exchange {
     observation: Option<RequestObservation>,
     /// The request's span, once picked (off unless tracing is on and it is sampled).
     trace: RequestTrace,
+    /// Header names the config's plugins read, copied into the request.
+    configured_headers: Arc<Vec<String>>,
 }
 
 impl Exchange {
@@ -196,7 +200,15 @@ impl Exchange {
             upstream: None,
             policies: None,
             observation: None,
+            configured_headers: Arc::default(),
         }
+    }
+
+    /// Hands plugins the request headers of `names` too (the service passes those the
+    /// config in force reads when the stream opens).
+    pub fn with_configured_headers(mut self, names: Arc<Vec<String>>) -> Self {
+        self.configured_headers = names;
+        self
     }
 
     /// Applies the pool's `InferenceObjective` priorities and `InferenceModelRewrite` rules to
@@ -368,7 +380,9 @@ impl Exchange {
         }
         let assembly = match RequestAssembly::from_headers(headers.headers.as_ref(), &self.options)
         {
-            Ok(a) => a.charged_to(&self.budget),
+            Ok(a) => a
+                .charged_to(&self.budget)
+                .with_configured_headers(headers.headers.as_ref(), &self.configured_headers),
             Err(rejection) => return Ok(self.reject(&rejection)),
         };
         if headers.end_of_stream {

@@ -65,6 +65,11 @@ struct Args {
     /// `inference_extension_*` metric names (as `metrics.legacyNames: true` in the config).
     #[arg(long)]
     legacy_metric_names: bool,
+    /// Load plugins of the types upstream marks Alpha (experimental), as upstream's flag of
+    /// the same name; without it a config declaring one is refused (`--allow-experimental-plugins`
+    /// or `--allow-experimental-plugins=true`).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    allow_experimental_plugins: bool,
     /// Shepherd config file (the picker's `EndpointPickerConfig` plus `endpoints`, `scraping`
     /// and `server`; see docs/runtime.md). Watched: edits apply without a restart.
     #[arg(long)]
@@ -266,6 +271,7 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let mut options = RuntimeOptions {
         config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),
         legacy_metric_names: args.legacy_metric_names.then_some(true),
+        allow_experimental_plugins: args.allow_experimental_plugins,
         ..RuntimeOptions::default()
     };
     options.metrics_sources.push(budget.clone());

@@ -52,6 +52,7 @@ use shepherd_runtime::telemetry::{RequestTrace, RequestTracing, names};
 use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, UpstreamMetrics};
 use shepherd_scheduler_core::decision::Decision;
 use shepherd_scheduler_core::reload::ReloadableScheduler;
+use shepherd_scheduler_core::request::ConfiguredHeaders;
 use shepherd_scheduler_core::request::InferenceRequest;
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 use tokio::sync::mpsc;
@@ -358,8 +359,10 @@ impl ExtProcService {
     ) {
         // The parsers of the config in force when the stream opens read its request.
         let parsers = Arc::clone(self.shared.scheduler.load().parsers());
+        let configured = ConfiguredHeaders::of(&self.shared.scheduler.shared().resources).names();
         let mut exchange = Exchange::new(Arc::clone(&self.shared.options))
             .with_parsers(parsers)
+            .with_configured_headers(configured)
             .with_body_budget(Arc::clone(&self.shared.budget));
         if let Some(upstream) = &self.shared.upstream {
             exchange = exchange.with_upstream_metrics(Arc::clone(upstream));

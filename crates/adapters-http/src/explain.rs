@@ -22,6 +22,7 @@
 use axum::extract::{Path, Request, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use shepherd_scheduler_core::request::ConfiguredHeaders;
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
 use crate::headers::{self, REQUEST_ID, SESSION};
@@ -58,7 +59,8 @@ async fn run(
     let mut request = parsed.map_err(|e| ApiError::bad_body(&e))?;
     request.assign_id(headers::text(&parts.headers, REQUEST_ID));
     request.session_key = headers::text(&parts.headers, SESSION).map(str::to_owned);
-    request.headers = headers::plugin_headers(&parts.headers);
+    let configured = ConfiguredHeaders::of(&inner.scheduler.shared().resources).names();
+    request.headers = headers::plugin_headers(&parts.headers, &configured);
     let options = ScheduleOptions {
         dry_run: true,
         ..ScheduleOptions::default()

@@ -121,12 +121,15 @@ pub fn client_response_headers(upstream: &HeaderMap) -> HeaderMap {
     out
 }
 
-/// The headers plugins read ([`PLUGIN_HEADERS`]: the latency objectives) the client sent,
-/// trimmed, for [`InferenceRequest::headers`](shepherd_scheduler_core::request::InferenceRequest::headers).
-pub fn plugin_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+/// The headers plugins read ([`PLUGIN_HEADERS`]: the latency objectives; and `configured`,
+/// the names the config's plugins read) the client sent, trimmed, for
+/// [`InferenceRequest::headers`](shepherd_scheduler_core::request::InferenceRequest::headers).
+pub fn plugin_headers(headers: &HeaderMap, configured: &[String]) -> Vec<(String, String)> {
     PLUGIN_HEADERS
         .iter()
-        .filter_map(|name| Some(((*name).to_string(), text(headers, name)?.to_string())))
+        .copied()
+        .chain(configured.iter().map(String::as_str))
+        .filter_map(|name| Some((name.to_string(), text(headers, name)?.to_string())))
         .filter(|(_, v)| v.len() <= MAX_PLUGIN_HEADER_LEN)
         .collect()
 }
@@ -167,10 +170,19 @@ mod tests {
         );
         client.insert("x-other", HeaderValue::from_static("1"));
         assert_eq!(
-            plugin_headers(&client),
+            plugin_headers(&client, &[]),
             [("x-slo-ttft-ms".to_string(), "250".to_string())]
         );
-        assert!(plugin_headers(&HeaderMap::new()).is_empty());
+        assert!(plugin_headers(&HeaderMap::new(), &[]).is_empty());
+        // A header the config's plugins read (a header-label-affinity-scorer's) is handed too.
+        let configured = ["x-other".to_string(), "x-absent".to_string()];
+        assert_eq!(
+            plugin_headers(&client, &configured),
+            [
+                ("x-slo-ttft-ms".to_string(), "250".to_string()),
+                ("x-other".to_string(), "1".to_string())
+            ]
+        );
     }
 
     #[test]

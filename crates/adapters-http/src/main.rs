@@ -45,6 +45,11 @@ struct Args {
     /// `inference_extension_*` metric names (as `metrics.legacyNames: true` in the config).
     #[arg(long)]
     legacy_metric_names: bool,
+    /// Load plugins of the types upstream marks Alpha (experimental), as upstream's flag of
+    /// the same name; without it a config declaring one is refused (`--allow-experimental-plugins`
+    /// or `--allow-experimental-plugins=true`).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    allow_experimental_plugins: bool,
     /// The runtime config file (watched: policy and endpoint edits apply while running).
     #[arg(long, short, default_value = "shepherd.yaml")]
     config: PathBuf,
@@ -128,6 +133,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         serve_admin: !args.no_admin_port,
         config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),
         legacy_metric_names: args.legacy_metric_names.then_some(true),
+        allow_experimental_plugins: args.allow_experimental_plugins,
         ..RuntimeOptions::default()
     };
     if !args.endpoints.is_empty() {

@@ -36,7 +36,7 @@ use shepherd_runtime::telemetry::{RequestTrace, TRACEPARENT, TRACESTATE, names};
 use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, error_code};
 use shepherd_scheduler_core::completion::Completion;
 use shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER;
-use shepherd_scheduler_core::request::ApiKind;
+use shepherd_scheduler_core::request::{ApiKind, ConfiguredHeaders};
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
 use crate::headers::{
@@ -158,7 +158,8 @@ async fn forward(
         .or_else(|| trusted(FAIRNESS_ID_LEGACY))
         .map(str::to_owned);
     request.session_key = headers::text(client_headers, SESSION).map(str::to_owned);
-    request.headers = headers::plugin_headers(client_headers);
+    let configured = ConfiguredHeaders::of(&inner.scheduler.shared().resources).names();
+    request.headers = headers::plugin_headers(client_headers, &configured);
     *observation = inner.upstream.as_ref().map(|upstream| {
         upstream.observe(
             rewritten.as_ref().map_or(&request.model, |r| &r.incoming),

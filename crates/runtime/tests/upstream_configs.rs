@@ -621,3 +621,317 @@ fn context_length_aware_routes_by_the_endpoints_range_labels() {
     pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000"]);
     assert_eq!(pick(4 * 50_000), "10.0.0.2:8000");
 }
+
+fn plain_request(id: &str) -> shepherd_scheduler_core::request::InferenceRequest {
+    shepherd_scheduler_core::request::InferenceRequest::new(
+        id,
+        "m",
+        shepherd_scheduler_core::request::Prompt::Text("hello".into()),
+    )
+}
+
+#[test]
+fn the_probabilistic_admitter_sheds_sheddable_requests_as_the_pool_saturates() {
+    use shepherd_scheduler_core::endpoint::EndpointMetrics;
+    use shepherd_scheduler_core::scheduler::ScheduleError;
+    let config = load("probabilistic-admitter.yaml").unwrap();
+    assert!(config.flow_control.is_some());
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000"]);
+    let scheduler =
+        build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    let set = |waiting: u32, kv: f64| {
+        for e in pool.snapshot().endpoints() {
+            e.set_metrics(EndpointMetrics {
+                waiting,
+                kv_utilization: kv,
+                ..Default::default()
+            });
+        }
+    };
+    let shed = |priority: i32| {
+        (0..400)
+            .filter(|i| {
+                let mut r = plain_request(&format!("r{i}"));
+                r.priority = priority;
+                matches!(scheduler.schedule(&r), Err(ScheduleError::Rejected { .. }))
+            })
+            .count()
+    };
+    // Idle: saturation 0, nothing shed.
+    set(0, 0.0);
+    assert_eq!(shed(-1), 0);
+    // Saturation 0.2 (one waiting request of 5): upstream's curve sheds ~9.6 %.
+    set(1, 0.0);
+    let some = shed(-1);
+    assert!((15..=65).contains(&some), "{some} of 400");
+    assert_eq!(shed(0), 0, "priority >= 0 is always admitted");
+    // Saturation 0.5 (KV 0.4 of 0.8): past (1/300)^(1/5), everything sheddable goes.
+    set(0, 0.4);
+    assert_eq!(shed(-1), 400);
+    assert_eq!(shed(1), 0);
+}
+
+#[test]
+fn the_utilization_filter_drops_endpoints_over_any_cap_and_falls_back_when_all_are() {
+    use shepherd_scheduler_core::endpoint::EndpointMetrics;
+    let config = load("utilization-filter.yaml").unwrap();
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"]);
+    let snapshot = pool.snapshot();
+    let metrics = [
+        (41, 0, 0.1), // over the running cap
+        (0, 1, 0.1),  // a non-empty queue
+        (10, 0, 0.5), // under every cap
+    ];
+    for (e, (running, waiting, kv)) in snapshot.endpoints().iter().zip(metrics) {
+        e.set_metrics(EndpointMetrics {
+            running,
+            waiting,
+            kv_utilization: kv,
+            ..Default::default()
+        });
+    }
+    let scheduler =
+        build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    for i in 0..20 {
+        let pick = scheduler
+            .schedule(&plain_request(&format!("r{i}")))
+            .unwrap();
+        assert_eq!(pick.primary().address().to_string(), "10.0.0.3:8000");
+    }
+    // Every endpoint over a cap: `fallbackOnEmpty: true` keeps them all.
+    snapshot.endpoints()[2].set_metrics(EndpointMetrics {
+        kv_utilization: 0.9,
+        ..Default::default()
+    });
+    assert!(scheduler.schedule(&plain_request("all-over")).is_ok());
+    // Without the fallback, nothing is left.
+    let strict =
+        text("utilization-filter.yaml").replace("fallbackOnEmpty: true", "fallbackOnEmpty: false");
+    let strict =
+        RuntimeConfig::from_yaml_at(&strict, &fixture_path("utilization-filter.yaml")).unwrap();
+    let scheduler =
+        build_scheduler(&strict.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    assert!(scheduler.schedule(&plain_request("none")).is_err());
+    // Upstream's checks: a KV-cache cap is a fraction.
+    let bad = text("utilization-filter.yaml").replace("maxValue: 0.8", "maxValue: 80");
+    let bad = RuntimeConfig::from_yaml_at(&bad, &fixture_path("utilization-filter.yaml")).unwrap();
+    let error = build(&bad).unwrap_err().to_string();
+    assert!(error.contains("at most 1"), "{error}");
+}
+
+#[test]
+fn header_label_affinity_prefers_the_endpoints_whose_label_the_request_names() {
+    let config = load("header-label-affinity.yaml").unwrap();
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"]);
+    let snapshot = pool.snapshot();
+    for (e, (slice, zone)) in snapshot
+        .endpoints()
+        .iter()
+        .zip([("0", "a"), ("1", "a"), ("1", "b")])
+    {
+        e.set_labels(
+            [
+                (
+                    "disaggregatedset.x-k8s.io/slice".to_string(),
+                    slice.to_string(),
+                ),
+                ("topology.kubernetes.io/zone".to_string(), zone.to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        );
+    }
+    let scheduler =
+        build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    assert_eq!(
+        profile(&scheduler, 0),
+        (
+            "decode".into(),
+            scorers(&[("slice-affinity", 3.0), ("zone-affinity", 1.0)]),
+            vec![],
+            "picker".into()
+        )
+    );
+    // Slice 1 in zone b scores 3 + 1; the weighted-random picker draws by score, and the
+    // others (3, 1 and 0) share the rest.
+    let mut hits = [0usize; 3];
+    for i in 0..400 {
+        let mut r = plain_request(&format!("r{i}"));
+        r.headers.push(("X-Disagg-Slice".into(), "1".into()));
+        r.headers.push(("x-preferred-zone".into(), "b".into()));
+        let pick = scheduler.schedule(&r).unwrap();
+        let at = snapshot
+            .endpoints()
+            .iter()
+            .position(|e| e.address() == pick.primary().address())
+            .unwrap();
+        hits[at] += 1;
+    }
+    assert!(hits[2] > hits[1] && hits[1] > hits[0], "{hits:?}");
+    assert_eq!(hits[0], 0, "slice 0 in zone a scores 0: {hits:?}");
+}
+
+#[test]
+fn alpha_types_need_allow_experimental_plugins_as_upstream() {
+    use shepherd_scheduler_core::config::check_stability;
+    let config = load("header-label-affinity.yaml").unwrap();
+    let error = check_stability(&config.policy, false).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "plugin 'slice-affinity' (type: 'header-label-affinity-scorer') has Alpha stability \
+         level, but command line flag --allow-experimental-plugins is not set"
+    );
+    assert!(check_stability(&config.policy, true).is_ok());
+    // Beta types need no flag.
+    let config = load("probabilistic-admitter.yaml").unwrap();
+    assert!(check_stability(&config.policy, false).is_ok());
+}
+
+#[test]
+fn endpoint_attribute_scorer_reads_the_extractors_custom_metrics() {
+    use shepherd_scheduler_core::endpoint::EndpointAttributes;
+    use shepherd_scheduler_core::shared::SharedState;
+    let config = load("endpoint-attribute-scorer.yaml").unwrap();
+    // The extractor's custom metrics: read from a page into attributes.
+    let mappings = config
+        .scraping
+        .core_metrics_extractor
+        .clone()
+        .unwrap()
+        .build()
+        .unwrap();
+    let mapping = mappings.get(Some("my-custom-engine"));
+    let page = "custom_queue_size{status=\"waiting\"} 1\ncustom_cache_utilization 0.25\n\
+                custom_queue_depth{tier=\"gold\"} 7\ncustom_queue_depth{tier=\"silver\"} 99\n";
+    let scrape = shepherd_runtime::prom::parse(page.as_bytes()).unwrap();
+    let extraction = mapping.extract(&scrape);
+    assert_eq!(
+        extraction.attributes,
+        [
+            ("custom.queue_depth".to_string(), 7.0),
+            ("custom.kv_cache_utilization".to_string(), 0.25)
+        ]
+    );
+
+    // Scored as upstream: queue depths 0, 5, 10 (adaptive, lower is better: 1, 0.5, 0) plus
+    // KV use 0.9, 0.1, 0.5 (fixed [0, 1]: 0.1, 0.9, 0.5): the second endpoint wins (1.4).
+    let pool = Arc::new(Pool::new());
+    pool.set_members([
+        "10.0.0.1:8000",
+        "10.0.0.2:8000",
+        "10.0.0.3:8000",
+        "10.0.0.4:8000",
+    ]);
+    let shared = SharedState::new(Arc::clone(&pool));
+    let table = EndpointAttributes::of(&shared.resources);
+    let snapshot = pool.snapshot();
+    for (e, (depth, kv)) in snapshot
+        .endpoints()
+        .iter()
+        .zip([(0.0, 0.9), (5.0, 0.1), (10.0, 0.5)])
+    {
+        table.set(
+            e.id(),
+            &[
+                ("custom.queue_depth".to_string(), depth),
+                ("custom.kv_cache_utilization".to_string(), kv),
+            ],
+        );
+    }
+    // 10.0.0.4 has no attribute: it scores 0 on both.
+    let scheduler = shepherd_scheduler_core::config::build_scheduler_in(
+        &config.policy,
+        &builtin_registry(),
+        &shared,
+    )
+    .unwrap();
+    let decision = scheduler.schedule(&plain_request("r")).unwrap();
+    assert_eq!(decision.primary().address().to_string(), "10.0.0.2:8000");
+    // 10.0.0.2's queue grows to 20: the range is now 0..20, so depths 0, 20, 10 score 1, 0,
+    // 0.5, and with KV 0.1, 0.9, 0.5 the totals are 1.1, 0.9, 1.0: 10.0.0.1 wins.
+    table.set(
+        snapshot.endpoints()[1].id(),
+        &[
+            ("custom.queue_depth".to_string(), 20.0),
+            ("custom.kv_cache_utilization".to_string(), 0.1),
+        ],
+    );
+    let decision = scheduler.schedule(&plain_request("r2")).unwrap();
+    assert_eq!(decision.primary().address().to_string(), "10.0.0.1:8000");
+    // Upstream's parameter checks.
+    for (from, to, says) in [
+        (
+            "type: \"linear_lower_is_better\"\n  - type",
+            "type: \"best\"\n  - type",
+            "algorithm.type",
+        ),
+        ("min: 0.0", "min: 1.0", "min < max"),
+        (
+            "attributeKey: \"custom.queue_depth\"\n      algorithm",
+            "attributeKey: \"GPUUtilization/dcgm-extractor\"\n      algorithm",
+            "producer",
+        ),
+    ] {
+        let bad = text("endpoint-attribute-scorer.yaml").replacen(from, to, 1);
+        let bad =
+            RuntimeConfig::from_yaml_at(&bad, &fixture_path("endpoint-attribute-scorer.yaml"))
+                .unwrap();
+        let error = build(&bad).expect_err(says).to_string();
+        assert!(error.contains(says), "{says}: {error}");
+    }
+}
+
+#[test]
+fn endpoint_attribute_filter_keeps_endpoints_under_the_threshold() {
+    use shepherd_scheduler_core::endpoint::EndpointAttributes;
+    use shepherd_scheduler_core::shared::SharedState;
+    let config = load("endpoint-attribute-filter.yaml").unwrap();
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"]);
+    let shared = SharedState::new(Arc::clone(&pool));
+    let table = EndpointAttributes::of(&shared.resources);
+    let snapshot = pool.snapshot();
+    let ids: Vec<_> = snapshot.endpoints().iter().map(|e| e.id()).collect();
+    table.set(ids[0], &[("num_requests_running".to_string(), 10.0)]);
+    table.set(ids[1], &[("num_requests_running".to_string(), 12.0)]);
+    // 10.0.0.3 has no attribute: `onMissing: Pass` keeps it.
+    let scheduler = shepherd_scheduler_core::config::build_scheduler_in(
+        &config.policy,
+        &builtin_registry(),
+        &shared,
+    )
+    .unwrap();
+    for i in 0..10 {
+        let pick = scheduler
+            .schedule(&plain_request(&format!("r{i}")))
+            .unwrap();
+        assert_eq!(pick.primary().address().to_string(), "10.0.0.3:8000");
+    }
+    // Every endpoint at 10 or more: `fallbackOnEmpty` keeps them all.
+    table.set(ids[2], &[("num_requests_running".to_string(), 30.0)]);
+    assert!(scheduler.schedule(&plain_request("all")).is_ok());
+    // `onMissing: Fail` and no fallback: an endpoint without the attribute is dropped.
+    let strict = text("endpoint-attribute-filter.yaml")
+        .replace("onMissing: \"Pass\"", "onMissing: \"Fail\"")
+        .replace("fallbackOnEmpty: true", "fallbackOnEmpty: false");
+    let strict =
+        RuntimeConfig::from_yaml_at(&strict, &fixture_path("endpoint-attribute-filter.yaml"))
+            .unwrap();
+    let scheduler = shepherd_scheduler_core::config::build_scheduler_in(
+        &strict.policy,
+        &builtin_registry(),
+        &shared,
+    )
+    .unwrap();
+    table.set(ids[0], &[("num_requests_running".to_string(), 3.0)]);
+    table.set(ids[2], &[]);
+    for i in 0..10 {
+        let pick = scheduler
+            .schedule(&plain_request(&format!("s{i}")))
+            .unwrap();
+        assert_eq!(pick.primary().address().to_string(), "10.0.0.1:8000");
+    }
+}

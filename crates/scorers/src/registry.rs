@@ -2,17 +2,18 @@
 
 use shepherd_scheduler_core::config::Registry;
 
-use crate::admitters::latency_slo;
+use crate::admitters::{latency_slo, probabilistic};
 use crate::disagg::{deciders, pd_profile_handler, profile_handler};
+use crate::filters::endpoint_attribute as attribute_filter;
 use crate::filters::lora_affinity as lora_filter;
-use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier};
+use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier, utilization};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
 use crate::producers::{approx_prefix, inflight_load, precise_prefix, predicted_latency, token};
 use crate::scorers::{
-    active_request, context_length, hot_prefix, kv_cache, latency, load_aware, lora_affinity,
-    no_hit_lru, prefill_duty, prefill_load, queue, rendezvous, running_requests, session_affinity,
-    slo_class, token_load,
+    active_request, context_length, endpoint_attribute, header_label_affinity, hot_prefix,
+    kv_cache, latency, load_aware, lora_affinity, no_hit_lru, prefill_duty, prefill_load, queue,
+    rendezvous, running_requests, session_affinity, slo_class, token_load,
 };
 
 /// A [`Registry`] holding every built-in plugin type under the llm-d router's (formerly the
@@ -24,11 +25,12 @@ use crate::scorers::{
 ///   `running-requests-size-scorer`, `active-request-scorer`, `load-aware-scorer`,
 ///   `no-hit-lru-scorer`, `lora-affinity-scorer`, `session-affinity-scorer`, `latency-scorer`,
 ///   and Shepherd's `prefill-load-scorer`, `prefill-duty-scorer`, `rendezvous-affinity-scorer`,
-///   `hot-prefix-scorer` and `slo-class-scorer`;
+///   `hot-prefix-scorer` and `slo-class-scorer`; `header-label-affinity-scorer`, `endpoint-attribute-scorer`;
 /// - filters: `lora-affinity-filter`, `label-selector-filter` (also `by-label-selector`),
 ///   `by-label`, `decode-filter`, `prefill-filter`, `encode-filter`,
-///   `prefix-cache-affinity-filter`, `slo-headroom-tier-filter`;
-/// - admitters: `latency-slo-admitter`;
+///   `prefix-cache-affinity-filter`, `slo-headroom-tier-filter`, `utilization-filter`,
+///   `endpoint-attribute-filter`;
+/// - admitters: `latency-slo-admitter`, `probabilistic-admitter`;
 /// - disaggregation: `disagg-profile-handler` (and its deprecated alias `pd-profile-handler`), `prefix-based-pd-decider`,
 ///   `always-disagg-pd-decider`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
@@ -81,6 +83,14 @@ pub fn builtin_registry() -> Registry {
         .register(predicted_latency::TYPE_NAME, predicted_latency::factory)
         .register(slo_headroom_tier::TYPE_NAME, slo_headroom_tier::factory)
         .register(latency_slo::TYPE_NAME, latency_slo::factory)
+        .register(probabilistic::TYPE_NAME, probabilistic::factory)
+        .register(utilization::TYPE_NAME, utilization::factory)
+        .register(endpoint_attribute::TYPE_NAME, endpoint_attribute::factory)
+        .register(attribute_filter::TYPE_NAME, attribute_filter::factory)
+        .register(
+            header_label_affinity::TYPE_NAME,
+            header_label_affinity::factory,
+        )
         .register(profile_handler::TYPE_NAME, profile_handler::factory)
         .register(pd_profile_handler::TYPE_NAME, pd_profile_handler::factory)
         .register(

@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use shepherd_sim::SimError;
-use shepherd_sim::attainment::meets;
 use shepherd_sim::policy::{policy_by_name_or_path, sim_registry};
+use shepherd_sim::report::attainment::meets;
 use shepherd_sim::runner::{Outcome, RequestRecord, RunOptions, run};
 use shepherd_sim::workload::scenario_by_name_or_path;
 

@@ -2,7 +2,7 @@
 //!
 //! Each run is independent and deterministic, so the report does not depend on how the runs
 //! were spread over threads. With several seeds ([`crate::seeds::derive`]) every row is the
-//! mean over the seeds with its 95 % intervals ([`crate::aggregate`]); plots and timelines are
+//! mean over the seeds with its 95 % intervals ([`crate::report::aggregate`](mod@crate::report::aggregate)); plots and timelines are
 //! drawn from the first seed's runs.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,12 +10,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use parking_lot::Mutex;
 use shepherd_scheduler_core::config::Registry;
 
-use crate::aggregate::aggregate;
-use crate::attainment::objectives;
-use crate::best::judgements;
 use crate::error::SimError;
+use crate::goodput::{SearchOptions, search};
 use crate::policy::Policy;
-use crate::report::{PolicySummary, Report, ScenarioReport, ceiling, summarize};
+use crate::report::attainment::objectives;
+use crate::report::max_goodput::MaxGoodput;
+use crate::report::{
+    PolicySummary, Report, ScenarioReport, aggregate, ceiling, judgements, summarize,
+};
 use crate::runner::{RunOptions, RunResult, Spread, run};
 use crate::seeds::derive;
 use crate::workload::Scenario;
@@ -33,10 +35,12 @@ pub struct CompareOptions {
     pub fresh_bound: bool,
     /// Print progress to stderr.
     pub progress: bool,
+    /// Also search each policy's maximum goodput on each scenario ([`crate::goodput`]).
+    pub max_goodput: bool,
 }
 
 impl Default for CompareOptions {
-    /// Seed 42, one seed, one thread, with the bound, quiet.
+    /// Seed 42, one seed, one thread, with the bound, no goodput search, quiet.
     fn default() -> Self {
         CompareOptions {
             seed: 42,
@@ -44,6 +48,7 @@ impl Default for CompareOptions {
             threads: 1,
             fresh_bound: true,
             progress: false,
+            max_goodput: false,
         }
     }
 }
@@ -281,11 +286,41 @@ pub fn compare(
         rows.events += bounds.events;
         rows.runs += bounds.runs;
     }
+    let mut max_goodput: Vec<Vec<MaxGoodput>> = scenarios.iter().map(|_| Vec::new()).collect();
+    if opts.max_goodput {
+        let pairs: Vec<(&Scenario, &Policy, &str)> = scenarios
+            .iter()
+            .filter(|s| s.has_objectives())
+            .flat_map(|s| {
+                policies
+                    .iter()
+                    .filter(|p| !is_bound(&p.name))
+                    .map(move |p| (s, p, p.name.as_str()))
+            })
+            .collect();
+        let found = search(
+            &pairs,
+            registry,
+            &SearchOptions {
+                seed: opts.seed,
+                seeds: opts.seeds,
+                threads: opts.threads,
+                progress: opts.progress,
+                ..SearchOptions::default()
+            },
+        )?;
+        for ((s, _, _), m) in pairs.iter().zip(found) {
+            if let Some(si) = scenarios.iter().position(|x| std::ptr::eq(x, *s)) {
+                max_goodput[si].push(m);
+            }
+        }
+    }
     let scenario_reports = scenarios
         .iter()
         .zip(&rows.first_runs)
         .zip(rows.summaries)
-        .map(|((s, runs), results)| ScenarioReport {
+        .zip(max_goodput)
+        .map(|(((s, runs), results), max_goodput)| ScenarioReport {
             scenario: s.name.clone(),
             description: s.description.clone(),
             servers: s.servers,
@@ -294,6 +329,7 @@ pub fn compare(
             objectives: objectives(s),
             judgements: judgements(&results),
             results,
+            max_goodput,
         })
         .collect();
     Ok(Comparison {

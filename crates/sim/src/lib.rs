@@ -12,11 +12,13 @@
 //! - [`policy`]: the routing policies compared, as Shepherd configs;
 //! - [`runner`]: the discrete-event loop that runs a scenario under a policy (and ticks the
 //!   adaptive controller, a [`shepherd_adaptive::TickDriver`], on simulated time);
-//! - [`report`], [`svg`], [`timeline`]: the table and JSON, the plots, the adaptive timeline;
-//! - [`attainment`]: SLO attainment, for scenarios whose streams have latency objectives;
-//! - [`seeds`], [`stats`], [`aggregate`], [`judge`], [`best`]: several seeds per comparison,
-//!   each figure as a mean with its 95 % interval, and "best" / "within 5 %" judged on those
-//!   intervals; [`latency_error`]: a latency model's prediction error over the seeds;
+//! - [`report`]: the report as a one-way pipeline — runs → measures (TTFT, TPOT, SLO
+//!   attainment) → summaries → aggregates over seeds (mean and 95 % interval) → judgements
+//!   ("best" / "within 5 %") → documents (the JSON) → renderers (the table);
+//! - [`compare`]: runs every (scenario, policy, seed) and drives that pipeline;
+//!   [`goodput`]: `--max-goodput`, the highest load at which 90 % meet their objectives;
+//! - [`svg`], [`timeline`]: the plots, the adaptive timeline;
+//! - [`seeds`], [`stats`]: the seeds of a comparison; intervals and percentiles;
 //! - [`overload`]: the flow-control report (per priority class and tenant, with and without
 //!   flow control, against the same workload unloaded);
 //! - [`pd`]: the prefill/decode disaggregation study (aggregated, 1P:3D and 2P:2D pools, the
@@ -29,15 +31,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
-pub mod aggregate;
-pub mod attainment;
-pub mod best;
 pub mod calibration;
 pub mod compare;
 pub mod engine;
 pub mod error;
-pub mod judge;
-pub mod latency_error;
+pub mod goodput;
 pub mod overload;
 pub mod pd;
 pub mod policy;

@@ -86,6 +86,11 @@ struct CompareArgs {
     /// Skip the zero-staleness bound runs.
     #[arg(long)]
     no_bound: bool,
+    /// Also search, per scenario and policy, the highest arrival rate at which at least 90 %
+    /// of the requests meet both their objectives (TTFT and TPOT; DistServe's maximum
+    /// goodput): the scenario's load scaled up and down, each load on every seed.
+    #[arg(long)]
+    max_goodput: bool,
     /// Run every (scenario, policy) pair on this many seeds, derived from --seed (the first is
     /// --seed itself); figures become means with 95 % Student's t intervals, and "best" /
     /// "within 5 %" are judged on those intervals; policies with a latency-scorer also get its
@@ -154,7 +159,9 @@ struct ReplicasArgs {
     /// Coordination between replicas: none, rendezvous, rendezvous-bounded (load factor 1.25),
     /// rendezvous-bounded:F, load-sync[:MS] (in-flight counts every MS ms, default 10) or
     /// deltas[:MS] (in-flight counts and approximate-index inserts) or rendezvous+deltas[:MS]
-    /// (repeatable; default none and rendezvous). Include none for the relative figures.
+    /// or redis[:MS] (the deltas through Redis streams: each exchange also takes a measured
+    /// loopback delivery) (repeatable; default none and rendezvous). Include none for the
+    /// relative figures.
     #[arg(long)]
     coordination: Vec<Coordination>,
     #[command(flatten)]
@@ -170,6 +177,10 @@ struct PdArgs {
     /// Run every arm on this many seeds, derived from --seed; figures become their means.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     seeds: u32,
+    /// Skip the search of each arm's maximum goodput (the highest arrival rate at which 90 %
+    /// of the requests meet both objectives).
+    #[arg(long)]
+    no_max_goodput: bool,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -354,6 +365,7 @@ fn pd_main(cli: &PdArgs) -> Result<(), SimError> {
         seeds: cli.seeds,
         threads: threads(cli.run.threads),
         progress: !cli.run.quiet,
+        max_goodput: !cli.no_max_goodput,
     };
     let started = std::time::Instant::now();
     let study = pd(&scenarios, &sim_registry(), &opts)?;
@@ -469,6 +481,7 @@ fn real_main(cli: &CompareArgs) -> Result<(), SimError> {
             threads,
             fresh_bound: !cli.no_bound,
             progress: !cli.run.quiet,
+            max_goodput: cli.max_goodput,
         },
     )?;
     let json = serde_json::to_string_pretty(&comparison.report).unwrap_or_default();

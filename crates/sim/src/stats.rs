@@ -1,4 +1,5 @@
-//! 95 % confidence intervals of a mean over seeds (Student's t).
+//! 95 % confidence intervals of a mean over seeds (Student's t), and nearest-rank
+//! percentiles ([`percentile`]).
 //!
 //! A figure measured on `n` seeds (independent runs of the same scenario and policy) is
 //! reported as its sample mean ± `t(0.975, n − 1) · s / √n`, `s` the sample standard deviation
@@ -90,6 +91,15 @@ pub fn t_quantile(df: f64) -> f64 {
         .unwrap_or(1.959_963_984_540_054)
 }
 
+/// Nearest-rank percentile of sorted `v` (0 when empty).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +134,14 @@ mod tests {
         let same = Interval::of(&[2.5; 4]);
         assert_eq!((same.mean, same.half_width), (2.5, 0.0));
         assert_eq!(Interval::of(&[]), Interval::point(0.0));
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), 50.0);
+        assert_eq!(percentile(&v, 99.0), 99.0);
+        assert_eq!(percentile(&v, 100.0), 100.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
     }
 }

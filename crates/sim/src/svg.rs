@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::ttfts_ms;
+use crate::report::measure::ttfts_ms;
 use crate::runner::RunResult;
 use crate::workload::Scenario;
 

@@ -27,7 +27,7 @@ fn the_latency_model_predicts_the_simulated_servers_within_twenty_percent() {
 
 #[test]
 fn predicted_latency_meets_more_objectives_than_adaptive_on_slo_classes() {
-    use shepherd_sim::attainment::attainment;
+    use shepherd_sim::report::attainment::attainment;
     let scenario = builtin_scenario("slo-classes").unwrap();
     let met = |name: &str| {
         let policy = builtin_policy(name).unwrap();

@@ -137,9 +137,10 @@ fn reports_count_attainment_overall_and_per_stream_with_objectives() {
     let text = table(&one);
     assert!(text.contains("SLO: interactive TTFT ≤ 250 ms, TPOT ≤ 12.5 ms; batch TTFT ≤ 2000 ms."));
     assert!(
-        text.contains("| SLO met | interactive SLO | batch SLO |"),
+        text.contains("| SLO met | goodput (req/s) | interactive SLO | batch SLO |"),
         "{text}"
     );
+    assert!(slo.goodput_rps > 0.0 && i.goodput_rps + b.goodput_rps - slo.goodput_rps < 0.01);
     assert!(
         text.contains(&format!("({}/{}) |", slo.met, slo.with_objectives)),
         "{text}"

@@ -20,6 +20,7 @@
 mod completion;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+pub mod redis;
 
 pub use completion::{CompletionRecorder, Ended};
 

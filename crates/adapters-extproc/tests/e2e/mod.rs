@@ -145,6 +145,9 @@ pub struct Options {
     /// a `replicas` section naming the others (UDP on loopback), and Envoy's ext_proc cluster
     /// lists them all.
     pub replicas: usize,
+    /// With several replicas: share through this Redis server (`backend: redis`, each replica
+    /// named `epp-N`) instead of UDP.
+    pub redis_url: Option<String>,
     /// More model names the simulated servers answer to (besides `MODEL`).
     pub model_aliases: Vec<&'static str>,
 }
@@ -169,6 +172,7 @@ impl Default for Options {
             roles: Vec::new(),
             model_aliases: Vec::new(),
             replicas: 1,
+            redis_url: None,
         }
     }
 }

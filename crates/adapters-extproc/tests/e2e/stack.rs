@@ -131,6 +131,11 @@ impl Stack {
         let key_path = dir.path().join("replicas.key");
         std::fs::write(&key_path, "e2e-replicas-shared-secret-0123456789\n").unwrap();
         let replica_config = |i: usize| {
+            if let Some(url) = &options.redis_url {
+                return format!(
+                    "{config_text}\nreplicas:\n  backend: redis\n  redis:\n    url: {url}\n    name: epp-{i}\n"
+                );
+            }
             let peers: Vec<String> = (0..replicas)
                 .filter(|&j| j != i)
                 .map(|j| udp[j].to_string())

@@ -69,6 +69,7 @@ mod gateway;
 mod load;
 mod metrics;
 mod replicas;
+mod replicas_redis;
 mod scraping;
 mod server;
 
@@ -93,7 +94,9 @@ pub use gateway::{
 };
 pub use metrics::MetricsConfig;
 pub use replicas::{
-    DEFAULT_PEER_EXPIRY_MS, DEFAULT_SYNC_INTERVAL_MS, ReplicasConfig, ReplicasKeyError,
+    DEFAULT_HISTORY_ENTRIES, DEFAULT_MAX_PEERS, DEFAULT_PEER_EXPIRY_MS, DEFAULT_REDIS_PREFIX,
+    DEFAULT_REDIS_TIMEOUT_MS, DEFAULT_SYNC_INTERVAL_MS, RedisReplicasConfig, RedisTls,
+    ReplicaBackend, ReplicasConfig, ReplicasKeyError,
 };
 pub use scraping::{
     DEFAULT_CLEAR_AFTER_FAILURES, DEFAULT_SCRAPE_INTERVAL_MS, DEFAULT_SCRAPE_TIMEOUT_MS,

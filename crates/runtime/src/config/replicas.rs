@@ -6,7 +6,29 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::Secret;
+pub use super::replicas_redis::{
+    DEFAULT_HISTORY_ENTRIES, DEFAULT_MAX_PEERS, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT_MS,
+    RedisReplicasConfig, RedisTls,
+};
 use crate::replicas::key::{MIN_SECRET_BYTES, MacKey};
+
+/// What the replicas exchange their load and index inserts through.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ReplicaBackend {
+    /// Authenticated UDP datagrams straight to the configured `peers` (the default).
+    #[default]
+    Direct,
+    /// Two bounded streams in a Redis or Valkey server that every replica reads and writes
+    /// (the `redis` subsection).
+    Redis,
+}
+
+impl ReplicaBackend {
+    fn is_direct(&self) -> bool {
+        *self == ReplicaBackend::Direct
+    }
+}
 
 /// Default time between two reports to the peers: 10 ms.
 pub const DEFAULT_SYNC_INTERVAL_MS: u64 = 10;
@@ -43,8 +65,16 @@ pub const DEFAULT_PEER_EXPIRY_MS: u64 = 1_000;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReplicasConfig {
-    /// Where this replica receives its peers' reports (UDP).
-    pub listen: SocketAddr,
+    /// The medium: `direct` (UDP to `peers`, the default) or `redis`.
+    #[serde(default, skip_serializing_if = "ReplicaBackend::is_direct")]
+    pub backend: ReplicaBackend,
+    /// The Redis or Valkey server of `backend: redis`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<RedisReplicasConfig>,
+    /// Where this replica receives its peers' reports (UDP; `backend: direct` only, where it
+    /// is required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
     /// The other replicas' `listen` addresses.
     #[serde(default)]
     pub peers: Vec<SocketAddr>,
@@ -100,9 +130,18 @@ impl ReplicasConfig {
     }
 
     /// The address this replica names itself by in its datagrams: `advertise`, else
-    /// `listen`.
+    /// `listen` (the unspecified address `0.0.0.0:0` when neither is set, as with
+    /// `backend: redis`).
     pub fn identity(&self) -> SocketAddr {
-        self.advertise.unwrap_or(self.listen)
+        self.advertise
+            .or(self.listen)
+            .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// Where the direct exchange's UDP socket binds (`0.0.0.0:0` when `listen` is not set,
+    /// which the config check refuses for `backend: direct`).
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)))
     }
 
     /// The key the datagrams are sealed and checked with: derived from `key` (its variable or
@@ -133,6 +172,61 @@ impl ReplicasConfig {
 
     /// Why the section is invalid, if it is (field, reason).
     pub(crate) fn problem(&self) -> Option<(&'static str, String)> {
+        if self.interval_ms == 0 {
+            return Some(("replicas.intervalMs", "must be at least 1".into()));
+        }
+        if self.expire_ms <= self.interval_ms {
+            return Some((
+                "replicas.expireMs",
+                format!(
+                    "must be above intervalMs ({}): a peer would expire between its reports",
+                    self.interval_ms
+                ),
+            ));
+        }
+        match self.backend {
+            ReplicaBackend::Redis => self.redis_problem(),
+            ReplicaBackend::Direct => self.direct_problem(),
+        }
+    }
+
+    fn redis_problem(&self) -> Option<(&'static str, String)> {
+        let Some(redis) = &self.redis else {
+            return Some((
+                "replicas.redis",
+                "required with `backend: redis` (at least `url: redis://host:6379`)".into(),
+            ));
+        };
+        for (field, given) in [
+            ("replicas.listen", self.listen.is_some()),
+            ("replicas.peers", !self.peers.is_empty()),
+            ("replicas.key", self.key.is_some()),
+            ("replicas.insecure", self.insecure),
+            ("replicas.advertise", self.advertise.is_some()),
+        ] {
+            if given {
+                return Some((
+                    field,
+                    "belongs to `backend: direct`; with `backend: redis` the replicas find each other through the Redis server, and its ACL user and password admit them".into(),
+                ));
+            }
+        }
+        redis.problem()
+    }
+
+    fn direct_problem(&self) -> Option<(&'static str, String)> {
+        if self.redis.is_some() {
+            return Some((
+                "replicas.redis",
+                "given without `backend: redis` (the default backend is `direct`)".into(),
+            ));
+        }
+        let Some(listen) = self.listen else {
+            return Some((
+                "replicas.listen",
+                "required with `backend: direct`: the UDP address this replica receives its peers' reports on".into(),
+            ));
+        };
         match (&self.key, self.insecure) {
             (None, false) => return Some(("replicas.key", MISSING_KEY.to_owned())),
             (Some(_), true) => {
@@ -162,28 +256,13 @@ impl ReplicasConfig {
         if self.identity().ip().is_unspecified() {
             return Some((
                 "replicas.advertise",
-                format!(
-                    "listen is {}: name the address the peers list for this replica",
-                    self.listen
-                ),
-            ));
-        }
-        if self.interval_ms == 0 {
-            return Some(("replicas.intervalMs", "must be at least 1".into()));
-        }
-        if self.expire_ms <= self.interval_ms {
-            return Some((
-                "replicas.expireMs",
-                format!(
-                    "must be above intervalMs ({}): a peer would expire between its reports",
-                    self.interval_ms
-                ),
+                format!("listen is {listen}: name the address the peers list for this replica"),
             ));
         }
         if let Some(peer) = self
             .peers
             .iter()
-            .find(|p| **p == self.listen || **p == self.identity())
+            .find(|p| **p == listen || **p == self.identity())
         {
             return Some((
                 "replicas.peers",

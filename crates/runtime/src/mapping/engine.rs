@@ -77,6 +77,21 @@ pub struct EngineMapping {
     /// without that label are still read). Unset: all series are combined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_name: Option<String>,
+    /// Upstream's `customMetrics`: scalar metrics read into endpoint attributes (the
+    /// `endpoint-attribute-scorer` and `-filter` read them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub custom_metrics: Vec<CustomMetric>,
+}
+
+/// One of upstream's `customMetrics` entries: the value of the newest series matching
+/// `metricSpec` becomes the endpoint's attribute `attributeKey` at every scrape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CustomMetric {
+    /// The endpoint attribute the value is stored under (`custom.queue_depth`, say).
+    pub attribute_key: String,
+    /// The series read (`custom_queue_depth{tier=gold}`, say).
+    pub metric_spec: MetricSpec,
 }
 
 /// A spec list from names known to be valid.
@@ -104,6 +119,7 @@ impl EngineMapping {
             cache_block_size_spec: Specs::none(),
             cache_num_blocks_spec: Specs::none(),
             model_name: None,
+            custom_metrics: Vec::new(),
         }
     }
 

@@ -105,6 +105,10 @@ pub struct Extraction {
     pub missing: Vec<Signal>,
     /// Sanitized values, one entry per (signal, reason).
     pub issues: Vec<Issue>,
+    /// The mapping's custom metrics found on the page (attribute key, value): the last series
+    /// of each spec on the page (upstream takes the newest by timestamp; a page seldom has
+    /// one), NaN series left out.
+    pub attributes: Vec<(String, f64)>,
 }
 
 impl Extraction {
@@ -178,6 +182,16 @@ impl EngineMapping {
             num_gpu_blocks,
         };
         out.metrics = metrics;
+        for custom in &self.custom_metrics {
+            let value = select
+                .series(&custom.metric_spec)
+                .map(|sample| sample.value)
+                .filter(|v| !v.is_nan())
+                .last();
+            if let Some(value) = value {
+                out.attributes.push((custom.attribute_key.clone(), value));
+            }
+        }
         out
     }
 

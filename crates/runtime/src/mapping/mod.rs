@@ -78,8 +78,8 @@ mod plugins;
 mod spec;
 
 pub use engine::{
-    DEFAULT_BLOCK_SIZE_LABEL, DEFAULT_NUM_BLOCKS_LABEL, EngineMapping, LORA_MAX_LABEL,
-    LORA_RUNNING_LABEL, LORA_WAITING_LABEL, MODEL_NAME_LABEL,
+    CustomMetric, DEFAULT_BLOCK_SIZE_LABEL, DEFAULT_NUM_BLOCKS_LABEL, EngineMapping,
+    LORA_MAX_LABEL, LORA_RUNNING_LABEL, LORA_WAITING_LABEL, MODEL_NAME_LABEL,
 };
 pub use extract::{Extraction, Issue, Reason, Signal};
 pub use plugins::{

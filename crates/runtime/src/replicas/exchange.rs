@@ -35,7 +35,7 @@ pub(crate) struct LoadExchange {
 /// This run's epoch: when it started, in nanoseconds since the UNIX epoch. A restarted
 /// replica's is later, so its peers open a new replay window for it, and refuse a replay of
 /// its earlier runs' datagrams.
-fn epoch() -> u64 {
+pub(crate) fn epoch() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
@@ -54,12 +54,12 @@ impl LoadExchange {
         let mut buf = vec![0u8; MAX_DATAGRAM + 1];
         if self.config.insecure {
             tracing::warn!(
-                listen = %self.config.listen,
+                listen = %self.config.listen_addr(),
                 "replicas.insecure: the replica exchange runs WITHOUT a key; anyone who can reach this port can write load figures and index entries into this replica"
             );
         }
         tracing::info!(
-            listen = %self.config.listen,
+            listen = %self.config.listen_addr(),
             identity = %self.config.identity(),
             peers = self.config.peers.len(),
             interval_ms = self.config.interval_ms,

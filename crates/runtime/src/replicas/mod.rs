@@ -33,6 +33,8 @@ pub mod gate;
 mod index_sync;
 pub mod index_wire;
 pub mod key;
+#[cfg(feature = "redis")]
+pub mod redis;
 #[cfg(feature = "runtime")]
 mod stats;
 #[cfg(feature = "runtime")]

@@ -79,6 +79,20 @@ impl PeerTable {
         expired
     }
 
+    /// Empties slot `peer` for another peer to take.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn reset(&mut self, peer: usize) {
+        if let Some(slot) = self.slots.get_mut(peer) {
+            *slot = Slot::default();
+        }
+    }
+
+    /// Whether slot `peer` was heard within the expiry.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn is_live(&self, peer: usize) -> bool {
+        self.slots.get(peer).is_some_and(|s| s.last_seen.is_some())
+    }
+
     /// Peers heard within the expiry.
     pub(crate) fn len(&self) -> usize {
         self.slots.iter().filter(|s| s.last_seen.is_some()).count()

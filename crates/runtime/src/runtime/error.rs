@@ -31,6 +31,14 @@ pub enum RuntimeError {
     /// The `replicas` section's key could not be read.
     #[error(transparent)]
     ReplicasKey(#[from] ReplicasKeyError),
+    /// The `replicas` section's Redis backend could not start (a password that cannot be
+    /// read, credentials or commands Redis refuses).
+    #[cfg(feature = "redis")]
+    #[error(transparent)]
+    ReplicasRedis(#[from] crate::replicas::redis::RedisStartError),
+    /// `replicas.backend: redis` in a build without the `redis` feature.
+    #[error("replicas.backend: redis needs a build with the `redis` feature")]
+    ReplicasBackendUnavailable,
     /// The discovery source of the config could not start (Kubernetes credentials, or a
     /// build without the `kubernetes` feature).
     #[error("{0}")]

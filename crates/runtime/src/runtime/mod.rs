@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use shepherd_scheduler_core::endpoint::Pool;
+use shepherd_scheduler_core::config::check_stability;
+use shepherd_scheduler_core::endpoint::{EndpointAttributes, Pool};
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use shepherd_scheduler_core::shared::SharedState;
 use shepherd_scorers::builtin_registry;
@@ -124,6 +125,8 @@ impl Runtime {
             .unwrap_or_else(|| Arc::new(TokioClock::new()));
         let shared = SharedState::new(Arc::new(Pool::with_clock(clock)));
         let registry = options.registry.clone().unwrap_or_else(builtin_registry);
+        check_stability(&config.policy, options.allow_experimental_plugins)
+            .map_err(RuntimeError::Policy)?;
         let scheduler = Arc::new(
             ReloadableScheduler::build(&config.policy, &registry, shared.clone())
                 .map_err(RuntimeError::Policy)?,
@@ -163,21 +166,10 @@ impl Runtime {
             None
         };
 
-        let replica_socket = match &config.replicas {
-            Some(replicas) => {
-                let key = replicas.mac_key()?;
-                let socket =
-                    tokio::net::UdpSocket::bind(replicas.listen)
-                        .await
-                        .map_err(|source| RuntimeError::Bind {
-                            addr: replicas.listen,
-                            source,
-                        })?;
-                Some((socket, key))
-            }
+        let replica_medium = match &config.replicas {
+            Some(replicas) => Some(start_replicas(replicas, &shared).await?),
             None => None,
         };
-        let replicas_config = config.replicas.clone();
 
         let flow = config
             .flow_control
@@ -206,6 +198,7 @@ impl Runtime {
             settings: settings_tx,
             adaptive: Arc::clone(&adaptive),
             adaptive_enabled: options.adaptive,
+            allow_experimental: options.allow_experimental_plugins,
             stats: Arc::clone(&reload_stats),
         });
 
@@ -218,6 +211,7 @@ impl Runtime {
                 settings: settings_rx,
                 stats: Arc::clone(&scrape_stats),
                 client,
+                attributes: EndpointAttributes::of(&shared.resources),
             };
             tasks.spawn(scraper.run(signal.clone()));
         }
@@ -242,21 +236,19 @@ impl Runtime {
             tasks.spawn(manager.run(signal.clone()));
             extra.push(kv_event_stats);
         }
-        if let (Some(config), Some((socket, key))) = (replicas_config, replica_socket) {
-            let stats = Arc::new(ReplicaStats::default());
-            let index = config
-                .index_deltas
-                .then(|| IndexSync::new(Arc::clone(&shared.resources), Arc::clone(&shared.pool)));
-            let exchange = LoadExchange {
-                config,
-                key,
-                socket,
-                pool: Arc::clone(&shared.pool),
-                stats: Arc::clone(&stats),
-                index,
-            };
-            tasks.spawn(exchange.run(signal.clone()));
-            extra.push(stats);
+        match replica_medium {
+            Some(ReplicaMedium::Direct(exchange, stats)) => {
+                tasks.spawn((*exchange).run(signal.clone()));
+                extra.push(stats);
+            }
+            #[cfg(feature = "redis")]
+            Some(ReplicaMedium::Redis(exchange, stats, redis_stats)) => {
+                let exchange = *exchange;
+                tasks.spawn(exchange.run(signal.clone()));
+                extra.push(stats);
+                extra.push(redis_stats);
+            }
+            None => {}
         }
         if let Some(flow) = &flow {
             let stop = signal.clone();
@@ -372,5 +364,64 @@ fn reload_text(applier: &reload::Applier, text: &str, path: &Path) {
             let _ = applier.apply(config);
         }
         Err(error) => applier.reject(&error),
+    }
+}
+
+/// The replica exchange a `replicas` section starts, with its counters.
+enum ReplicaMedium {
+    Direct(Box<LoadExchange>, Arc<ReplicaStats>),
+    #[cfg(feature = "redis")]
+    Redis(
+        Box<crate::replicas::redis::RedisExchange>,
+        Arc<ReplicaStats>,
+        Arc<crate::replicas::redis::RedisStats>,
+    ),
+}
+
+/// Reads the section's secrets and binds the direct exchange's socket, or checks the Redis
+/// backend's credentials: a failure stops the start.
+async fn start_replicas(
+    config: &crate::config::ReplicasConfig,
+    shared: &SharedState,
+) -> Result<ReplicaMedium, RuntimeError> {
+    let stats = Arc::new(ReplicaStats::default());
+    let index = config
+        .index_deltas
+        .then(|| IndexSync::new(Arc::clone(&shared.resources), Arc::clone(&shared.pool)));
+    match config.backend {
+        crate::config::ReplicaBackend::Direct => {
+            let key = config.mac_key()?;
+            let listen = config.listen_addr();
+            let socket = tokio::net::UdpSocket::bind(listen)
+                .await
+                .map_err(|source| RuntimeError::Bind {
+                    addr: listen,
+                    source,
+                })?;
+            let exchange = LoadExchange {
+                config: config.clone(),
+                key,
+                socket,
+                pool: Arc::clone(&shared.pool),
+                stats: Arc::clone(&stats),
+                index,
+            };
+            Ok(ReplicaMedium::Direct(Box::new(exchange), stats))
+        }
+        #[cfg(feature = "redis")]
+        crate::config::ReplicaBackend::Redis => {
+            let redis_stats = Arc::new(crate::replicas::redis::RedisStats::default());
+            let exchange = crate::replicas::redis::RedisExchange::start(
+                config.clone(),
+                Arc::clone(&shared.pool),
+                index,
+                Arc::clone(&stats),
+                Arc::clone(&redis_stats),
+            )
+            .await?;
+            Ok(ReplicaMedium::Redis(Box::new(exchange), stats, redis_stats))
+        }
+        #[cfg(not(feature = "redis"))]
+        crate::config::ReplicaBackend::Redis => Err(RuntimeError::ReplicasBackendUnavailable),
     }
 }

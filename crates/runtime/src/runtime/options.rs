@@ -86,6 +86,10 @@ pub struct RuntimeOptions {
     /// Leadership under leader election (`--ha-enable-leader-election`): `/readyz` answers
     /// 503 while it is false (default none: always a leader).
     pub leadership: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Load plugins of the types upstream marks Alpha (`--allow-experimental-plugins`);
+    /// without it a config declaring one is refused at start and on reload, as upstream
+    /// refuses to start (default off, upstream's default).
+    pub allow_experimental_plugins: bool,
 }
 
 impl Default for RuntimeOptions {
@@ -104,6 +108,7 @@ impl Default for RuntimeOptions {
             metrics_sources: Vec::new(),
             legacy_metric_names: None,
             leadership: None,
+            allow_experimental_plugins: false,
         }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use shepherd_scheduler_core::config::{Registry, build_scheduler_in};
+use shepherd_scheduler_core::config::{Registry, build_scheduler_in, check_stability};
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use tokio::sync::watch;
@@ -113,6 +113,7 @@ pub(crate) struct Applier {
     pub(crate) settings: watch::Sender<Arc<ScrapeSettings>>,
     pub(crate) adaptive: Arc<AdaptiveRunner>,
     pub(crate) adaptive_enabled: bool,
+    pub(crate) allow_experimental: bool,
     pub(crate) stats: Arc<ReloadStats>,
 }
 
@@ -169,6 +170,7 @@ impl Applier {
 
         let mut rebuilt = None;
         if outcome.policy_changed {
+            check_stability(&next.policy, self.allow_experimental).map_err(RuntimeError::Policy)?;
             let scheduler =
                 build_scheduler_in(&next.policy, &self.registry, self.scheduler.shared())
                     .map_err(RuntimeError::Policy)?;

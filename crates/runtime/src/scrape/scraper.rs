@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use shepherd_scheduler_core::endpoint::Pool;
+use shepherd_scheduler_core::endpoint::{EndpointAttributes, Pool};
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
@@ -21,6 +21,7 @@ pub(crate) struct Scraper {
     pub(crate) settings: watch::Receiver<Arc<ScrapeSettings>>,
     pub(crate) stats: Arc<ScrapeStats>,
     pub(crate) client: reqwest::Client,
+    pub(crate) attributes: Arc<EndpointAttributes>,
 }
 
 impl Scraper {
@@ -99,6 +100,7 @@ impl Scraper {
                 pool: Arc::clone(&self.pool),
                 client: self.client.clone(),
                 stats: self.stats.endpoint(&address),
+                attributes: Arc::clone(&self.attributes),
             };
             let handle = tasks.spawn(worker.run());
             workers.insert(address, (spec.clone(), handle));

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shepherd_scheduler_core::endpoint::Pool;
+use shepherd_scheduler_core::endpoint::{EndpointAttributes, Pool};
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
 use super::{EndpointScrapeStats, ScrapeError, ScrapeSettings, fetch};
@@ -23,6 +23,8 @@ pub(crate) struct Worker {
     pub(crate) pool: Arc<Pool>,
     pub(crate) client: reqwest::Client,
     pub(crate) stats: Arc<EndpointScrapeStats>,
+    /// Where custom metrics go (`endpoint-attribute-*` read them).
+    pub(crate) attributes: Arc<EndpointAttributes>,
 }
 
 /// Logs a failure streak without flooding: the first failure, then one line every
@@ -59,6 +61,9 @@ impl Worker {
         };
         match outcome {
             Ok((extraction, bad_lines)) => {
+                if !extraction.attributes.is_empty() || !mapping.custom_metrics.is_empty() {
+                    self.attributes.set(endpoint.id(), &extraction.attributes);
+                }
                 endpoint.set_metrics(extraction.metrics);
                 let failures = self.stats.consecutive_failures();
                 self.stats.success(started.elapsed(), bad_lines);

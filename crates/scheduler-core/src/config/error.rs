@@ -144,6 +144,16 @@ pub enum ConfigError {
         /// What else is worth knowing (an older name's replacement, say), or empty.
         note: String,
     },
+    /// A plugin of an upstream Alpha type, without `--allow-experimental-plugins`.
+    #[error(
+        "plugin '{name}' (type: '{plugin_type}') has Alpha stability level, but command line flag --allow-experimental-plugins is not set"
+    )]
+    ExperimentalPlugin {
+        /// Plugin name.
+        name: String,
+        /// The upstream Alpha type.
+        plugin_type: String,
+    },
     /// A value outside the schema's own settings is invalid.
     #[error("`{field}`: {reason}")]
     InvalidSetting {

@@ -33,6 +33,7 @@ mod references;
 mod registry;
 mod schema;
 mod sections;
+mod stability;
 mod upstream;
 
 pub use build::{DEFAULT_PROFILE, MAX_WEIGHT, build_scheduler, build_scheduler_in};
@@ -52,6 +53,7 @@ pub use schema::{
 pub use sections::{
     DataLayerConfig, DataLayerSource, FeatureGates, PluginRef, RequestHandlerConfig,
 };
+pub use stability::{ALPHA_TYPES, check_stability, is_alpha};
 pub use upstream::{
     Area, OLDER_UPSTREAM_NAMES, SHEPHERD_EXTENSIONS, Status, UPSTREAM_TYPES, UpstreamType,
     not_implemented_message, upstream_type,

@@ -32,6 +32,7 @@
 //! assert_eq!(ep.in_flight_requests(), 0);
 //! ```
 
+mod attributes;
 mod counters;
 mod exported;
 mod metrics;
@@ -39,6 +40,9 @@ mod node;
 mod peer_load;
 mod pool;
 
+pub use attributes::{
+    Column, ENDPOINT_ATTRIBUTES, EndpointAttributes, MAX_ATTRIBUTE_KEYS, MAX_ROWS, Values,
+};
 pub use counters::InFlightGuard;
 pub use metrics::{EndpointHealth, EndpointMetrics, LoadMetrics, LoraState};
 pub use node::{Endpoint, EndpointId, EndpointLabels};

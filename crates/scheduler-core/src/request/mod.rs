@@ -17,6 +17,7 @@
 //! ```
 
 mod chat;
+mod configured_headers;
 mod error;
 mod id;
 mod parse;
@@ -26,6 +27,7 @@ mod plugin_headers;
 mod types;
 
 pub use chat::{ChatMessage, ChatMessages};
+pub use configured_headers::{CONFIGURED_HEADERS, ConfiguredHeaders, MAX_CONFIGURED_HEADERS};
 pub use error::ParseError;
 pub use id::{MAX_REQUEST_ID_LEN, generate_request_id, is_valid_request_id};
 pub use parse::{ApiKind, ParseLimits, parse_openai_request};

@@ -2,5 +2,7 @@
 //! at all ([`Admitter`](shepherd_scheduler_core::plugin::Admitter)).
 
 pub mod latency_slo;
+pub mod probabilistic;
 
 pub use latency_slo::LatencySloAdmitter;
+pub use probabilistic::ProbabilisticAdmitter;

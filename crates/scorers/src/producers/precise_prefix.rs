@@ -31,7 +31,8 @@
 //! | `kvEventsConfig.concurrency`, `tracing` | 4, false | accepted; each subscription is its own task |
 //! | `indexerConfig.kvBlockIndexConfig.inMemoryConfig` (`size`, `podCacheSize`), `enableMetrics`, `metricsLoggingInterval` | — | accepted; memory is bounded by each engine's `num_gpu_blocks` instead |
 //! | `indexerConfig.kvCacheBackendConfigs` | gpu | accepted; only GPU blocks are indexed |
-//! | `indexerConfig.kvBlockIndexConfig.redisConfig` / `valkeyConfig` / `costAwareMemoryConfig` | — | refused: the index is in memory |
+//! | `indexerConfig.kvBlockIndexConfig.redisConfig` / `valkeyConfig` (`address`, `backendType`, `enableRDMA`) | — | accepted, with a warning, and not connected to: upstream keeps one index in Redis for the replicas to share; every Shepherd replica subscribes to every server's KV events and holds the same facts in its own memory, so the index needs no Redis (a pick never waits on the network). What replicas share through Redis is the `replicas` section's (`backend: redis`, `docs/replicas.md`). `backendType` must be `redis` or `valkey` when given |
+//! | `indexerConfig.kvBlockIndexConfig.costAwareMemoryConfig` | — | refused: the index's memory is bounded by each engine's `num_gpu_blocks` |
 //! | `indexerConfig.tokenizersPoolConfig` | — | accepted and unused, with a warning (deprecated upstream): tokenization is the `token-producer`'s; configure one with the model's tokenizer |
 //! | other keys inside `tokenProcessorConfig`, `indexerConfig` (the older `prefixStoreConfig`, say) and `kvBlockIndexConfig` | — | accepted and unused, a warning each, as upstream's decoder ignores them |
 //! | `speculativeIndexing` | false | record each pick's blocks for the picked endpoint at once, as speculative entries, so the requests that follow before the server's events arrive (its queue wait and prefill) see them; the events confirm them, and unconfirmed ones are taken out when they expire |
@@ -206,15 +207,43 @@ pub struct KvBlockIndexConfig {
     pub enable_metrics: bool,
     /// Upstream's metrics logging interval (accepted).
     pub metrics_logging_interval: Option<serde_json::Value>,
-    /// An external Redis index (refused).
-    pub redis_config: Option<serde_json::Value>,
-    /// An external Valkey index (refused).
-    pub valkey_config: Option<serde_json::Value>,
+    /// Upstream's Redis-backed index (accepted with a warning; the index stays in memory).
+    pub redis_config: Option<RedisIndexConfig>,
+    /// Upstream's Valkey-backed index (the same settings; accepted with a warning).
+    pub valkey_config: Option<RedisIndexConfig>,
     /// Upstream's cost-aware memory index (refused).
     pub cost_aware_memory_config: Option<serde_json::Value>,
     /// Keys Shepherd does not read.
     #[serde(flatten)]
     pub ignored: BTreeMap<String, serde_json::Value>,
+}
+
+/// `redisConfig` / `valkeyConfig`: upstream's external index. Shepherd reads it to check it
+/// and to say, in a warning, that the index stays in every replica's memory; it never
+/// connects to `address` (nor shows it: it may hold a password).
+#[derive(Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RedisIndexConfig {
+    /// The server's address (`redis://`, `rediss://`, `valkey://`, `valkeys://` or `host:port`).
+    pub address: Option<String>,
+    /// `redis` or `valkey`.
+    pub backend_type: Option<String>,
+    /// Valkey's RDMA transport.
+    #[serde(rename = "enableRDMA")]
+    pub enable_rdma: bool,
+    /// Keys Shepherd does not read.
+    #[serde(flatten)]
+    pub ignored: BTreeMap<String, serde_json::Value>,
+}
+
+impl std::fmt::Debug for RedisIndexConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisIndexConfig")
+            .field("address", &self.address.as_ref().map(|_| "<not shown>"))
+            .field("backend_type", &self.backend_type)
+            .field("enable_rdma", &self.enable_rdma)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `inMemoryConfig`.
@@ -384,14 +413,24 @@ impl PrecisePrefixParameters {
         }
         let refuse = |parameter: &str, why: &str| Err(PluginError::invalid(parameter, why));
         let index = &self.indexer_config.kv_block_index_config;
-        if index.redis_config.is_some()
-            || index.valkey_config.is_some()
-            || index.cost_aware_memory_config.is_some()
-        {
+        if index.cost_aware_memory_config.is_some() {
             return refuse(
-                "indexerConfig.kvBlockIndexConfig",
-                "only the in-memory index is supported: Shepherd keeps the index in process",
+                "indexerConfig.kvBlockIndexConfig.costAwareMemoryConfig",
+                "the index's memory is bounded by each engine's num_gpu_blocks: remove it",
             );
+        }
+        for (name, external) in [
+            ("redisConfig", &index.redis_config),
+            ("valkeyConfig", &index.valkey_config),
+        ] {
+            if let Some(backend) = external.as_ref().and_then(|c| c.backend_type.as_deref())
+                && !matches!(backend, "redis" | "valkey")
+            {
+                return Err(PluginError::invalid(
+                    format!("indexerConfig.kvBlockIndexConfig.{name}.backendType"),
+                    format!("`{backend}` is neither `redis` nor `valkey`"),
+                ));
+            }
         }
         let events = &self.kv_events_config;
         if let Some(engine) = &events.engine_type

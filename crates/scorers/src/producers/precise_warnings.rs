@@ -21,6 +21,27 @@ impl PrecisePrefixParameters {
             "indexerConfig.kvBlockIndexConfig",
             &self.indexer_config.kv_block_index_config.ignored,
         );
+        let index = &self.indexer_config.kv_block_index_config;
+        let mut nested = Vec::new();
+        let mut external_notes = Vec::new();
+        for (name, external) in [
+            ("redisConfig", &index.redis_config),
+            ("valkeyConfig", &index.valkey_config),
+        ] {
+            let Some(external) = external else { continue };
+            external_notes.push(format!(
+                "`indexerConfig.kvBlockIndexConfig.{name}` is accepted and not connected to: every \
+                 Shepherd replica hears every server's KV events and keeps the same index in its \
+                 own memory, so the precise index needs no Redis (a pick never waits on it); the \
+                 replicas share their load and approximate index through Redis with \
+                 `replicas: {{backend: redis}}` (docs/replicas.md)"
+            ));
+            nested.push((name, &external.ignored));
+        }
+        for (name, keys) in nested {
+            ignored(&format!("indexerConfig.kvBlockIndexConfig.{name}"), keys);
+        }
+        warnings.extend(external_notes);
         if self.indexer_config.tokenizers_pool_config.is_some() {
             warnings.push(
                 "`indexerConfig.tokenizersPoolConfig` is deprecated upstream and ignored: \
@@ -38,6 +59,39 @@ impl PrecisePrefixParameters {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn upstreams_redis_index_is_accepted_with_a_warning_and_never_shown() {
+        let p: PrecisePrefixParameters = serde_json::from_value(serde_json::json!({
+            "indexerConfig": {"kvBlockIndexConfig": {
+                "redisConfig": {"address": "redis://user:s3cret@redis:6379/0"},
+                "enableMetrics": true
+            }}
+        }))
+        .unwrap();
+        assert!(p.validate().is_ok());
+        let warnings = p.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("redisConfig") && warnings[0].contains("backend: redis"));
+        assert!(!format!("{p:?} {warnings:?}").contains("s3cret"));
+        let valkey: PrecisePrefixParameters = serde_json::from_value(serde_json::json!({
+            "indexerConfig": {"kvBlockIndexConfig": {"valkeyConfig": {
+                "address": "valkey://valkey:6379", "backendType": "valkey", "enableRDMA": false
+            }}}
+        }))
+        .unwrap();
+        assert!(valkey.validate().is_ok());
+        let wrong: PrecisePrefixParameters = serde_json::from_value(serde_json::json!({
+            "indexerConfig": {"kvBlockIndexConfig": {"redisConfig": {"backendType": "memcached"}}}
+        }))
+        .unwrap();
+        assert!(wrong.validate().is_err());
+        let cost: PrecisePrefixParameters = serde_json::from_value(serde_json::json!({
+            "indexerConfig": {"kvBlockIndexConfig": {"costAwareMemoryConfig": {"size": "2GiB"}}}
+        }))
+        .unwrap();
+        assert!(cost.validate().is_err());
+    }
 
     #[test]
     fn the_older_scorers_nested_keys_load_with_a_warning_each() {

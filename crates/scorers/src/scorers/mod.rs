@@ -26,6 +26,8 @@
 
 pub mod active_request;
 pub mod context_length;
+pub mod endpoint_attribute;
+pub mod header_label_affinity;
 pub mod hot_prefix;
 pub mod kv_cache;
 pub mod latency;
@@ -46,6 +48,8 @@ pub mod token_load;
 
 pub use active_request::{ActiveRequestParameters, ActiveRequestScorer};
 pub use context_length::{ContextLengthAware, ContextLengthParameters};
+pub use endpoint_attribute::{EndpointAttributeScorer, EndpointAttributeScorerParameters};
+pub use header_label_affinity::{HeaderLabelAffinityParameters, HeaderLabelAffinityScorer};
 pub use hot_prefix::{HotPrefixParameters, HotPrefixScorer};
 pub use kv_cache::KvCacheUtilizationScorer;
 pub use latency::{HeadroomStrategy, LatencyScorer, LatencyScorerParameters};

@@ -20,12 +20,16 @@ const INFERENCE_BENCH: &str = "InferenceBench, \"Recipe: concurrency sweep\": H1
 const LAMBDA_H100: &str = "LambdaLabsML/vllm-benchmark, \
     results/prompt_10/1xH100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2048.json: a burst of \
     10 ShareGPT prompts, vLLM 0.6.0 with 10 scheduler steps; median ITL 72.3 ms per 10-token \
-    chunk";
+    chunk. ShareGPT answers are short and unequal, so the median chunk runs while most of the \
+    burst has already finished: about 4 requests still decoding, at about 150-250 context \
+    tokens each";
 
 const LAMBDA_A100: &str = "LambdaLabsML/vllm-benchmark, \
     results/prompt_10/1xA100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2048.json: a burst of \
     10 ShareGPT prompts, vLLM 0.6.0 with 10 scheduler steps; median ITL 114.9 ms per 10-token \
-    chunk";
+    chunk. ShareGPT answers are short and unequal, so the median chunk runs while most of the \
+    burst has already finished: about 4 requests still decoding, at about 150-250 context \
+    tokens each";
 
 const NIM_LOG: &str = "NVIDIA Cloud Functions documentation, \"Elastic NIM\" guide: \
     llama3-8b-instruct start-up log (NIM 1.0.0, vLLM 0.4.1, bf16, gpu_memory_utilization 0.9, \
@@ -178,14 +182,14 @@ pub const REFERENCES: &[Reference] = &[
     ),
     reference(
         H100,
-        "decode step, batch of 10 ShareGPT requests (taken as 400 context tokens each)",
+        "decode step at the burst's median chunk (about 4 ShareGPT requests still decoding, about 200 context tokens each)",
         7.23,
         "ms",
         Derived,
         LAMBDA_H100,
         Measure::DecodeStep {
-            batch: 10,
-            context: 400,
+            batch: 4,
+            context: 200,
         },
     ),
     reference(
@@ -253,14 +257,14 @@ pub const REFERENCES: &[Reference] = &[
     ),
     reference(
         A100,
-        "decode step, batch of 10 ShareGPT requests (taken as 400 context tokens each)",
+        "decode step at the burst's median chunk (about 4 ShareGPT requests still decoding, about 200 context tokens each)",
         11.49,
         "ms",
         Derived,
         LAMBDA_A100,
         Measure::DecodeStep {
-            batch: 10,
-            context: 400,
+            batch: 4,
+            context: 200,
         },
     ),
     reference(

@@ -3,8 +3,8 @@
 use serde::Serialize;
 use shepherd_scheduler_core::flow::DropReason;
 
-use crate::report::percentile;
 use crate::runner::{Outcome, RequestRecord, RunResult};
+use crate::stats::percentile;
 use crate::workload::Scenario;
 
 /// One priority class (every stream of that priority, all tenants).

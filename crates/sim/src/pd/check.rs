@@ -1,5 +1,6 @@
 //! The decider's target: on each judged figure, within 5 % of the better of "always
-//! disaggregate" (on the decider's pool) and "never" (the aggregated pool).
+//! disaggregate" (on the decider's pool) and "never" (the aggregated pool); on SLO attainment,
+//! within 2 points of the better ([`AttainmentCheck`]).
 //!
 //! ```
 //! use shepherd_sim::pd::FigureCheck;
@@ -12,6 +13,12 @@
 //! let c = FigureCheck::higher_better("tokens", 90.0, 80.0, 100.0);
 //! assert!(!c.met);
 //! assert!((c.gap_percent - 10.0).abs() < 1e-9);
+//!
+//! use shepherd_sim::pd::AttainmentCheck;
+//! let a = AttainmentCheck::of(0.93, 0.88, 0.91);
+//! assert!(a.within && a.above_both);
+//! assert_eq!(a.lead_points, 2.0);
+//! assert!(!AttainmentCheck::of(0.88, 0.91, 0.5).within);
 //! ```
 
 use serde::Serialize;
@@ -20,6 +27,41 @@ use super::PdRow;
 
 /// How far the decider may trail the better arm, as a fraction.
 pub const TOLERANCE: f64 = 0.05;
+
+/// How far the decider's SLO attainment may trail the better arm's, as a fraction (2 points).
+pub const ATTAINMENT_TOLERANCE: f64 = 0.02;
+
+/// The decider's SLO attainment against the better of "always" and "never".
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AttainmentCheck {
+    /// The decider's attainment (fraction).
+    pub decider: f64,
+    /// "always"'s on the decider's pool.
+    pub always: f64,
+    /// "never"'s (aggregated).
+    pub never: f64,
+    /// Decider minus the better arm, in points (positive: better).
+    pub lead_points: f64,
+    /// Within [`ATTAINMENT_TOLERANCE`] of the better arm.
+    pub within: bool,
+    /// Strictly above both arms.
+    pub above_both: bool,
+}
+
+impl AttainmentCheck {
+    /// Compares the three attainments.
+    pub fn of(decider: f64, always: f64, never: f64) -> Self {
+        let best = always.max(never);
+        AttainmentCheck {
+            decider,
+            always,
+            never,
+            lead_points: ((decider - best) * 1000.0).round() / 10.0,
+            within: decider >= best - ATTAINMENT_TOLERANCE - 1e-9,
+            above_both: decider > best,
+        }
+    }
+}
 
 /// One figure of the check.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -93,6 +135,8 @@ pub struct DeciderCheck {
     pub figures: Vec<FigureCheck>,
     /// Every figure met.
     pub met: bool,
+    /// SLO attainment against the better arm.
+    pub attainment: AttainmentCheck,
 }
 
 impl DeciderCheck {
@@ -122,6 +166,11 @@ impl DeciderCheck {
             label: decider.label.clone(),
             met: figures.iter().all(|f| f.met),
             figures,
+            attainment: AttainmentCheck::of(
+                decider.slo_attainment,
+                always.slo_attainment,
+                never.slo_attainment,
+            ),
         }
     }
 }

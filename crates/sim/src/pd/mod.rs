@@ -16,7 +16,11 @@
 //! servers count, whatever their role), the share of requests disaggregated and the prefill
 //! fallbacks. [`DeciderCheck`] then compares each decider row with the better of "always"
 //! (on as many prefill servers; for the PD arms, the fixed split) and "never" (aggregated)
-//! on TTFT p99, TPOT p99 and tokens per GPU: the target is to be within 5 % of it on each. Over several seeds, every figure is the mean over seeds.
+//! on TTFT p99, TPOT p99 and tokens per GPU (within 5 % of it on each), and on SLO attainment
+//! under the scenario's objectives (within 2 points of it; [`ATTAINMENT_TOLERANCE`]). Over
+//! several seeds, every figure is the mean over seeds. With [`PdOptions::max_goodput`] (the
+//! command's default) each arm's maximum goodput is searched too: the highest arrival rate at
+//! which 90 % of the requests meet both objectives ([`crate::goodput`]).
 //!
 //! ```no_run
 //! use shepherd_sim::pd::{PdOptions, pd, table};
@@ -32,12 +36,14 @@ mod table;
 use serde::Serialize;
 use shepherd_scheduler_core::config::Registry;
 
-pub use check::{DeciderCheck, FigureCheck, TOLERANCE};
+pub use check::{ATTAINMENT_TOLERANCE, AttainmentCheck, DeciderCheck, FigureCheck, TOLERANCE};
 pub use table::table;
 
 use crate::compare::{Job, run_all};
 use crate::error::SimError;
+use crate::goodput::{SearchOptions, search};
 use crate::policy::{Policy, builtin_policy};
+use crate::report::max_goodput::MaxGoodput;
 use crate::report::summarize;
 use crate::runner::Spread;
 use crate::seeds;
@@ -54,15 +60,19 @@ pub struct PdOptions {
     pub threads: usize,
     /// Print progress to stderr.
     pub progress: bool,
+    /// Also search each arm's maximum goodput ([`crate::goodput`]).
+    pub max_goodput: bool,
 }
 
 impl Default for PdOptions {
+    /// Seed 42, one seed, two threads, quiet, without the goodput search.
     fn default() -> Self {
         PdOptions {
             seed: 42,
             seeds: 1,
             threads: 2,
             progress: false,
+            max_goodput: false,
         }
     }
 }
@@ -179,6 +189,11 @@ pub struct PdRow {
     pub tpot_p99_ms: f64,
     /// Output tokens per simulated second per server.
     pub output_tokens_per_s_per_gpu: f64,
+    /// Share of the requests that met both their objectives (TTFT and TPOT; 0 for a
+    /// scenario without objectives).
+    pub slo_attainment: f64,
+    /// Requests that met both objectives per simulated second.
+    pub goodput_rps: f64,
 }
 
 /// One scenario's rows and the decider checks.
@@ -192,6 +207,11 @@ pub struct PdScenario {
     pub rows: Vec<PdRow>,
     /// Each decider row against the better of "always" on its pool and "never".
     pub decider: Vec<DeciderCheck>,
+    /// The objectives the scenario states (TTFT and TPOT), `None` without.
+    pub objectives: Option<crate::workload::SloSpec>,
+    /// With the goodput search: each arm's maximum goodput, in [`ARMS`] order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub max_goodput: Vec<MaxGoodput>,
 }
 
 /// The report (JSON schema `shepherd-sim/pd/v1`).
@@ -285,6 +305,8 @@ pub fn pd(scenarios: &[Scenario], registry: &Registry, opts: &PdOptions) -> Resu
                             tpot_p99_ms: s.tpot_p99_ms,
                             output_tokens_per_s_per_gpu: s.output_tokens_per_s
                                 / f64::from(variant.servers.max(1)),
+                            slo_attainment: s.slo.map_or(0.0, |a| a.attainment),
+                            goodput_rps: s.slo.map_or(0.0, |a| a.goodput_rps),
                         }
                     })
                     .collect();
@@ -300,11 +322,33 @@ pub fn pd(scenarios: &[Scenario], registry: &Registry, opts: &PdOptions) -> Resu
                 Some(DeciderCheck::of(&rows[i], &rows[always], &rows[0]))
             })
             .collect();
+        let max_goodput = if opts.max_goodput && scenario.has_objectives() {
+            let pairs: Vec<(&Scenario, &Policy, &str)> = ARMS
+                .iter()
+                .enumerate()
+                .map(|(ai, arm)| (&pooled[si][ai], &policies[ai], arm.label))
+                .collect();
+            search(
+                &pairs,
+                registry,
+                &SearchOptions {
+                    seed: opts.seed,
+                    seeds: opts.seeds.max(1),
+                    threads: opts.threads,
+                    progress: opts.progress,
+                    ..SearchOptions::default()
+                },
+            )?
+        } else {
+            Vec::new()
+        };
         out.push(PdScenario {
             scenario: scenario.name.clone(),
             description: scenario.description.clone(),
             rows,
             decider,
+            objectives: scenario.objectives,
+            max_goodput,
         });
     }
     let link = scenarios.first().map(|s| s.kv_transfer).unwrap_or_default();
@@ -342,6 +386,8 @@ fn mean_row(rows: &[PdRow]) -> PdRow {
             tpot_p50_ms: 0.0,
             tpot_p99_ms: 0.0,
             output_tokens_per_s_per_gpu: 0.0,
+            slo_attainment: 0.0,
+            goodput_rps: 0.0,
         };
     };
     PdRow {
@@ -358,5 +404,7 @@ fn mean_row(rows: &[PdRow]) -> PdRow {
         tpot_p50_ms: mean(|r| r.tpot_p50_ms),
         tpot_p99_ms: mean(|r| r.tpot_p99_ms),
         output_tokens_per_s_per_gpu: mean(|r| r.output_tokens_per_s_per_gpu),
+        slo_attainment: mean(|r| r.slo_attainment),
+        goodput_rps: mean(|r| r.goodput_rps),
     }
 }

@@ -68,6 +68,14 @@ pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
         include_str!("../../policies/sglang-library-defaults.yaml"),
     ),
     ("dynamo", include_str!("../../policies/dynamo.yaml")),
+    (
+        "dynamo@oracle",
+        include_str!("../../policies/dynamo-oracle.yaml"),
+    ),
+    (
+        "llm-d-optimized-baseline",
+        include_str!("../../policies/llm-d-optimized-baseline.yaml"),
+    ),
     ("precise", include_str!("../../policies/precise.yaml")),
     (
         "precise@oracle",
@@ -96,12 +104,16 @@ pub struct Policy {
     pub config: EndpointPickerConfig,
 }
 
+/// The top-level policy section the simulator reads its own settings from (the runner parses
+/// it; a policy only declares it to the config parser).
+pub const SIMULATION_SECTION: &str = "simulation";
+
 impl Policy {
     /// Parses a config; `file` names it in errors. Besides the picker's sections it may have a
     /// `simulation` section with the simulator's own settings for the policy
     /// (`kvEventDelayMs`: when the engines' KV-cache events reach a precise index).
     pub fn from_yaml(name: &str, text: &str, file: &str) -> Result<Policy, SimError> {
-        let sections = [crate::runner::SIMULATION_SECTION];
+        let sections = [SIMULATION_SECTION];
         let config = EndpointPickerConfig::from_yaml_with(text, &sections).map_err(|e| {
             let message = e.to_string();
             let line = message

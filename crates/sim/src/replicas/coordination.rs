@@ -2,7 +2,8 @@
 //! routed), by agreeing on an unseen prefix's home with `rendezvous-affinity-scorer`, with or
 //! without its bounded-load rule (`loadFactor`), by exchanging their in-flight counts
 //! (`load-sync`; with a precise policy the index is already shared through the engines' events),
-//! or their in-flight counts and approximate-index inserts (`deltas`, alone or with rendezvous).
+//! or their in-flight counts and approximate-index inserts (`deltas`, alone or with rendezvous),
+//! or the same through Redis streams (`redis`: the deltas plus the medium's delivery time).
 
 use shepherd_scheduler_core::config::{PluginSpec, ProfilePluginRef};
 
@@ -14,6 +15,12 @@ pub const RENDEZVOUS_SCORER: &str = "rendezvous-affinity-scorer";
 
 /// Period of `load-sync` when the command line gives none, ms.
 const DEFAULT_LOAD_SYNC_MS: u32 = 10;
+
+/// What a Redis stream adds to an exchange on loopback, µs: the time from a replica's `XADD`
+/// to another's blocking `XREAD` returning it, rounded up from the 112 µs median that
+/// `cargo bench -p shepherd-benches --bench replica_redis` printed (redis-server 7.0 on the
+/// 2-core machine; p99 4.2 ms).
+pub const REDIS_DELIVERY_US: u32 = 150;
 
 /// `loadFactor` of `rendezvous-bounded` when the command line gives none.
 const DEFAULT_LOAD_FACTOR_PERCENT: u32 = 125;
@@ -48,6 +55,11 @@ pub enum Coordination {
     /// prefixes no replica has seen yet, shared inserts for those one has. On the command line
     /// `rendezvous+deltas` (every 10 ms) or `rendezvous+deltas:MS`.
     RendezvousDeltas(u32),
+    /// [`Coordination::Deltas`] through Redis (`replicas.backend: redis`): the same exchange
+    /// every this many milliseconds, each one arriving [`REDIS_DELIVERY_US`] later
+    /// (`simulation.replicaMediumDelayUs`). On the command line `redis` (every 10 ms) or
+    /// `redis:MS`.
+    Redis(u32),
 }
 
 impl Coordination {
@@ -62,6 +74,7 @@ impl Coordination {
             Coordination::LoadSync(ms) => format!("load-sync:{ms}"),
             Coordination::Deltas(ms) => format!("deltas:{ms}"),
             Coordination::RendezvousDeltas(ms) => format!("rendezvous+deltas:{ms}"),
+            Coordination::Redis(ms) => format!("redis:{ms}"),
         }
     }
 
@@ -76,6 +89,21 @@ impl Coordination {
             ),
             Coordination::RendezvousDeltas(ms) => {
                 Coordination::Deltas(ms).apply(&Coordination::Rendezvous.apply(policy))
+            }
+            Coordination::Redis(ms) => {
+                let mut with = Coordination::Deltas(ms).apply(policy);
+                if let Some(map) = with
+                    .config
+                    .other
+                    .get_mut(SIMULATION_SECTION)
+                    .and_then(|s| s.as_object_mut())
+                {
+                    map.insert(
+                        "replicaMediumDelayUs".into(),
+                        serde_json::json!(REDIS_DELIVERY_US),
+                    );
+                }
+                with
             }
             Coordination::LoadSync(ms) | Coordination::Deltas(ms) => {
                 let mut config = policy.config.clone();
@@ -126,13 +154,19 @@ impl std::str::FromStr for Coordination {
                 .ok()
                 .map(Coordination::RendezvousDeltas)
                 .ok_or_else(|| format!("bad deltas period {ms:?} (whole milliseconds)")),
+            None if s == "redis" => Ok(Coordination::Redis(DEFAULT_LOAD_SYNC_MS)),
+            Some(("redis", ms)) => ms
+                .parse::<u32>()
+                .ok()
+                .map(Coordination::Redis)
+                .ok_or_else(|| format!("bad redis period {ms:?} (whole milliseconds)")),
             Some(("deltas", ms)) => ms
                 .parse::<u32>()
                 .ok()
                 .map(Coordination::Deltas)
                 .ok_or_else(|| format!("bad deltas period {ms:?} (whole milliseconds)")),
             _ => Err(format!(
-                "unknown coordination {s:?} (none, rendezvous, rendezvous-bounded[:F], load-sync[:MS], deltas[:MS], rendezvous+deltas[:MS])"
+                "unknown coordination {s:?} (none, rendezvous, rendezvous-bounded[:F], load-sync[:MS], deltas[:MS], rendezvous+deltas[:MS], redis[:MS])"
             )),
         }
     }
@@ -193,6 +227,7 @@ mod tests {
             Coordination::Deltas(10),
             Coordination::Deltas(0),
             Coordination::RendezvousDeltas(10),
+            Coordination::Redis(10),
         ] {
             assert_eq!(c.name().parse::<Coordination>(), Ok(c));
         }

@@ -41,7 +41,7 @@ mod table;
 use serde::Serialize;
 use shepherd_scheduler_core::config::Registry;
 
-pub use coordination::{Coordination, RENDEZVOUS_SCORER};
+pub use coordination::{Coordination, REDIS_DELIVERY_US, RENDEZVOUS_SCORER};
 pub use plot::plots;
 pub use table::table;
 

@@ -33,6 +33,8 @@ pub(super) enum Event {
     KvBatch(u64),
     /// The picker replicas exchange their in-flight counts.
     LoadSync,
+    /// A load snapshot taken `replicaMediumDelayUs` ago reaches the replicas (by number).
+    LoadArrives(u64),
     /// A replica's speculative index entries reach the other replicas (by delta number).
     SpeculationDelta(u64),
     /// A disaggregated request has passed its prefill server's frontend (by id).

@@ -17,6 +17,10 @@
 //! other replicas' approximate indexes, one period after the pick: the index deltas of an
 //! approximate policy.
 //!
+//! With `simulation.replicaMediumDelayUs` every exchange also takes that long on its way (a
+//! load snapshot arrives that much after it was taken, a delta that much after its period):
+//! the Redis medium's write-to-read delivery.
+//!
 //! [`Endpoint::set_peer_load`]: shepherd_scheduler_core::endpoint::Endpoint::set_peer_load
 
 use ahash::AHashMap;
@@ -33,6 +37,8 @@ use super::events::Event;
 pub(super) struct Deltas {
     pending: AHashMap<u64, Delta>,
     next: u64,
+    /// Load snapshots on their way (with a medium delay), by number.
+    loads: AHashMap<u64, Vec<Vec<PeerLoad>>>,
 }
 
 /// One pick's index delta, for the other replicas: the server, the request's block keys per
@@ -49,9 +55,34 @@ struct Delta {
 impl Sim<'_> {
     /// One exchange: every replica's endpoints get the other replicas' counts.
     pub(super) fn sync_replica_loads(&self) {
-        let servers = self.engines.len();
-        let own: Vec<Vec<PeerLoad>> = self
-            .replicas
+        let own = self.replica_loads();
+        self.apply_replica_loads(&own);
+    }
+
+    /// One periodic exchange at `now`: applied at once, or after the medium's delay.
+    pub(super) fn send_replica_loads(&mut self, now: u64) {
+        if self.medium_delay_ns == 0 {
+            self.sync_replica_loads();
+            return;
+        }
+        let own = self.replica_loads();
+        let id = self.deltas.next;
+        self.deltas.next += 1;
+        self.deltas.loads.insert(id, own);
+        self.queue
+            .push(now + self.medium_delay_ns, Event::LoadArrives(id));
+    }
+
+    /// A snapshot sent a medium's delay ago arrives.
+    pub(super) fn on_loads_arrive(&mut self, id: u64) {
+        if let Some(own) = self.deltas.loads.remove(&id) {
+            self.apply_replica_loads(&own);
+        }
+    }
+
+    /// Every replica's own counts per server, now.
+    fn replica_loads(&self) -> Vec<Vec<PeerLoad>> {
+        self.replicas
             .iter()
             .map(|r| {
                 r.endpoints
@@ -63,16 +94,21 @@ impl Sim<'_> {
                     })
                     .collect()
             })
-            .collect();
+            .collect()
+    }
+
+    /// Stores on every replica's endpoints the others' counts of the snapshot `own`.
+    fn apply_replica_loads(&self, own: &[Vec<PeerLoad>]) {
+        let servers = self.engines.len();
         let mut total = vec![PeerLoad::default(); servers];
-        for loads in &own {
+        for loads in own {
             for (t, l) in total.iter_mut().zip(loads) {
                 t.requests += l.requests;
                 t.prompt_tokens += l.prompt_tokens;
                 t.prefill_tokens += l.prefill_tokens;
             }
         }
-        for (replica, mine) in self.replicas.iter().zip(&own) {
+        for (replica, mine) in self.replicas.iter().zip(own) {
             for ((endpoint, t), m) in replica.endpoints.iter().zip(&total).zip(mine) {
                 endpoint.set_peer_load(PeerLoad {
                     requests: t.requests - m.requests,
@@ -149,7 +185,10 @@ impl Sim<'_> {
             let id = self.deltas.next;
             self.deltas.next += 1;
             self.deltas.pending.insert(id, delta);
-            self.queue.push(now + period, Event::SpeculationDelta(id));
+            self.queue.push(
+                now + period + self.medium_delay_ns,
+                Event::SpeculationDelta(id),
+            );
         }
     }
 

@@ -172,6 +172,8 @@ struct Sim<'a> {
     load_sync_ns: Option<u64>,
     /// With the load exchange, approximate-index inserts travel too.
     index_sync: bool,
+    /// What the medium adds to every exchange (ns).
+    medium_delay_ns: u64,
     /// Speculative index entries on their way between replicas.
     deltas: load_sync::Deltas,
     /// Wall-clock nanoseconds of every `schedule` call, in order.
@@ -262,6 +264,7 @@ pub fn run(
         kv,
         load_sync_ns: settings.replica_load_sync_ns.filter(|_| opts.replicas > 1),
         index_sync: settings.replica_index_sync,
+        medium_delay_ns: settings.replica_medium_delay_ns,
         deltas: load_sync::Deltas::default(),
         pick_ns: Vec::new(),
         delivering: AHashMap::new(),
@@ -376,11 +379,12 @@ impl Sim<'_> {
                 Event::FlowTimer => self.on_flow_timer(now),
                 Event::KvBatch(id) => self.on_kv_batch(id),
                 Event::SpeculationDelta(id) => self.on_speculation_delta(id, now),
+                Event::LoadArrives(id) => self.on_loads_arrive(id),
                 Event::PrefillDeliver(id) => self.on_prefill_deliver(now, id),
                 Event::KvArrived(id) => self.on_kv_arrived(now, id),
                 Event::PrefillTimeout(id) => self.on_prefill_timeout(now, id),
                 Event::LoadSync => {
-                    self.sync_replica_loads();
+                    self.send_replica_loads(now);
                     if let (Some(period), false) = (self.load_sync_ns, self.idle()) {
                         self.queue.push(now + period, Event::LoadSync);
                     }

@@ -23,7 +23,7 @@
 
 use serde::Serialize;
 
-use crate::report::percentile;
+use crate::stats::percentile;
 
 /// Wall-clock cost of one run's routing decisions, in microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]

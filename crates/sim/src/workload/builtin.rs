@@ -52,6 +52,10 @@ pub const PD_SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../scenarios/pd-decode-heavy.yaml"),
     ),
     ("pd-mixed", include_str!("../../scenarios/pd-mixed.yaml")),
+    (
+        "pd-long-beside-chat",
+        include_str!("../../scenarios/pd-long-beside-chat.yaml"),
+    ),
 ];
 
 /// The built-in scenario called `name` (one of [`BUILTIN_SCENARIOS`], `overload` or
@@ -117,13 +121,36 @@ mod tests {
         assert!(trace.iter().all(|r| r.hash_ids.first() == Some(&0)));
         let classes = super::builtin_scenario("slo-classes").unwrap();
         assert!(classes.has_objectives());
-        assert!(
-            super::builtin_scenarios()
-                .unwrap()
-                .iter()
-                .filter(|s| s.has_objectives())
-                .map(|s| s.name.as_str())
-                .eq(["slo-classes"])
-        );
+    }
+
+    #[test]
+    fn every_scenario_file_states_ttft_and_tpot_objectives_for_every_stream() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let mut files = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "yaml") {
+                continue;
+            }
+            files += 1;
+            let s = crate::workload::Scenario::from_file(&path).unwrap();
+            let o = s
+                .objectives
+                .unwrap_or_else(|| panic!("{}: no objectives", path.display()));
+            assert!(
+                o.ttft_ms.is_some() && o.tpot_ms.is_some(),
+                "{}",
+                path.display()
+            );
+            for i in 0..s.streams.len() {
+                let e = s.objectives_of(i).unwrap();
+                assert!(
+                    e.ttft_ms.is_some() && e.tpot_ms.is_some(),
+                    "{} stream {i}",
+                    path.display()
+                );
+            }
+        }
+        assert!(files >= 12, "{files}");
     }
 }

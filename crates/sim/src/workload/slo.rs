@@ -5,7 +5,7 @@
 //! for at most `P` ms per output token after the first. The runner writes the objectives on
 //! each request as the headers [`SLO_TTFT_HEADER`] and [`SLO_TPOT_HEADER`] (decimal
 //! milliseconds), where scheduler plugins can read them; the reports count how many requests
-//! met them ([`crate::attainment`]).
+//! met them ([`crate::report::attainment`]).
 //!
 //! ```
 //! use shepherd_sim::workload::{SLO_TPOT_HEADER, SLO_TTFT_HEADER, SloSpec};

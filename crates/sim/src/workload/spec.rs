@@ -213,6 +213,13 @@ pub struct ScenarioSpec {
     /// A request unfinished this long after arrival is abandoned (timed out).
     #[serde(default = "default_timeout")]
     pub request_timeout_s: f64,
+    /// The scenario's latency objectives, both TTFT and TPOT (`objectives: { ttftMs: T,
+    /// tpotMs: P }`): what the report judges every request by (SLO attainment, goodput,
+    /// `--max-goodput`), stated before any run. A stream's own `slo` overrides them objective
+    /// by objective. Unlike a stream's `slo`, they are not sent on the requests: they are the
+    /// judge's, not the client's.
+    #[serde(default)]
+    pub objectives: Option<SloSpec>,
     /// Traffic.
     pub streams: Vec<StreamSpec>,
 }
@@ -258,6 +265,8 @@ pub struct Scenario {
     pub tick_ms: u64,
     /// Request timeout, seconds.
     pub request_timeout_s: f64,
+    /// The scenario's objectives (TTFT and TPOT), for every stream without its own.
+    pub objectives: Option<SloSpec>,
     /// Streams.
     pub streams: Vec<Stream>,
 }
@@ -353,6 +362,23 @@ impl Scenario {
                 "requestTimeoutS",
                 "must be a positive number of seconds".into(),
             ));
+        }
+        if let Some(o) = &spec.objectives {
+            let missing = match (o.ttft_ms, o.tpot_ms) {
+                (None, _) => Some("ttftMs"),
+                (_, None) => Some("tpotMs"),
+                _ => None,
+            };
+            if let Some(key) = missing {
+                return Err(bad(
+                    format!("objectives.{key}"),
+                    "objectives",
+                    "a scenario's objectives state both `ttftMs` and `tpotMs`".into(),
+                ));
+            }
+            if let Err((key, reason)) = o.validate() {
+                return Err(bad(format!("objectives.{key}"), "objectives", reason));
+            }
         }
         if spec.streams.is_empty() {
             return Err(bad(
@@ -498,15 +524,60 @@ impl Scenario {
             scrape_interval_ms: spec.scrape_interval_ms,
             tick_ms: spec.tick_ms.get(),
             request_timeout_s: spec.request_timeout_s,
+            objectives: spec.objectives,
             streams,
         })
     }
 }
 
 impl Scenario {
-    /// Whether any stream has latency objectives (the reports then count SLO attainment).
+    /// Whether any stream has latency objectives, its own or the scenario's (the reports then
+    /// count SLO attainment and goodput).
     pub fn has_objectives(&self) -> bool {
-        self.streams.iter().any(|s| s.spec.slo.is_some())
+        (0..self.streams.len()).any(|i| self.objectives_of(i).is_some())
+    }
+
+    /// The objectives stream `i`'s requests are judged by: the stream's own `slo`, each
+    /// objective it leaves out taken from the scenario's `objectives`; `None` when neither
+    /// states any (or there is no stream `i`).
+    pub fn objectives_of(&self, i: usize) -> Option<SloSpec> {
+        let own = self.streams.get(i)?.spec.slo;
+        let merged = SloSpec {
+            ttft_ms: own
+                .and_then(|o| o.ttft_ms)
+                .or(self.objectives.and_then(|o| o.ttft_ms)),
+            tpot_ms: own
+                .and_then(|o| o.tpot_ms)
+                .or(self.objectives.and_then(|o| o.tpot_ms)),
+        };
+        (merged.ttft_ms.is_some() || merged.tpot_ms.is_some()).then_some(merged)
+    }
+
+    /// The same workload at `factor` times the load: open-loop rates × `factor`, closed-loop
+    /// concurrency × `factor` (rounded, at least 1), trace timestamps ÷ `factor`; named
+    /// `<name>@<factor>x`. What `--max-goodput` searches over.
+    pub fn load_scaled(&self, factor: f64) -> Scenario {
+        let mut s = self.scaled(factor);
+        for stream in &mut s.streams {
+            match stream.load {
+                Some(Load::Closed(c)) => {
+                    let n = (f64::from(c.get()) * factor)
+                        .round()
+                        .clamp(1.0, f64::from(u32::MAX));
+                    let n = NonZeroU32::new(n as u32).unwrap_or(NonZeroU32::MIN);
+                    stream.load = Some(Load::Closed(n));
+                    stream.spec.load = Some(LoadSpec {
+                        closed: Some(n),
+                        rate: None,
+                    });
+                }
+                None if stream.spec.kind == StreamKind::Trace => {
+                    stream.spec.time_scale /= factor;
+                }
+                _ => {}
+            }
+        }
+        s
     }
 
     /// The same scenario with every open-loop rate multiplied by `factor` (closed loops and
@@ -589,5 +660,48 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.starts_with("s.yaml:3:") && e.contains("hardware"), "{e}");
+    }
+
+    #[test]
+    fn scenario_objectives_state_both_and_streams_override_them_one_by_one() {
+        let stream = "streams:\n  - kind: shared-prefix\n    load: { rate: 1 }\n    endS: 5\n";
+        let e = Scenario::from_yaml(
+            &format!("name: x\nservers: 1\nobjectives: {{ ttftMs: 100 }}\n{stream}"),
+            "s.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("s.yaml:3:") && e.contains("objectives.tpotMs"),
+            "{e}"
+        );
+        let e = Scenario::from_yaml(
+            &format!("name: x\nservers: 1\nobjectives: {{ ttftMs: 100, tpotMs: -1 }}\n{stream}"),
+            "s.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("objectives.tpotMs"), "{e}");
+        let s = Scenario::from_yaml(
+            &format!("name: x\nservers: 1\nobjectives: {{ ttftMs: 100, tpotMs: 20 }}\n{stream}  - kind: shared-prefix\n    load: {{ closed: 3 }}\n    endS: 5\n    slo: {{ ttftMs: 900 }}\n"),
+            "s.yaml",
+        )
+        .unwrap();
+        let both = |ttft, tpot| {
+            Some(SloSpec {
+                ttft_ms: Some(ttft),
+                tpot_ms: Some(tpot),
+            })
+        };
+        assert_eq!(s.objectives_of(0), both(100.0, 20.0));
+        assert_eq!(s.objectives_of(1), both(900.0, 20.0));
+        assert_eq!(s.objectives_of(2), None);
+        assert!(s.has_objectives());
+        // Load scaling: rates and closed loops both scale.
+        let double = s.load_scaled(2.0);
+        assert_eq!(double.streams[0].load, Some(Load::Rate(2.0)));
+        assert_eq!(double.streams[1].load, NonZeroU32::new(6).map(Load::Closed));
+        let tiny = s.load_scaled(0.01);
+        assert_eq!(tiny.streams[1].load, Some(Load::Closed(NonZeroU32::MIN)));
     }
 }

@@ -9,31 +9,38 @@
 //! `max-score-picker` that is upstream's temperature-0 choice, argmin with uniformly random
 //! ties.
 //!
-//! What the worker caches comes from the engines, as Dynamo's default KV events report it:
-//! the runner publishes each server's cached leading prompt blocks in the [`EngineFeed`]
-//! before every pick, and reports first tokens there, which release a request's pending
-//! prefill.
+//! What the worker caches comes from the engines' KV events, as Dynamo's default KV indexer
+//! learns it. With `prefixMatchInfoProducerName` set (`policies/dynamo.yaml`), from that
+//! producer: a `precise-prefix-cache-producer` fed by the engines' KV-cache events, delivered
+//! with the simulation's event delay (`kvEventDelayMs`, 1 ms, as for Shepherd's precise
+//! index). Without it (`policies/dynamo-oracle.yaml`, the `dynamo@oracle` row), the runner publishes each server's cached
+//! leading prompt blocks in the [`EngineFeed`] before every pick: the events with no delay, a
+//! bound. Either way the runner reports first tokens in the feed, which release a request's
+//! pending prefill.
 //!
 //! Parameters (upstream's `KvRouterConfig` names in camelCase, upstream defaults):
 //! `overlapScoreCredit` 1.0, `overlapScoreCreditDecay` 0.0, `prefillLoadScale` 1.0,
 //! `decodeActiveRequestWeight` 0.0, `routerTemperature` 0.0 (only 0 is modelled),
-//! `blockSize` 16 (the engines' KV block size).
+//! `blockSize` 16 (the engines' KV block size); and the simulator's
+//! `prefixMatchInfoProducerName` (default: none, the engines read at pick time).
 
 pub(crate) mod cost;
 pub(crate) mod sequences;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 use serde::Deserialize;
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId};
 use shepherd_scheduler_core::plugin::{
-    Category, CompletedRequest, Completion, CompletionHook, CycleState, PickHook, PluginInstance,
-    Score, Scorer,
+    CachedPrefix, Category, CompletedRequest, Completion, CompletionHook, CycleState, PickHook,
+    PluginInstance, Score, Scorer,
 };
+use shepherd_scheduler_core::resources::Resources;
+use shepherd_scorers::producers::PrefixProducer;
 
 use super::feed::{EngineFeed, FirstTokenListener};
 use super::peer_index::prompt_blocks;
@@ -52,6 +59,7 @@ struct Params {
     decode_active_request_weight: f64,
     router_temperature: f64,
     block_size: usize,
+    prefix_match_info_producer_name: Option<String>,
 }
 
 impl Default for Params {
@@ -64,6 +72,7 @@ impl Default for Params {
             decode_active_request_weight: w.decode_active_request_weight,
             router_temperature: 0.0,
             block_size: w.block_size as usize,
+            prefix_match_info_producer_name: None,
         }
     }
 }
@@ -109,10 +118,57 @@ struct Routed {
     overlaps: Vec<(EndpointId, u64)>,
 }
 
+/// Where a worker's cached prompt blocks come from.
+enum Overlap {
+    /// The engines' prefix caches, looked up by the runner before each pick (what KV events
+    /// report, without their delay: a bound on Dynamo's view).
+    Engines,
+    /// A prefix producer's index (a `precise-prefix-cache-producer` fed by the engines' KV
+    /// events, with the simulation's event delay), found by name on the first pick.
+    Producer {
+        resources: Arc<Resources>,
+        name: String,
+        resolved: OnceLock<Option<Arc<PrefixProducer>>>,
+    },
+}
+
 struct KvRouter {
     weights: Weights,
     feed: Arc<EngineFeed>,
+    overlap: Overlap,
     sequences: Mutex<ActiveSequences>,
+}
+
+impl KvRouter {
+    /// Each candidate's cached leading prompt blocks, by the configured [`Overlap`] source.
+    fn cached_blocks(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>]) -> Vec<u64> {
+        match &self.overlap {
+            Overlap::Engines => {
+                let id = cycle.request_id();
+                candidates
+                    .iter()
+                    .map(|e| u64::from(self.feed.cached_blocks(id, e.id())))
+                    .collect()
+            }
+            Overlap::Producer {
+                resources,
+                name,
+                resolved,
+            } => {
+                let producer = resolved.get_or_init(|| resources.get::<PrefixProducer>(name));
+                if let Some(producer) = producer {
+                    // Publishes every endpoint's cached tokens as `CachedPrefix`.
+                    let _ = producer.produce(cycle);
+                }
+                let cached = cycle.extensions.get::<CachedPrefix>();
+                let bs = self.weights.block_size.max(1);
+                candidates
+                    .iter()
+                    .map(|e| cached.map_or(0, |c| c.cached_tokens(e.id()) / bs))
+                    .collect()
+            }
+        }
+    }
 }
 
 impl Scorer for KvRouter {
@@ -124,14 +180,14 @@ impl Scorer for KvRouter {
         let bs = self.weights.block_size as usize;
         let blocks = prompt_blocks(&cycle.request.prompt, bs);
         let isl_tokens = cycle.request.prompt.estimated_tokens() as u64;
-        let id = cycle.request_id();
+        let cached_blocks = self.cached_blocks(cycle, candidates);
         let inputs: Vec<WorkerInputs> = {
             let sequences = self.sequences.lock();
             candidates
                 .iter()
-                .map(|e| {
+                .zip(&cached_blocks)
+                .map(|(e, &cached)| {
                     let p = sequences.project(e.id(), &blocks);
-                    let cached = u64::from(self.feed.cached_blocks(id, e.id()));
                     WorkerInputs {
                         active_prefill_tokens: p.active_prefill_tokens,
                         potential_decode_blocks: p.potential_decode_blocks,
@@ -205,14 +261,32 @@ impl FirstTokenListener for KvRouter {
 pub(crate) fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let params: Params = args.parse()?;
     let feed = EngineFeed::from_resources(args.resources);
+    let overlap = match &params.prefix_match_info_producer_name {
+        Some(name) if name.is_empty() => {
+            return Err(PluginError::invalid(
+                "prefixMatchInfoProducerName",
+                "must name a prefix producer",
+            ));
+        }
+        Some(name) => Overlap::Producer {
+            resources: Arc::clone(args.resources),
+            name: name.clone(),
+            resolved: OnceLock::new(),
+        },
+        None => Overlap::Engines,
+    };
+    let reads_engines = matches!(overlap, Overlap::Engines);
     let plugin = Arc::new(KvRouter {
         weights: params.weights()?,
         feed: Arc::clone(&feed),
+        overlap,
         sequences: Mutex::new(ActiveSequences::default()),
     });
     let listener: Arc<dyn FirstTokenListener> = plugin.clone();
     feed.listen(Arc::downgrade(&listener) as Weak<dyn FirstTokenListener>);
-    feed.read_cached_blocks();
+    if reads_engines {
+        feed.read_cached_blocks();
+    }
     Ok(PluginInstance::scorer(plugin.clone())
         .with_pick_hook(plugin.clone())
         .with_completion_hook(plugin))

@@ -1,11 +1,12 @@
 //! Which policies are best, or within 5 % of the best, on a scenario's headline figures
-//! (TTFT p90 and output tokens/s), by the interval rule of [`crate::judge`].
+//! (TTFT p90, output tokens/s and, where the scenario has objectives, goodput), by the
+//! interval rule of [`super::judge`].
 //!
 //! Bounds (`@fresh` and `@oracle` rows) are not candidates.
 //!
 //! ```
-//! use shepherd_sim::best::judgements;
-//! use shepherd_sim::report::PolicySummary;
+//! use shepherd_sim::report::best::judgements;
+//! use shepherd_sim::report::summary::PolicySummary;
 //!
 //! let row = |policy: &str, p90: f64, tps: f64| PolicySummary {
 //!     policy: policy.into(),
@@ -23,15 +24,16 @@
 
 use serde::Serialize;
 
-use crate::aggregate::figure;
-use crate::judge::{Direction, Verdict, best_mean, judge};
-use crate::report::PolicySummary;
+use super::aggregate::figure;
+use super::judge::{Direction, Verdict, best_mean, judge};
+use super::summary::PolicySummary;
 use crate::stats::Interval;
 
 /// The figures judged, with the direction in which each improves.
 pub const JUDGED: &[(&str, Direction)] = &[
     ("ttft_p90_ms", Direction::Lower),
     ("output_tokens_per_s", Direction::Higher),
+    ("goodput_rps", Direction::Higher),
 ];
 
 /// One figure's judgement over a scenario's policies.
@@ -66,11 +68,16 @@ impl Judgement {
     }
 }
 
-/// The judgements of [`JUDGED`] over `rows` (bounds skipped); empty without candidates.
+/// The judgements of [`JUDGED`] over `rows` (bounds skipped; goodput only when some row has
+/// objectives); empty without candidates.
 pub fn judgements(rows: &[PolicySummary]) -> Vec<Judgement> {
     let candidates: Vec<&PolicySummary> = rows.iter().filter(|r| !r.bound).collect();
     let mut out = Vec::new();
     for &(name, direction) in JUDGED {
+        // Goodput is judged only where the scenario has objectives.
+        if candidates.iter().all(|r| figure(r, name).is_none()) {
+            continue;
+        }
         let figures: Vec<Interval> = candidates
             .iter()
             .map(|r| figure(r, name).unwrap_or(Interval::point(0.0)))

@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use shepherd_scorers::latency::ErrorTally;
-//! use shepherd_sim::latency_error::over_seeds;
+//! use shepherd_sim::report::latency_error::over_seeds;
 //!
 //! let tally = |sum: f64, count: u64| ErrorTally { sum: [sum, 0.0, 0.0, 0.0], count: [count, 0, 0, 0] };
 //! let per_seed = [Some((tally(1.0, 10), tally(2.0, 10))), Some((tally(3.0, 10), tally(2.0, 10)))];
@@ -26,7 +26,6 @@
 use serde::Serialize;
 use shepherd_scorers::latency::{ErrorTally, LOAD_LEVELS};
 
-use crate::report::PolicySummary;
 use crate::stats::Interval;
 
 /// One target's prediction error over seeds, fractions (0.12 is 12 %).
@@ -83,50 +82,6 @@ pub fn over_seeds(per_seed: &[Option<(ErrorTally, ErrorTally)>]) -> Option<Laten
     })
 }
 
-/// The text table of the rows' prediction errors (one line per row that has them), or an
-/// empty string when none has.
-pub fn table(rows: &[PolicySummary]) -> String {
-    let with: Vec<(&PolicySummary, &LatencyError)> = rows
-        .iter()
-        .filter_map(|r| r.latency_error.as_ref().map(|e| (r, e)))
-        .collect();
-    let Some((_, first)) = with.first() else {
-        return String::new();
-    };
-    let labels = &first.levels;
-    let mut out = String::from(
-        "\nLatency-model prediction error (MAPE by running requests at prediction; mean ± 95 % interval over seeds):\n\n| policy |",
-    );
-    for target in ["TTFT", "TPOT"] {
-        for l in labels {
-            out.push_str(&format!(" {target} {l} |"));
-        }
-        out.push_str(&format!(" {target} all |"));
-    }
-    out.push_str("\n|---|");
-    out.push_str(&"---:|".repeat(2 * (labels.len() + 1)));
-    out.push('\n');
-    for (r, e) in with {
-        out.push_str(&format!("| {} |", r.policy));
-        for t in [&e.ttft, &e.tpot] {
-            for i in t.by_level.iter().chain(std::iter::once(&t.overall)) {
-                out.push_str(&format!(" {} |", percent(*i)));
-            }
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// `12.3 ± 0.4%`, or `12.3%` for one seed, `–` for none.
-fn percent(i: Option<Interval>) -> String {
-    match i {
-        Some(i) if i.n > 1 => format!("{:.1} ± {:.1}%", i.mean * 100.0, i.half_width * 100.0),
-        Some(i) => format!("{:.1}%", i.mean * 100.0),
-        None => "–".to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,36 +89,5 @@ mod tests {
     #[test]
     fn levels_are_labelled_from_the_model_bounds() {
         assert_eq!(level_labels(), ["<8", "<32", "<128", "128+"]);
-    }
-
-    #[test]
-    fn the_table_has_a_line_per_row_with_errors() {
-        let t = |s: [f64; 4], c: [u64; 4]| ErrorTally { sum: s, count: c };
-        let seeds = [
-            Some((t([1.0, 2.0, 0.0, 0.0], [10, 10, 0, 0]), t([0.5; 4], [5; 4]))),
-            Some((t([2.0, 2.0, 0.0, 1.0], [10, 10, 0, 4]), t([0.5; 4], [5; 4]))),
-            None,
-        ];
-        let rows = [
-            PolicySummary {
-                policy: "plain".into(),
-                ..PolicySummary::default()
-            },
-            PolicySummary {
-                policy: "learned".into(),
-                latency_error: over_seeds(&seeds),
-                ..PolicySummary::default()
-            },
-        ];
-        let text = table(&rows);
-        assert_eq!(text.lines().filter(|l| l.starts_with("| ")).count(), 2);
-        // TTFT <8: 10 % and 20 % (s = 7.07 %, t = 12.706): 15.0 ± 63.5 %; <128: no seed;
-        // 128+: one seed, 25 %.
-        let line = text.lines().find(|l| l.starts_with("| learned")).unwrap();
-        assert!(
-            line.starts_with("| learned | 15.0 ± 63.5% | 20.0 ± 0.0% | – | 25.0% |"),
-            "{line}"
-        );
-        assert_eq!(table(&rows[..1]), "");
     }
 }

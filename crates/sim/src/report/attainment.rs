@@ -1,5 +1,6 @@
-//! SLO attainment: of the requests whose stream has latency objectives (`slo:` in the
-//! scenario, [`SloSpec`]), how many met them.
+//! SLO attainment: of the requests whose stream has latency objectives (the scenario's
+//! `objectives:`, or the stream's own `slo:`, [`SloSpec`]; [`Scenario::objectives_of`]), how
+//! many met them; and goodput, how many met them per second ([`goodput`]).
 //!
 //! A request *meets* its objectives when it completed (was not dropped, refused by flow
 //! control or timed out), its time to first token is within `ttftMs` (when set) and its time
@@ -8,12 +9,10 @@
 //! TTFT counts. Every request of a stream with objectives counts, however it ended: a request
 //! that never completed missed them.
 //!
-//! Here too: the scenario's objectives as the report states them ([`objectives`]), and the
-//! table's SLO line and columns, which [`crate::report::table`] adds only for a scenario with
-//! objectives.
+//! Here too: the scenario's objectives as the report states them ([`objectives`]).
 //!
 //! ```
-//! use shepherd_sim::attainment::meets;
+//! use shepherd_sim::report::attainment::meets;
 //! use shepherd_sim::runner::{Outcome, RequestRecord};
 //! use shepherd_sim::workload::SloSpec;
 //!
@@ -44,8 +43,7 @@
 
 use serde::Serialize;
 
-use crate::aggregate::{figure, stream_figure};
-use crate::report::{PolicySummary, ScenarioReport, cell, tpot_ms, ttft_ms};
+use super::measure::{tpot_ms, ttft_ms};
 use crate::runner::{Outcome, RequestRecord, RunResult};
 use crate::workload::{Scenario, SloSpec};
 
@@ -58,6 +56,9 @@ pub struct Attainment {
     pub with_objectives: u64,
     /// `met / with_objectives`, a fraction in [0, 1] (0 when no request carried any).
     pub attainment: f64,
+    /// Goodput: `met` per simulated second of the run (first arrival to last end), requests/s
+    /// ([`goodput`]; 0 until [`Attainment::over`] sets it).
+    pub goodput_rps: f64,
 }
 
 impl Attainment {
@@ -72,6 +73,15 @@ impl Attainment {
             met,
             with_objectives,
             attainment: (fraction * 1000.0).round() / 1000.0,
+            goodput_rps: 0.0,
+        }
+    }
+
+    /// The same counts with their goodput over a run of `makespan_s` seconds.
+    pub fn over(self, makespan_s: f64) -> Attainment {
+        Attainment {
+            goodput_rps: goodput(self.met, makespan_s),
+            ..self
         }
     }
 }
@@ -97,7 +107,9 @@ pub fn attainment(
     scenario: &Scenario,
     run: &RunResult,
 ) -> (Option<Attainment>, Vec<Option<Attainment>>) {
-    let slos: Vec<Option<SloSpec>> = scenario.streams.iter().map(|s| s.spec.slo).collect();
+    let slos: Vec<Option<SloSpec>> = (0..scenario.streams.len())
+        .map(|i| scenario.objectives_of(i))
+        .collect();
     let mut tally = vec![(0u64, 0u64); slos.len()];
     for r in &run.records {
         if let Some(Some(slo)) = slos.get(r.stream as usize) {
@@ -135,13 +147,15 @@ pub struct StreamObjectives {
     pub tpot_ms: Option<f64>,
 }
 
-/// The objectives of `scenario`'s streams that have them, in stream order.
+/// The objectives `scenario`'s streams are judged by (their own, else the scenario's), of the
+/// streams that have any, in stream order.
 pub fn objectives(scenario: &Scenario) -> Vec<StreamObjectives> {
     scenario
         .streams
         .iter()
-        .filter_map(|s| {
-            s.spec.slo.map(|o| StreamObjectives {
+        .enumerate()
+        .filter_map(|(i, s)| {
+            scenario.objectives_of(i).map(|o| StreamObjectives {
                 stream: s.name.clone(),
                 ttft_ms: o.ttft_ms,
                 tpot_ms: o.tpot_ms,
@@ -150,93 +164,13 @@ pub fn objectives(scenario: &Scenario) -> Vec<StreamObjectives> {
         .collect()
 }
 
-/// `interactive TTFT ≤ 300 ms, TPOT ≤ 40 ms; batch TTFT ≤ 4000 ms`.
-pub(crate) fn objectives_text(objectives: &[StreamObjectives]) -> String {
-    objectives
-        .iter()
-        .map(|o| {
-            let limits: Vec<String> = [("TTFT", o.ttft_ms), ("TPOT", o.tpot_ms)]
-                .into_iter()
-                .filter_map(|(n, v)| v.map(|v| format!("{n} ≤ {v} ms")))
-                .collect();
-            format!("{} {}", o.stream, limits.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// The table's SLO columns of one scenario: none without objectives; else the attainment
-/// over every request with objectives, then per stream when more than one has them.
-pub(crate) struct SloColumns {
-    /// Whether the scenario has objectives.
-    on: bool,
-    /// Indices and names of the streams with objectives, when more than one has them.
-    streams: Vec<(usize, String)>,
-}
-
-impl SloColumns {
-    pub(crate) fn of(s: &ScenarioReport) -> SloColumns {
-        let first = s.results.first();
-        let streams: Vec<(usize, String)> = first
-            .map(|r| {
-                r.streams
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, st)| st.slo.is_some())
-                    .map(|(k, st)| (k, st.stream.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        SloColumns {
-            on: s.results.iter().any(|r| r.slo.is_some()),
-            streams: if streams.len() > 1 {
-                streams
-            } else {
-                Vec::new()
-            },
-        }
-    }
-
-    pub(crate) fn width(&self) -> usize {
-        if self.on { 1 + self.streams.len() } else { 0 }
-    }
-
-    pub(crate) fn header(&self) -> String {
-        if !self.on {
-            return String::new();
-        }
-        let mut h = String::from(" SLO met |");
-        for (_, name) in &self.streams {
-            h.push_str(&format!(" {name} SLO |"));
-        }
-        h
-    }
-
-    /// ` 85.1% (1203/1413) | 80.2% | 93.0% |`; over several seeds `85.1 ± 1.2%` and no counts.
-    pub(crate) fn cells(&self, r: &PolicySummary) -> String {
-        if !self.on {
-            return String::new();
-        }
-        let overall = match (r.slo, figure(r, "slo_attainment")) {
-            (Some(a), Some(i)) if i.n <= 1 => format!(
-                "{} ({}/{})",
-                cell(i, 100.0, 1, "%"),
-                a.met,
-                a.with_objectives
-            ),
-            (_, Some(i)) => cell(i, 100.0, 1, "%"),
-            (_, None) => "–".to_string(),
-        };
-        let mut out = format!(" {overall} |");
-        for &(k, _) in &self.streams {
-            let c = r
-                .streams
-                .get(k)
-                .and_then(|st| stream_figure(st, "slo_attainment"))
-                .map_or_else(|| "–".to_string(), |i| cell(i, 100.0, 1, "%"));
-            out.push_str(&format!(" {c} |"));
-        }
-        out
+/// Goodput: requests that met their objectives per second of `makespan_s` (0 for an empty
+/// run), DistServe's per-run measure.
+pub fn goodput(met: u64, makespan_s: f64) -> f64 {
+    if makespan_s > 0.0 {
+        ((met as f64 / makespan_s) * 1000.0).round() / 1000.0
+    } else {
+        0.0
     }
 }
 

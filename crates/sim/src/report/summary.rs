@@ -1,33 +1,26 @@
-//! Summaries of runs: the figures of the report, the printed table and the JSON document.
+//! Stage two of the report pipeline: one run's figures ([`summarize`]): latency percentiles,
+//! throughput, cache hits, load imbalance, SLO attainment, what the adaptive controller did.
 //!
 //! JSON field names are stable (schema `shepherd-sim/report/v1`): times in milliseconds with a
 //! `_ms` suffix, rates as fractions in [0, 1], throughput in output tokens per simulated second.
-//! Wall-clock timings are printed, never written to the JSON, so the same seed gives
-//! byte-identical JSON.
 //!
-//! Over several seeds (`--seeds N`, [`crate::aggregate`]) each row's figures are means over the
-//! seeds and the row gains `intervals`: per figure, `mean`, `half_width` of the 95 % Student's
-//! t interval, and `n`; each scenario's `judgements` ([`crate::best`]) say which policies are
-//! best, or within 5 % of the best, on TTFT p90 and output tokens/s by those intervals; rows of
-//! policies with a `latency-scorer` gain `latency_error`, the model's prediction error over the
-//! seeds ([`crate::latency_error`]).
+//! ```
+//! use shepherd_sim::report::summary::PolicySummary;
 //!
-//! A scenario whose streams have latency objectives (`slo:`) also has `objectives`, and each of
-//! its rows and streams with objectives `slo`, the SLO attainment ([`crate::attainment`]); the
-//! table then gains an "SLO met" column (and one per stream when several have objectives).
-//! Nothing of this appears for a scenario without objectives.
+//! let row = PolicySummary { policy: "adaptive".into(), ttft_p90_ms: 120.0, ..PolicySummary::default() };
+//! assert!(!row.bound);
+//! ```
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use shepherd_scorers::latency::ErrorTally;
 
-use crate::aggregate::figure;
-use crate::attainment::{Attainment, SloColumns, StreamObjectives, attainment, objectives_text};
-use crate::best::Judgement;
-use crate::latency_error::LatencyError;
-use crate::runner::{Outcome, RequestRecord, RunResult};
-use crate::stats::Interval;
+use super::attainment::{Attainment, attainment};
+use super::latency_error::LatencyError;
+use super::measure::{round3, sorted, tpot_ms, ttfts_ms};
+use crate::runner::{Outcome, RunResult};
+use crate::stats::{Interval, percentile};
 use crate::workload::Scenario;
 
 /// The report's figures for one policy on one scenario.
@@ -71,8 +64,8 @@ pub struct PolicySummary {
     pub makespan_s: f64,
     /// Simulated events processed.
     pub events: u64,
-    /// SLO attainment over every request with latency objectives (only for scenarios whose
-    /// streams have `slo`; [`crate::attainment`]).
+    /// SLO attainment and goodput over every request with latency objectives (only for
+    /// scenarios with objectives; [`super::attainment`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slo: Option<Attainment>,
     /// Per-stream time to first token (and SLO attainment, for streams with objectives).
@@ -87,7 +80,7 @@ pub struct PolicySummary {
     pub intervals: Option<BTreeMap<String, Interval>>,
     /// Over several seeds, for policies with a `latency-scorer`: its TTFT and TPOT prediction
     /// errors (MAPE) per load level and overall, mean and 95 % interval
-    /// ([`crate::latency_error`]).
+    /// ([`super::latency_error`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_error: Option<LatencyError>,
     /// This run's prediction-error tallies (TTFT, TPOT), which `latency_error` aggregates over
@@ -174,86 +167,6 @@ pub struct StreamSummary {
     pub intervals: Option<BTreeMap<String, Interval>>,
 }
 
-/// One scenario's results.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ScenarioReport {
-    /// Scenario name.
-    pub scenario: String,
-    /// Its description.
-    pub description: String,
-    /// Servers.
-    pub servers: u32,
-    /// Hardware preset.
-    pub hardware: String,
-    /// Cache hit rate an infinite cache would reach on this workload (token weighted).
-    pub cache_hit_ceiling: f64,
-    /// The latency objectives of the streams that have them (not written when none has).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub objectives: Vec<StreamObjectives>,
-    /// One row per policy, then the bounds.
-    pub results: Vec<PolicySummary>,
-    /// Best and within-5 % policies on TTFT p90 and output tokens/s, by the interval rule.
-    pub judgements: Vec<Judgement>,
-}
-
-/// The whole report.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Report {
-    /// Schema id.
-    pub schema: &'static str,
-    /// The base seed (`--seed`).
-    pub seed: u64,
-    /// Every seed run, derived from `seed` (the first is `seed` itself).
-    pub seeds: Vec<u64>,
-    /// Scenarios in order.
-    pub scenarios: Vec<ScenarioReport>,
-}
-
-/// Nearest-rank percentile of sorted `v` (0 when empty).
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn sorted(mut v: Vec<f64>) -> Vec<f64> {
-    v.sort_by(f64::total_cmp);
-    v
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
-/// A request's time to first token, ms from its arrival (`None` before its first token).
-pub fn ttft_ms(r: &RequestRecord) -> Option<f64> {
-    r.first_token.map(|t| (t - r.arrival) as f64 / 1e6)
-}
-
-/// A request's time per output token after the first, ms: (end − first token) / (output
-/// tokens − 1); `None` without both times or with a single output token (no TPOT).
-pub fn tpot_ms(r: &RequestRecord) -> Option<f64> {
-    if r.output_tokens <= 1 {
-        return None;
-    }
-    let (ft, end) = (r.first_token?, r.end?);
-    Some((end - ft) as f64 / 1e6 / f64::from(r.output_tokens - 1))
-}
-
-/// Time-to-first-token samples (ms) of the completed requests of `run`, optionally of one
-/// stream.
-pub fn ttfts_ms(run: &RunResult, stream: Option<u32>) -> Vec<f64> {
-    sorted(
-        run.records
-            .iter()
-            .filter(|r| r.outcome == Outcome::Completed && stream.is_none_or(|s| r.stream == s))
-            .filter_map(ttft_ms)
-            .collect(),
-    )
-}
-
 /// Summarizes one run.
 pub fn summarize(scenario: &Scenario, run: &RunResult, bound: bool) -> PolicySummary {
     let done: Vec<_> = run
@@ -299,6 +212,11 @@ pub fn summarize(scenario: &Scenario, run: &RunResult, bound: bool) -> PolicySum
         cvs.iter().sum::<f64>() / cvs.len() as f64
     };
     let (slo, stream_slos) = attainment(scenario, run);
+    let slo = slo.map(|a| a.over(makespan));
+    let stream_slos: Vec<Option<Attainment>> = stream_slos
+        .into_iter()
+        .map(|a| a.map(|a| a.over(makespan)))
+        .collect();
     let streams = scenario
         .streams
         .iter()
@@ -360,128 +278,5 @@ pub fn ceiling(run: &RunResult) -> f64 {
         0.0
     } else {
         round3(run.ceiling_cached_tokens as f64 / run.ceiling_prompt_tokens as f64)
-    }
-}
-
-/// `value` with `decimals` decimals after multiplying by `scale`, as `mean ± half-width` when
-/// the interval comes from several seeds.
-pub(crate) fn cell(i: Interval, scale: f64, decimals: usize, unit: &str) -> String {
-    if i.n > 1 {
-        format!(
-            "{:.decimals$} ± {:.decimals$}{unit}",
-            i.mean * scale,
-            i.half_width * scale
-        )
-    } else {
-        format!("{:.decimals$}{unit}", i.mean * scale)
-    }
-}
-
-/// The report as a text table (and, per scenario, which policies are best by the interval
-/// rule).
-pub fn table(report: &Report) -> String {
-    let mut out = String::new();
-    if report.seeds.len() > 1 {
-        out.push_str(&format!(
-            "\n{} seeds derived from --seed {} ({}); figures are mean ± half-width of the 95 % Student's t interval.\n",
-            report.seeds.len(),
-            report.seed,
-            report
-                .seeds
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    for s in &report.scenarios {
-        out.push_str(&format!(
-            "\n## {} — {} ({} × {}; infinite-cache hit ceiling {:.1}%)\n\n",
-            s.scenario,
-            s.description,
-            s.servers,
-            s.hardware,
-            s.cache_hit_ceiling * 100.0
-        ));
-        let slo = SloColumns::of(s);
-        if !s.objectives.is_empty() {
-            out.push_str(&format!("SLO: {}.\n\n", objectives_text(&s.objectives)));
-        }
-        out.push_str(&format!("| policy | TTFT p50 | p90 | p99 (ms) | TPOT p50 | p99 (ms) | E2E p50 | p99 (s) | out tok/s | cache hit | imbalance CV | preempt | dropped/timed out |{}\n", slo.header()));
-        out.push_str(&format!(
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}\n",
-            "---:|".repeat(slo.width())
-        ));
-        for r in &s.results {
-            let f = |name: &str, scale: f64, decimals: usize, unit: &str| {
-                cell(
-                    figure(r, name).unwrap_or(Interval::point(0.0)),
-                    scale,
-                    decimals,
-                    unit,
-                )
-            };
-            // Drops and timeouts: the ± only when some seed lost a request.
-            let lost = |name: &str| {
-                let i = figure(r, name).unwrap_or(Interval::point(0.0));
-                if i.half_width > 0.0 {
-                    cell(i, 1.0, 1, "")
-                } else {
-                    format!("{:.0}", i.mean)
-                }
-            };
-            out.push_str(&format!(
-                "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} |{}\n",
-                r.policy,
-                if r.bound { " (bound)" } else { "" },
-                f("ttft_p50_ms", 1.0, 0, ""),
-                f("ttft_p90_ms", 1.0, 0, ""),
-                f("ttft_p99_ms", 1.0, 0, ""),
-                f("tpot_p50_ms", 1.0, 1, ""),
-                f("tpot_p99_ms", 1.0, 1, ""),
-                f("e2e_p50_ms", 1e-3, 1, ""),
-                f("e2e_p99_ms", 1e-3, 1, ""),
-                f("output_tokens_per_s", 1.0, 0, ""),
-                f("cache_hit_rate", 100.0, 1, "%"),
-                f("load_imbalance_cv", 1.0, 2, ""),
-                f("preemptions", 1.0, 0, ""),
-                lost("dropped"),
-                lost("timed_out"),
-                slo.cells(r),
-            ));
-        }
-        if !s.judgements.is_empty() {
-            out.push('\n');
-        }
-        for j in &s.judgements {
-            let within = if j.within_5pct.is_empty() {
-                String::new()
-            } else {
-                format!("; within 5 %: {}", j.within_5pct.join(", "))
-            };
-            out.push_str(&format!(
-                "{}: best mean {} ({}); judged best: {}{within}\n",
-                j.figure,
-                j.best_mean_policy,
-                cell(j.best_mean, 1.0, 0, ""),
-                j.best.join(", "),
-            ));
-        }
-        out.push_str(&crate::latency_error::table(&s.results));
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::percentile;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 50.0), 50.0);
-        assert_eq!(percentile(&v, 99.0), 99.0);
-        assert_eq!(percentile(&v, 100.0), 100.0);
-        assert_eq!(percentile(&[], 50.0), 0.0);
     }
 }

@@ -14,7 +14,7 @@
 //! B).
 //!
 //! ```
-//! use shepherd_sim::judge::{Direction, Verdict, judge};
+//! use shepherd_sim::report::judge::{Direction, Verdict, judge};
 //! use shepherd_sim::stats::Interval;
 //!
 //! let best = Interval { mean: 100.0, half_width: 4.0, n: 5 };

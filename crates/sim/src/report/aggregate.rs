@@ -1,17 +1,17 @@
-//! One policy's figures over several seeds: the mean of each, with its 95 % interval.
+//! Stage three of the report pipeline: one policy's figures over several seeds: the mean of each, with its 95 % interval.
 //!
 //! [`aggregate`] takes the per-seed [`PolicySummary`]s of one (scenario, policy) pair and
 //! returns one summary whose figures are the means (counts rounded to whole numbers) and whose
 //! `intervals` hold, for every figure in [`FIGURES`] and every per-stream TTFT, the exact mean
 //! and 95 % half-width; rows and streams with latency objectives also get their SLO
-//! attainment's (`slo_attainment`, `slo_met`, `slo_with_objectives`), and rows of policies with
+//! attainment's (`slo_attainment`, `slo_met`, `slo_with_objectives`, `goodput_rps`), and rows of policies with
 //! a `latency-scorer` their prediction errors over the seeds (`latency_error`,
-//! [`crate::latency_error`]). The `adaptive` summary is the first seed's. One seed is returned
+//! [`super::latency_error`]). The `adaptive` summary is the first seed's. One seed is returned
 //! as it is, without intervals.
 //!
 //! ```
-//! use shepherd_sim::aggregate::{aggregate, figure};
-//! use shepherd_sim::report::PolicySummary;
+//! use shepherd_sim::report::aggregate::{aggregate, figure};
+//! use shepherd_sim::report::summary::PolicySummary;
 //!
 //! let mut a = PolicySummary::default();
 //! a.ttft_p90_ms = 100.0;
@@ -27,9 +27,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::attainment::Attainment;
-use crate::latency_error::over_seeds;
-use crate::report::{PolicySummary, StreamSummary};
+use super::attainment::Attainment;
+use super::latency_error::over_seeds;
+use super::measure::round3;
+use super::summary::{PolicySummary, StreamSummary};
 use crate::stats::Interval;
 
 /// Reads one figure of a summary.
@@ -110,6 +111,7 @@ const SLO_FIGURES: &[(&str, fn(&Attainment) -> f64, fn(&mut Attainment, f64))] =
         |a| a.with_objectives as f64,
         |a, v| a.with_objectives = count(v),
     ),
+    ("goodput_rps", |a| a.goodput_rps, |a, v| a.goodput_rps = v),
 ];
 
 /// The point value of SLO figure `name` of `slo` (`None` without objectives or for another
@@ -142,10 +144,6 @@ fn aggregate_slo(
 
 fn count(v: f64) -> u64 {
     v.round().max(0.0) as u64
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
 
 /// The interval of figure `name` (a [`FIGURES`] name) of `summary`: from its `intervals` when

@@ -1,0 +1,266 @@
+//! The cost of sharing in-flight load and index deltas between picker replicas through Redis
+//! (`replicas.backend: redis`, issue 31): picks per second of one replica with the exchange off
+//! and on, in one run, and the Redis traffic of one replica at about 1,000 picks per second
+//! (what it writes, what it reads of the others').
+//!
+//! A real `redis-server` (Debian's, `scripts/install-redis.sh`; the bench says so and stops
+//! without one) on a loopback port, and three runtimes with the adaptive preset over the same
+//! 64 endpoints, as `replica_sync` does for the direct exchange: replica A picks in a tight loop
+//! on one thread, holding each request for a while so that every endpoint has requests in
+//! flight; every prompt is unique (4 new keys a pick: the index deltas' worst case). "Off" is
+//! the same runtime without a `replicas` section.
+//!
+//! It first measures what the medium adds to an exchange: the time from one connection's
+//! `XADD` to another's blocking `XREAD` returning the entry (the simulator's Redis delay
+//! model, `REDIS_DELIVERY_US` in `crates/sim/src/replicas/coordination.rs`).
+//!
+//! ```text
+//! cargo bench -p shepherd-benches --bench replica_redis
+//! ```
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use shepherd_runtime::config::RuntimeConfig;
+use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
+use shepherd_scheduler_core::endpoint::EndpointMetrics;
+use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
+use shepherd_test_util::redis::{RedisAuth, RedisServer};
+
+const ENDPOINTS: usize = 64;
+
+fn endpoints() -> String {
+    (0..ENDPOINTS)
+        .map(|i| format!("127.0.{}.{}:8000", i / 250, i % 250 + 1))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn start(redis: Option<(&str, &str)>) -> RuntimeHandle {
+    let mut yaml = format!("endpoints: [{}]\n", endpoints());
+    if let Some((url, name)) = redis {
+        yaml.push_str(&format!(
+            "replicas: {{backend: redis, redis: {{url: \"{url}\", name: {name}}}}}\n"
+        ));
+    }
+    let options = RuntimeOptions {
+        scrape: false,
+        serve_admin: false,
+        watch_config: false,
+        ..RuntimeOptions::default()
+    };
+    let handle = Runtime::start(RuntimeConfig::from_yaml(&yaml).expect("config"), options)
+        .await
+        .expect("runtime");
+    for (i, endpoint) in handle.pool().snapshot().endpoints().iter().enumerate() {
+        endpoint.set_metrics(EndpointMetrics {
+            waiting: (i % 5) as u32,
+            running: (i % 17) as u32,
+            kv_utilization: (i % 10) as f64 / 20.0,
+            ..EndpointMetrics::default()
+        });
+    }
+    handle
+}
+
+fn prompt(i: u64) -> InferenceRequest {
+    // Unique from the first byte: no prefix affinity, so the load spreads over the pool.
+    let text = format!(
+        "{i:08} {}",
+        "an unrelated prompt of about one kilobyte. ".repeat(24)
+    );
+    InferenceRequest::new(format!("r{i}"), "m", Prompt::Text(text))
+}
+
+/// Picks per second on one thread over `for_`, each request held for the last `hold` picks.
+fn picks_per_second(handle: &RuntimeHandle, for_: Duration, hold: usize) -> f64 {
+    let requests: Vec<InferenceRequest> = (0..512).map(prompt).collect();
+    let mut held = VecDeque::with_capacity(hold + 1);
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < for_ {
+        for request in &requests[..64] {
+            if let Ok(decision) = handle.scheduler().schedule(request) {
+                held.push_back(decision.into_handle());
+                if held.len() > hold {
+                    held.pop_front();
+                }
+            }
+            n += 1;
+        }
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("tokio");
+    let Some(binary) = RedisServer::binary("replica_redis bench") else {
+        return;
+    };
+    let server = RedisServer::start(&binary, RedisAuth::Open);
+    let url = server.url();
+    let (median_us, p99_us) = runtime.block_on(delivery(&url));
+    println!(
+        "Redis stream delivery on loopback (XADD to a blocking XREAD's answer, 500 entries): median {median_us:.0} µs, p99 {p99_us:.0} µs"
+    );
+    let (on, peers, off) = runtime.block_on(async {
+        let on = start(Some((&url, "a"))).await;
+        let b = start(Some((&url, "b"))).await;
+        let c = start(Some((&url, "c"))).await;
+        let off = start(None).await;
+        (on, (b, c), off)
+    });
+    // Peers with requests in flight everywhere, so that A's reports and its peer loads are full.
+    let _peer_load: Vec<_> = [&peers.0, &peers.1]
+        .iter()
+        .flat_map(|h| {
+            h.pool()
+                .snapshot()
+                .endpoints()
+                .iter()
+                .map(|e| e.start_request(2_000))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+
+    // Alternate off and on, 5 rounds of 1 s each.
+    let (mut off_rates, mut on_rates) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        off_rates.push(picks_per_second(&off, Duration::from_secs(1), 4_096));
+        on_rates.push(picks_per_second(&on, Duration::from_secs(1), 4_096));
+    }
+    let (off_rate, on_rate) = (median(off_rates), median(on_rates));
+    println!(
+        "picks/s on one thread, 64 endpoints, adaptive preset (median of 5 alternating 1 s rounds):\n  \
+         Redis exchange off {off_rate:.0}\n  Redis exchange on  {on_rate:.0} ({:.3}× off)",
+        on_rate / off_rate
+    );
+
+    // About 1,000 picks per second on A, each held 1 s (about 1,000 in flight).
+    let series = [
+        "shepherd_replicas_sent_bytes_total",
+        "shepherd_replicas_index_delta_bytes_sent_total",
+        "shepherd_replicas_redis_read_bytes_total",
+        "shepherd_replicas_redis_entries_written_total",
+        "shepherd_replicas_redis_entries_read_total",
+    ];
+    let before: Vec<f64> = series.iter().map(|s| counter(&on, s)).collect();
+    let requests: Vec<InferenceRequest> = (0..1_000).map(prompt).collect();
+    let mut held = VecDeque::new();
+    let start = Instant::now();
+    let mut i = 0usize;
+    while start.elapsed() < Duration::from_secs(3) {
+        let due = start.elapsed().as_micros() as usize / 1_000;
+        while i < due {
+            if let Ok(decision) = on.scheduler().schedule(&requests[i % requests.len()]) {
+                held.push_back((Instant::now(), decision.into_handle()));
+            }
+            i += 1;
+        }
+        while held
+            .front()
+            .is_some_and(|(t, _)| t.elapsed() > Duration::from_secs(1))
+        {
+            held.pop_front();
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let rate: Vec<f64> = series
+        .iter()
+        .zip(&before)
+        .map(|(s, b)| (counter(&on, s) - b) / seconds)
+        .collect();
+    println!(
+        "at {:.0} picks/s with {} in flight, one replica of three: writes {:.0} bytes/s to Redis (load reports {:.0}, index deltas {:.0}; {:.0} entries/s), reads {:.0} bytes/s of the two others' ({:.0} entries/s); payload bytes, without the protocol's framing",
+        i as f64 / seconds,
+        held.len(),
+        rate[0] + rate[1],
+        rate[0],
+        rate[1],
+        rate[3],
+        rate[2],
+        rate[4],
+    );
+    drop(held);
+    runtime.block_on(async {
+        on.shutdown(Duration::from_millis(100)).await;
+        peers.0.shutdown(Duration::from_millis(100)).await;
+        peers.1.shutdown(Duration::from_millis(100)).await;
+        off.shutdown(Duration::from_millis(100)).await;
+    });
+}
+
+/// The time from an `XADD` on one connection to a blocking `XREAD` on another returning it:
+/// (median, p99) in microseconds over 500 entries, one every 2 ms.
+async fn delivery(url: &str) -> (f64, f64) {
+    let client = redis::Client::open(url).expect("a Redis URL");
+    let mut writer = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis answers");
+    let mut reader = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis answers");
+    let start = Instant::now();
+    let key = "bench:delivery";
+    let reading = tokio::spawn(async move {
+        let mut last = "0-0".to_string();
+        let mut delays = Vec::new();
+        while delays.len() < 500 {
+            let reply: Option<redis::streams::StreamReadReply> = redis::cmd("XREAD")
+                .arg("BLOCK")
+                .arg(100)
+                .arg("STREAMS")
+                .arg(key)
+                .arg(&last)
+                .query_async(&mut reader)
+                .await
+                .expect("XREAD");
+            let now = start.elapsed().as_nanos() as f64;
+            for entry in reply.into_iter().flat_map(|r| r.keys).flat_map(|k| k.ids) {
+                if let Some(redis::Value::BulkString(sent)) = entry.map.get("t") {
+                    let sent: f64 = String::from_utf8_lossy(sent).parse().unwrap_or(now);
+                    delays.push((now - sent) / 1e3);
+                }
+                last = entry.id;
+            }
+        }
+        delays
+    });
+    for _ in 0..500 {
+        let sent = start.elapsed().as_nanos().to_string();
+        let _: redis::Value = redis::cmd("XADD")
+            .arg(key)
+            .arg("*")
+            .arg("t")
+            .arg(sent)
+            .query_async(&mut writer)
+            .await
+            .expect("XADD");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let mut delays = reading.await.expect("the reader");
+    delays.sort_by(f64::total_cmp);
+    (delays[delays.len() / 2], delays[delays.len() * 99 / 100])
+}
+
+fn counter(handle: &RuntimeHandle, series: &str) -> f64 {
+    handle
+        .render_metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}

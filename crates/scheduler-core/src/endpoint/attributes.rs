@@ -1,0 +1,141 @@
+//! Numeric per-endpoint attributes beyond the core metrics: upstream's *custom metrics*
+//! (`core-metrics-extractor` → `engineConfigs[].customMetrics[]`: a metric spec read into an
+//! attribute key at every scrape), which the `endpoint-attribute-scorer` and
+//! `endpoint-attribute-filter` read.
+//!
+//! One table per shared state, in [`Resources`] under [`ENDPOINT_ATTRIBUTES`]: a column per
+//! attribute key (at most [`MAX_ATTRIBUTE_KEYS`]), a row per endpoint. A reader resolves its
+//! key to a column once ([`EndpointAttributes::column`]) and then reads every candidate's value
+//! under one read lock, by the endpoint's id ([`EndpointAttributes::read`]). Rows are indexed
+//! by the id modulo [`MAX_ROWS`] and remember their id, so the table stays bounded however
+//! many endpoints come and go, and a row never answers for another endpoint.
+//!
+//! ```
+//! use shepherd_scheduler_core::endpoint::{EndpointAttributes, EndpointId};
+//! use shepherd_scheduler_core::resources::Resources;
+//!
+//! let resources = Resources::new();
+//! let table = EndpointAttributes::of(&resources);
+//! table.set(EndpointId(3), &[("custom.queue_depth".to_string(), 7.0)]);
+//! let column = table.column("custom.queue_depth").unwrap();
+//! table.read(|values| {
+//!     assert_eq!(values.get(column, EndpointId(3)), Some(7.0));
+//!     assert_eq!(values.get(column, EndpointId(4)), None);
+//! });
+//! table.forget(EndpointId(3));
+//! table.read(|values| assert_eq!(values.get(column, EndpointId(3)), None));
+//! ```
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use super::EndpointId;
+use crate::resources::Resources;
+
+/// The [`Resources`] name of the [`EndpointAttributes`] table.
+pub const ENDPOINT_ATTRIBUTES: &str = "shepherd.endpoint-attributes";
+
+/// Most attribute keys the table holds (more are not stored).
+pub const MAX_ATTRIBUTE_KEYS: usize = 16;
+
+/// Rows of the table: endpoint ids are taken modulo this.
+pub const MAX_ROWS: usize = 1 << 14;
+
+/// A column of the table: one attribute key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Column(usize);
+
+/// The table (see the module docs).
+#[derive(Debug, Default)]
+pub struct EndpointAttributes {
+    keys: RwLock<Vec<String>>,
+    values: RwLock<Values>,
+}
+
+/// The values, read under one lock ([`EndpointAttributes::read`]).
+#[derive(Debug, Default)]
+pub struct Values {
+    /// `columns[c][row]`: the endpoint id the row holds and its value (NaN: none).
+    columns: Vec<Vec<(u32, f64)>>,
+}
+
+impl Values {
+    /// Endpoint `id`'s value of `column`, when it has one.
+    #[inline]
+    pub fn get(&self, column: Column, id: EndpointId) -> Option<f64> {
+        let (holder, value) = *self.columns.get(column.0)?.get(id.0 as usize % MAX_ROWS)?;
+        (holder == id.0 && !value.is_nan()).then_some(value)
+    }
+}
+
+impl EndpointAttributes {
+    /// The table in `resources`, created when absent.
+    pub fn of(resources: &Resources) -> Arc<EndpointAttributes> {
+        resources.get_or_insert_with(ENDPOINT_ATTRIBUTES, EndpointAttributes::default)
+    }
+
+    /// The column of `key`, created when new; `None` when the table already has
+    /// [`MAX_ATTRIBUTE_KEYS`] others.
+    pub fn column(&self, key: &str) -> Option<Column> {
+        if let Some(i) = self.keys.read().iter().position(|k| k == key) {
+            return Some(Column(i));
+        }
+        let mut keys = self.keys.write();
+        if let Some(i) = keys.iter().position(|k| k == key) {
+            return Some(Column(i));
+        }
+        if keys.len() >= MAX_ATTRIBUTE_KEYS {
+            return None;
+        }
+        keys.push(key.to_string());
+        Some(Column(keys.len() - 1))
+    }
+
+    /// Endpoint `id`'s attributes after a scrape: those given are set, every other key is
+    /// cleared for it (an attribute the page no longer has is gone, not stale).
+    pub fn set(&self, id: EndpointId, attributes: &[(String, f64)]) {
+        let columns: Vec<(Column, f64)> = attributes
+            .iter()
+            .filter_map(|(key, value)| Some((self.column(key)?, *value)))
+            .collect();
+        let width = self.keys.read().len();
+        let row = id.0 as usize % MAX_ROWS;
+        let mut values = self.values.write();
+        if values.columns.len() < width {
+            values.columns.resize_with(width, Vec::new);
+        }
+        for (c, column) in values.columns.iter_mut().enumerate() {
+            let value = columns
+                .iter()
+                .find(|(col, _)| col.0 == c)
+                .map_or(f64::NAN, |(_, v)| *v);
+            if column.len() <= row {
+                if value.is_nan() {
+                    continue;
+                }
+                column.resize(row + 1, (u32::MAX, f64::NAN));
+            }
+            column[row] = (id.0, value);
+        }
+    }
+
+    /// Forgets endpoint `id` (it left the pool).
+    pub fn forget(&self, id: EndpointId) {
+        let row = id.0 as usize % MAX_ROWS;
+        let mut values = self.values.write();
+        for column in &mut values.columns {
+            if let Some(slot) = column.get_mut(row)
+                && slot.0 == id.0
+            {
+                *slot = (u32::MAX, f64::NAN);
+            }
+        }
+    }
+
+    /// Runs `f` over the values under one read lock.
+    #[inline]
+    pub fn read<R>(&self, f: impl FnOnce(&Values) -> R) -> R {
+        f(&self.values.read())
+    }
+}
