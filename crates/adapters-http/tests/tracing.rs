@@ -82,16 +82,32 @@ async fn start_with(endpoints: &[String], policy: &str, env: &[(&str, String)]) 
     }
     let mut child = command.spawn().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
+    let (url, admin) = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut url = None;
         while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("shepherd-gateway: listening on ") {
-                return url.to_owned();
+            if let Some(found) = line.strip_prefix("shepherd-gateway: listening on ") {
+                url = Some(found.to_owned());
+            }
+            if let Some(admin) = line.strip_prefix("shepherd-gateway: admin endpoints on ") {
+                return (url.expect("listening first"), admin.to_owned());
             }
         }
         panic!("shepherd-gateway exited before listening");
     })
     .await
     .expect("shepherd-gateway did not start");
+    // Ready: every endpoint scraped once (a loaded machine can take a while).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while reqwest::get(format!("{admin}/readyz"))
+        .await
+        .map_or(true, |r| r.status() != 200)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the gateway never became ready"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let (tx, stdout) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Ok(Some(line)) = lines.next_line().await {

@@ -141,7 +141,9 @@ mod tests {
         let mut next = 1u64;
         let mut rng = 0x5EED_u64;
         for _ in 0..400 {
-            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let n = (rng >> 33) as usize % (3 * CHUNK);
             if rng & 1 == 0 {
                 for _ in 0..n {
