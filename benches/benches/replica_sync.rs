@@ -16,16 +16,16 @@
 //! cargo bench -p shepherd-benches --bench replica_sync
 //! ```
 
+#[path = "common/replica_picks.rs"]
+mod replica_picks;
+use replica_picks::*;
+
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use shepherd_runtime::config::RuntimeConfig;
-use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
-use shepherd_scheduler_core::endpoint::EndpointMetrics;
-use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
-
-const ENDPOINTS: usize = 64;
+use shepherd_runtime::RuntimeHandle;
+use shepherd_scheduler_core::request::InferenceRequest;
 
 fn free_ports(n: usize) -> Vec<SocketAddr> {
     let sockets: Vec<UdpSocket> = (0..n)
@@ -37,74 +37,18 @@ fn free_ports(n: usize) -> Vec<SocketAddr> {
         .collect()
 }
 
-fn endpoints() -> String {
-    (0..ENDPOINTS)
-        .map(|i| format!("127.0.{}.{}:8000", i / 250, i % 250 + 1))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 async fn start(replicas: Option<(SocketAddr, Vec<SocketAddr>)>) -> RuntimeHandle {
-    let mut yaml = format!("endpoints: [{}]\n", endpoints());
-    if let Some((listen, peers)) = replicas {
-        let peers: Vec<String> = peers.iter().map(ToString::to_string).collect();
-        yaml.push_str(&format!(
-            "replicas: {{listen: {listen}, peers: [{}], key: bench-replicas-shared-secret-0123}}\n",
-            peers.join(", ")
-        ));
-    }
-    let options = RuntimeOptions {
-        scrape: false,
-        serve_admin: false,
-        watch_config: false,
-        ..RuntimeOptions::default()
-    };
-    let handle = Runtime::start(RuntimeConfig::from_yaml(&yaml).expect("config"), options)
-        .await
-        .expect("runtime");
-    for (i, endpoint) in handle.pool().snapshot().endpoints().iter().enumerate() {
-        endpoint.set_metrics(EndpointMetrics {
-            waiting: (i % 5) as u32,
-            running: (i % 17) as u32,
-            kv_utilization: (i % 10) as f64 / 20.0,
-            ..EndpointMetrics::default()
-        });
-    }
-    handle
-}
-
-fn prompt(i: u64) -> InferenceRequest {
-    // Unique from the first byte: no prefix affinity, so the load spreads over the pool.
-    let text = format!(
-        "{i:08} {}",
-        "an unrelated prompt of about one kilobyte. ".repeat(24)
-    );
-    InferenceRequest::new(format!("r{i}"), "m", Prompt::Text(text))
-}
-
-/// Picks per second on one thread over `for_`, each request held for the last `hold` picks.
-fn picks_per_second(handle: &RuntimeHandle, for_: Duration, hold: usize) -> f64 {
-    let requests: Vec<InferenceRequest> = (0..512).map(prompt).collect();
-    let mut held = VecDeque::with_capacity(hold + 1);
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed() < for_ {
-        for request in &requests[..64] {
-            if let Ok(decision) = handle.scheduler().schedule(request) {
-                held.push_back(decision.into_handle());
-                if held.len() > hold {
-                    held.pop_front();
-                }
-            }
-            n += 1;
+    let extra = match replicas {
+        Some((listen, peers)) => {
+            let peers: Vec<String> = peers.iter().map(ToString::to_string).collect();
+            format!(
+                "replicas: {{listen: {listen}, peers: [{}], key: bench-replicas-shared-secret-0123}}\n",
+                peers.join(", ")
+            )
         }
-    }
-    n as f64 / start.elapsed().as_secs_f64()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+        None => String::new(),
+    };
+    start_with(&extra).await
 }
 
 fn main() {
