@@ -8,6 +8,7 @@ mod at_scale;
 mod builtin;
 mod gzip;
 mod roles;
+mod scenario_derived;
 mod slo;
 mod spec;
 mod tokens;
