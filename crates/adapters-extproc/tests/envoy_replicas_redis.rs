@@ -31,9 +31,9 @@ async fn stack(redis: &RedisServer, replicas: usize) -> Option<Stack> {
 /// Sends 16 requests sharing a new prefix through Envoy; the servers that answered them.
 async fn shared_prefix_servers(stack: &Stack, tag: &str) -> Vec<String> {
     let system = unique_prompt(tag, 4096);
-    let mut served = vec![stack.routed(MAIN, &format!("{system} question 0")).await];
-    // One interval (10 ms) for the first pick to reach every replica through Redis.
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    // The first pick reaches every replica through Redis (one interval, 10 ms, when idle).
+    let first = format!("{system} question 0");
+    let mut served = vec![stack.routed_and_shared(MAIN, &first).await];
     for i in 1..16 {
         served.push(stack.routed(MAIN, &format!("{system} question {i}")).await);
     }

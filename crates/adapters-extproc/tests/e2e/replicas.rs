@@ -43,6 +43,32 @@ impl Stack {
         );
     }
 
+    /// Routes `prompt` through `listener`, then waits until every replica but the one that
+    /// picked it has received index keys from a peer since (10 s at most): the pick has
+    /// reached them, however loaded the machine. The server that answered.
+    pub async fn routed_and_shared(&self, listener: &str, prompt: &str) -> String {
+        const RECEIVED: &str = "shepherd_replicas_index_keys_received_total";
+        let mut before = Vec::new();
+        for epp in self.epps() {
+            before.push(sample(&self.metrics_of(epp).await, RECEIVED));
+        }
+        let served = self.routed(listener, prompt).await;
+        let others = self.epps().len() - 1;
+        for _ in 0..400 {
+            let mut grown = 0;
+            for (epp, was) in self.epps().into_iter().zip(&before) {
+                if sample(&self.metrics_of(epp).await, RECEIVED) > *was {
+                    grown += 1;
+                }
+            }
+            if grown >= others {
+                return served;
+            }
+            sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the first pick never reached {others} replicas");
+    }
+
     /// The sum over the servers of `per_endpoint` (a gauge with an `endpoint` label) on
     /// `epp`'s metrics.
     pub async fn endpoint_sum(&self, epp: &Epp, per_endpoint: &str) -> f64 {
