@@ -2,7 +2,7 @@
 //! chance (its bit is cleared), an unreferenced one is removed.
 
 use super::slot::{REF_BIT, SHARED_BIT, position_bit};
-use super::{At, BlockTable, Slot};
+use super::{At, BlockTable};
 
 /// What the eviction clock found for one (block, endpoint) entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,26 +31,27 @@ impl BlockTable {
                     return ClockHand::Absent;
                 };
                 let bit = position_bit(position);
-                if let Some(hot) = self.hot.get_mut(i)
-                    && hot.slot.b & bit != 0
-                {
+                if hot.slot.b & bit != 0 {
+                    let mut hot = hot;
                     hot.slot.b &= !bit;
+                    self.hot.set(i, hot);
                     return ClockHand::SecondChance;
                 }
             }
             At::Cold(i) => {
-                let Some(Slot { a, b, .. }) = self.cold.get_mut(i) else {
+                let Some(mut slot) = self.cold.get(i) else {
                     return ClockHand::Absent;
                 };
-                let t = if *a & !REF_BIT == tag {
-                    a
-                } else if *b & !REF_BIT == tag {
-                    b
+                let t = if slot.a & !REF_BIT == tag {
+                    &mut slot.a
+                } else if slot.b & !REF_BIT == tag {
+                    &mut slot.b
                 } else {
                     return ClockHand::Absent;
                 };
                 if *t & REF_BIT != 0 {
                     *t &= !REF_BIT;
+                    self.cold.set(i, slot);
                     return ClockHand::SecondChance;
                 }
             }

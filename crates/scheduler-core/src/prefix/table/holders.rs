@@ -119,32 +119,29 @@ impl BlockTable {
     /// [`add_locating`](Self::add_locating) for the block in cold slot `i`; returns its hot
     /// index if it moved there.
     pub(super) fn add_to_cold(&mut self, i: usize, tag: u32) -> (Added, Option<usize>) {
-        let Some(Slot {
-            key,
-            a: slot_a,
-            b: slot_b,
-        }) = self.cold.get_mut(i)
-        else {
+        let Some(mut slot) = self.cold.get(i) else {
             return (Added::Full, None);
         };
-        let key = *key;
-        let (a, b) = (*slot_a & !REF_BIT, *slot_b & !REF_BIT);
-        if a == tag {
-            *slot_a |= REF_BIT;
-            return (Added::Touched, None);
-        }
-        if b == tag {
-            *slot_b |= REF_BIT;
+        let key = slot.key;
+        let (a, b) = (slot.a & !REF_BIT, slot.b & !REF_BIT);
+        if a == tag || b == tag {
+            if a == tag {
+                slot.a |= REF_BIT;
+            } else {
+                slot.b |= REF_BIT;
+            }
+            self.cold.set(i, slot);
             return (Added::Touched, None);
         }
         if b == 0 {
-            *slot_b = tag;
+            slot.b = tag;
+            self.cold.set(i, slot);
             return (Added::New, None);
         }
         // A third holder: the block moves to the hot array with an interned set.
         let mut members = [
-            (a, *slot_a & REF_BIT != 0),
-            (b, *slot_b & REF_BIT != 0),
+            (a, slot.a & REF_BIT != 0),
+            (b, slot.b & REF_BIT != 0),
             (tag, false),
         ];
         members.sort_unstable_by_key(|m| m.0);
@@ -178,16 +175,16 @@ impl BlockTable {
     }
 
     pub(super) fn add_to_set(&mut self, i: usize, tag: u32) -> Added {
-        let Some(&HotSlot { slot, .. }) = self.hot.get(i) else {
+        let Some(mut hot) = self.hot.get(i) else {
             return Added::Full;
         };
+        let slot = hot.slot;
         let id = slot.a & !SHARED_BIT;
         let members = self.sets.members(id);
         let position = match members.binary_search(&tag) {
             Ok(p) => {
-                if let Some(hot) = self.hot.get_mut(i) {
-                    hot.slot.b |= position_bit(p);
-                }
+                hot.slot.b |= position_bit(p);
+                self.hot.set(i, hot);
                 return Added::Touched;
             }
             Err(p) => p,
@@ -208,12 +205,11 @@ impl BlockTable {
             }
         };
         self.release(id);
-        if let Some(hot) = self.hot.get_mut(i) {
-            hot.slot.a = to | SHARED_BIT;
-            hot.slot.b = bits_after_insert(slot.b, position);
-            // A run describes the block's set when it was recorded: that set is gone.
-            hot.run = Run::default();
-        }
+        hot.slot.a = to | SHARED_BIT;
+        hot.slot.b = bits_after_insert(slot.b, position);
+        // A run describes the block's set when it was recorded: that set is gone.
+        hot.run = Run::default();
+        self.hot.set(i, hot);
         Added::New
     }
 
@@ -230,27 +226,30 @@ impl BlockTable {
             At::Hot(i) => return self.remove_from_set(i, tag),
             At::Cold(i) => i,
         };
-        let Some(Slot { a, b, .. }) = self.cold.get_mut(i) else {
+        let Some(mut slot) = self.cold.get(i) else {
             return false;
         };
-        if *a & !REF_BIT == tag {
-            *a = *b;
-            *b = 0;
-        } else if *b & !REF_BIT == tag {
-            *b = 0;
+        if slot.a & !REF_BIT == tag {
+            slot.a = slot.b;
+            slot.b = 0;
+        } else if slot.b & !REF_BIT == tag {
+            slot.b = 0;
         } else {
             return false;
         }
-        if *a == 0 {
+        if slot.a == 0 {
             self.cold.delete(i);
+        } else {
+            self.cold.set(i, slot);
         }
         true
     }
 
     fn remove_from_set(&mut self, i: usize, tag: u32) -> bool {
-        let Some(&HotSlot { slot, .. }) = self.hot.get(i) else {
+        let Some(mut hot) = self.hot.get(i) else {
             return false;
         };
+        let slot = hot.slot;
         let id = slot.a & !SHARED_BIT;
         let members = self.sets.members(id);
         let Ok(position) = members.binary_search(&tag) else {
@@ -281,11 +280,10 @@ impl BlockTable {
         let from = u64::from(slot.a) << 32;
         match self.set_for(from, tag, false) {
             Some(to) => {
-                if let Some(hot) = self.hot.get_mut(i) {
-                    hot.slot.a = to | SHARED_BIT;
-                    hot.slot.b = bits_after_remove(slot.b, position);
-                    hot.run = Run::default();
-                }
+                hot.slot.a = to | SHARED_BIT;
+                hot.slot.b = bits_after_remove(slot.b, position);
+                hot.run = Run::default();
+                self.hot.set(i, hot);
             }
             // Unreachable (a shard never holds more sets than blocks): drop the block.
             None => self.hot.delete(i),

@@ -49,10 +49,31 @@ struct HotSlot {
 
 impl Keyed for HotSlot {
     const FILTERED: bool = true;
+    type Raw = [u64; 4];
 
     #[inline]
     fn key(&self) -> u64 {
         self.slot.key
+    }
+
+    #[inline]
+    fn raw_key(raw: &[u64; 4]) -> u64 {
+        raw[0]
+    }
+
+    #[inline]
+    fn pack(self) -> [u64; 4] {
+        let [key, ab] = self.slot.pack();
+        let [end, rest] = self.run.pack();
+        [key, ab, end, rest]
+    }
+
+    #[inline]
+    fn unpack(raw: [u64; 4]) -> Self {
+        HotSlot {
+            slot: Slot::unpack([raw[0], raw[1]]),
+            run: Run::unpack([raw[2], raw[3]]),
+        }
     }
 }
 
@@ -94,8 +115,8 @@ impl BlockTable {
     #[cfg(test)]
     pub(crate) fn entries(&self) -> Vec<(u64, u32)> {
         let mut out = Vec::new();
-        for slot in self.hot.iter().map(|h| &h.slot).chain(self.cold.iter()) {
-            self.holders_of(slot).for_each(|t| out.push((slot.key, t)));
+        for slot in self.hot.iter().map(|h| h.slot).chain(self.cold.iter()) {
+            self.holders_of(&slot).for_each(|t| out.push((slot.key, t)));
         }
         out
     }

@@ -116,11 +116,11 @@ impl BlockTable {
             return None;
         }
         let slot = if found & HOT != 0 {
-            &self.hot.get(found & !HOT)?.slot
+            self.hot.get(found & !HOT)?.slot
         } else {
             self.cold.get(found)?
         };
-        Some(self.holders_of(slot))
+        Some(self.holders_of(&slot))
     }
 
     /// Where `key` is, for [`holders_at`](Self::holders_at) and [`run_at`](Self::run_at) (or
@@ -141,9 +141,9 @@ impl BlockTable {
     #[inline]
     pub(crate) fn holders(&self, key: u64) -> Option<Holders<'_>> {
         let slot = match self.find(key)? {
-            At::Hot(i) => &self.hot.get(i)?.slot,
+            At::Hot(i) => self.hot.get(i)?.slot,
             At::Cold(i) => self.cold.get(i)?,
         };
-        Some(self.holders_of(slot))
+        Some(self.holders_of(&slot))
     }
 }

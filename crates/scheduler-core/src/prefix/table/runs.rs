@@ -19,6 +19,25 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    /// The stored form: the end key, then the length and departure count.
+    #[inline]
+    pub(super) fn pack(self) -> [u64; 2] {
+        [
+            self.end,
+            u64::from(self.len) | (u64::from(self.departures) << 32),
+        ]
+    }
+
+    /// The run a [`pack`](Self::pack)ed form holds.
+    #[inline]
+    pub(super) fn unpack(raw: [u64; 2]) -> Run {
+        Run {
+            end: raw[0],
+            len: raw[1] as u32,
+            departures: (raw[1] >> 32) as u32,
+        }
+    }
+
     /// The run to record on the block keyed `key`, whose set `set` has had `departures`
     /// departures, given what was recorded on the next block of its chain; and what to pass
     /// on to the block before it.
@@ -77,10 +96,12 @@ impl BlockTable {
         key: u64,
         following: Option<Following>,
     ) -> Option<Following> {
-        let hot = hot.and_then(|i| self.hot.get_mut(i))?;
+        let i = hot?;
+        let mut hot = self.hot.get(i)?;
         let set = hot.slot.a & !SHARED_BIT;
         let (run, before) = Run::chained(key, set, self.sets.departures(set), following);
         hot.run = run;
+        self.hot.set(i, hot);
         Some(before)
     }
 

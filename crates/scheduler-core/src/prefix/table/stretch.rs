@@ -188,7 +188,7 @@ impl BlockTable {
             let Spot::Hot(i) = spot else {
                 break;
             };
-            let Some(hot) = self.hot.get_mut(i as usize) else {
+            let Some(mut hot) = self.hot.get(i as usize) else {
                 break;
             };
             if hot.slot.key != key || hot.slot.a != before {
@@ -203,6 +203,7 @@ impl BlockTable {
             } else {
                 Run::default()
             };
+            self.hot.set(i as usize, hot);
             new(key);
             joined += 1;
         }
