@@ -18,9 +18,10 @@
 //! Growth is paced so that the old array is drained well before the new one fills: after a
 //! doubling, at least a quarter of the new array's slots are inserted before the next, and
 //! [`STEP`] units per insert drain an old array of `m` slots (`m` scan steps and at most
-//! `3m/4` moves) within `7m/16` inserts, of the `3m/4` before the next doubling. A step is
-//! small because one request inserts hundreds of blocks into one shard: its insert pays for
-//! hundreds of steps. A shrink started while the table refills fast can
+//! `3m/4` moves) within `7m/64` inserts, of the `3m/4` before the next doubling. One request
+//! inserts hundreds of blocks into one shard, so its insert pays for hundreds of steps: a
+//! smaller step spreads a doubling over more requests but raises the median (4 units
+//! doubled the W2 insert median; 16 leaves it where it was). A shrink started while the table refills fast can
 //! still find the new array full before the old one is drained; then the rest moves at once.
 
 mod array;
@@ -38,7 +39,7 @@ const SHRINK_FLOOR_BYTES: usize = 16 * 1024;
 
 /// Work units one insert or delete spends moving keys out of an old array: a unit moves one
 /// key or passes one empty slot.
-const STEP: usize = 4;
+const STEP: usize = 16;
 
 /// A slot type: anything with a block key (0 = empty), stored as words that are all zero for
 /// an empty slot.
