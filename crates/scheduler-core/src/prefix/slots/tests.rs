@@ -71,7 +71,7 @@ fn a_doubling_moves_keys_a_few_at_a_time() {
         a: 1,
         b: 0,
     });
-    // 96 keys to move and 128 slots to pass: 56 steps' work.
+    // 96 keys to move and 128 slots to pass: 224 units, several inserts' work.
     assert!(slots.resizing());
     assert!((1..=97).all(|key| slots.find(key).is_some()));
     let mut key = 97;
