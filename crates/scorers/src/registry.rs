@@ -3,7 +3,7 @@
 use shepherd_scheduler_core::config::Registry;
 
 use crate::admitters::{latency_slo, probabilistic};
-use crate::disagg::{deciders, pd_profile_handler, profile_handler};
+use crate::disagg::{deciders, load_decider, pd_profile_handler, profile_handler};
 use crate::filters::endpoint_attribute as attribute_filter;
 use crate::filters::lora_affinity as lora_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier, utilization};
@@ -32,7 +32,7 @@ use crate::scorers::{
 ///   `endpoint-attribute-filter`;
 /// - admitters: `latency-slo-admitter`, `probabilistic-admitter`;
 /// - disaggregation: `disagg-profile-handler` (and its deprecated alias `pd-profile-handler`), `prefix-based-pd-decider`,
-///   `always-disagg-pd-decider`;
+///   `always-disagg-pd-decider`, `prefill-load-pd-decider`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
 ///
 /// Earlier names of renamed types load too: `kv-cache-scorer`, and the short names of the
@@ -98,6 +98,7 @@ pub fn builtin_registry() -> Registry {
             deciders::prefix_based_factory,
         )
         .register(deciders::ALWAYS_TYPE_NAME, deciders::always_factory)
+        .register(load_decider::TYPE_NAME, load_decider::factory)
         .register(lora_filter::TYPE_NAME, lora_filter::factory)
         .register(label_selector::TYPE_NAME, label_selector::factory)
         .register(

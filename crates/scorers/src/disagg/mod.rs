@@ -1,12 +1,15 @@
 //! Prefill/decode disaggregation plugins, with upstream's names: the `disagg-profile-handler`
 //! that runs the decode profile, then the prefill profile when its decider says so, and the
 //! deprecated alias `pd-profile-handler` (flat parameters), and the
-//! deciders `prefix-based-pd-decider` and `always-disagg-pd-decider` (see
+//! deciders `prefix-based-pd-decider`, `always-disagg-pd-decider` and Shepherd's
+//! `prefill-load-pd-decider` (see
 //! [`shepherd_scheduler_core::disagg`] for how a request is scheduled with two profiles).
 
 pub mod deciders;
+pub mod load_decider;
 pub mod pd_profile_handler;
 pub mod profile_handler;
 
 pub use deciders::{AlwaysDisaggDecider, PrefixBasedDecider, PrefixBasedDeciderParameters};
+pub use load_decider::{PrefillLoadDecider, PrefillLoadDeciderParameters};
 pub use profile_handler::DisaggProfileHandlerParameters;
