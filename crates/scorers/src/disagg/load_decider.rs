@@ -14,11 +14,14 @@
 //!    aggregated (as the prefix-based decider);
 //! 2. uncached tokens on the decode server ≥ `nonCachedTokens` (and the prompt ≥
 //!    `promptTokens`): disaggregated (as the prefix-based decider);
-//! 3. otherwise disaggregated only when **every** prefill server (role `prefill`,
+//! 3. otherwise disaggregated only when the least-loaded prefill server (role `prefill`,
 //!    `encode-prefill`, `prefill-decode`, `both` or `encode-prefill-decode`, as
 //!    `prefill-filter` keeps them; enabled; the decode server itself left out) has at most
-//!    `max(queueTokens, the decode server's own pending prefill)` tokens pending. Every one,
-//!    because the decider does not know which of them the prefill profile will pick.
+//!    `max(queueTokens, the decode server's own pending prefill)` tokens pending.
+//!
+//! The decider does not choose the prefill server: the prefill profile does. Give that profile
+//! `prefill-load-scorer` (the same pending counts), so the prompt goes to the server whose
+//! queue was judged short — without it the pick may land on a busy one.
 //!
 //! `queueTokens` defaults to 8192, vLLM's default step token budget
 //! (`max_num_batched_tokens` for the OpenAI server): with no more than that pending, a prefill
@@ -78,8 +81,8 @@ pub struct PrefillLoadDeciderParameters {
     pub non_cached_tokens: u64,
     /// Shortest prompt disaggregated by length (0: any).
     pub prompt_tokens: u64,
-    /// A shorter prompt is disaggregated when every prefill server has at most this many
-    /// tokens pending to prefill (or no more than the decode server has); 0: never.
+    /// A shorter prompt is disaggregated when the least-loaded prefill server has at most this
+    /// many tokens pending to prefill (or no more than the decode server has); 0: never.
     pub queue_tokens: u64,
 }
 
@@ -94,8 +97,8 @@ impl Default for PrefillLoadDeciderParameters {
     }
 }
 
-/// Disaggregates long uncached prompts, and short ones while the prefill servers are free (see
-/// the module docs).
+/// Disaggregates long uncached prompts, and short ones while a prefill server is free (see the
+/// module docs).
 #[derive(Debug)]
 pub struct PrefillLoadDecider {
     params: PrefillLoadDeciderParameters,
@@ -113,9 +116,9 @@ impl PrefillLoadDecider {
         }
     }
 
-    /// The most pending prefill tokens on a server that could prefill for `decode`, `None`
+    /// The fewest pending prefill tokens on a server that could prefill for `decode`, `None`
     /// when no server could.
-    fn busiest_prefill_queue(&self, decode: &Endpoint) -> Option<u64> {
+    fn shortest_prefill_queue(&self, decode: &Endpoint) -> Option<u64> {
         let snapshot = self.pool.load();
         snapshot
             .endpoints()
@@ -126,7 +129,7 @@ impl PrefillLoadDecider {
                     .keeps(e.labels().get(ROLE_LABEL).map(String::as_str))
             })
             .map(|e| e.pending_prefill_tokens())
-            .max()
+            .min()
     }
 }
 
@@ -151,7 +154,7 @@ impl Decider for PrefillLoadDecider {
             .params
             .queue_tokens
             .max(decode.pending_prefill_tokens());
-        self.busiest_prefill_queue(decode)
+        self.shortest_prefill_queue(decode)
             .is_some_and(|queued| queued <= bound)
     }
 }
@@ -216,19 +219,22 @@ mod tests {
     }
 
     #[test]
-    fn short_prompts_go_while_every_prefill_server_is_free() {
+    fn short_prompts_go_while_a_prefill_server_is_free() {
         let (d, e) = rig(
             PrefillLoadDeciderParameters::default(),
             &[Some("decode"), Some("prefill"), Some("prefill")],
         );
         assert!(decide(&d, &e[0], 300, Some(0)));
-        // One prefill server holds a queue of one step's budget: still free enough.
-        let _a = e[1].start_request_uncached(8192, 8192);
+        // One prefill server is busy, the other free: the short prompt goes.
+        let _a = e[1].start_request_uncached(20_000, 20_000);
         assert!(decide(&d, &e[0], 300, Some(0)));
-        // More than a step on either: the short prompt stays.
-        let _b = e[2].start_request_uncached(9000, 9000);
+        // The other holds one step's budget: still free enough.
+        let _b = e[2].start_request_uncached(8192, 8192);
+        assert!(decide(&d, &e[0], 300, Some(0)));
+        // More than a step on both: the short prompt stays.
+        let _c = e[2].start_request_uncached(100, 100);
         assert!(!decide(&d, &e[0], 300, Some(0)));
-        drop(_b);
+        drop(_a);
         assert!(decide(&d, &e[0], 300, Some(0)));
     }
 
@@ -272,12 +278,13 @@ mod tests {
             PrefillLoadDeciderParameters::default(),
             &[Some("prefill-decode"), Some("prefill-decode"), Some("prefill")],
         );
-        // The decode server's own queue is not a prefill server's.
+        // The decode server's own queue (30k) is not a prefill server's; a disabled free
+        // server does not count.
         let _own = e[0].start_request_uncached(30_000, 30_000);
         let _busy = e[2].start_request_uncached(40_000, 40_000);
+        d.pool.set_health(e[1].address(), EndpointHealth::Disabled);
         assert!(!decide(&d, &e[0], 300, Some(0)));
-        let pool = &d.pool;
-        pool.set_health(e[2].address(), EndpointHealth::Disabled);
+        d.pool.set_health(e[1].address(), EndpointHealth::Enabled);
         assert!(decide(&d, &e[0], 300, Some(0)));
     }
 
