@@ -276,7 +276,11 @@ mod tests {
         assert!(!decide(&d, &e[0], 300, Some(0)));
         let (d, e) = rig(
             PrefillLoadDeciderParameters::default(),
-            &[Some("prefill-decode"), Some("prefill-decode"), Some("prefill")],
+            &[
+                Some("prefill-decode"),
+                Some("prefill-decode"),
+                Some("prefill"),
+            ],
         );
         // The decode server's own queue (30k) is not a prefill server's; a disabled free
         // server does not count.
@@ -306,10 +310,8 @@ mod tests {
         assert_eq!(p.queue_tokens, 100);
         assert_eq!(p.non_cached_tokens, 2048);
         assert!(
-            serde_json::from_value::<PrefillLoadDeciderParameters>(
-                serde_json::json!({"queue": 1})
-            )
-            .is_err()
+            serde_json::from_value::<PrefillLoadDeciderParameters>(serde_json::json!({"queue": 1}))
+                .is_err()
         );
     }
 }
