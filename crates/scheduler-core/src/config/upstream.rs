@@ -251,6 +251,7 @@ pub const SHEPHERD_EXTENSIONS: &[&str] = &[
     "hot-prefix-scorer",
     "slo-class-scorer",
     "prefill-duty-scorer",
+    "prefill-load-pd-decider",
 ];
 
 /// The upstream entry for `name`.
