@@ -935,3 +935,136 @@ fn endpoint_attribute_filter_keeps_endpoints_under_the_threshold() {
         assert_eq!(pick.primary().address().to_string(), "10.0.0.1:8000");
     }
 }
+
+fn with_headers(
+    id: &str,
+    headers: &[(&str, &str)],
+) -> shepherd_scheduler_core::request::InferenceRequest {
+    let mut r = plain_request(id);
+    r.headers = headers
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect();
+    r
+}
+
+#[test]
+fn the_session_affinity_filter_pins_an_agents_session_through_its_identity() {
+    use shepherd_scheduler_core::request::{CONFIGURED_HEADERS, ConfiguredHeaders};
+    let config = load("session-affinity-filter.yaml").unwrap();
+    let pool = Arc::new(Pool::new());
+    pool.set_members([
+        "10.0.0.1:8000",
+        "10.0.0.2:8000",
+        "10.0.0.3:8000",
+        "10.0.0.4:8000",
+    ]);
+    let scheduler =
+        build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    // The adapters are asked to copy the agent headers.
+    let copied = scheduler
+        .resources()
+        .get::<ConfiguredHeaders>(CONFIGURED_HEADERS)
+        .unwrap()
+        .names();
+    for header in [
+        "x-my-agent-session",
+        "x-claude-code-session-id",
+        "session_id",
+    ] {
+        assert!(copied.iter().any(|h| h == header), "{header}: {copied:?}");
+    }
+    // Every turn of one OpenCode session lands on the same server.
+    let first = scheduler
+        .schedule(&with_headers("t0", &[("x-session-affinity", "oc-1")]))
+        .unwrap()
+        .primary()
+        .address()
+        .to_string();
+    for i in 1..20 {
+        let turn = with_headers(&format!("t{i}"), &[("x-session-affinity", "oc-1")]);
+        assert_eq!(
+            scheduler.schedule(&turn).unwrap().primary().address(),
+            first
+        );
+    }
+    // The x-session-id header comes first: a new session, free to go anywhere, then pinned.
+    let mut request = with_headers("s0", &[("x-session-affinity", "oc-1")]);
+    request.session_key = Some("conversation-2".into());
+    let second = scheduler
+        .schedule(&request)
+        .unwrap()
+        .primary()
+        .address()
+        .to_string();
+    for i in 1..10 {
+        request.id = format!("s{i}");
+        assert_eq!(
+            scheduler.schedule(&request).unwrap().primary().address(),
+            second
+        );
+    }
+    // Requests of no session spread (the random picker).
+    let spread: std::collections::BTreeSet<String> = (0..40)
+        .map(|i| {
+            let r = plain_request(&format!("n{i}"));
+            scheduler
+                .schedule(&r)
+                .unwrap()
+                .primary()
+                .address()
+                .to_string()
+        })
+        .collect();
+    assert!(spread.len() > 1, "{spread:?}");
+    // Alpha upstream, both of them.
+    use shepherd_scheduler_core::config::check_stability;
+    let error = check_stability(&config.policy, false)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("'agent-identity'"), "{error}");
+    // Upstream's checks: a source names exactly one place.
+    let bad = text("session-affinity-filter.yaml").replace(
+        "- attribute: agent-identity",
+        "- {attribute: agent-identity, header: x-a}",
+    );
+    let bad =
+        RuntimeConfig::from_yaml_at(&bad, &fixture_path("session-affinity-filter.yaml")).unwrap();
+    let error = build(&bad).unwrap_err().to_string();
+    assert!(
+        error.contains("exactly one of header or attribute"),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_session_id_producer_reads_the_cookie_for_the_session_scorer() {
+    let config = load("session-id-producer.yaml").unwrap();
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"]);
+    let scheduler =
+        build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    let cookie = [("cookie", "theme=dark; llm-d-session=abc123")];
+    let first = scheduler.schedule(&with_headers("c0", &cookie)).unwrap();
+    let pinned = first.primary().address().to_string();
+    // The first request is still in flight: the queue scorer alone would move the next one.
+    for i in 1..6 {
+        let d = scheduler
+            .schedule(&with_headers(&format!("c{i}"), &cookie))
+            .unwrap();
+        assert_eq!(d.primary().address(), pinned);
+    }
+    // Another session goes to a less loaded server.
+    let other = scheduler
+        .schedule(&with_headers("d0", &[("cookie", "llm-d-session=zzz")]))
+        .unwrap();
+    assert_ne!(other.primary().address(), pinned);
+    // Upstream's check: exactly one of headerName and cookieName.
+    let bad = text("session-id-producer.yaml").replace(
+        "cookieName: llm-d-session",
+        "{cookieName: llm-d-session, headerName: x-s}",
+    );
+    let bad = RuntimeConfig::from_yaml_at(&bad, &fixture_path("session-id-producer.yaml")).unwrap();
+    let error = build(&bad).unwrap_err().to_string();
+    assert!(error.contains("not both"), "{error}");
+}

@@ -3,9 +3,11 @@
 use shepherd_scheduler_core::config::Registry;
 
 use crate::admitters::{latency_slo, probabilistic};
+use crate::attributes::{agent_identity, session_id};
 use crate::disagg::{deciders, pd_profile_handler, profile_handler};
 use crate::filters::endpoint_attribute as attribute_filter;
 use crate::filters::lora_affinity as lora_filter;
+use crate::filters::session_affinity as session_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier, utilization};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
@@ -29,7 +31,8 @@ use crate::scorers::{
 /// - filters: `lora-affinity-filter`, `label-selector-filter` (also `by-label-selector`),
 ///   `by-label`, `decode-filter`, `prefill-filter`, `encode-filter`,
 ///   `prefix-cache-affinity-filter`, `slo-headroom-tier-filter`, `utilization-filter`,
-///   `endpoint-attribute-filter`;
+///   `endpoint-attribute-filter`, `session-affinity-filter`;
+/// - request attributes: `session-id-producer`, `agent-identity`;
 /// - admitters: `latency-slo-admitter`, `probabilistic-admitter`;
 /// - disaggregation: `disagg-profile-handler` (and its deprecated alias `pd-profile-handler`), `prefix-based-pd-decider`,
 ///   `always-disagg-pd-decider`;
@@ -85,6 +88,9 @@ pub fn builtin_registry() -> Registry {
         .register(latency_slo::TYPE_NAME, latency_slo::factory)
         .register(probabilistic::TYPE_NAME, probabilistic::factory)
         .register(utilization::TYPE_NAME, utilization::factory)
+        .register(session_filter::TYPE_NAME, session_filter::factory)
+        .register(session_id::TYPE_NAME, session_id::factory)
+        .register(agent_identity::TYPE_NAME, agent_identity::factory)
         .register(endpoint_attribute::TYPE_NAME, endpoint_attribute::factory)
         .register(attribute_filter::TYPE_NAME, attribute_filter::factory)
         .register(
