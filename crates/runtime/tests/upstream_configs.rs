@@ -1068,3 +1068,103 @@ fn the_session_id_producer_reads_the_cookie_for_the_session_scorer() {
     let error = build(&bad).unwrap_err().to_string();
     assert!(error.contains("not both"), "{error}");
 }
+
+#[test]
+fn the_data_parallel_sample_loads_as_one_profile_with_a_warning() {
+    let config = load("dp-epp-config.yaml").unwrap();
+    let scheduler = build(&config).unwrap();
+    assert_eq!(scheduler.profiles().len(), 1);
+    assert_eq!(
+        profile(&scheduler, 0),
+        (
+            "default".into(),
+            scorers(&[("prefix-cache-scorer", 2.0)]),
+            vec!["decode-filter".into()],
+            "max-score-picker".into()
+        )
+    );
+    let warnings: Vec<String> = config
+        .warnings()
+        .iter()
+        .map(|w| w.message.clone())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("`primaryPort` is not applied")),
+        "{warnings:?}"
+    );
+    // Upstream's checks: the port range, and one profile.
+    let bad = text("dp-epp-config.yaml").replace("primaryPort: 8000", "primaryPort: 70000");
+    let bad = RuntimeConfig::from_yaml_at(&bad, &fixture_path("dp-epp-config.yaml")).unwrap();
+    let error = build(&bad).unwrap_err().to_string();
+    assert!(error.contains("between 1 and 65535"), "{error}");
+    let two =
+        text("dp-epp-config.yaml") + "- name: other\n  plugins:\n  - pluginRef: max-score-picker\n";
+    let error = RuntimeConfig::from_yaml_at(&two, &fixture_path("dp-epp-config.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("runs one scheduling profile"), "{error}");
+}
+
+#[test]
+fn the_header_profile_handler_runs_the_profile_the_header_names() {
+    use shepherd_scheduler_core::request::{CONFIGURED_HEADERS, ConfiguredHeaders};
+    let config = load("header-profile-handler.yaml").unwrap();
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"]);
+    let snapshot = pool.snapshot();
+    for (e, role) in snapshot
+        .endpoints()
+        .iter()
+        .zip(["encode", "prefill", "decode"])
+    {
+        e.set_labels(
+            [("llm-d.ai/role".to_string(), role.to_string())]
+                .into_iter()
+                .collect(),
+        );
+    }
+    let scheduler =
+        build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    let copied = scheduler
+        .resources()
+        .get::<ConfiguredHeaders>(CONFIGURED_HEADERS)
+        .unwrap()
+        .names();
+    assert!(copied.iter().any(|h| h == "epp-profile"), "{copied:?}");
+    for (stage, address) in [
+        ("encode", "10.0.0.1:8000"),
+        ("prefill", "10.0.0.2:8000"),
+        ("decode", "10.0.0.3:8000"),
+    ] {
+        let d = scheduler
+            .schedule(&with_headers(stage, &[("EPP-Profile", stage)]))
+            .unwrap();
+        assert_eq!(
+            (d.profile(), d.primary().address().to_string().as_str()),
+            (stage, address)
+        );
+    }
+    // No header: the default, decode.
+    let d = scheduler.schedule(&plain_request("none")).unwrap();
+    assert_eq!(d.profile(), "decode");
+    // A stage no profile has: refused as a bad request.
+    let error = scheduler
+        .schedule(&with_headers("bad", &[("epp-profile", "render")]))
+        .unwrap_err();
+    assert_eq!(error.http_status(), 400, "{error}");
+    // A default that is no profile fails header-less requests.
+    let other = text("header-profile-handler.yaml").replace(
+        "- type: header-profile-handler",
+        "- type: header-profile-handler\n  parameters:\n    defaultProfile: render",
+    );
+    let other =
+        RuntimeConfig::from_yaml_at(&other, &fixture_path("header-profile-handler.yaml")).unwrap();
+    let scheduler = build_scheduler(&other.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    let error = scheduler.schedule(&plain_request("none")).unwrap_err();
+    assert!(
+        error.to_string().contains("defaultProfile `render`"),
+        "{error}"
+    );
+}

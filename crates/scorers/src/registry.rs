@@ -4,7 +4,9 @@ use shepherd_scheduler_core::config::Registry;
 
 use crate::admitters::{latency_slo, probabilistic};
 use crate::attributes::{agent_identity, session_id};
-use crate::disagg::{deciders, pd_profile_handler, profile_handler};
+use crate::disagg::{
+    data_parallel, deciders, header_profile_handler, pd_profile_handler, profile_handler,
+};
 use crate::filters::endpoint_attribute as attribute_filter;
 use crate::filters::lora_affinity as lora_filter;
 use crate::filters::session_affinity as session_filter;
@@ -34,6 +36,7 @@ use crate::scorers::{
 ///   `endpoint-attribute-filter`, `session-affinity-filter`;
 /// - request attributes: `session-id-producer`, `agent-identity`;
 /// - admitters: `latency-slo-admitter`, `probabilistic-admitter`;
+/// - profile handlers: `header-profile-handler`, the deprecated `data-parallel-profile-handler`;
 /// - disaggregation: `disagg-profile-handler` (and its deprecated alias `pd-profile-handler`), `prefix-based-pd-decider`,
 ///   `always-disagg-pd-decider`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
@@ -99,6 +102,11 @@ pub fn builtin_registry() -> Registry {
         )
         .register(profile_handler::TYPE_NAME, profile_handler::factory)
         .register(pd_profile_handler::TYPE_NAME, pd_profile_handler::factory)
+        .register(
+            header_profile_handler::TYPE_NAME,
+            header_profile_handler::factory,
+        )
+        .register(data_parallel::TYPE_NAME, data_parallel::factory)
         .register(
             deciders::PREFIX_BASED_TYPE_NAME,
             deciders::prefix_based_factory,

@@ -235,6 +235,9 @@ pub fn build_scheduler_in(
     }
 
     for instance in instances.values() {
+        if let Some(selector) = instance.as_profile_selector() {
+            builder = builder.profile_selector(selector.clone());
+        }
         if let Some(listener) = instance.as_membership_listener() {
             builder = builder.membership_listener(Arc::clone(listener));
         }

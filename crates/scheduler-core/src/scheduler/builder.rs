@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{PickCounter, ScheduleError, Scheduler};
+use super::{HeaderProfileSelector, PickCounter, ScheduleError, Scheduler};
 use crate::completion::{Completer, CompletionHook};
 use crate::config::SchedulerSettings;
 use crate::disagg::Disaggregation;
@@ -21,6 +21,7 @@ pub struct SchedulerBuilder {
     metric_sources: Vec<Arc<dyn MetricsSource>>,
     parsers: ParserSet,
     disaggregation: Option<Disaggregation>,
+    profile_selector: Option<HeaderProfileSelector>,
 }
 
 impl SchedulerBuilder {
@@ -35,6 +36,7 @@ impl SchedulerBuilder {
             metric_sources: Vec::new(),
             parsers: ParserSet::upstream_default(),
             disaggregation: None,
+            profile_selector: None,
         }
     }
 
@@ -42,6 +44,13 @@ impl SchedulerBuilder {
     /// the decider says so) prefill (see [`crate::disagg`]). Both must be added.
     pub fn disaggregation(mut self, disaggregation: Disaggregation) -> Self {
         self.disaggregation = Some(disaggregation);
+        self
+    }
+
+    /// Chooses the profile of every request that names none from a request header (see
+    /// [`HeaderProfileSelector`]).
+    pub fn profile_selector(mut self, selector: HeaderProfileSelector) -> Self {
+        self.profile_selector = Some(selector);
         self
     }
 
@@ -161,6 +170,7 @@ impl SchedulerBuilder {
             metric_sources: self.metric_sources,
             parsers: Arc::new(self.parsers),
             disaggregation: self.disaggregation,
+            profile_selector: self.profile_selector,
             shared: self.shared,
         })
     }

@@ -26,6 +26,7 @@ mod builder;
 mod candidates;
 mod error;
 mod observer;
+mod profile_select;
 pub(crate) mod spare;
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use std::time::Duration;
 pub use builder::SchedulerBuilder;
 pub use error::ScheduleError;
 pub use observer::{ProfileOutcome, ScheduleObserver};
+pub use profile_select::{DEFAULT_PROFILE_HEADER, DEFAULT_SELECTED_PROFILE, HeaderProfileSelector};
 
 use crate::clock::{Clock, Timestamp};
 use crate::completion::{Completer, RequestHandle};
@@ -87,6 +89,7 @@ pub struct Scheduler {
     metric_sources: Vec<Arc<dyn MetricsSource>>,
     parsers: Arc<ParserSet>,
     disaggregation: Option<Disaggregation>,
+    profile_selector: Option<HeaderProfileSelector>,
 }
 
 /// One profile's plugin duration histograms, aligned with its filters and scorers.
@@ -207,7 +210,7 @@ impl Scheduler {
         let result = match (&self.disaggregation, options.profile) {
             (Some(d), None) => self.run_disaggregated(d, request, options, observer),
             _ => self
-                .profile_index(options.profile)
+                .selected_profile(request, options.profile)
                 .and_then(|i| self.run_observed(request, options, i, None, None, observer))
                 .map(|(decision, _)| decision),
         };
@@ -220,6 +223,24 @@ impl Scheduler {
     /// How this scheduler disaggregates, if it does (see [`crate::disagg`]).
     pub fn disaggregation(&self) -> Option<&Disaggregation> {
         self.disaggregation.as_ref()
+    }
+
+    /// How this scheduler chooses a request's profile from a header, if it does.
+    pub fn profile_selector(&self) -> Option<&HeaderProfileSelector> {
+        self.profile_selector.as_ref()
+    }
+
+    /// The profile `request` runs: the one named, else the header's (with a selector), else
+    /// the default.
+    fn selected_profile(
+        &self,
+        request: &InferenceRequest,
+        name: Option<&str>,
+    ) -> Result<usize, ScheduleError> {
+        match (&self.profile_selector, name) {
+            (Some(selector), None) => selector.select(request, &self.profiles),
+            _ => self.profile_index(name),
+        }
     }
 
     fn profile_index(&self, name: Option<&str>) -> Result<usize, ScheduleError> {
