@@ -1168,3 +1168,15 @@ fn the_header_profile_handler_runs_the_profile_the_header_names() {
         "{error}"
     );
 }
+
+#[test]
+fn a_band_naming_global_strict_fairness_serves_its_oldest_request_first() {
+    use shepherd_scheduler_core::flow::Fairness;
+    let config = load("global-strict-fairness.yaml").unwrap();
+    let flow = config.flow_control.as_ref().expect("flow control is on");
+    assert_eq!(flow.band_limits(10).fairness, Fairness::GlobalStrict);
+    assert_eq!(flow.band_limits(0).fairness, Fairness::RoundRobin);
+    // Bands no entry names keep Shepherd's default.
+    assert_eq!(flow.band_limits(3).fairness, Fairness::RoundRobin);
+    assert!(build(&config).is_ok());
+}

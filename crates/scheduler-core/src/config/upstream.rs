@@ -186,7 +186,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("multicluster-kv-cache-utilization-scorer", Scorer, NotYet(MultiCluster)),
     entry("multicluster-prefix-cache-scorer", Scorer, NotYet(MultiCluster)),
     entry("multicluster-approx-prefix-cache-producer", Producer, NotYet(MultiCluster)),
-    noted("global-strict-fairness-policy", Flow, NotYet(FlowControl), "upstream's default fairness policy; Shepherd's default is round-robin"),
+    noted("global-strict-fairness-policy", Flow, Framework, "upstream's default fairness policy: a band whose `fairnessPolicyRef` names it serves its oldest request first, whatever its flow; Shepherd's default is round-robin"),
     noted("round-robin-fairness-policy", Flow, Framework, "Shepherd's default fairness policy"),
     entry("program-aware-fairness", Flow, NotYet(FlowControl)),
     entry("fcfs-ordering-policy", Flow, Framework),
