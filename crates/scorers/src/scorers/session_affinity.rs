@@ -235,16 +235,25 @@ pub(crate) fn shared_scorer(
     parameters: SessionAffinityParameters,
 ) -> Result<Arc<SessionAffinityScorer>, PluginError> {
     parameters.check()?;
-    let configured = ConfiguredHeaders::of(args.resources);
     for header in parameters.session_id_config.headers() {
-        if !configured.add(&header) {
+        if !ConfiguredHeaders::of(args.resources).add(&header) {
             return Err(PluginError::invalid(
                 "sessionIdConfig.sources",
                 format!("header `{header}`: the config's plugins read too many request headers"),
             ));
         }
     }
-    let attributes = RequestAttributes::of(args.resources);
+    // The config's producers, when a source reads one (else an empty set of its own).
+    let reads_attributes = parameters
+        .session_id_config
+        .sources
+        .iter()
+        .any(|s| s.attribute.is_some());
+    let attributes = if reads_attributes {
+        RequestAttributes::of(args.resources)
+    } else {
+        Arc::default()
+    };
     let fresh = SessionAffinityScorer::with_attributes(parameters.clone(), args.seed, attributes)?;
     Ok(args.resources.get_or_replace_with(
         args.name,
