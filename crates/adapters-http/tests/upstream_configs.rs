@@ -162,7 +162,10 @@ async fn the_inference_scheduling_guides_config_routes_as_upstream() {
 /// section the gateway refuses (a client key whose variable is unset) fails the check as it would fail a start.
 #[tokio::test]
 async fn check_config_passes_upstream_configs_and_refuses_a_bad_gateway_section() {
-    for name in ["helm-default-plugins.yaml", "inference-scheduling-guide.yaml"] {
+    for name in [
+        "helm-default-plugins.yaml",
+        "inference-scheduling-guide.yaml",
+    ] {
         let output = Command::new(env!("CARGO_BIN_EXE_shepherd-gateway"))
             .arg("--config")
             .arg(fixture(name))
