@@ -219,3 +219,62 @@ async fn max_peers_bounds_the_discovered_peers() {
     assert_eq!(metric(&a, "shepherd_replicas_peers_over_limit"), Some(98.0));
     let _ = a.shutdown(Duration::from_millis(50)).await;
 }
+
+/// The example manifests: the replicas' config loads, its selector matches the Deployment's
+/// pod labels, the UDP port is declared, the replica learns its pod IP and name from the
+/// downward API, and the base manifest's Role lets it list and watch pods.
+#[test]
+fn the_example_manifest_finds_its_own_pods() {
+    use serde::Deserialize;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/deploy/kubernetes");
+    let read = |name: &str| -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        serde_norway::Deserializer::from_str(&text)
+            .map(|doc| serde_json::Value::deserialize(doc).unwrap())
+            .collect()
+    };
+    let docs = read("shepherd-epp-replicas.yaml");
+    let find = |docs: &[serde_json::Value], kind: &str| {
+        docs.iter().find(|d| d["kind"] == kind).cloned().unwrap()
+    };
+    let text = find(&docs, "ConfigMap")["data"]["shepherd.yaml"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let config = RuntimeConfig::from_yaml(&text).unwrap();
+    let replicas = config.replicas.unwrap();
+    let peers = replicas.peers.kubernetes().unwrap();
+    let port = replicas.peer_port();
+    let deployment = find(&docs, "Deployment");
+    let template = &deployment["spec"]["template"];
+    let (key, value) = peers.selector.split_once('=').unwrap();
+    assert_eq!(template["metadata"]["labels"][key], value);
+    let container = &template["spec"]["containers"][0];
+    assert!(container["ports"].as_array().unwrap().iter().any(|p| {
+        p["containerPort"].as_u64() == Some(u64::from(port)) && p["protocol"] == "UDP"
+    }));
+    let env = container["env"].as_array().unwrap();
+    let field = |name: &str| {
+        env.iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["valueFrom"]["fieldRef"]["fieldPath"].clone())
+    };
+    assert_eq!(field("POD_IP"), Some("status.podIP".into()));
+    assert_eq!(field("POD_NAME"), Some("metadata.name".into()));
+    // The key file is mounted from a Secret where the config reads it.
+    let shepherd_runtime::config::Secret::File { file } = replicas.key.unwrap() else {
+        panic!("the key is a file");
+    };
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    assert!(mounts.iter().any(|m| file.starts_with(m["mountPath"].as_str().unwrap())
+        && m["name"] == "replicas-key"));
+    // The base manifest's Role: pods get, list, watch.
+    let base = read("shepherd-epp.yaml");
+    let role = find(&base, "Role");
+    assert!(role["rules"].as_array().unwrap().iter().any(|r| {
+        r["resources"].as_array().unwrap().contains(&"pods".into())
+            && ["list", "watch"]
+                .iter()
+                .all(|v| r["verbs"].as_array().unwrap().contains(&(*v).into()))
+    }));
+}

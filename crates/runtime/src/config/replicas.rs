@@ -285,17 +285,11 @@ impl ReplicasConfig {
                 ));
             }
         }
-        if self.identity().ip().is_unspecified() {
-            let hint = if self.peers.kubernetes().is_some() {
-                " (or set the POD_IP variable from the downward API's status.podIP)"
-            } else {
-                ""
-            };
+        // With peers on Kubernetes the pod's IP comes from `POD_IP` at start (checked there).
+        if self.identity().ip().is_unspecified() && self.peers.kubernetes().is_none() {
             return Some((
                 "replicas.advertise",
-                format!(
-                    "listen is {listen}: name the address the peers list for this replica{hint}"
-                ),
+                format!("listen is {listen}: name the address the peers list for this replica"),
             ));
         }
         if let Some(peer) = self

@@ -386,6 +386,12 @@ async fn discover_peers(
     if config.peers.kubernetes().is_none() {
         return Ok(None);
     }
+    if config.identity().ip().is_unspecified() {
+        return Err(RuntimeError::Discovery(format!(
+            "replicas: listen is {} and neither replicas.advertise nor the POD_IP variable (the downward API's status.podIP) names the address the peers know this replica by",
+            config.listen_addr()
+        )));
+    }
     #[cfg(feature = "kubernetes")]
     {
         crate::discovery::kubernetes::start_peer_discovery(config, Arc::clone(stats))
