@@ -266,8 +266,12 @@ fn the_example_manifest_finds_its_own_pods() {
         panic!("the key is a file");
     };
     let mounts = container["volumeMounts"].as_array().unwrap();
-    assert!(mounts.iter().any(|m| file.starts_with(m["mountPath"].as_str().unwrap())
-        && m["name"] == "replicas-key"));
+    assert!(
+        mounts
+            .iter()
+            .any(|m| file.starts_with(m["mountPath"].as_str().unwrap())
+                && m["name"] == "replicas-key")
+    );
     // The base manifest's Role: pods get, list, watch.
     let base = read("shepherd-epp.yaml");
     let role = find(&base, "Role");

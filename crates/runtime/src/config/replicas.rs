@@ -140,13 +140,13 @@ impl ReplicasConfig {
             return advertise;
         }
         let listen = self.listen_addr();
-        if listen.ip().is_unspecified() && self.peers.kubernetes().is_some() {
-            if let Some(ip) = std::env::var("POD_IP")
+        if listen.ip().is_unspecified()
+            && self.peers.kubernetes().is_some()
+            && let Some(ip) = std::env::var("POD_IP")
                 .ok()
                 .and_then(|ip| ip.trim().parse::<std::net::IpAddr>().ok())
-            {
-                return SocketAddr::new(ip, listen.port());
-            }
+        {
+            return SocketAddr::new(ip, listen.port());
         }
         listen
     }
