@@ -208,6 +208,11 @@ impl RedisServer {
         self.port
     }
 
+    /// The server's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills the server (SIGKILL): everything it held is gone, as no persistence is on.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
