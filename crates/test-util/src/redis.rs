@@ -2,7 +2,7 @@
 //! replicas' Redis backend: started on a free loopback port with a temporary directory and no
 //! persistence, killed and started again on the same port, removed when dropped.
 //!
-//! With the `tls` feature, [`TlsFiles::generate`] makes a throwaway certificate authority and
+//! With the `tls` feature, `TlsFiles::generate` makes a throwaway certificate authority and
 //! a server certificate for `127.0.0.1` and `localhost`, and [`RedisServer::start_tls`]
 //! serves TLS only (`--port 0 --tls-port PORT`) with them.
 //!
