@@ -1,5 +1,6 @@
 //! Wiring the runtime's parts together: [`Runtime::start`] and the [`RuntimeHandle`] it returns.
 
+mod check;
 mod error;
 mod handle;
 mod options;
@@ -33,6 +34,7 @@ use crate::scrape::scraper::Scraper;
 use crate::scrape::{ScrapeSettings, ScrapeStats, fetch};
 use crate::shutdown::ShutdownSignal;
 
+pub use check::ConfigCheck;
 pub use error::RuntimeError;
 pub use handle::{RuntimeHandle, ShutdownReport};
 pub use options::{ConfigSource, RuntimeOptions};
