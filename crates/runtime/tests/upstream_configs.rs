@@ -1180,3 +1180,71 @@ fn a_band_naming_global_strict_fairness_serves_its_oldest_request_first() {
     assert_eq!(flow.band_limits(3).fairness, Fairness::RoundRobin);
     assert!(build(&config).is_ok());
 }
+
+/// A chat request with an image part when `image`, with `pool`'s endpoints labelled by
+/// `label` = each of `roles`.
+fn encode_rig(config: &RuntimeConfig, label: &str, roles: &[&str]) -> Scheduler {
+    let pool = Arc::new(Pool::new());
+    for (i, role) in roles.iter().enumerate() {
+        let ep = pool.add(&format!("127.0.0.1:{}", 8000 + i));
+        ep.set_labels(
+            [(label.to_string(), role.to_string())]
+                .into_iter()
+                .collect(),
+        );
+    }
+    build_scheduler(&config.policy, &builtin_registry(), pool).unwrap()
+}
+
+fn chat_request(image: bool) -> shepherd_scheduler_core::request::InferenceRequest {
+    let mut parts = vec![serde_json::json!({"type": "text", "text": "describe "})];
+    if image {
+        parts.push(
+            serde_json::json!({"type": "image_url", "image_url": {"url": "https://e.x/a.png"}}),
+        );
+    }
+    let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": parts}]});
+    shepherd_scheduler_core::request::parse_openai_request(
+        "/v1/chat/completions",
+        body.to_string().as_bytes(),
+        &Default::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn upstreams_e_p_d_and_e_pd_configs_encode_media_requests() {
+    for (fixture, label, prefill_decider) in [
+        ("sim-e-p-d-epp-config.yaml", "llm-d.ai/role", true),
+        ("e-pd-encode-decode.yaml", "llm-d.ai/role", false),
+        ("epd-custom-labels.yaml", "role", true),
+    ] {
+        let config = load(fixture).unwrap();
+        let scheduler = encode_rig(&config, label, &["encode", "prefill", "decode"]);
+        let d = scheduler.disaggregation().expect(fixture);
+        assert_eq!(
+            (d.decode_profile(), d.encode_profile(), d.encodes()),
+            ("decode", "encode", true),
+            "{fixture}"
+        );
+        let image = scheduler.schedule(&chat_request(true)).unwrap();
+        assert_eq!(image.primary().address(), "127.0.0.1:8002", "{fixture}");
+        let encode = image.encode().map(|e| e.header_value());
+        assert_eq!(encode.as_deref(), Some("127.0.0.1:8000"), "{fixture}");
+        image.finish(shepherd_scheduler_core::completion::Completion::success(
+            None,
+        ));
+        let text = scheduler.schedule(&chat_request(false)).unwrap();
+        assert!(text.encode().is_none(), "{fixture}");
+        text.finish(shepherd_scheduler_core::completion::Completion::success(
+            None,
+        ));
+        // The prefill decider is declared (E/P/D) or not (E/PD).
+        let names: Vec<&str> = scheduler.profiles().iter().map(|p| p.name()).collect();
+        assert_eq!(
+            names.contains(&"prefill"),
+            prefill_decider,
+            "{fixture}: {names:?}"
+        );
+    }
+}

@@ -38,7 +38,7 @@ use crate::scorers::{
 /// - admitters: `latency-slo-admitter`, `probabilistic-admitter`;
 /// - profile handlers: `header-profile-handler`, the deprecated `data-parallel-profile-handler`;
 /// - disaggregation: `disagg-profile-handler` (and its deprecated alias `pd-profile-handler`), `prefix-based-pd-decider`,
-///   `always-disagg-pd-decider`;
+///   `always-disagg-pd-decider`, `always-disagg-multimodal-decider`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
 ///
 /// Earlier names of renamed types load too: `kv-cache-scorer`, and the short names of the
@@ -112,6 +112,7 @@ pub fn builtin_registry() -> Registry {
             deciders::prefix_based_factory,
         )
         .register(deciders::ALWAYS_TYPE_NAME, deciders::always_factory)
+        .register(deciders::MULTIMODAL_TYPE_NAME, deciders::multimodal_factory)
         .register(lora_filter::TYPE_NAME, lora_filter::factory)
         .register(label_selector::TYPE_NAME, label_selector::factory)
         .register(

@@ -14,7 +14,7 @@
 //!
 //! assert_eq!(upstream_type("queue-scorer").unwrap().status, Status::Registry);
 //! assert_eq!(
-//!     upstream_type("always-disagg-multimodal-decider").unwrap().status,
+//!     upstream_type("disaggregatedset-rollout-screener").unwrap().status,
 //!     Status::NotYet(Area::Disaggregation)
 //! );
 //! assert!(upstream_type("my-own-scorer").is_none());
@@ -137,7 +137,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     noted("label-selector-filter", Filter, Registry, "endpoint labels come from the `endpoints` section's `labels` (or an embedder's discovery)"),
     noted("by-label-selector", Filter, Registry, "deprecated upstream name of `label-selector-filter`"),
     noted("by-label", Filter, Registry, "upstream's single-label filter (`label`, `validValues`, `allowsNoLabel`)"),
-    noted("encode-filter", Filter, Registry, "filters by the role label; running encode, prefill and decode profiles together is the disaggregation work"),
+    noted("encode-filter", Filter, Registry, "filters by the role label"),
     noted("decode-filter", Filter, Registry, "filters by the role label (unlabelled endpoints count as decode, as upstream)"),
     noted("prefill-filter", Filter, Registry, "filters by the role label"),
     noted("session-affinity-filter", Filter, Registry, "the `session_id` strategy only, as the scorer (upstream's default `encoded_endpoint_header` is refused by name: it needs response-header plugins; a bare filter reads `x-session-id`); `attribute` sources read a declared `agent-identity` or `session-id-producer`; Alpha upstream: needs `--allow-experimental-plugins`"),
@@ -159,13 +159,13 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("random-picker", Picker, Registry),
     entry("weighted-random-picker", Picker, Registry),
     noted("single-profile-handler", ProfileHandler, Framework, "Shepherd's scheduler always runs one profile per request; several profiles without a handler load too (the first is used)"),
-    noted("disagg-headers-handler", Control, Framework, "deprecated upstream (PreRequest): the `disagg-profile-handler` now does its job, and in Shepherd the adapters send `x-prefiller-host-port`; its parameters are accepted and unused (a warning)"),
+    noted("disagg-headers-handler", Control, Framework, "deprecated upstream (PreRequest): the `disagg-profile-handler` now does its job, and in Shepherd the adapters send `x-prefiller-host-port` and `x-encoder-hosts-ports`; its parameters (`prefillProfile`, `encodeProfile`) are accepted and unused (a warning): the headers name the stages the profile handler ran"),
     noted("prefill-header-handler", Control, Framework, "deprecated upstream name of `disagg-headers-handler` (accepted the same way)"),
     noted("pd-profile-handler", ProfileHandler, Registry, "deprecated upstream alias of `disagg-profile-handler` with the flat parameters (`decodeProfile`, `prefillProfile`, `deciderPluginName` defaulting to `prefix-based-pd-decider`, which must be declared); unknown keys ignored as upstream; a `primaryPort` is checked and not applied: Shepherd sends the picked rank's own `ip:port`"),
-    noted("disagg-profile-handler", ProfileHandler, Registry, "decode then prefill (`decode-first`; `prefill-first` and encode deciders are refused); the prefill stage's hooks see the request id `<id>:prefill`; a prefill profile that finds no server leaves the request aggregated on the decode server; the adapters send `x-prefiller-host-port`"),
+    noted("disagg-profile-handler", ProfileHandler, Registry, "decode, then encode (when the `encode` profile exists and `deciders.encode` approves), then prefill (`decode-first`; `prefill-first` is refused); the encode and prefill stages' hooks see the request ids `<id>:encode` and `<id>:prefill`; a stage that finds no server is left out; the adapters send `x-encoder-hosts-ports` (every encode pick, its picker's `maxNumOfEndpoints`, default 1) and `x-prefiller-host-port`, replacing any the client sent"),
     entry("always-disagg-pd-decider", Decider, Registry),
     noted("prefix-based-pd-decider", Decider, Registry, "prompt tokens are Shepherd's estimate (token ids, else 4 bytes a token); the cached part is the decode profile's prefix estimate for the decode server"),
-    entry("always-disagg-multimodal-decider", Decider, NotYet(Disaggregation)),
+    noted("always-disagg-multimodal-decider", Decider, Registry, "approves requests with media: a chat completions message with a content part that is not text (image, audio, video, file), as the parser reads it; upstream reads the multimodal features its `token-producer` found (for the `vllm` backend, vLLM's render); parameters are ignored, as upstream"),
     entry("kv-cache-utilization-scorer", Scorer, Registry),
     entry("queue-scorer", Scorer, Registry),
     entry("running-requests-size-scorer", Scorer, Registry),

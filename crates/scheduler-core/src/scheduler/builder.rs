@@ -40,8 +40,10 @@ impl SchedulerBuilder {
         }
     }
 
-    /// Schedules every request that names no profile with two profiles, decode then (when
-    /// the decider says so) prefill (see [`crate::disagg`]). Both must be added.
+    /// Schedules every request that names no profile with several profiles: decode, then
+    /// (when its decider says so and the profile exists) encode, then (when the decider says
+    /// so) prefill (see [`crate::disagg`]). The decode profile must be added, and the prefill
+    /// one when there is a prefill decider.
     pub fn disaggregation(mut self, disaggregation: Disaggregation) -> Self {
         self.disaggregation = Some(disaggregation);
         self
