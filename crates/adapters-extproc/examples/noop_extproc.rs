@@ -64,6 +64,7 @@ impl Noop {
                     content_length: None,
                     remove: &[],
                     prefill: None,
+                    encode: None,
                     trace: None,
                     body: None,
                 },
