@@ -73,9 +73,11 @@ if [ -z "$ENVOY" ]; then
   ENVOY="$(scripts/install-envoy.sh)"
 fi
 
-echo "== building (release)" >&2
-cargo build --release -q -p shepherd-adapters-extproc \
-  --bin shepherd-epp --example noop_extproc --example bench_upstream --example extproc_loadgen
+if [ -z "${BENCH_NO_BUILD:-}" ]; then # set it to run the binaries already built
+  echo "== building (release)" >&2
+  cargo build --release -q -p shepherd-adapters-extproc \
+    --bin shepherd-epp --example noop_extproc --example bench_upstream --example extproc_loadgen
+fi
 BIN=target/release
 EX=target/release/examples
 
@@ -171,11 +173,13 @@ static_resources:
 EOF
 }
 
+declare -A ENVOY_PID=()
 start_envoy() { # scenario config-text
   printf '%s\n' "$2" > "$OUT/envoy-$1.yaml"
   "$ENVOY" -c "$OUT/envoy-$1.yaml" --disable-hot-restart --concurrency "$ENVOY_CONCURRENCY" \
     -l warning 2>"$OUT/envoy-$1.log" &
   PIDS+=($!)
+  ENVOY_PID[$1]=$!
   wait_http "http://127.0.0.1:${ENVOY_ADMIN[$1]}/ready"
 }
 
@@ -194,12 +198,15 @@ cpu_ticks() { sed -e 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 # A long-prompt run of scenario $1 (label $2), with the CPU and peak memory of process $3
 # (the ext_proc server; none for direct) over it.
 long_run() { # scenario label pid
-  local pid="${3:-}" cpu0=0 rss0=0
+  local pid="${3:-}" cpu0=0 rss0=0 envoy0
+  envoy0=$(cpu_ticks "${ENVOY_PID[$1]}")
   if [ -n "$pid" ]; then
     echo 5 > "/proc/$pid/clear_refs" # VmHWM back to the current RSS
     cpu0=$(cpu_ticks "$pid"); rss0=$(rss_kb "$pid")
   fi
   load "$1" "$2" "$LONG_CLIENTS" "$LONG_N" "$LONG_WARM" "$LONG_BODY"
+  echo "{\"label\":\"envoy-$2\",\"cpu_ticks\":$(( $(cpu_ticks "${ENVOY_PID[$1]}") - envoy0 )),\"ticks_per_sec\":$(getconf CLK_TCK),\"requests\":$((LONG_N + LONG_WARM))}" \
+    | tee -a "$OUT/results.jsonl" >&2
   if [ -n "$pid" ]; then
     echo "{\"label\":\"proc-$2\",\"cpu_ticks\":$(( $(cpu_ticks "$pid") - cpu0 )),\"ticks_per_sec\":$(getconf CLK_TCK),\"requests\":$((LONG_N + LONG_WARM)),\"rss_before_kb\":$rss0,\"hwm_kb\":$(hwm_kb "$pid"),\"clients\":$LONG_CLIENTS}" \
       | tee -a "$OUT/results.jsonl" >&2
@@ -264,7 +271,10 @@ def med(label):
     out["p99_range"] = (min(r["p99_ms"] for r in rs), max(r["p99_ms"] for r in rs))
     return out
 def mark(ok): return "ok" if ok else "MISSED"
-by = {label: med(label) for label in runs if label != "rss" and not label.startswith("proc-")}
+def envoy_cpu(name):
+    rs = runs.get(f"envoy-long-{name}", [])
+    return median(p["cpu_ticks"] / p["ticks_per_sec"] / p["requests"] * 1e6 for p in rs) if rs else float("nan")
+by = {label: med(label) for label in runs if label != "rss" and not label.startswith(("proc-", "envoy-"))}
 print(f"loopback, {sys.argv[2]} cores, load average after the runs: {sys.argv[3]}")
 
 if "long-direct" in by:
@@ -272,7 +282,7 @@ if "long-direct" in by:
     body = runs["long-direct"][0]["body_bytes"]
     clients = runs["long-direct"][0]["clients"]
     print(f"\nlong prompts: {body}-byte bodies, {clients} concurrent streams; medians of {d['rounds']} alternating round(s)")
-    print(f"{'path':<10} {'TTFT p50':>9} {'p99':>9} {'added p50':>10} {'p99':>9} {'req/s':>7} {'CPU/req':>9} {'peak/in-flight':>15} {'errors':>7}")
+    print(f"{'path':<10} {'TTFT p50':>9} {'p99':>9} {'added p50':>10} {'p99':>9} {'req/s':>7} {'CPU/req':>9} {'peak/in-flight':>15} {'Envoy CPU/req':>14} {'errors':>7}")
     for name, r in (("direct", d), ("noop", n), ("hold", h), ("shepherd", s)):
         procs = runs.get(f"proc-long-{name}")
         if procs:
@@ -284,7 +294,7 @@ if "long-direct" in by:
             extra = f"{'-':>9} {'-':>15}"
         print(f"{name:<10} {r['ttft_p50_ms']:>7.1f}ms {r['ttft_p99_ms']:>7.1f}ms "
               f"{r['ttft_p50_ms'] - d['ttft_p50_ms']:>+8.1f}ms {r['ttft_p99_ms'] - d['ttft_p99_ms']:>+7.1f}ms "
-              f"{r['rps']:>7.0f} {extra} {r['errors']:>7}")
+              f"{r['rps']:>7.0f} {extra} {envoy_cpu(name):>12.0f}us {r['errors']:>7}")
     rps_ratio = s["rps"] / n["rps"]
     add_n = n["ttft_p50_ms"] - d["ttft_p50_ms"]
     add_s = s["ttft_p50_ms"] - d["ttft_p50_ms"]
