@@ -35,6 +35,7 @@ fn filled(shape: &Shape, flow_ids: &[String]) -> (FlowQueue<u64>, Vec<Ticket>) {
     let band = BandLimits {
         max_requests: 2 * QUEUED as u64,
         max_bytes: u64::MAX,
+        ..BandLimits::default()
     };
     let usage_limit = if shape.holdback {
         UsageLimitPolicy::PriorityHoldback {

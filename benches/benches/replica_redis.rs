@@ -75,17 +75,50 @@ fn main() {
         .collect();
     std::thread::sleep(Duration::from_millis(200));
 
-    // Alternate off and on, 5 rounds of 1 s each.
+    // Alternate off and on, 5 rounds of 1 s each; the picking thread's CPU time, this
+    // process's (the picking thread plus the three runtimes' tasks) and redis-server's too.
     let (mut off_rates, mut on_rates) = (Vec::new(), Vec::new());
+    let redis_pid = server.pid();
+    let (mut on_wall, mut on_process, mut on_redis) = (0.0, 0.0, 0.0);
     for _ in 0..5 {
-        off_rates.push(picks_per_second(&off, Duration::from_secs(1), 4_096));
-        on_rates.push(picks_per_second(&on, Duration::from_secs(1), 4_096));
+        off_rates.push(picks_per_second_and_cpu(
+            &off,
+            Duration::from_secs(1),
+            4_096,
+        ));
+        let process_before = process_cpu(std::process::id());
+        let redis_before = redis_pid.and_then(process_cpu);
+        let started = Instant::now();
+        on_rates.push(picks_per_second_and_cpu(&on, Duration::from_secs(1), 4_096));
+        on_wall += started.elapsed().as_secs_f64();
+        if let (Some(b), Some(a)) = (process_before, process_cpu(std::process::id())) {
+            on_process += (a - b).as_secs_f64();
+        }
+        if let (Some(b), Some(a)) = (redis_before, redis_pid.and_then(process_cpu)) {
+            on_redis += (a - b).as_secs_f64();
+        }
     }
-    let (off_rate, on_rate) = (median(off_rates), median(on_rates));
+    let pick = |rates: &[PickRate], f: fn(&PickRate) -> f64| median(rates.iter().map(f).collect());
+    let (off_rate, on_rate) = (pick(&off_rates, |r| r.wall), pick(&on_rates, |r| r.wall));
+    let (off_cpu, on_cpu) = (pick(&off_rates, |r| r.cpu), pick(&on_rates, |r| r.cpu));
+    let (off_share, on_share) = (pick(&off_rates, |r| r.share), pick(&on_rates, |r| r.share));
     println!(
         "picks/s on one thread, 64 endpoints, adaptive preset (median of 5 alternating 1 s rounds):\n  \
-         Redis exchange off {off_rate:.0}\n  Redis exchange on  {on_rate:.0} ({:.3}× off)",
-        on_rate / off_rate
+         Redis exchange off {off_rate:.0}\n  Redis exchange on  {on_rate:.0} ({:.3}× off)\n\
+         per second of the picking thread's own CPU time (what a pick costs, whatever the machine's share):\n  \
+         Redis exchange off {off_cpu:.0}\n  Redis exchange on  {on_cpu:.0} ({:.3}× off)\n\
+         the picking thread's share of a core: off {off_share:.2}, on {on_share:.2}; while on, this process used {:.2} cores (the picking thread and the three runtimes' exchanges) and redis-server {:.2}, of the machine's {}; load average {}",
+        on_rate / off_rate,
+        on_cpu / off_cpu,
+        on_process / on_wall,
+        on_redis / on_wall,
+        std::thread::available_parallelism().map_or(0, usize::from),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
     );
 
     // About 1,000 picks per second on A, each held 1 s (about 1,000 in flight).

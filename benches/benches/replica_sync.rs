@@ -82,14 +82,23 @@ fn main() {
     // Alternate off and on, 5 rounds of 1 s each.
     let (mut off_rates, mut on_rates) = (Vec::new(), Vec::new());
     for _ in 0..5 {
-        off_rates.push(picks_per_second(&off, Duration::from_secs(1), 4_096));
-        on_rates.push(picks_per_second(&on, Duration::from_secs(1), 4_096));
+        off_rates.push(picks_per_second_and_cpu(
+            &off,
+            Duration::from_secs(1),
+            4_096,
+        ));
+        on_rates.push(picks_per_second_and_cpu(&on, Duration::from_secs(1), 4_096));
     }
-    let (off_rate, on_rate) = (median(off_rates), median(on_rates));
+    let pick = |rates: &[PickRate], f: fn(&PickRate) -> f64| median(rates.iter().map(f).collect());
+    let (off_rate, on_rate) = (pick(&off_rates, |r| r.wall), pick(&on_rates, |r| r.wall));
+    let (off_cpu, on_cpu) = (pick(&off_rates, |r| r.cpu), pick(&on_rates, |r| r.cpu));
+    let (off_share, on_share) = (pick(&off_rates, |r| r.share), pick(&on_rates, |r| r.share));
     println!(
         "picks/s on one thread, 64 endpoints, adaptive preset (median of 5 alternating 1 s rounds):\n  \
-         exchange off {off_rate:.0}\n  exchange on  {on_rate:.0} ({:.3}× off)",
-        on_rate / off_rate
+         exchange off {off_rate:.0}\n  exchange on  {on_rate:.0} ({:.3}× off)\n\
+         per second of the picking thread's own CPU time: off {off_cpu:.0}, on {on_cpu:.0} ({:.3}× off); its share of a core: off {off_share:.2}, on {on_share:.2}",
+        on_rate / off_rate,
+        on_cpu / off_cpu
     );
 
     // About 1,000 picks per second on A, each held 1 s (about 1,000 in flight).

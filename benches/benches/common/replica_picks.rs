@@ -53,10 +53,45 @@ pub fn prompt(i: u64) -> InferenceRequest {
     InferenceRequest::new(format!("r{i}"), "m", Prompt::Text(text))
 }
 
-/// Picks per second on one thread over `for_`, each request held for the last `hold` picks.
-pub fn picks_per_second(handle: &RuntimeHandle, for_: Duration, hold: usize) -> f64 {
+/// What one round of picks measured.
+#[derive(Debug, Clone, Copy)]
+pub struct PickRate {
+    /// Picks per second of wall time.
+    pub wall: f64,
+    /// Picks per second of the picking thread's own CPU time (what the picks cost, whatever
+    /// share of a core the machine gave the thread).
+    pub cpu: f64,
+    /// The picking thread's CPU time over the wall time (its share of a core).
+    pub share: f64,
+}
+
+/// This thread's CPU time so far (`/proc/thread-self/schedstat`: nanoseconds on a CPU), or
+/// `None` where the kernel does not say.
+pub fn thread_cpu() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
+#[allow(dead_code)] // replica_redis's (redis-server's CPU), not replica_sync's
+/// CPU time (user + system) of process `pid` so far, from `/proc/PID/stat`, in clock ticks
+/// of 10 ms.
+pub fn process_cpu(pid: u32) -> Option<Duration> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's closing parenthesis; utime and stime are the 12th and
+    // 13th of them.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// Picks per second on one thread over `for_`, each request held for the last `hold` picks,
+/// with the picking thread's CPU time.
+pub fn picks_per_second_and_cpu(handle: &RuntimeHandle, for_: Duration, hold: usize) -> PickRate {
     let requests: Vec<InferenceRequest> = (0..512).map(prompt).collect();
     let mut held = VecDeque::with_capacity(hold + 1);
+    let cpu_before = thread_cpu();
     let start = Instant::now();
     let mut n = 0u64;
     while start.elapsed() < for_ {
@@ -70,7 +105,16 @@ pub fn picks_per_second(handle: &RuntimeHandle, for_: Duration, hold: usize) -> 
             n += 1;
         }
     }
-    n as f64 / start.elapsed().as_secs_f64()
+    let wall = start.elapsed().as_secs_f64();
+    let cpu = match (cpu_before, thread_cpu()) {
+        (Some(before), Some(after)) => (after - before).as_secs_f64(),
+        _ => wall,
+    };
+    PickRate {
+        wall: n as f64 / wall,
+        cpu: n as f64 / cpu.max(1e-9),
+        share: cpu / wall,
+    }
 }
 
 /// The median of `v` (not empty).

@@ -81,6 +81,7 @@ impl Noop {
                 content_length,
                 remove: &[],
                 prefill: None,
+                encode: None,
                 trace: None,
                 body: None,
             },

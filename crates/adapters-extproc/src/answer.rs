@@ -52,6 +52,9 @@ pub struct Route<'a> {
     /// The prefill server's `ip:port` of a disaggregated request, sent in
     /// `x-prefiller-host-port` to the decode side.
     pub prefill: Option<&'a str>,
+    /// The encode servers' `ip:port[,ip:port…]` of a request whose media are encoded
+    /// separately, sent in `x-encoder-hosts-ports` to the decode side.
+    pub encode: Option<&'a str>,
     /// The trace context to hand the model server (`traceparent`, `tracestate`), when the
     /// request is traced: the picker's `gateway.request` span becomes the server's parent.
     pub trace: Option<&'a Propagation>,
@@ -72,6 +75,12 @@ fn route_mutation(route: &Route<'_>, options: &ExtProcOptions) -> HeaderMutation
         set_headers.push(set_header(
             shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER,
             prefill,
+        ));
+    }
+    if let Some(encode) = route.encode {
+        set_headers.push(set_header(
+            shepherd_scheduler_core::disagg::ENCODER_ENDPOINTS_HEADER,
+            encode,
         ));
     }
     let mut remove_headers = route.remove.to_vec();
@@ -413,6 +422,7 @@ mod tests {
             content_length: None,
             remove: &[],
             prefill: Some("10.0.0.1:8000"),
+            encode: None,
             trace: None,
             body: None,
         };
@@ -433,6 +443,46 @@ mod tests {
                 .owned
                 .iter()
                 .any(|h| h == "x-prefiller-host-port")
+        );
+    }
+
+    #[test]
+    fn an_encoded_route_names_every_encode_server_to_the_decode_side() {
+        let options = ExtProcOptions::default();
+        let header = |m: &HeaderMutation, name: &str| {
+            m.set_headers
+                .iter()
+                .filter_map(|h| h.header.as_ref())
+                .find(|h| h.key == name)
+                .map(|h| String::from_utf8_lossy(&h.raw_value).into_owned())
+        };
+        let mut route = Route {
+            destination: "10.0.0.3:8000",
+            content_length: None,
+            remove: &[],
+            prefill: None,
+            encode: Some("10.0.0.1:8000,10.0.0.2:8000"),
+            trace: None,
+            body: None,
+        };
+        let m = route_mutation(&route, &options);
+        assert_eq!(
+            header(&m, "x-encoder-hosts-ports").as_deref(),
+            Some("10.0.0.1:8000,10.0.0.2:8000")
+        );
+        assert_eq!(header(&m, "x-prefiller-host-port"), None);
+        route.encode = None;
+        assert_eq!(
+            header(&route_mutation(&route, &options), "x-encoder-hosts-ports"),
+            None
+        );
+        // A client cannot name encode servers itself: the picker owns the header.
+        assert!(
+            options
+                .headers
+                .owned
+                .iter()
+                .any(|h| h == "x-encoder-hosts-ports")
         );
     }
 

@@ -537,6 +537,7 @@ impl Exchange {
         let prefill = decision
             .prefill()
             .map(|stage| stage.endpoint().address().to_string());
+        let encode = decision.encode().map(|stage| stage.header_value());
         let handle = decision.into_handle();
         let trace = self.trace.propagation();
         let options = &self.options;
@@ -546,6 +547,7 @@ impl Exchange {
                 content_length: pending.rewritten.then_some(pending.body.len()),
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
+                encode: encode.as_deref(),
                 trace: trace.as_ref(),
                 body: pending.rewritten.then_some(pending.body.as_slice()),
             };
@@ -560,6 +562,7 @@ impl Exchange {
                 content_length: None,
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
+                encode: encode.as_deref(),
                 trace: trace.as_ref(),
                 body: None,
             };
@@ -570,6 +573,7 @@ impl Exchange {
                 content_length: Some(pending.body.len()),
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
+                encode: encode.as_deref(),
                 trace: trace.as_ref(),
                 body: None,
             };

@@ -112,6 +112,11 @@ struct Args {
     /// How often the config file is checked for edits, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     config_poll_ms: u64,
+    /// Check the `--config` file as a start would (every plugin built, parameters checked),
+    /// print what it would run and its warnings, and exit: 0 when it loads, 1 when not.
+    /// Nothing is bound or contacted.
+    #[arg(long)]
+    check_config: bool,
 }
 
 impl Args {
@@ -261,7 +266,24 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--check-config`: the file checked, the outcome printed.
+async fn check_config(args: &Args) -> Result<(), Box<dyn Error>> {
+    let Some(path) = &args.config else {
+        return Err("--check-config checks the file given with --config".into());
+    };
+    let options = RuntimeOptions {
+        allow_experimental_plugins: args.allow_experimental_plugins,
+        ..RuntimeOptions::default()
+    };
+    let check = Runtime::check(ConfigSource::File(path.clone()), &options).await?;
+    println!("{}: {check}", path.display());
+    Ok(())
+}
+
 async fn run(args: Args) -> Result<(), Box<dyn Error>> {
+    if args.check_config {
+        return check_config(&args).await;
+    }
     let mut stop = StopSignals::listen();
     let extproc_options = args.extproc_options()?;
     // One cap on buffered bodies for every stream, exported on the admin port's /metrics.

@@ -132,6 +132,7 @@ impl Default for HeaderNames {
                 "x-shepherd-dropped-reason".into(),
                 // Set by the picker itself for a disaggregated request, never by a client.
                 shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER.into(),
+                shepherd_scheduler_core::disagg::ENCODER_ENDPOINTS_HEADER.into(),
             ],
         }
     }

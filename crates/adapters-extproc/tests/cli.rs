@@ -70,3 +70,85 @@ fn limits_that_cannot_work_together_are_refused() {
     ]);
     failed_with(&output, &["--max-buffered-bytes", "1198372"]);
 }
+
+#[test]
+fn check_config_builds_the_policy_binds_nothing_and_says_what_it_would_run() {
+    // An upstream config as it is, with a Shepherd-unknown key it warns about: loads.
+    let mut good = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    good.write_all(
+        b"apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+featureGates: [dataLayer]
+plugins:
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - {pluginRef: queue-scorer, weight: 2}
+  - {pluginRef: kv-cache-utilization-scorer, weight: 2}
+  - pluginRef: max-score-picker
+server: {extprocPort: 1, healthPort: 1, metricsPort: 1}
+",
+    )
+    .unwrap();
+    let path = good.path().display().to_string();
+    // Ports 1 are never bound: a check starts nothing.
+    let output = epp(&["--config", &path, "--check-config"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        stdout.starts_with(&format!("{path}: config OK: profiles default")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("warning: "), "the dataLayer gate: {stdout}");
+
+    // A plugin parameter upstream's picker refuses: the same error a start gives.
+    let mut bad = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    bad.write_all(
+        b"plugins:
+- type: prefix-cache-scorer
+  parameters: {blockSize: -3}
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: prefix-cache-scorer
+  - pluginRef: max-score-picker
+",
+    )
+    .unwrap();
+    let path = bad.path().display().to_string();
+    let output = epp(&["--config", &path, "--check-config"]);
+    failed_with(&output, &["prefix-cache-scorer"]);
+
+    // Alpha types follow --allow-experimental-plugins, as on a start.
+    let mut alpha = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    alpha
+        .write_all(
+            b"plugins:
+- type: session-affinity-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: session-affinity-scorer
+  - pluginRef: max-score-picker
+",
+        )
+        .unwrap();
+    let path = alpha.path().display().to_string();
+    let output = epp(&["--config", &path, "--check-config"]);
+    failed_with(&output, &["--allow-experimental-plugins"]);
+    let output = epp(&[
+        "--config",
+        &path,
+        "--check-config",
+        "--allow-experimental-plugins",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+
+    let output = epp(&["--check-config", "--endpoints", "127.0.0.1:1"]);
+    failed_with(&output, &["--check-config", "--config"]);
+}

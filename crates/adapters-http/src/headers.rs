@@ -31,7 +31,7 @@
 //! ```
 
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER;
+use shepherd_scheduler_core::disagg::{ENCODER_ENDPOINTS_HEADER, PREFILL_ENDPOINT_HEADER};
 use shepherd_scheduler_core::request::{MAX_PLUGIN_HEADER_LEN, PLUGIN_HEADERS};
 
 /// The caller's request id.
@@ -92,8 +92,8 @@ fn connection_named(headers: &HeaderMap) -> Vec<String> {
 
 /// The headers to send a model server: the client's forwardable ones without `Host`,
 /// `Content-Length`, `Expect` (the body is already here), `Accept-Encoding`, `Authorization`
-/// (the caller sets those it wants) and `x-prefiller-host-port` (only the scheduler names a
-/// prefill server).
+/// (the caller sets those it wants), `x-prefiller-host-port` and `x-encoder-hosts-ports` (only
+/// the scheduler names prefill and encode servers).
 pub fn upstream_request_headers(client: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(client.len());
     for (name, value) in forwardable(client) {
@@ -104,6 +104,7 @@ pub fn upstream_request_headers(client: &HeaderMap) -> HeaderMap {
             || name == header::AUTHORIZATION
             || name.as_str() == REQUEST_ID
             || name.as_str() == PREFILL_ENDPOINT_HEADER
+            || name.as_str() == ENCODER_ENDPOINTS_HEADER
         {
             continue;
         }
@@ -158,6 +159,17 @@ mod tests {
         let sent = upstream_request_headers(&client);
         assert!(sent.get("x-prefiller-host-port").is_none());
         assert!(sent.get("content-type").is_some());
+    }
+
+    #[test]
+    fn a_client_cannot_name_encode_servers() {
+        let mut client = HeaderMap::new();
+        client.insert(
+            "x-encoder-hosts-ports",
+            HeaderValue::from_static("10.9.9.9:1,10.9.9.9:2"),
+        );
+        let sent = upstream_request_headers(&client);
+        assert!(sent.get("x-encoder-hosts-ports").is_none());
     }
 
     #[test]

@@ -63,6 +63,11 @@ struct Args {
     /// How often the config file is checked for edits, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     config_poll_ms: u64,
+    /// Check the config file as a start would (every plugin built, parameters and the
+    /// `gateway` section checked), print what it would run and its warnings, and exit: 0 when
+    /// it loads, 1 when not. Nothing is bound or contacted.
+    #[arg(long)]
+    check_config: bool,
     /// Model servers, `ip:port`, comma-separated. Replaces the config file's `endpoints`
     /// (so an upstream config without Shepherd's sections can be used as it is).
     #[arg(long, value_delimiter = ',')]
@@ -129,6 +134,15 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    if args.check_config {
+        let options = RuntimeOptions {
+            allow_experimental_plugins: args.allow_experimental_plugins,
+            ..RuntimeOptions::default()
+        };
+        let check = GatewayServer::check(&args.config, &options).await?;
+        println!("{}: {check}", args.config.display());
+        return Ok(());
+    }
     let mut options = RuntimeOptions {
         serve_admin: !args.no_admin_port,
         config_poll_interval: Duration::from_millis(args.config_poll_ms.max(10)),

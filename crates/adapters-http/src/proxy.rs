@@ -35,7 +35,7 @@ use shepherd_runtime::flow::FlowRequest;
 use shepherd_runtime::telemetry::{RequestTrace, TRACEPARENT, TRACESTATE, names};
 use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, error_code};
 use shepherd_scheduler_core::completion::Completion;
-use shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER;
+use shepherd_scheduler_core::disagg::{ENCODER_ENDPOINTS_HEADER, PREFILL_ENDPOINT_HEADER};
 use shepherd_scheduler_core::request::{ApiKind, ConfiguredHeaders};
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
@@ -246,6 +246,10 @@ async fn forward(
     let prefill = decision
         .prefill()
         .and_then(|stage| HeaderValue::from_str(stage.endpoint().address()).ok());
+    // Its media encoded on separate servers: the sidecar hands them the encoding.
+    let encode = decision
+        .encode()
+        .and_then(|stage| HeaderValue::from_str(&stage.header_value()).ok());
     let mut handle = decision.into_handle();
     let request_id = HeaderValue::from_str(handle.id())
         .unwrap_or_else(|_| HeaderValue::from_static("invalid-request-id"));
@@ -268,6 +272,9 @@ async fn forward(
             let mut headers = headers::upstream_request_headers(&parts.headers);
             if let Some(prefill) = prefill {
                 headers.insert(PREFILL_ENDPOINT_HEADER, prefill);
+            }
+            if let Some(encode) = encode {
+                headers.insert(ENCODER_ENDPOINTS_HEADER, encode);
             }
             headers
         },

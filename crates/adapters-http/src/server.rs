@@ -30,9 +30,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shepherd_runtime::config::RuntimeConfig;
 use shepherd_runtime::http::{ConnectionLimits, ConnectionStats};
 use shepherd_runtime::telemetry::RequestTracing;
-use shepherd_runtime::{ConfigSource, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
+use shepherd_runtime::{
+    ConfigCheck, ConfigSource, Runtime, RuntimeError, RuntimeHandle, RuntimeOptions, ShutdownReport,
+};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -63,6 +66,25 @@ impl GatewayServer {
         options: RuntimeOptions,
     ) -> Result<Self, GatewayError> {
         Self::start_on(source, options, None).await
+    }
+
+    /// Checks a config file as [`GatewayServer::start`] would (the policy built, the
+    /// `gateway` section read), without binding or contacting anything: what
+    /// `shepherd-gateway --check-config` prints.
+    ///
+    /// # Errors
+    ///
+    /// The error a start would give for the same file, short of the ones only a running
+    /// system can give (a port in use, credentials refused).
+    pub async fn check(
+        path: &std::path::Path,
+        options: &RuntimeOptions,
+    ) -> Result<ConfigCheck, GatewayError> {
+        let config = RuntimeConfig::load(path)
+            .await
+            .map_err(RuntimeError::from)?;
+        GatewaySettings::from_config(&config.gateway)?;
+        Ok(Runtime::check(config, options).await?)
     }
 
     /// As [`GatewayServer::start`], serving on `addr` instead of the config's

@@ -5,7 +5,9 @@
 //! a simulated P/D pool (`shepherd-sim serve` with roles, whose decode servers run the
 //! routing sidecar's protocol), the long prompt is prefilled on the prefill server and decoded
 //! on the decode server, both counted in their metrics; when the prefill server dies
-//! mid-request the decode server serves the request aggregated.
+//! mid-request the decode server serves the request aggregated. With encode disaggregation
+//! (E/P/D), a chat request carrying an image reaches the decode server with the encode
+//! servers' `ip:port` list in `x-encoder-hosts-ports`; a text one without it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -70,6 +72,79 @@ async fn a_long_prompt_reaches_the_decode_server_naming_its_prefill_server() {
     let seen = decode_seen.lock();
     assert_eq!(seen.len(), 2);
     assert!(seen[1].headers.get("x-prefiller-host-port").is_none());
+}
+
+/// The E/P/D policy both adapters' end-to-end tests run.
+const EPD: &str = include_str!("../../../examples/disagg/encode-policy.yaml");
+
+#[tokio::test]
+async fn a_media_request_reaches_the_decode_server_naming_its_encode_servers() {
+    let mut servers = Vec::new();
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let (addr, log) = echo_upstream().await;
+        servers.push(addr);
+        seen.push(log);
+    }
+    let gateway = Setup::new(servers.clone())
+        .roles(&[
+            Some("encode"),
+            Some("encode"),
+            Some("prefill"),
+            Some("decode"),
+        ])
+        .yaml(EPD)
+        .without_scraping()
+        .start()
+        .await;
+    let chat = |image: bool| {
+        let mut parts = vec![json!({"type": "text", "text": "What is in this picture?"})];
+        if image {
+            parts.push(
+                json!({"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}),
+            );
+        }
+        json!({"model": "model-a", "messages": [{"role": "user", "content": parts}], "max_tokens": 4})
+    };
+    for image in [true, false] {
+        let response = gateway
+            .http
+            .post(gateway.url("/v1/chat/completions"))
+            .header("x-encoder-hosts-ports", "10.9.9.9:1") // a client's guess, removed
+            .json(&chat(image))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    let decoded = seen[3].lock();
+    assert_eq!(decoded.len(), 2, "the decode server answers both");
+    let mut named: Vec<&str> = decoded[0].headers["x-encoder-hosts-ports"]
+        .to_str()
+        .unwrap()
+        .split(',')
+        .collect();
+    named.sort_unstable();
+    let mut encoders = vec![servers[0].to_string(), servers[1].to_string()];
+    encoders.sort_unstable();
+    assert_eq!(
+        named, encoders,
+        "both encode servers (maxNumOfEndpoints: 2)"
+    );
+    assert!(
+        decoded[0].headers.get("x-prefiller-host-port").is_none(),
+        "a short prompt is prefilled on the decode server"
+    );
+    assert!(
+        decoded[1].headers.get("x-encoder-hosts-ports").is_none(),
+        "a text request is not encoded apart, and the client's value is removed"
+    );
+    for encoder in &seen[..3] {
+        assert!(
+            encoder.lock().is_empty(),
+            "the sidecar, not the gateway, calls the encode and prefill servers"
+        );
+    }
 }
 
 /// Server 0 prefills, server 1 decodes, at `speed`.

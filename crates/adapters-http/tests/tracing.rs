@@ -187,6 +187,10 @@ fn check_trace(
         scoring.attribute("llm_d.epp.pd.disaggregation_used"),
         Some("false")
     );
+    assert_eq!(
+        scoring.attribute("llm_d.epp.encode.disaggregation_used"),
+        Some("false")
+    );
 
     let profile = one(spans, "llm_d.epp.profile");
     assert_eq!(profile.parent_span_id, scoring.span_id);

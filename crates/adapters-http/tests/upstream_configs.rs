@@ -157,3 +157,42 @@ async fn the_helm_charts_default_plugin_config_routes_as_upstream() {
 async fn the_inference_scheduling_guides_config_routes_as_upstream() {
     check_routes_as_configured("inference-scheduling-guide.yaml").await;
 }
+
+/// `shepherd-gateway --check-config`: both upstream configs pass as they are; a `gateway`
+/// section the gateway refuses (a client key whose variable is unset) fails the check as it would fail a start.
+#[tokio::test]
+async fn check_config_passes_upstream_configs_and_refuses_a_bad_gateway_section() {
+    for name in [
+        "helm-default-plugins.yaml",
+        "inference-scheduling-guide.yaml",
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_shepherd-gateway"))
+            .arg("--config")
+            .arg(fixture(name))
+            .arg("--check-config")
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{name}: {output:?}");
+        assert!(stdout.contains("config OK: profiles default"), "{stdout}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "endpoints: []\ngateway: {apiKeys: [{env: SHEPHERD_CHECK_UNSET_KEY}]}\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_shepherd-gateway"))
+        .arg("--config")
+        .arg(&bad)
+        .arg("--check-config")
+        .env_remove("SHEPHERD_CHECK_UNSET_KEY")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("apiKeys[0]"), "{stderr}");
+}

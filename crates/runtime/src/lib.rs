@@ -107,8 +107,8 @@ pub use clock::TokioClock;
 pub use error::Error;
 #[cfg(feature = "runtime")]
 pub use runtime::{
-    ConfigSource, ReloadOutcome, ReloadStats, Runtime, RuntimeError, RuntimeHandle, RuntimeOptions,
-    ShutdownReport,
+    ConfigCheck, ConfigSource, ReloadOutcome, ReloadStats, Runtime, RuntimeError, RuntimeHandle,
+    RuntimeOptions, ShutdownReport,
 };
 #[cfg(feature = "runtime")]
 pub use shutdown::{ShutdownSignal, ShutdownTrigger};

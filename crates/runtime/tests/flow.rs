@@ -172,6 +172,7 @@ async fn a_full_band_refuses_with_queue_full() {
         default_band: BandLimits {
             max_requests: 2,
             max_bytes: u64::MAX,
+            ..BandLimits::default()
         },
         ttl: None,
         ..FlowSettings::default()

@@ -935,3 +935,316 @@ fn endpoint_attribute_filter_keeps_endpoints_under_the_threshold() {
         assert_eq!(pick.primary().address().to_string(), "10.0.0.1:8000");
     }
 }
+
+fn with_headers(
+    id: &str,
+    headers: &[(&str, &str)],
+) -> shepherd_scheduler_core::request::InferenceRequest {
+    let mut r = plain_request(id);
+    r.headers = headers
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect();
+    r
+}
+
+#[test]
+fn the_session_affinity_filter_pins_an_agents_session_through_its_identity() {
+    use shepherd_scheduler_core::request::{CONFIGURED_HEADERS, ConfiguredHeaders};
+    let config = load("session-affinity-filter.yaml").unwrap();
+    let pool = Arc::new(Pool::new());
+    pool.set_members([
+        "10.0.0.1:8000",
+        "10.0.0.2:8000",
+        "10.0.0.3:8000",
+        "10.0.0.4:8000",
+    ]);
+    let scheduler =
+        build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    // The adapters are asked to copy the agent headers.
+    let copied = scheduler
+        .resources()
+        .get::<ConfiguredHeaders>(CONFIGURED_HEADERS)
+        .unwrap()
+        .names();
+    for header in [
+        "x-my-agent-session",
+        "x-claude-code-session-id",
+        "session_id",
+    ] {
+        assert!(copied.iter().any(|h| h == header), "{header}: {copied:?}");
+    }
+    // Every turn of one OpenCode session lands on the same server.
+    let first = scheduler
+        .schedule(&with_headers("t0", &[("x-session-affinity", "oc-1")]))
+        .unwrap()
+        .primary()
+        .address()
+        .to_string();
+    for i in 1..20 {
+        let turn = with_headers(&format!("t{i}"), &[("x-session-affinity", "oc-1")]);
+        assert_eq!(
+            scheduler.schedule(&turn).unwrap().primary().address(),
+            first
+        );
+    }
+    // The x-session-id header comes first: a new session, free to go anywhere, then pinned.
+    let mut request = with_headers("s0", &[("x-session-affinity", "oc-1")]);
+    request.session_key = Some("conversation-2".into());
+    let second = scheduler
+        .schedule(&request)
+        .unwrap()
+        .primary()
+        .address()
+        .to_string();
+    for i in 1..10 {
+        request.id = format!("s{i}");
+        assert_eq!(
+            scheduler.schedule(&request).unwrap().primary().address(),
+            second
+        );
+    }
+    // Requests of no session spread (the random picker).
+    let spread: std::collections::BTreeSet<String> = (0..40)
+        .map(|i| {
+            let r = plain_request(&format!("n{i}"));
+            scheduler
+                .schedule(&r)
+                .unwrap()
+                .primary()
+                .address()
+                .to_string()
+        })
+        .collect();
+    assert!(spread.len() > 1, "{spread:?}");
+    // Alpha upstream, both of them.
+    use shepherd_scheduler_core::config::check_stability;
+    let error = check_stability(&config.policy, false)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("'agent-identity'"), "{error}");
+    // Upstream's checks: a source names exactly one place.
+    let bad = text("session-affinity-filter.yaml").replace(
+        "- attribute: agent-identity",
+        "- {attribute: agent-identity, header: x-a}",
+    );
+    let bad =
+        RuntimeConfig::from_yaml_at(&bad, &fixture_path("session-affinity-filter.yaml")).unwrap();
+    let error = build(&bad).unwrap_err().to_string();
+    assert!(
+        error.contains("exactly one of header or attribute"),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_session_id_producer_reads_the_cookie_for_the_session_scorer() {
+    let config = load("session-id-producer.yaml").unwrap();
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"]);
+    let scheduler =
+        build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    let cookie = [("cookie", "theme=dark; llm-d-session=abc123")];
+    let first = scheduler.schedule(&with_headers("c0", &cookie)).unwrap();
+    let pinned = first.primary().address().to_string();
+    // The first request is still in flight: the queue scorer alone would move the next one.
+    for i in 1..6 {
+        let d = scheduler
+            .schedule(&with_headers(&format!("c{i}"), &cookie))
+            .unwrap();
+        assert_eq!(d.primary().address(), pinned);
+    }
+    // Another session goes to a less loaded server.
+    let other = scheduler
+        .schedule(&with_headers("d0", &[("cookie", "llm-d-session=zzz")]))
+        .unwrap();
+    assert_ne!(other.primary().address(), pinned);
+    // Upstream's check: exactly one of headerName and cookieName.
+    let bad = text("session-id-producer.yaml").replace(
+        "cookieName: llm-d-session",
+        "{cookieName: llm-d-session, headerName: x-s}",
+    );
+    let bad = RuntimeConfig::from_yaml_at(&bad, &fixture_path("session-id-producer.yaml")).unwrap();
+    let error = build(&bad).unwrap_err().to_string();
+    assert!(error.contains("not both"), "{error}");
+}
+
+#[test]
+fn the_data_parallel_sample_loads_as_one_profile_with_a_warning() {
+    let config = load("dp-epp-config.yaml").unwrap();
+    let scheduler = build(&config).unwrap();
+    assert_eq!(scheduler.profiles().len(), 1);
+    assert_eq!(
+        profile(&scheduler, 0),
+        (
+            "default".into(),
+            scorers(&[("prefix-cache-scorer", 2.0)]),
+            vec!["decode-filter".into()],
+            "max-score-picker".into()
+        )
+    );
+    let warnings: Vec<String> = config
+        .warnings()
+        .iter()
+        .map(|w| w.message.clone())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("`primaryPort` is not applied")),
+        "{warnings:?}"
+    );
+    // Upstream's checks: the port range, and one profile.
+    let bad = text("dp-epp-config.yaml").replace("primaryPort: 8000", "primaryPort: 70000");
+    let bad = RuntimeConfig::from_yaml_at(&bad, &fixture_path("dp-epp-config.yaml")).unwrap();
+    let error = build(&bad).unwrap_err().to_string();
+    assert!(error.contains("between 1 and 65535"), "{error}");
+    let two =
+        text("dp-epp-config.yaml") + "- name: other\n  plugins:\n  - pluginRef: max-score-picker\n";
+    let error = RuntimeConfig::from_yaml_at(&two, &fixture_path("dp-epp-config.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("runs one scheduling profile"), "{error}");
+}
+
+#[test]
+fn the_header_profile_handler_runs_the_profile_the_header_names() {
+    use shepherd_scheduler_core::request::{CONFIGURED_HEADERS, ConfiguredHeaders};
+    let config = load("header-profile-handler.yaml").unwrap();
+    let pool = Arc::new(Pool::new());
+    pool.set_members(["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"]);
+    let snapshot = pool.snapshot();
+    for (e, role) in snapshot
+        .endpoints()
+        .iter()
+        .zip(["encode", "prefill", "decode"])
+    {
+        e.set_labels(
+            [("llm-d.ai/role".to_string(), role.to_string())]
+                .into_iter()
+                .collect(),
+        );
+    }
+    let scheduler =
+        build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    let copied = scheduler
+        .resources()
+        .get::<ConfiguredHeaders>(CONFIGURED_HEADERS)
+        .unwrap()
+        .names();
+    assert!(copied.iter().any(|h| h == "epp-profile"), "{copied:?}");
+    for (stage, address) in [
+        ("encode", "10.0.0.1:8000"),
+        ("prefill", "10.0.0.2:8000"),
+        ("decode", "10.0.0.3:8000"),
+    ] {
+        let d = scheduler
+            .schedule(&with_headers(stage, &[("EPP-Profile", stage)]))
+            .unwrap();
+        assert_eq!(
+            (d.profile(), d.primary().address().to_string().as_str()),
+            (stage, address)
+        );
+    }
+    // No header: the default, decode.
+    let d = scheduler.schedule(&plain_request("none")).unwrap();
+    assert_eq!(d.profile(), "decode");
+    // A stage no profile has: refused as a bad request.
+    let error = scheduler
+        .schedule(&with_headers("bad", &[("epp-profile", "render")]))
+        .unwrap_err();
+    assert_eq!(error.http_status(), 400, "{error}");
+    // A default that is no profile fails header-less requests.
+    let other = text("header-profile-handler.yaml").replace(
+        "- type: header-profile-handler",
+        "- type: header-profile-handler\n  parameters:\n    defaultProfile: render",
+    );
+    let other =
+        RuntimeConfig::from_yaml_at(&other, &fixture_path("header-profile-handler.yaml")).unwrap();
+    let scheduler = build_scheduler(&other.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    let error = scheduler.schedule(&plain_request("none")).unwrap_err();
+    assert!(
+        error.to_string().contains("defaultProfile `render`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_band_naming_global_strict_fairness_serves_its_oldest_request_first() {
+    use shepherd_scheduler_core::flow::Fairness;
+    let config = load("global-strict-fairness.yaml").unwrap();
+    let flow = config.flow_control.as_ref().expect("flow control is on");
+    assert_eq!(flow.band_limits(10).fairness, Fairness::GlobalStrict);
+    assert_eq!(flow.band_limits(0).fairness, Fairness::RoundRobin);
+    // Bands no entry names keep Shepherd's default.
+    assert_eq!(flow.band_limits(3).fairness, Fairness::RoundRobin);
+    assert!(build(&config).is_ok());
+}
+
+/// A chat request with an image part when `image`, with `pool`'s endpoints labelled by
+/// `label` = each of `roles`.
+fn encode_rig(config: &RuntimeConfig, label: &str, roles: &[&str]) -> Scheduler {
+    let pool = Arc::new(Pool::new());
+    for (i, role) in roles.iter().enumerate() {
+        let ep = pool.add(&format!("127.0.0.1:{}", 8000 + i));
+        ep.set_labels(
+            [(label.to_string(), role.to_string())]
+                .into_iter()
+                .collect(),
+        );
+    }
+    build_scheduler(&config.policy, &builtin_registry(), pool).unwrap()
+}
+
+fn chat_request(image: bool) -> shepherd_scheduler_core::request::InferenceRequest {
+    let mut parts = vec![serde_json::json!({"type": "text", "text": "describe "})];
+    if image {
+        parts.push(
+            serde_json::json!({"type": "image_url", "image_url": {"url": "https://e.x/a.png"}}),
+        );
+    }
+    let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": parts}]});
+    shepherd_scheduler_core::request::parse_openai_request(
+        "/v1/chat/completions",
+        body.to_string().as_bytes(),
+        &Default::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn upstreams_e_p_d_and_e_pd_configs_encode_media_requests() {
+    for (fixture, label, prefill_decider) in [
+        ("sim-e-p-d-epp-config.yaml", "llm-d.ai/role", true),
+        ("e-pd-encode-decode.yaml", "llm-d.ai/role", false),
+        ("epd-custom-labels.yaml", "role", true),
+    ] {
+        let config = load(fixture).unwrap();
+        let scheduler = encode_rig(&config, label, &["encode", "prefill", "decode"]);
+        let d = scheduler.disaggregation().expect(fixture);
+        assert_eq!(
+            (d.decode_profile(), d.encode_profile(), d.encodes()),
+            ("decode", "encode", true),
+            "{fixture}"
+        );
+        let image = scheduler.schedule(&chat_request(true)).unwrap();
+        assert_eq!(image.primary().address(), "127.0.0.1:8002", "{fixture}");
+        let encode = image.encode().map(|e| e.header_value());
+        assert_eq!(encode.as_deref(), Some("127.0.0.1:8000"), "{fixture}");
+        image.finish(shepherd_scheduler_core::completion::Completion::success(
+            None,
+        ));
+        let text = scheduler.schedule(&chat_request(false)).unwrap();
+        assert!(text.encode().is_none(), "{fixture}");
+        text.finish(shepherd_scheduler_core::completion::Completion::success(
+            None,
+        ));
+        // The prefill decider is declared (E/P/D) or not (E/PD).
+        let names: Vec<&str> = scheduler.profiles().iter().map(|p| p.name()).collect();
+        assert_eq!(
+            names.contains(&"prefill"),
+            prefill_decider,
+            "{fixture}: {names:?}"
+        );
+    }
+}

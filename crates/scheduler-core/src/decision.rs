@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::completion::{Completion, RequestHandle};
-use crate::disagg::PrefillStage;
+use crate::disagg::{EncodeStage, PrefillStage};
 use crate::endpoint::{Endpoint, EndpointId, PoolSnapshot};
 use crate::plugin::{Annotations, Category, Score};
 use crate::profile::Profile;
@@ -24,6 +24,7 @@ pub struct Decision {
     /// Every scorer's score for every candidate.
     pub breakdown: Breakdown,
     prefill: Option<PrefillStage>,
+    encode: Option<EncodeStage>,
 }
 
 impl Decision {
@@ -32,7 +33,30 @@ impl Decision {
             handle,
             breakdown,
             prefill: None,
+            encode: None,
         }
+    }
+
+    /// Adds the encode stage `encode` (its servers stay counted until this request's first
+    /// token).
+    pub(crate) fn with_encode(mut self, encode: Decision) -> Self {
+        let Decision {
+            handle, breakdown, ..
+        } = encode;
+        let endpoints = handle.endpoints().to_vec();
+        self.handle.attach_encode(handle);
+        self.encode = Some(EncodeStage {
+            endpoints,
+            breakdown,
+        });
+        self
+    }
+
+    /// The encode stage, when the request's media are encoded on separate servers (see
+    /// [`crate::disagg`]): the adapters send its endpoints in
+    /// [`ENCODER_ENDPOINTS_HEADER`](crate::disagg::ENCODER_ENDPOINTS_HEADER).
+    pub fn encode(&self) -> Option<&EncodeStage> {
+        self.encode.as_ref()
     }
 
     /// Adds the prefill stage `prefill` (its handle ends with this request's first token).

@@ -12,8 +12,17 @@
 //! decider says no, or the prefill profile finds no candidate, the request is served
 //! aggregated by the decode server alone.
 //!
-//! Role filters (`decode-filter`, `prefill-filter`, from endpoint labels) in each profile keep
-//! each stage on its own servers.
+//! Encode disaggregation (E/P/D, E/PD) adds a third, optional stage for multimodal requests:
+//! after the decode pick, when an **encode** profile exists and its own decider approves the
+//! request, the encode profile picks the servers that encode the request's media — several
+//! when its picker returns several (`maxNumOfEndpoints`; one by default, as upstream) — and
+//! then the prefill stage runs as above. The decision carries them
+//! ([`Decision::encode`](crate::decision::Decision::encode)) and the adapters send their
+//! comma-separated `ip:port` list in [`ENCODER_ENDPOINTS_HEADER`]. An encode profile that finds
+//! no server leaves the request unencoded, like a prefill that finds none.
+//!
+//! Role filters (`decode-filter`, `prefill-filter`, `encode-filter`, from endpoint labels) in
+//! each profile keep each stage on its own servers.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -63,16 +72,32 @@ use crate::plugin::Decider;
 /// routing sidecar reads it).
 pub const PREFILL_ENDPOINT_HEADER: &str = "x-prefiller-host-port";
 
+/// The request header carrying the encode servers' comma-separated `ip:port` list to the
+/// decode side (llm-d's routing sidecar reads it).
+pub const ENCODER_ENDPOINTS_HEADER: &str = "x-encoder-hosts-ports";
+
+/// The encode profile's name when a profile handler names none (upstream's default).
+pub const DEFAULT_ENCODE_PROFILE: &str = "encode";
+
+/// Encode servers picked when the encode profile's picker sets no `maxNumOfEndpoints`
+/// (upstream's default picker count).
+pub const DEFAULT_ENCODE_ENDPOINTS: usize = 1;
+
+/// Suffix of an encode stage's request id: its hooks see `<id>:encode`.
+pub const ENCODE_ID_SUFFIX: &str = ":encode";
+
 /// Suffix of a prefill stage's request id: its hooks see `<id>:prefill`, so per-request state
 /// of the two stages never collides.
 pub const PREFILL_ID_SUFFIX: &str = ":prefill";
 
-/// How a scheduler disaggregates: the two profiles by name, and the decider (none: never).
+/// How a scheduler disaggregates: the profiles by name, and the deciders (none: never).
 #[derive(Clone)]
 pub struct Disaggregation {
     pub(crate) decode_profile: String,
     pub(crate) prefill_profile: String,
     pub(crate) decider: Option<Arc<dyn Decider>>,
+    pub(crate) encode_profile: String,
+    pub(crate) encode_decider: Option<Arc<dyn Decider>>,
 }
 
 impl Disaggregation {
@@ -86,7 +111,32 @@ impl Disaggregation {
             decode_profile: decode_profile.into(),
             prefill_profile: prefill_profile.into(),
             decider,
+            encode_profile: DEFAULT_ENCODE_PROFILE.into(),
+            encode_decider: None,
         }
+    }
+
+    /// Also encodes, with `encode_profile`, the requests `decider` approves (none: never).
+    /// The encode stage runs only when the scheduler has a profile of that name, as upstream
+    /// skips a stage whose profile is not configured.
+    pub fn with_encode(
+        mut self,
+        encode_profile: impl Into<String>,
+        decider: Option<Arc<dyn Decider>>,
+    ) -> Self {
+        self.encode_profile = encode_profile.into();
+        self.encode_decider = decider;
+        self
+    }
+
+    /// The encode profile's name.
+    pub fn encode_profile(&self) -> &str {
+        &self.encode_profile
+    }
+
+    /// Whether an encode decider is set (encode disaggregation is on).
+    pub fn encodes(&self) -> bool {
+        self.encode_decider.is_some()
     }
 
     /// The decode profile's name.
@@ -106,6 +156,8 @@ impl fmt::Debug for Disaggregation {
             .field("decode_profile", &self.decode_profile)
             .field("prefill_profile", &self.prefill_profile)
             .field("decider", &self.decider.is_some())
+            .field("encode_profile", &self.encode_profile)
+            .field("encode_decider", &self.encode_decider.is_some())
             .finish()
     }
 }
@@ -121,6 +173,10 @@ pub struct ProfileHandlerSpec {
     pub prefill_profile: String,
     /// The prefill decider's plugin name (none: P/D disabled).
     pub prefill_decider: Option<String>,
+    /// The encode profile (upstream's default: `encode`).
+    pub encode_profile: String,
+    /// The encode decider's plugin name (none: encode disaggregation disabled).
+    pub encode_decider: Option<String>,
 }
 
 /// The prefill stage of a disaggregated decision: the server that prefills, and why.
@@ -135,5 +191,33 @@ impl PrefillStage {
     /// The prefill server.
     pub fn endpoint(&self) -> &Arc<Endpoint> {
         &self.endpoint
+    }
+}
+
+/// The encode stage of a disaggregated decision: the servers that encode the request's media,
+/// and why.
+#[derive(Debug)]
+pub struct EncodeStage {
+    pub(crate) endpoints: Vec<Arc<Endpoint>>,
+    /// Every encode scorer's score for every encode candidate.
+    pub breakdown: Breakdown,
+}
+
+impl EncodeStage {
+    /// The encode servers, best first.
+    pub fn endpoints(&self) -> &[Arc<Endpoint>] {
+        &self.endpoints
+    }
+
+    /// `ip:port[,ip:port...]`: the value of [`ENCODER_ENDPOINTS_HEADER`].
+    pub fn header_value(&self) -> String {
+        let mut out = String::new();
+        for (i, e) in self.endpoints.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(e.address());
+        }
+        out
     }
 }

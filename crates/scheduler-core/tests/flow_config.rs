@@ -31,7 +31,8 @@ fn an_empty_section_takes_the_defaults() {
         s.band_limits(3),
         BandLimits {
             max_requests: 5000,
-            max_bytes: 1_000_000_000
+            max_bytes: 1_000_000_000,
+            ..BandLimits::default()
         }
     );
     assert!(matches!(s.detector, Detector::Utilization(_)));
@@ -82,7 +83,8 @@ flowControl:
         s.band_limits(10),
         BandLimits {
             max_requests: 500,
-            max_bytes: 64 << 20
+            max_bytes: 64 << 20,
+            ..BandLimits::default()
         }
     );
     // "0" means the system default, as upstream.
@@ -90,21 +92,24 @@ flowControl:
         s.band_limits(-1),
         BandLimits {
             max_requests: 5000,
-            max_bytes: 1_000_000_000
+            max_bytes: 1_000_000_000,
+            ..BandLimits::default()
         }
     );
     assert_eq!(
         s.band_limits(0),
         BandLimits {
             max_requests: 200,
-            max_bytes: 1_000_000_000
+            max_bytes: 1_000_000_000,
+            ..BandLimits::default()
         }
     );
     assert_eq!(
         s.band_limits(-7),
         BandLimits {
             max_requests: 20,
-            max_bytes: 1_000_000
+            max_bytes: 1_000_000,
+            ..BandLimits::default()
         }
     );
     match s.detector {
@@ -153,7 +158,7 @@ fn errors_name_the_field() {
         "{e}"
     );
     let e = err(
-        "flowControl:\n  priorityBands:\n  - priority: 0\n  - priority: 2\n    fairnessPolicyRef: global-strict-fairness-policy\n",
+        "flowControl:\n  priorityBands:\n  - priority: 0\n  - priority: 2\n    fairnessPolicyRef: queue-scorer\n",
     );
     assert!(
         e.contains("flowControl.priorityBands[1].fairnessPolicyRef"),
@@ -208,23 +213,28 @@ fn policy_references_resolve_through_plugin_instances() {
         "plugins:\n- name: rr\n  type: round-robin-fairness-policy\n- name: fifo\n  type: fcfs-ordering-policy\nflowControl:\n  priorityBands:\n  - priority: 1\n    fairnessPolicyRef: rr\n    orderingPolicyRef: fifo\n",
     );
     assert!(s.is_ok(), "{s:?}");
-    let e = err(
+    // Upstream's default fairness policy, by instance name and by type name.
+    use shepherd_scheduler_core::flow::Fairness;
+    for yaml in [
         "plugins:\n- name: fair\n  type: global-strict-fairness-policy\nflowControl:\n  priorityBands:\n  - priority: 1\n    fairnessPolicyRef: fair\n",
-    );
-    assert!(
-        e.contains("flowControl.priorityBands[0].fairnessPolicyRef")
-            && e.contains("global-strict-fairness-policy"),
-        "{e}"
-    );
+        "flowControl:\n  priorityBands:\n  - priority: 1\n    fairnessPolicyRef: global-strict-fairness-policy\n",
+    ] {
+        let s = load(yaml).unwrap().unwrap();
+        assert_eq!(s.bands[0].1.fairness, Fairness::GlobalStrict);
+        assert_eq!(s.default_band.fairness, Fairness::RoundRobin);
+    }
+    let s = load(
+        "flowControl:\n  defaultPriorityBand:\n    fairnessPolicyRef: global-strict-fairness-policy\n",
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(s.default_band.fairness, Fairness::GlobalStrict);
+    assert_eq!(s.default_negative_band.fairness, Fairness::GlobalStrict);
 }
 
 #[test]
 fn policies_shepherd_lacks_get_the_common_not_implemented_words() {
     for (yaml, policy) in [
-        (
-            "plugins:\n- name: fair\n  type: global-strict-fairness-policy\nflowControl:\n  priorityBands:\n  - priority: 1\n    fairnessPolicyRef: fair\n",
-            "global-strict-fairness-policy",
-        ),
         (
             "plugins:\n- type: edf-ordering-policy\nflowControl:\n  priorityBands:\n  - priority: 1\n    orderingPolicyRef: edf-ordering-policy\n",
             "edf-ordering-policy",

@@ -232,15 +232,18 @@ fn model_settings() -> FlowSettings {
             BandLimits {
                 max_requests: 6,
                 max_bytes: 400,
+                ..BandLimits::default()
             },
         )],
         default_band: BandLimits {
             max_requests: 5,
             max_bytes: 300,
+            ..BandLimits::default()
         },
         default_negative_band: BandLimits {
             max_requests: 4,
             max_bytes: 250,
+            ..BandLimits::default()
         },
         ..FlowSettings::default()
     }

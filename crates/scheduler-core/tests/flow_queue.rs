@@ -63,6 +63,29 @@ fn round_robin_across_flows_keeps_fcfs_per_flow() {
     );
 }
 
+/// Upstream's `global-strict-fairness-policy` over FCFS ordering: the band's oldest request
+/// first, whatever its flow (upstream's global_strict_test.go: the queue whose head is "less"
+/// wins), across flows that come and go.
+#[test]
+fn global_strict_serves_the_bands_arrival_order() {
+    use shepherd_scheduler_core::flow::Fairness;
+    let mut s = settings();
+    s.default_band.fairness = Fairness::GlobalStrict;
+    let mut q = FlowQueue::new(s);
+    for (i, flow) in ["a", "a", "a", "b", "c", "a", "b"].into_iter().enumerate() {
+        q.enqueue((flow, i), 0, flow, 1, t(i as u64)).unwrap();
+    }
+    assert_eq!(q.dispatch_next(t(10)).unwrap(), ("a", 0));
+    assert_eq!(q.dispatch_next(t(10)).unwrap(), ("a", 1));
+    q.enqueue(("d", 7), 0, "d", 1, t(11)).unwrap();
+    let rest: Vec<usize> = drain(&mut q, t(12)).into_iter().map(|(_, i)| i).collect();
+    assert_eq!(rest, vec![2, 3, 4, 5, 6, 7]);
+    // Priority still comes first.
+    q.enqueue(("low", 0), 0, "x", 1, t(20)).unwrap();
+    q.enqueue(("high", 1), 1, "y", 1, t(21)).unwrap();
+    assert_eq!(q.dispatch_next(t(22)).unwrap(), ("high", 1));
+}
+
 /// Two flows with equal demand (random arrivals at the same mean rate, together above the
 /// dispatch rate), over a long run: their shares are within 10 % of each other. The band's
 /// limit is not reached here: when it is, admission is first come first served (a full band
@@ -73,6 +96,7 @@ fn equal_demand_gets_equal_shares() {
     s.default_band = BandLimits {
         max_requests: 1_000_000,
         max_bytes: u64::MAX,
+        ..BandLimits::default()
     };
     s.max_requests = Some(1_000_000);
     let mut q = FlowQueue::new(s);
@@ -140,6 +164,7 @@ fn band_count_limit_is_respected() {
         BandLimits {
             max_requests: 3,
             max_bytes: 1_000,
+            ..BandLimits::default()
         },
     )];
     let mut q = FlowQueue::new(s);
@@ -169,6 +194,7 @@ fn band_byte_limit_is_respected() {
         BandLimits {
             max_requests: 100,
             max_bytes: 1_000,
+            ..BandLimits::default()
         },
     )];
     let mut q = FlowQueue::new(s);
@@ -212,6 +238,7 @@ fn negative_priorities_use_the_negative_default_band() {
     s.default_negative_band = BandLimits {
         max_requests: 1,
         max_bytes: 10,
+        ..BandLimits::default()
     };
     let mut q = FlowQueue::new(s);
     q.enqueue(1, -1, "", 1, t(0)).unwrap();

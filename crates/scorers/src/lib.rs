@@ -63,6 +63,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod admitters;
+pub mod attributes;
 mod default_config;
 pub mod disagg;
 pub mod error;

@@ -3,9 +3,14 @@
 use shepherd_scheduler_core::config::Registry;
 
 use crate::admitters::{latency_slo, probabilistic};
-use crate::disagg::{deciders, pd_profile_handler, profile_handler};
+use crate::attributes::{agent_identity, session_id};
+use crate::disagg::{
+    data_parallel, deciders, header_profile_handler, load_decider, pd_profile_handler,
+    profile_handler,
+};
 use crate::filters::endpoint_attribute as attribute_filter;
 use crate::filters::lora_affinity as lora_filter;
+use crate::filters::session_affinity as session_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier, utilization};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
@@ -29,10 +34,12 @@ use crate::scorers::{
 /// - filters: `lora-affinity-filter`, `label-selector-filter` (also `by-label-selector`),
 ///   `by-label`, `decode-filter`, `prefill-filter`, `encode-filter`,
 ///   `prefix-cache-affinity-filter`, `slo-headroom-tier-filter`, `utilization-filter`,
-///   `endpoint-attribute-filter`;
+///   `endpoint-attribute-filter`, `session-affinity-filter`;
+/// - request attributes: `session-id-producer`, `agent-identity`;
 /// - admitters: `latency-slo-admitter`, `probabilistic-admitter`;
+/// - profile handlers: `header-profile-handler`, the deprecated `data-parallel-profile-handler`;
 /// - disaggregation: `disagg-profile-handler` (and its deprecated alias `pd-profile-handler`), `prefix-based-pd-decider`,
-///   `always-disagg-pd-decider`;
+///   `always-disagg-pd-decider`, `prefill-load-pd-decider`, `always-disagg-multimodal-decider`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
 ///
 /// Earlier names of renamed types load too: `kv-cache-scorer`, and the short names of the
@@ -85,6 +92,9 @@ pub fn builtin_registry() -> Registry {
         .register(latency_slo::TYPE_NAME, latency_slo::factory)
         .register(probabilistic::TYPE_NAME, probabilistic::factory)
         .register(utilization::TYPE_NAME, utilization::factory)
+        .register(session_filter::TYPE_NAME, session_filter::factory)
+        .register(session_id::TYPE_NAME, session_id::factory)
+        .register(agent_identity::TYPE_NAME, agent_identity::factory)
         .register(endpoint_attribute::TYPE_NAME, endpoint_attribute::factory)
         .register(attribute_filter::TYPE_NAME, attribute_filter::factory)
         .register(
@@ -94,10 +104,17 @@ pub fn builtin_registry() -> Registry {
         .register(profile_handler::TYPE_NAME, profile_handler::factory)
         .register(pd_profile_handler::TYPE_NAME, pd_profile_handler::factory)
         .register(
+            header_profile_handler::TYPE_NAME,
+            header_profile_handler::factory,
+        )
+        .register(data_parallel::TYPE_NAME, data_parallel::factory)
+        .register(
             deciders::PREFIX_BASED_TYPE_NAME,
             deciders::prefix_based_factory,
         )
         .register(deciders::ALWAYS_TYPE_NAME, deciders::always_factory)
+        .register(load_decider::TYPE_NAME, load_decider::factory)
+        .register(deciders::MULTIMODAL_TYPE_NAME, deciders::multimodal_factory)
         .register(lora_filter::TYPE_NAME, lora_filter::factory)
         .register(label_selector::TYPE_NAME, label_selector::factory)
         .register(

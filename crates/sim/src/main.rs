@@ -51,7 +51,7 @@ enum Command {
     /// balancer; hit rate, TTFT p90 and load imbalance against R = 1.
     Replicas(ReplicasArgs),
     /// Prefill/decode disaggregation: each P/D scenario aggregated on four `both` servers,
-    /// always disaggregated on 1P:3D and 2P:2D pools, and with the prefix-based decider on
+    /// always disaggregated on 1P:3D and 2P:2D pools, and with the load-aware decider on
     /// those pools and on 1PD:3D and 2PD:2D (prefill servers that also decode); TTFT, TPOT and
     /// output tokens per GPU, and the decider against "always" and "never".
     Pd(PdArgs),

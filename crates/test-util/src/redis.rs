@@ -2,6 +2,10 @@
 //! replicas' Redis backend: started on a free loopback port with a temporary directory and no
 //! persistence, killed and started again on the same port, removed when dropped.
 //!
+//! With the `tls` feature, `TlsFiles::generate` makes a throwaway certificate authority and
+//! a server certificate for `127.0.0.1` and `localhost`, and [`RedisServer::start_tls`]
+//! serves TLS only (`--port 0 --tls-port PORT`) with them.
+//!
 //! [`RedisServer::binary`] finds the server (`SHEPHERD_REDIS`, else `redis-server` on the
 //! `PATH`); without one a test says it is skipped, unless `SHEPHERD_REQUIRE_E2E=1`, when a
 //! missing server is a failure.
@@ -54,7 +58,71 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     auth: RedisAuth,
+    /// The server's certificate and key, and the CA its clients are checked against: TLS
+    /// only when set.
+    tls: Option<TlsFiles>,
     child: Option<Child>,
+}
+
+/// PEM files of a throwaway certificate authority and of a server certificate it signed.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The authority's certificate: what a client trusts.
+    pub ca: PathBuf,
+    /// The server's certificate (for `127.0.0.1` and `localhost`).
+    pub cert: PathBuf,
+    /// The server's private key.
+    pub key: PathBuf,
+}
+
+#[cfg(feature = "tls")]
+impl TlsFiles {
+    /// A new authority (named `name`) and a server certificate signed by it, written to
+    /// `dir` as `NAME-ca.pem`, `NAME-server.pem` and `NAME-server-key.pem`.
+    ///
+    /// # Panics
+    ///
+    /// When the certificates cannot be made or written.
+    pub fn generate(dir: &Path, name: &str) -> TlsFiles {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+        };
+        fn fail<T>(e: rcgen::Error) -> T {
+            panic!("test certificates: {e}")
+        }
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(fail);
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{name} test CA"));
+        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_key = KeyPair::generate().unwrap_or_else(fail);
+        let ca_cert = ca_params.self_signed(&ca_key).unwrap_or_else(fail);
+        let issuer = Issuer::new(ca_params, ca_key);
+        let mut server_params =
+            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+                .unwrap_or_else(fail);
+        server_params
+            .distinguished_name
+            .push(DnType::CommonName, "127.0.0.1");
+        let server_key = KeyPair::generate().unwrap_or_else(fail);
+        let server_cert = server_params
+            .signed_by(&server_key, &issuer)
+            .unwrap_or_else(fail);
+        let files = TlsFiles {
+            ca: dir.join(format!("{name}-ca.pem")),
+            cert: dir.join(format!("{name}-server.pem")),
+            key: dir.join(format!("{name}-server-key.pem")),
+        };
+        for (path, text) in [
+            (&files.ca, ca_cert.pem()),
+            (&files.cert, server_cert.pem()),
+            (&files.key, server_key.serialize_pem()),
+        ] {
+            std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+        files
+    }
 }
 
 impl RedisServer {
@@ -92,6 +160,20 @@ impl RedisServer {
     ///
     /// When it cannot be started or does not answer within 10 s.
     pub fn start(binary: &Path, auth: RedisAuth) -> RedisServer {
+        Self::start_with(binary, auth, None)
+    }
+
+    /// Starts a server that speaks TLS only (`--port 0 --tls-port PORT`) with `tls`'s
+    /// certificate, not asking clients for one; `rediss://127.0.0.1:PORT` reaches it.
+    ///
+    /// # Panics
+    ///
+    /// When it cannot be started or does not accept connections within 10 s.
+    pub fn start_tls(binary: &Path, auth: RedisAuth, tls: TlsFiles) -> RedisServer {
+        Self::start_with(binary, auth, Some(tls))
+    }
+
+    fn start_with(binary: &Path, auth: RedisAuth, tls: Option<TlsFiles>) -> RedisServer {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
@@ -104,20 +186,31 @@ impl RedisServer {
             port,
             dir,
             auth,
+            tls,
             child: None,
         };
         server.restart();
         server
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// `redis://127.0.0.1:PORT`, or `rediss://` when the server speaks TLS.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// The port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The server's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// Kills the server (SIGKILL): everything it held is gone, as no persistence is on.
@@ -136,9 +229,24 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.kill();
         let mut command = Command::new(&self.binary);
+        match &self.tls {
+            None => {
+                command.arg("--port").arg(self.port.to_string());
+            }
+            Some(tls) => {
+                command
+                    .args(["--port", "0", "--tls-port"])
+                    .arg(self.port.to_string())
+                    .arg("--tls-cert-file")
+                    .arg(&tls.cert)
+                    .arg("--tls-key-file")
+                    .arg(&tls.key)
+                    .arg("--tls-ca-cert-file")
+                    .arg(&tls.ca)
+                    .args(["--tls-auth-clients", "no"]);
+            }
+        }
         command
-            .arg("--port")
-            .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--protected-mode", "no", "--daemonize", "no"])
             .arg("--dir")
@@ -183,11 +291,15 @@ impl RedisServer {
         );
     }
 
-    /// Whether the server answers a `PING` (with `PONG`, or by asking for a password).
+    /// Whether the server answers a `PING` (with `PONG`, or by asking for a password); a
+    /// TLS server, whether it accepts a connection.
     pub fn answers(&self) -> bool {
         let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
         };
+        if self.tls.is_some() {
+            return true;
+        }
         let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
         if stream.write_all(b"PING\r\n").is_err() {
             return false;

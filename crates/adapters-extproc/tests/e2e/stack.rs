@@ -218,9 +218,21 @@ impl Stack {
         body: impl Into<reqwest::Body>,
         headers: &[(&str, &str)],
     ) -> Reply {
+        self.post_to(listener, "/v1/completions", body, headers)
+            .await
+    }
+
+    /// Sends `body` to `path` through `listener`, with `headers`.
+    pub async fn post_to(
+        &self,
+        listener: &str,
+        path: &str,
+        body: impl Into<reqwest::Body>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
         let mut request = self
             .http
-            .post(format!("{}/v1/completions", self.url(listener)))
+            .post(format!("{}{path}", self.url(listener)))
             .header("content-type", "application/json")
             .timeout(Duration::from_secs(30))
             .body(body);

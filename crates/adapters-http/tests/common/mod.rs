@@ -281,6 +281,7 @@ pub async fn echo_upstream() -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
     });
     let app = Router::new()
         .route("/v1/completions", completions.clone())
+        .route("/v1/chat/completions", completions.clone())
         .route("/inference/v1/generate", completions.clone())
         .route("/v1/messages", completions.clone())
         .route("/custom/endpoint", completions)

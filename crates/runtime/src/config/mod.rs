@@ -69,6 +69,7 @@ mod gateway;
 mod load;
 mod metrics;
 mod replicas;
+mod replicas_peers;
 mod replicas_redis;
 mod scraping;
 mod server;
@@ -97,6 +98,10 @@ pub use replicas::{
     DEFAULT_HISTORY_ENTRIES, DEFAULT_MAX_PEERS, DEFAULT_PEER_EXPIRY_MS, DEFAULT_REDIS_PREFIX,
     DEFAULT_REDIS_TIMEOUT_MS, DEFAULT_SYNC_INTERVAL_MS, RedisReplicasConfig, RedisTls,
     ReplicaBackend, ReplicasConfig, ReplicasKeyError,
+};
+pub use replicas_peers::{
+    DEFAULT_PEER_BACKOFF_INITIAL_MS, DEFAULT_PEER_BACKOFF_MAX_MS, KubernetesPeers,
+    MAX_DISCOVERED_PEERS, ReplicaPeers,
 };
 pub use scraping::{
     DEFAULT_CLEAR_AFTER_FAILURES, DEFAULT_SCRAPE_INTERVAL_MS, DEFAULT_SCRAPE_TIMEOUT_MS,

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::Secret;
 pub use super::replicas_redis::{
     DEFAULT_HISTORY_ENTRIES, DEFAULT_MAX_PEERS, DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT_MS,
     RedisReplicasConfig, RedisTls,
 };
+use super::{ReplicaPeers, Secret};
 use crate::replicas::key::{MIN_SECRET_BYTES, MacKey};
 
 /// What the replicas exchange their load and index inserts through.
@@ -56,7 +56,7 @@ pub const DEFAULT_PEER_EXPIRY_MS: u64 = 1_000;
 /// let replicas: ReplicasConfig = serde_norway::from_str(
 ///     "listen: 10.0.0.5:9400\npeers: [10.0.0.6:9400, 10.0.0.7:9400]\nkey: {env: SHEPHERD_REPLICAS_KEY}\n",
 /// ).unwrap();
-/// assert_eq!(replicas.peers.len(), 2);
+/// assert_eq!(replicas.peers.fixed().len(), 2);
 /// assert_eq!(replicas.interval().as_millis(), 10);
 /// assert_eq!(replicas.expiry().as_millis(), 1000);
 /// assert_eq!(replicas.key, Some(Secret::Env { env: "SHEPHERD_REPLICAS_KEY".into() }));
@@ -75,9 +75,10 @@ pub struct ReplicasConfig {
     /// is required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<SocketAddr>,
-    /// The other replicas' `listen` addresses.
+    /// The other replicas' `listen` addresses, or `{kubernetes: {selector, port}}` to find
+    /// them among the picker's own pods ([`ReplicaPeers`]).
     #[serde(default)]
-    pub peers: Vec<SocketAddr>,
+    pub peers: ReplicaPeers,
     /// Time between two reports, in milliseconds (default 10).
     #[serde(default = "default_interval")]
     pub interval_ms: u64,
@@ -131,11 +132,31 @@ impl ReplicasConfig {
 
     /// The address this replica names itself by in its datagrams: `advertise`, else
     /// `listen` (the unspecified address `0.0.0.0:0` when neither is set, as with
-    /// `backend: redis`).
+    /// `backend: redis`). With peers found on Kubernetes and `listen` on an unspecified
+    /// address, the pod's IP from the `POD_IP` variable (the downward API's `status.podIP`)
+    /// with `listen`'s port.
     pub fn identity(&self) -> SocketAddr {
-        self.advertise
-            .or(self.listen)
-            .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)))
+        if let Some(advertise) = self.advertise {
+            return advertise;
+        }
+        let listen = self.listen_addr();
+        if listen.ip().is_unspecified()
+            && self.peers.kubernetes().is_some()
+            && let Some(ip) = std::env::var("POD_IP")
+                .ok()
+                .and_then(|ip| ip.trim().parse::<std::net::IpAddr>().ok())
+        {
+            return SocketAddr::new(ip, listen.port());
+        }
+        listen
+    }
+
+    /// The UDP port the discovered peers listen on: `peers.kubernetes.port`, else `listen`'s.
+    pub fn peer_port(&self) -> u16 {
+        self.peers
+            .kubernetes()
+            .and_then(|k| k.port)
+            .unwrap_or(self.listen_addr().port())
     }
 
     /// Where the direct exchange's UDP socket binds (`0.0.0.0:0` when `listen` is not set,
@@ -253,7 +274,19 @@ impl ReplicasConfig {
             }
             _ => {}
         }
-        if self.identity().ip().is_unspecified() {
+        if let Some(kubernetes) = self.peers.kubernetes() {
+            if let Some(problem) = kubernetes.problem() {
+                return Some(problem);
+            }
+            if self.peer_port() == 0 {
+                return Some((
+                    "replicas.peers.kubernetes.port",
+                    "required when `listen` has no port".into(),
+                ));
+            }
+        }
+        // With peers on Kubernetes the pod's IP comes from `POD_IP` at start (checked there).
+        if self.identity().ip().is_unspecified() && self.peers.kubernetes().is_none() {
             return Some((
                 "replicas.advertise",
                 format!("listen is {listen}: name the address the peers list for this replica"),
@@ -261,6 +294,7 @@ impl ReplicasConfig {
         }
         if let Some(peer) = self
             .peers
+            .fixed()
             .iter()
             .find(|p| **p == listen || **p == self.identity())
         {

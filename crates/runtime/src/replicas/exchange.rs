@@ -8,11 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use shepherd_scheduler_core::endpoint::{PeerLoad, Pool};
 use tokio::net::UdpSocket;
 
+use super::discovered::DiscoveredPeers;
 use super::frame::{Kind, MAX_DATAGRAM, Sealer, now_ms};
 use super::gate::{Gate, Rejection};
 use super::index_sync::{IndexSync, Refusal};
 use super::index_wire;
 use super::key::MacKey;
+use super::peer_slots::{Change, PeerSlots};
 use super::stats::ReplicaStats;
 use super::table::PeerTable;
 use super::wire::{self, Entry};
@@ -30,6 +32,17 @@ pub(crate) struct LoadExchange {
     pub(crate) stats: Arc<ReplicaStats>,
     /// The index deltas (`None` with `indexDeltas: false`).
     pub(crate) index: Option<IndexSync>,
+    /// The peers found on Kubernetes (`None` with a written-out list).
+    pub(crate) discovered: Option<DiscoveredPeers>,
+}
+
+/// The peers heard and their tables.
+struct Peers {
+    slots: PeerSlots,
+    gate: Gate,
+    table: PeerTable,
+    /// The discovery's last list, applied again when a slot frees.
+    last: Arc<Vec<SocketAddr>>,
 }
 
 /// This run's epoch: when it started, in nanoseconds since the UNIX epoch. A restarted
@@ -45,8 +58,27 @@ impl LoadExchange {
     /// Runs until `stop`; on the way out, tells the peers this replica has nothing in flight.
     pub(crate) async fn run(self, stop: ShutdownSignal) {
         let mut sealer = Sealer::new(self.key.clone(), self.config.identity(), epoch());
-        let mut gate = Gate::new(self.key.clone(), self.config.peers.clone());
-        let mut table = PeerTable::new(self.config.peers.len());
+        let fixed = self.config.peers.fixed();
+        let mut discovered = self.discovered.as_ref().map(|d| d.rx.clone());
+        let slots = match &self.discovered {
+            Some(d) => PeerSlots::vacant(d.max),
+            None => PeerSlots::fixed(fixed),
+        };
+        let gate = match &self.discovered {
+            Some(d) => Gate::vacant(self.key.clone(), d.max),
+            None => Gate::new(self.key.clone(), fixed.to_vec()),
+        };
+        let mut peers = Peers {
+            table: PeerTable::new(slots.len()),
+            slots,
+            gate,
+            last: Arc::new(Vec::new()),
+        };
+        if let Some(rx) = &mut discovered {
+            self.stats.discovering.store(true, Ordering::Relaxed);
+            let first = Arc::clone(&rx.borrow_and_update());
+            self.follow(&mut peers, first);
+        }
         let mut seq = 0u64;
         let mut tick = tokio::time::interval(self.config.interval());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -61,7 +93,8 @@ impl LoadExchange {
         tracing::info!(
             listen = %self.config.listen_addr(),
             identity = %self.config.identity(),
-            peers = self.config.peers.len(),
+            peers = peers.slots.active().len(),
+            discovered = self.discovered.is_some(),
             interval_ms = self.config.interval_ms,
             authenticated = !self.config.insecure,
             "exchanging in-flight load with peer replicas"
@@ -69,27 +102,90 @@ impl LoadExchange {
         loop {
             tokio::select! {
                 received = self.socket.recv_from(&mut buf) => match received {
-                    Ok((len, from)) => self.take_in(&buf[..len], from, &mut gate, &mut table),
+                    Ok((len, from)) => {
+                        self.take_in(&buf[..len], from, &mut peers.gate, &mut peers.table);
+                    }
                     Err(error) => tracing::debug!(%error, "load exchange receive failed"),
+                },
+                changed = next_list(&mut discovered) => match changed {
+                    Some(list) => self.follow(&mut peers, list),
+                    // The discovery ended (only at shutdown): the last peers stay.
+                    None => discovered = None,
                 },
                 _ = tick.tick() => {
                     let now = self.pool.clock().now();
-                    let expired = table.expire(now, self.config.expiry());
+                    let expired = peers.table.expire(now, self.config.expiry());
                     if expired > 0 {
                         ReplicaStats::add(&self.stats.expired, expired as u64);
                         tracing::warn!(expired, "peer replicas fell silent; their load no longer counts");
                     }
-                    self.stats.peers.store(table.len() as i64, Ordering::Relaxed);
-                    self.apply(&table);
+                    self.free_departed(&mut peers);
+                    self.stats.peers.store(peers.table.len() as i64, Ordering::Relaxed);
+                    self.apply(&peers.table);
                     seq += 1;
-                    self.send(&mut sealer, seq, &self.own_loads()).await;
-                    self.send_index_deltas(&mut sealer).await;
+                    let to = peers.slots.active();
+                    self.send(&mut sealer, seq, &self.own_loads(), to).await;
+                    self.send_index_deltas(&mut sealer, to).await;
                 }
                 () = stop.wait() => break,
             }
         }
         // Peers forget this replica's load at once rather than after the expiry.
-        self.send(&mut sealer, seq + 1, &[]).await;
+        self.send(&mut sealer, seq + 1, &[], peers.slots.active())
+            .await;
+    }
+
+    /// Makes the discovery's `list` the peers heard (as far as `maxPeers` allows).
+    fn follow(&self, peers: &mut Peers, list: Arc<Vec<SocketAddr>>) {
+        let before = peers.slots.refused();
+        for change in peers.slots.update(&list) {
+            match change {
+                Change::Assigned(slot, address) => {
+                    peers.gate.assign(slot, address);
+                    tracing::info!(peer = %address, "peer replica discovered");
+                }
+                Change::Retired(slot) => {
+                    peers.gate.retire(slot);
+                    let address = peers.gate.peers().get(slot).copied();
+                    tracing::info!(peer = ?address, "peer replica gone from the discovery; its last load counts until it expires");
+                }
+            }
+        }
+        let refused = peers.slots.refused();
+        if refused > before {
+            tracing::warn!(
+                refused,
+                max_peers = peers.slots.len(),
+                "more peer replicas discovered than replicas.peers.kubernetes.maxPeers; the others are not heard until a slot frees"
+            );
+        }
+        self.stats
+            .discovered
+            .store(list.len() as i64, Ordering::Relaxed);
+        self.stats
+            .over_limit
+            .store(refused as i64, Ordering::Relaxed);
+        peers.last = list;
+    }
+
+    /// Frees the slots of departed peers whose load expired, and gives them to discovered
+    /// peers that were waiting for one.
+    fn free_departed(&self, peers: &mut Peers) {
+        if self.discovered.is_none() {
+            return;
+        }
+        let table = &peers.table;
+        let freed = peers.slots.free_expired(|slot| table.is_live(slot));
+        if freed.is_empty() {
+            return;
+        }
+        for slot in freed {
+            peers.table.reset(slot);
+        }
+        if peers.slots.refused() > 0 {
+            let last = Arc::clone(&peers.last);
+            self.follow(peers, last);
+        }
     }
 
     fn take_in(&self, bytes: &[u8], from: SocketAddr, gate: &mut Gate, table: &mut PeerTable) {
@@ -158,7 +254,7 @@ impl LoadExchange {
         }
     }
 
-    async fn send_index_deltas(&self, sealer: &mut Sealer) {
+    async fn send_index_deltas(&self, sealer: &mut Sealer, to: &[SocketAddr]) {
         let Some(index) = &self.index else {
             return;
         };
@@ -172,12 +268,9 @@ impl LoadExchange {
             .iter()
             .map(|p| sealer.seal(Kind::IndexDelta, p))
             .collect();
-        ReplicaStats::add(
-            &self.stats.keys_sent,
-            sent.keys * self.config.peers.len() as u64,
-        );
+        ReplicaStats::add(&self.stats.keys_sent, sent.keys * to.len() as u64);
         let stats = &self.stats;
-        self.send_to_peers(&datagrams, &stats.deltas_sent, &stats.delta_bytes_sent)
+        self.send_to_peers(to, &datagrams, &stats.deltas_sent, &stats.delta_bytes_sent)
             .await;
     }
 
@@ -208,7 +301,7 @@ impl LoadExchange {
             .collect()
     }
 
-    async fn send(&self, sealer: &mut Sealer, seq: u64, entries: &[Entry]) {
+    async fn send(&self, sealer: &mut Sealer, seq: u64, entries: &[Entry], to: &[SocketAddr]) {
         let mut payloads = Vec::new();
         wire::encode(
             seq,
@@ -221,14 +314,20 @@ impl LoadExchange {
             .map(|p| sealer.seal(Kind::Report, p))
             .collect();
         let stats = &self.stats;
-        self.send_to_peers(&datagrams, &stats.reports_sent, &stats.bytes_sent)
+        self.send_to_peers(to, &datagrams, &stats.reports_sent, &stats.bytes_sent)
             .await;
     }
 
-    /// Sends every datagram to every peer, counting datagrams and bytes sent in `sent` and
-    /// `bytes`.
-    async fn send_to_peers(&self, datagrams: &[Vec<u8>], sent: &AtomicU64, bytes: &AtomicU64) {
-        for peer in &self.config.peers {
+    /// Sends every datagram to every peer of `to`, counting datagrams and bytes sent in
+    /// `sent` and `bytes`.
+    async fn send_to_peers(
+        &self,
+        to: &[SocketAddr],
+        datagrams: &[Vec<u8>],
+        sent: &AtomicU64,
+        bytes: &AtomicU64,
+    ) {
+        for peer in to {
             for datagram in datagrams {
                 match self.socket.send_to(datagram, peer).await {
                     Ok(n) => {
@@ -241,5 +340,18 @@ impl LoadExchange {
                 }
             }
         }
+    }
+}
+
+/// The discovery's next list; pending forever without a discovery.
+async fn next_list(
+    rx: &mut Option<tokio::sync::watch::Receiver<Arc<Vec<SocketAddr>>>>,
+) -> Option<Arc<Vec<SocketAddr>>> {
+    match rx {
+        Some(rx) => match rx.changed().await {
+            Ok(()) => Some(Arc::clone(&rx.borrow_and_update())),
+            Err(_) => None,
+        },
+        None => std::future::pending().await,
     }
 }

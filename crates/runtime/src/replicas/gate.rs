@@ -1,7 +1,9 @@
 //! What a datagram must pass before a replica believes it: a configured peer's source
 //! address, a size within bounds, the magic, the MAC, a configured sender inside, a seal time
 //! within [`MAX_SKEW_MS`] of this replica's clock, and a place in that sender's replay window.
-//! One window per configured peer: nothing here grows with what arrives.
+//! One window per configured peer: nothing here grows with what arrives. With peers found on
+//! Kubernetes the gate has a fixed number of slots (`maxPeers`) that the discovery fills
+//! ([`Gate::assign`]) and empties ([`Gate::retire`]); a retired slot refuses its peer.
 //!
 //! The seal time bounds what a replica that restarts (and so forgets its windows) can be
 //! made to take in again: a recorded datagram is refused once it is older than the skew, and
@@ -120,23 +122,94 @@ pub struct Admitted<'a> {
 pub struct Gate {
     key: MacKey,
     peers: Vec<SocketAddr>,
+    /// Whether each slot's peer is heard now.
+    active: Vec<bool>,
     windows: Vec<ReplayWindow>,
 }
+
+/// What a vacant slot holds: no datagram comes from port 0.
+const VACANT: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
 
 impl Gate {
     /// A gate for datagrams sealed with `key` by `peers`.
     pub fn new(key: MacKey, peers: Vec<SocketAddr>) -> Gate {
         let windows = vec![ReplayWindow::default(); peers.len()];
+        let active = vec![true; peers.len()];
         Gate {
             key,
             peers,
+            active,
             windows,
         }
     }
 
-    /// The configured peers.
+    /// A gate of `slots` vacant slots, for peers that are discovered: it refuses everything
+    /// until [`assign`](Self::assign) fills a slot.
+    ///
+    /// ```
+    /// use shepherd_runtime::replicas::frame::{Kind, Sealer, now_ms};
+    /// use shepherd_runtime::replicas::gate::{Gate, Rejection};
+    /// use shepherd_runtime::replicas::key::MacKey;
+    ///
+    /// let key = MacKey::derive("a shared secret of the replicas");
+    /// let peer = "10.0.0.6:9400".parse().unwrap();
+    /// let mut gate = Gate::vacant(key.clone(), 4);
+    /// let mut sealer = Sealer::new(key, peer, 1);
+    /// let first = sealer.seal(Kind::Report, b"");
+    /// assert_eq!(gate.admit(peer, &first, now_ms()).unwrap_err(), Rejection::UnknownPeer);
+    /// gate.assign(2, peer);
+    /// assert_eq!(gate.admit(peer, &first, now_ms()).unwrap().peer, 2);
+    /// gate.retire(2);
+    /// let second = sealer.seal(Kind::Report, b"");
+    /// assert_eq!(gate.admit(peer, &second, now_ms()).unwrap_err(), Rejection::UnknownPeer);
+    /// ```
+    pub fn vacant(key: MacKey, slots: usize) -> Gate {
+        Gate {
+            key,
+            peers: vec![VACANT; slots],
+            active: vec![false; slots],
+            windows: vec![ReplayWindow::default(); slots],
+        }
+    }
+
+    /// Puts `peer` in slot `slot` and hears it. A slot that held another address starts a
+    /// new replay window; the same address keeps its window (a peer that comes back cannot
+    /// be replayed its earlier datagrams).
+    pub fn assign(&mut self, slot: usize, peer: SocketAddr) {
+        let (Some(address), Some(active), Some(window)) = (
+            self.peers.get_mut(slot),
+            self.active.get_mut(slot),
+            self.windows.get_mut(slot),
+        ) else {
+            return;
+        };
+        if *address != peer {
+            *address = peer;
+            *window = ReplayWindow::default();
+        }
+        *active = true;
+    }
+
+    /// Stops hearing the peer of slot `slot` (its window is kept until the slot is assigned
+    /// to another address).
+    pub fn retire(&mut self, slot: usize) {
+        if let Some(active) = self.active.get_mut(slot) {
+            *active = false;
+        }
+    }
+
+    /// The slots' addresses (a vacant slot's is `0.0.0.0:0`; a retired slot keeps its own).
     pub fn peers(&self) -> &[SocketAddr] {
         &self.peers
+    }
+
+    /// The slot heard at `address`, if any.
+    fn slot_of(&self, address: SocketAddr) -> Option<usize> {
+        self.peers
+            .iter()
+            .zip(&self.active)
+            .position(|(peer, active)| *active && *peer == address)
     }
 
     /// Checks a datagram received from `from` at `now_ms` (milliseconds since the UNIX
@@ -148,15 +221,11 @@ impl Gate {
         bytes: &'a [u8],
         now_ms: u64,
     ) -> Result<Admitted<'a>, Rejection> {
-        if !self.peers.contains(&from) {
+        if self.slot_of(from).is_none() {
             return Err(Rejection::UnknownPeer);
         }
         let (header, payload) = frame::open(&self.key, bytes)?;
-        let peer = self
-            .peers
-            .iter()
-            .position(|p| *p == header.sender)
-            .ok_or(Rejection::UnknownPeer)?;
+        let peer = self.slot_of(header.sender).ok_or(Rejection::UnknownPeer)?;
         if header.sent_ms.abs_diff(now_ms) > MAX_SKEW_MS {
             return Err(Rejection::Stale);
         }

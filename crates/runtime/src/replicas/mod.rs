@@ -17,7 +17,8 @@
 //! [`key`]. The [`gate`] drops what does not come from a configured peer, does not fit, fails
 //! the MAC, or is a replay (a [`window`] per configured peer), counting each reason; and only
 //! endpoints of this replica's pool are taken from what passes. Every table is sized by the
-//! configuration, never by what arrives.
+//! configuration, never by what arrives. The peers are written out, or found on Kubernetes
+//! (the replicas' own Ready pods by label selector, `maxPeers` at most).
 //!
 //! With an approximate prefix index (no KV events), each replica also sends the block keys its
 //! picks recorded since the last interval ([`index_wire`], one datagram set per index, each
@@ -26,6 +27,8 @@
 //! off). `docs/replicas.md` has the deployment side.
 
 #[cfg(feature = "runtime")]
+mod discovered;
+#[cfg(feature = "runtime")]
 mod exchange;
 pub mod frame;
 pub mod gate;
@@ -33,6 +36,8 @@ pub mod gate;
 mod index_sync;
 pub mod index_wire;
 pub mod key;
+#[cfg(feature = "runtime")]
+mod peer_slots;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "runtime")]
@@ -42,6 +47,8 @@ mod table;
 pub mod window;
 pub mod wire;
 
+#[cfg(feature = "runtime")]
+pub(crate) use discovered::DiscoveredPeers;
 #[cfg(feature = "runtime")]
 pub(crate) use exchange::LoadExchange;
 #[cfg(feature = "runtime")]

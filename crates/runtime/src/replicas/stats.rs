@@ -1,7 +1,7 @@
 //! The load exchange's counters, on `/metrics`.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -33,6 +33,14 @@ pub struct ReplicaStats {
     pub(crate) deltas_ignored: AtomicU64,
     pub(crate) deltas_unknown_index: AtomicU64,
     pub(crate) deltas_other_blocks: AtomicU64,
+    /// Peers the discovery lists now (`replicas.peers: {kubernetes: ...}`).
+    pub(crate) discovered: AtomicI64,
+    /// Discovered peers without a slot (past `maxPeers`).
+    pub(crate) over_limit: AtomicI64,
+    /// Whether the peer discovery cannot reach the API server (the last peers stay).
+    pub(crate) discovery_stale: AtomicBool,
+    /// Whether the peers are discovered (the three figures above are exported then only).
+    pub(crate) discovering: AtomicBool,
 }
 
 impl ReplicaStats {
@@ -43,6 +51,16 @@ impl ReplicaStats {
     /// Peers whose reports count now.
     pub fn live_peers(&self) -> i64 {
         self.peers.load(Ordering::Relaxed)
+    }
+
+    /// Peers the discovery lists now.
+    pub fn discovered_peers(&self) -> i64 {
+        self.discovered.load(Ordering::Relaxed)
+    }
+
+    /// Whether the peer discovery is stale (the API server does not answer).
+    pub fn discovery_stale(&self) -> bool {
+        self.discovery_stale.load(Ordering::Relaxed)
     }
 
     /// Datagrams received from peers and taken in.
@@ -142,6 +160,19 @@ const DELTAS_REFUSED: MetricDesc<'static> = MetricDesc::new(
     "Index deltas not recorded, by reason: index deltas are off here, no index of that name, or an index with other blocks.",
 );
 
+const DISCOVERED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_discovered_peers",
+    "Peer replicas the Kubernetes peer discovery lists now (Ready pods of the selector, this replica excluded).",
+);
+const OVER_LIMIT: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_peers_over_limit",
+    "Discovered peer replicas not heard because replicas.peers.kubernetes.maxPeers slots are taken.",
+);
+const DISCOVERY_STALE: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_replicas_peer_discovery_stale",
+    "1 while the peer discovery cannot watch the API server (the last known peers stay).",
+);
+
 impl MetricsSource for ReplicaStats {
     fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -167,6 +198,23 @@ impl MetricsSource for ReplicaStats {
             ("other_blocks", &self.deltas_other_blocks),
         ] {
             v.counter(DELTAS_REFUSED, &[("reason", reason)], get(counter));
+        }
+        if self.discovering.load(Ordering::Relaxed) {
+            v.gauge(
+                DISCOVERED,
+                &[],
+                self.discovered.load(Ordering::Relaxed) as f64,
+            );
+            v.gauge(
+                OVER_LIMIT,
+                &[],
+                self.over_limit.load(Ordering::Relaxed) as f64,
+            );
+            v.gauge(
+                DISCOVERY_STALE,
+                &[],
+                f64::from(u8::from(self.discovery_stale())),
+            );
         }
     }
 }

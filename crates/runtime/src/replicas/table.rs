@@ -80,7 +80,6 @@ impl PeerTable {
     }
 
     /// Empties slot `peer` for another peer to take.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn reset(&mut self, peer: usize) {
         if let Some(slot) = self.slots.get_mut(peer) {
             *slot = Slot::default();
@@ -88,7 +87,6 @@ impl PeerTable {
     }
 
     /// Whether slot `peer` was heard within the expiry.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn is_live(&self, peer: usize) -> bool {
         self.slots.get(peer).is_some_and(|s| s.last_seen.is_some())
     }

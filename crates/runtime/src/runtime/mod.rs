@@ -1,5 +1,6 @@
 //! Wiring the runtime's parts together: [`Runtime::start`] and the [`RuntimeHandle`] it returns.
 
+mod check;
 mod error;
 mod handle;
 mod options;
@@ -33,6 +34,7 @@ use crate::scrape::scraper::Scraper;
 use crate::scrape::{ScrapeSettings, ScrapeStats, fetch};
 use crate::shutdown::ShutdownSignal;
 
+pub use check::ConfigCheck;
 pub use error::RuntimeError;
 pub use handle::{RuntimeHandle, ShutdownReport};
 pub use options::{ConfigSource, RuntimeOptions};
@@ -378,6 +380,36 @@ enum ReplicaMedium {
     ),
 }
 
+/// Starts the Kubernetes discovery of the direct exchange's peers, when configured.
+async fn discover_peers(
+    config: &crate::config::ReplicasConfig,
+    stats: &Arc<ReplicaStats>,
+) -> Result<Option<crate::replicas::DiscoveredPeers>, RuntimeError> {
+    if config.peers.kubernetes().is_none() {
+        return Ok(None);
+    }
+    if config.identity().ip().is_unspecified() {
+        return Err(RuntimeError::Discovery(format!(
+            "replicas: listen is {} and neither replicas.advertise nor the POD_IP variable (the downward API's status.podIP) names the address the peers know this replica by",
+            config.listen_addr()
+        )));
+    }
+    #[cfg(feature = "kubernetes")]
+    {
+        crate::discovery::kubernetes::start_peer_discovery(config, Arc::clone(stats))
+            .await
+            .map(Some)
+            .map_err(|e| RuntimeError::Discovery(e.to_string()))
+    }
+    #[cfg(not(feature = "kubernetes"))]
+    {
+        let _ = stats;
+        Err(RuntimeError::Discovery(
+            "replicas.peers.kubernetes needs a build with the `kubernetes` feature".into(),
+        ))
+    }
+}
+
 /// Reads the section's secrets and binds the direct exchange's socket, or checks the Redis
 /// backend's credentials: a failure stops the start.
 async fn start_replicas(
@@ -398,6 +430,7 @@ async fn start_replicas(
                     addr: listen,
                     source,
                 })?;
+            let discovered = discover_peers(config, &stats).await?;
             let exchange = LoadExchange {
                 config: config.clone(),
                 key,
@@ -405,6 +438,7 @@ async fn start_replicas(
                 pool: Arc::clone(&shared.pool),
                 stats: Arc::clone(&stats),
                 index,
+                discovered,
             };
             Ok(ReplicaMedium::Direct(Box::new(exchange), stats))
         }

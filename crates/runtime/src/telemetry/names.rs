@@ -43,6 +43,10 @@ pub const PROFILE_NAME: &str = "llm_d.epp.profile.name";
 pub const PD_USED: &str = "llm_d.epp.pd.disaggregation_used";
 /// The prefill server of a disaggregated request (upstream's attribute).
 pub const PD_PREFILL: &str = "llm_d.epp.pd.prefill_pod_address";
+/// Whether the request's media were encoded on separate servers (upstream's attribute).
+pub const ENCODE_USED: &str = "llm_d.epp.encode.disaggregation_used";
+/// The encode servers of such a request, `ip:port[,ip:port…]` (upstream's attribute).
+pub const ENCODE_ENDPOINTS: &str = "llm_d.epp.encode.endpoints";
 /// The scorer's plugin name.
 pub const SCORER_NAME: &str = "llm_d.scorer.name";
 /// The scorer's plugin type.

@@ -90,6 +90,14 @@ impl SpanObserver {
                         stage.endpoint().address().to_string(),
                     ));
                 }
+                let encode = decision.encode();
+                span.set_attribute(KeyValue::new(names::ENCODE_USED, encode.is_some()));
+                if let Some(stage) = encode {
+                    span.set_attribute(KeyValue::new(
+                        names::ENCODE_ENDPOINTS,
+                        stage.header_value(),
+                    ));
+                }
             }
             Err(error) => {
                 span.set_attribute(KeyValue::new(names::ERROR_TYPE, error_kind(error)));

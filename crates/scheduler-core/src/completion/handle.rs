@@ -36,6 +36,19 @@ pub struct RequestHandle {
     /// The prefill stage of a disaggregated request: it ends with the first token (the decode
     /// server got the KV cache), or with this request (a success, or else cancelled).
     prefill: Option<Box<RequestHandle>>,
+    /// The encode stage of a disaggregated request (its handle, counting the first encode
+    /// server, and one guard for each other encode server): it ends as the prefill stage does.
+    encode: Option<Box<EncodeHandles>>,
+}
+
+/// An encode stage in flight: the stage's handle and the other encode servers' counts.
+struct EncodeHandles {
+    handle: RequestHandle,
+    #[expect(
+        dead_code,
+        reason = "held only for the counts its guards keep until dropped"
+    )]
+    others: Vec<InFlightGuard>,
 }
 
 impl RequestHandle {
@@ -62,6 +75,7 @@ impl RequestHandle {
             finished: completer.is_none(),
             completer,
             prefill: None,
+            encode: None,
         }
     }
 
@@ -72,6 +86,31 @@ impl RequestHandle {
     pub(crate) fn attach_prefill(&mut self, prefill: RequestHandle) {
         self.guard.prefill_done();
         self.prefill = Some(Box::new(prefill));
+    }
+
+    /// Makes `encode` this request's encode stage: every server it picked counts the request
+    /// in flight (none of them prefills it) until the first token, or the request's end.
+    pub(crate) fn attach_encode(&mut self, mut encode: RequestHandle) {
+        encode.guard.prefill_done();
+        let others = match &encode.completer {
+            // A dry run counts nothing.
+            None => Vec::new(),
+            Some(_) => encode
+                .endpoints
+                .iter()
+                .skip(1)
+                .map(|e| e.start_request_uncached(encode.prompt_tokens, 0))
+                .collect(),
+        };
+        self.encode = Some(Box::new(EncodeHandles {
+            handle: encode,
+            others,
+        }));
+    }
+
+    /// The encode stage's handle, while it runs.
+    pub fn encode(&self) -> Option<&RequestHandle> {
+        self.encode.as_deref().map(|e| &e.handle)
     }
 
     /// The prefill stage's handle, while it runs.
@@ -123,6 +162,9 @@ impl RequestHandle {
         if let Some(prefill) = self.prefill.take() {
             prefill.finish(Completion::success(None));
         }
+        if let Some(encode) = self.encode.take() {
+            encode.handle.finish(Completion::success(None));
+        }
     }
 
     /// Uncached prompt tokens of this request still counted as pending prefill.
@@ -164,6 +206,17 @@ impl RequestHandle {
                 _ => Outcome::Cancelled,
             };
             prefill.complete(Completion {
+                outcome,
+                usage: None,
+                first_token_at: None,
+            });
+        }
+        if let Some(mut encode) = self.encode.take() {
+            let outcome = match completion.outcome {
+                Outcome::Success => Outcome::Success,
+                _ => Outcome::Cancelled,
+            };
+            encode.handle.complete(Completion {
                 outcome,
                 usage: None,
                 first_token_at: None,

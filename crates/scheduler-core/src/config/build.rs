@@ -39,7 +39,7 @@ pub fn build_scheduler(
 /// A config without `schedulingProfiles` gets the profile upstream's loader makes: one named
 /// `default` with every admitter, filter, scorer and picker declared, in declaration order, scorers at
 /// weight 1. With profiles, a declared admitter that no profile lists still runs for every
-/// request (it joins each profile but a disaggregation's prefill profile), as upstream runs
+/// request (it joins each profile but a disaggregation's prefill and encode profiles), as upstream runs
 /// every admitter it declares. Profile entries naming a parser, a profile handler or another
 /// plugin honoured outside the scheduler are skipped, as upstream skips them
 /// ([`EndpointPickerConfig::ignored_profile_entries`]).
@@ -94,8 +94,8 @@ pub fn build_scheduler_in(
     };
 
     // Upstream runs every declared admitter once per request, listed in a profile or not:
-    // those no profile lists join every profile but a disaggregation's prefill profile (the
-    // request was admitted before its decode stage).
+    // those no profile lists join every profile but a disaggregation's prefill and encode
+    // profiles.
     let listed: AHashSet<&str> = profiles
         .iter()
         .flat_map(|p| p.plugins.iter().map(|r| r.plugin_ref.as_str()))
@@ -109,11 +109,19 @@ pub fn build_scheduler_in(
             Some((spec.name(), Arc::clone(admitter)))
         })
         .collect();
-    let prefill_profile: Option<String> = instances
+    // The later stages of a disaggregation: the request was admitted before its decode stage.
+    let later_stages: AHashSet<&str> = instances
         .values()
         .filter_map(PluginInstance::as_profile_handler)
-        .find(|h| h.prefill_decider.is_some())
-        .map(|h| h.prefill_profile.clone());
+        .flat_map(|h| {
+            let prefill = h
+                .prefill_decider
+                .as_ref()
+                .map(|_| h.prefill_profile.as_str());
+            let encode = h.encode_decider.as_ref().map(|_| h.encode_profile.as_str());
+            [prefill, encode].into_iter().flatten()
+        })
+        .collect();
 
     let mut builder = Scheduler::builder_in(shared)
         .settings(&config.scheduler)
@@ -124,7 +132,7 @@ pub fn build_scheduler_in(
             return Err(ConfigError::DuplicateProfileName(spec.name.clone()));
         }
         let mut profile = Profile::builder(spec.name.as_str());
-        if prefill_profile.as_deref() != Some(spec.name.as_str()) {
+        if !later_stages.contains(spec.name.as_str()) {
             for (name, admitter) in &unlisted_admitters {
                 profile = profile.admitter(*name, Arc::clone(admitter));
             }
@@ -210,31 +218,38 @@ pub fn build_scheduler_in(
         else {
             continue;
         };
-        let decider = match &handler.prefill_decider {
-            Some(name) => Some(
-                instances
-                    .get(name)
-                    .and_then(PluginInstance::as_decider)
-                    .cloned()
-                    .ok_or_else(|| ConfigError::BadParameters {
-                        name: spec.name().to_string(),
-                        plugin_type: spec.plugin_type.clone(),
-                        reason: PluginError::invalid(
-                            "deciders.prefill",
-                            format!("`{name}` is not a decider plugin declared in `plugins`"),
-                        ),
-                    })?,
-            ),
-            None => None,
+        let decider = |field: &str, name: &Option<String>| match name {
+            Some(name) => instances
+                .get(name)
+                .and_then(PluginInstance::as_decider)
+                .cloned()
+                .map(Some)
+                .ok_or_else(|| ConfigError::BadParameters {
+                    name: spec.name().to_string(),
+                    plugin_type: spec.plugin_type.clone(),
+                    reason: PluginError::invalid(
+                        field,
+                        format!("`{name}` is not a decider plugin declared in `plugins`"),
+                    ),
+                }),
+            None => Ok(None),
         };
-        builder = builder.disaggregation(Disaggregation::new(
-            handler.decode_profile.as_str(),
-            handler.prefill_profile.as_str(),
-            decider,
-        ));
+        let prefill_decider = decider("deciders.prefill", &handler.prefill_decider)?;
+        let encode_decider = decider("deciders.encode", &handler.encode_decider)?;
+        builder = builder.disaggregation(
+            Disaggregation::new(
+                handler.decode_profile.as_str(),
+                handler.prefill_profile.as_str(),
+                prefill_decider,
+            )
+            .with_encode(handler.encode_profile.as_str(), encode_decider),
+        );
     }
 
     for instance in instances.values() {
+        if let Some(selector) = instance.as_profile_selector() {
+            builder = builder.profile_selector(selector.clone());
+        }
         if let Some(listener) = instance.as_membership_listener() {
             builder = builder.membership_listener(Arc::clone(listener));
         }

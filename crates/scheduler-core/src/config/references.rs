@@ -22,6 +22,9 @@ use crate::config::kinds::{EXTRACTOR_PRODUCERS, SINGLE_PROFILE_HANDLER};
 use crate::config::upstream::Area;
 use crate::request::ParserKind;
 
+/// Upstream's deprecated data-parallel handler: one profile, like [`SINGLE_PROFILE_HANDLER`].
+const DATA_PARALLEL_PROFILE_HANDLER: &str = "data-parallel-profile-handler";
+
 /// Runs every check on `config`, parsed from `text`.
 pub(super) fn check(config: &EndpointPickerConfig, text: &str) -> Result<(), ConfigError> {
     let root = ConfigPath::root;
@@ -139,13 +142,14 @@ pub(super) fn check(config: &EndpointPickerConfig, text: &str) -> Result<(), Con
         ));
     }
     if let [only] = handlers.as_slice()
-        && config.plugins[*only].plugin_type == SINGLE_PROFILE_HANDLER
+        && let handler = config.plugins[*only].plugin_type.as_str()
+        && [SINGLE_PROFILE_HANDLER, DATA_PARALLEL_PROFILE_HANDLER].contains(&handler)
         && config.scheduling_profiles.len() > 1
     {
         return Err(ConfigError::invalid_at(
             text,
             &root().key("schedulingProfiles").index(1),
-            "single-profile-handler runs one scheduling profile; this config has more",
+            format!("{handler} runs one scheduling profile; this config has more"),
         ));
     }
     Ok(())

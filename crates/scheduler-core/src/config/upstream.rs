@@ -14,7 +14,7 @@
 //!
 //! assert_eq!(upstream_type("queue-scorer").unwrap().status, Status::Registry);
 //! assert_eq!(
-//!     upstream_type("always-disagg-multimodal-decider").unwrap().status,
+//!     upstream_type("disaggregatedset-rollout-screener").unwrap().status,
 //!     Status::NotYet(Area::Disaggregation)
 //! );
 //! assert!(upstream_type("my-own-scorer").is_none());
@@ -137,17 +137,17 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     noted("label-selector-filter", Filter, Registry, "endpoint labels come from the `endpoints` section's `labels` (or an embedder's discovery)"),
     noted("by-label-selector", Filter, Registry, "deprecated upstream name of `label-selector-filter`"),
     noted("by-label", Filter, Registry, "upstream's single-label filter (`label`, `validValues`, `allowsNoLabel`)"),
-    noted("encode-filter", Filter, Registry, "filters by the role label; running encode, prefill and decode profiles together is the disaggregation work"),
+    noted("encode-filter", Filter, Registry, "filters by the role label"),
     noted("decode-filter", Filter, Registry, "filters by the role label (unlabelled endpoints count as decode, as upstream)"),
     noted("prefill-filter", Filter, Registry, "filters by the role label"),
-    entry("session-affinity-filter", Filter, NotYet(SchedulingPlugins)),
+    noted("session-affinity-filter", Filter, Registry, "the `session_id` strategy only, as the scorer (upstream's default `encoded_endpoint_header` is refused by name: it needs response-header plugins; a bare filter reads `x-session-id`); `attribute` sources read a declared `agent-identity` or `session-id-producer`; Alpha upstream: needs `--allow-experimental-plugins`"),
     noted("endpoint-attribute-filter", Filter, Registry, "the attribute is a custom metric of the `core-metrics-extractor` (`engineConfigs[].customMetrics`), read at every scrape; `producer` is accepted, and any producer reads the same attributes (the extractor's custom metrics are Shepherd's only ones); Alpha upstream: needs `--allow-experimental-plugins`"),
     entry("topology-affinity-filter", Filter, NotYet(Topology)),
     noted("utilization-filter", Filter, Registry, "`active-requests` is the requests this picker routed and has not seen finish (the endpoints count them; `inFlightLoadProducerName` accepted); Alpha upstream: needs `--allow-experimental-plugins`"),
-    entry("data-parallel-profile-handler", ProfileHandler, NotYet(Disaggregation)),
+    noted("data-parallel-profile-handler", ProfileHandler, Registry, "deprecated upstream: runs the one scheduling profile (more are refused at load; upstream fails every request); the destination is the picked rank's own `ip:port`, as upstream's replacement `single-profile-handler` with Istio >= 1.28.1: `primaryPort` is checked and not applied (a warning)"),
     noted("load-aware-scorer", Scorer, Registry, "endpoints with stale metrics get the neutral score"),
     noted("context-length-aware", Scorer, Registry, "the request's length is the `token-producer`'s count when one is declared, else 4 bytes a token (upstream's estimate backend counts the same way)"),
-    noted("session-affinity-scorer", Scorer, Registry, "the `session_id` strategy only (upstream's default `encoded_endpoint_header` is refused: it needs response-header plugins); `capacity` and `ttlSeconds` are Shepherd extensions"),
+    noted("session-affinity-scorer", Scorer, Registry, "the `session_id` strategy only (upstream's default `encoded_endpoint_header` is refused: it needs response-header plugins); `attribute` sources read a declared `agent-identity` or `session-id-producer`; `capacity` and `ttlSeconds` are Shepherd extensions"),
     noted("header-label-affinity-scorer", Scorer, Registry, "the adapters copy each configured `headerName` from the client's request; Alpha upstream: needs `--allow-experimental-plugins`"),
     entry("models-data-source", DataSource, NotYet(DataLayer)),
     entry("models-data-extractor", DataExtractor, NotYet(DataLayer)),
@@ -159,13 +159,13 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("random-picker", Picker, Registry),
     entry("weighted-random-picker", Picker, Registry),
     noted("single-profile-handler", ProfileHandler, Framework, "Shepherd's scheduler always runs one profile per request; several profiles without a handler load too (the first is used)"),
-    noted("disagg-headers-handler", Control, Framework, "deprecated upstream (PreRequest): the `disagg-profile-handler` now does its job, and in Shepherd the adapters send `x-prefiller-host-port`; its parameters are accepted and unused (a warning)"),
+    noted("disagg-headers-handler", Control, Framework, "deprecated upstream (PreRequest): the `disagg-profile-handler` now does its job, and in Shepherd the adapters send `x-prefiller-host-port` and `x-encoder-hosts-ports`; its parameters (`prefillProfile`, `encodeProfile`) are accepted and unused (a warning): the headers name the stages the profile handler ran"),
     noted("prefill-header-handler", Control, Framework, "deprecated upstream name of `disagg-headers-handler` (accepted the same way)"),
     noted("pd-profile-handler", ProfileHandler, Registry, "deprecated upstream alias of `disagg-profile-handler` with the flat parameters (`decodeProfile`, `prefillProfile`, `deciderPluginName` defaulting to `prefix-based-pd-decider`, which must be declared); unknown keys ignored as upstream; a `primaryPort` is checked and not applied: Shepherd sends the picked rank's own `ip:port`"),
-    noted("disagg-profile-handler", ProfileHandler, Registry, "decode then prefill (`decode-first`; `prefill-first` and encode deciders are refused); the prefill stage's hooks see the request id `<id>:prefill`; a prefill profile that finds no server leaves the request aggregated on the decode server; the adapters send `x-prefiller-host-port`"),
+    noted("disagg-profile-handler", ProfileHandler, Registry, "decode, then encode (when the `encode` profile exists and `deciders.encode` approves), then prefill (`decode-first`; `prefill-first` is refused); the encode and prefill stages' hooks see the request ids `<id>:encode` and `<id>:prefill`; a stage that finds no server is left out; the adapters send `x-encoder-hosts-ports` (every encode pick, its picker's `maxNumOfEndpoints`, default 1) and `x-prefiller-host-port`, replacing any the client sent"),
     entry("always-disagg-pd-decider", Decider, Registry),
     noted("prefix-based-pd-decider", Decider, Registry, "prompt tokens are Shepherd's estimate (token ids, else 4 bytes a token); the cached part is the decode profile's prefix estimate for the decode server"),
-    entry("always-disagg-multimodal-decider", Decider, NotYet(Disaggregation)),
+    noted("always-disagg-multimodal-decider", Decider, Registry, "approves requests with media: a chat completions message with a content part that is not text (image, audio, video, file), as the parser reads it; upstream reads the multimodal features its `token-producer` found (for the `vllm` backend, vLLM's render); parameters are ignored, as upstream"),
     entry("kv-cache-utilization-scorer", Scorer, Registry),
     entry("queue-scorer", Scorer, Registry),
     entry("running-requests-size-scorer", Scorer, Registry),
@@ -176,7 +176,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     noted("precise-prefix-cache-scorer", Scorer, Registry, "deprecated upstream; a `precise-prefix-cache-producer` and a `prefix-cache-scorer` over it in one plugin, with the producer's differences"),
     entry("mm-embeddings-cache-scorer", Scorer, NotYet(Multimodal)),
     noted("precise-prefix-cache-producer", Producer, Registry, "Shepherd hashes the token ids the events carry with its own chained hash (`hashSeed` not needed); GPU blocks of the first KV-cache group only; pods come from Shepherd's endpoints (`podLabelSelector`, `podNamespace` ignored; per-endpoint addresses from labels); the in-memory index only; `indexerConfig.tokenizersPoolConfig` and nested keys upstream's decoder ignores (`prefixStoreConfig`, say) accepted and unused, a warning each"),
-    entry("header-profile-handler", ProfileHandler, NotYet(SchedulingPlugins)),
+    noted("header-profile-handler", ProfileHandler, Registry, "a header naming no configured profile fails the request with HTTP 400 (upstream: 429); the adapters copy the header; Alpha upstream: needs `--allow-experimental-plugins`"),
     noted("endpoint-attribute-scorer", Scorer, Registry, "the attribute is a custom metric of the `core-metrics-extractor` (`engineConfigs[].customMetrics`), read at every scrape; `producer` is accepted, and any producer reads the same attributes (the extractor's custom metrics are Shepherd's only ones); Alpha upstream: needs `--allow-experimental-plugins`"),
     entry("topology-affinity-scorer", Scorer, NotYet(Topology)),
     entry("burst-prefix-cache-producer", Producer, NotYet(PrecisePrefixCache)),
@@ -186,7 +186,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("multicluster-kv-cache-utilization-scorer", Scorer, NotYet(MultiCluster)),
     entry("multicluster-prefix-cache-scorer", Scorer, NotYet(MultiCluster)),
     entry("multicluster-approx-prefix-cache-producer", Producer, NotYet(MultiCluster)),
-    noted("global-strict-fairness-policy", Flow, NotYet(FlowControl), "upstream's default fairness policy; Shepherd's default is round-robin"),
+    noted("global-strict-fairness-policy", Flow, Framework, "upstream's default fairness policy: a band whose `fairnessPolicyRef` names it serves its oldest request first, whatever its flow; Shepherd's default is round-robin"),
     noted("round-robin-fairness-policy", Flow, Framework, "Shepherd's default fairness policy"),
     entry("program-aware-fairness", Flow, NotYet(FlowControl)),
     entry("fcfs-ordering-policy", Flow, Framework),
@@ -203,7 +203,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     noted("tokenizer", Producer, Registry, "deprecated upstream name of `token-producer` (the same backends and parameters)"),
     entry("mm-embeddings-cache-producer", Producer, NotYet(Multimodal)),
     noted("token-producer", Producer, Registry, "the estimate backend (4 bytes a token), upstream's `vllm` render backend (the adapters post `/v1/completions/render` or `/v1/chat/completions/render` before the pick, within `vllm.timeout`; `http` is read as `url`; `modelName` alone with no local files selects it, as upstream, with a warning), or a real tokenizer from local files: the model's `tokenizer.json` (Hugging Face `tokenizers`) and chat template (minijinja, rendered as vLLM renders `/v1/chat/completions`), found by `modelName` in the local Hugging Face cache or by Shepherd's `tokenizerPath` (plus `chatTemplatePath`, `chatTemplateContentFormat`, `cacheMaxTokens`); nothing is downloaded. The deprecated `udsTokenizerConfig` is accepted with a warning: Shepherd does not speak the sidecar's protocol and uses the local tokenizer of `modelName`, else the estimate. Requests with `tools`, media parts, the responses and Anthropic APIs get no token ids (a typed error the consumer falls back on); `chat_template_kwargs` and other per-request template options are not applied"),
-    entry("session-id-producer", Producer, NotYet(SchedulingPlugins)),
+    noted("session-id-producer", Producer, Registry, "publishes `SessionIDDataKey` under its name for session-affinity `attribute` sources; the adapters copy its header (or `cookie`) only when the value is at most 64 bytes"),
     noted("latency-slo-admitter", Control, Registry, "runs before the profile's filters (listed in a profile); a refusal is HTTP 429"),
     noted("probabilistic-admitter", Control, Registry, "the draw is a hash of the request id and the scheduler's seed; a refusal is HTTP 429; an endpoint never scraped counts as saturated, as upstream counts one without metrics"),
     noted("prefix-cache-affinity-filter", Filter, Registry, "the exploration draw is a hash of the request id and the scheduler's seed; `ttftSource: latencyPredictor` reads the `predicted-latency-producer`'s TTFT (the gate is skipped while it has no predictions, as upstream does without them)"),
@@ -229,7 +229,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("utilization-detector", Flow, Framework),
     noted("file-discovery", Discovery, NotYet(DataLayer), "Shepherd's `endpoints` section lists static endpoints"),
     entry("multicluster-file-discovery", Discovery, NotYet(MultiCluster)),
-    entry("agent-identity", Control, NotYet(RequestControl)),
+    noted("agent-identity", Control, Registry, "publishes the `agent-identity` attribute for session-affinity `attribute` sources; Shepherd's flow control does not take it as the fairness id (upstream's director does when no fairness header is sent); Alpha upstream: needs `--allow-experimental-plugins`"),
 ];
 
 /// Type names Shepherd registers that upstream used to register (the Gateway API Inference
@@ -251,6 +251,7 @@ pub const SHEPHERD_EXTENSIONS: &[&str] = &[
     "hot-prefix-scorer",
     "slo-class-scorer",
     "prefill-duty-scorer",
+    "prefill-load-pd-decider",
 ];
 
 /// The upstream entry for `name`.

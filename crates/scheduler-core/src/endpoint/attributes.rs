@@ -61,10 +61,30 @@ pub struct Values {
 }
 
 impl Values {
+    /// One column, for a reader that looks many endpoints up in it
+    /// ([`ColumnValues::get`] answers as [`Values::get`] does).
+    #[inline]
+    pub fn column(&self, column: Column) -> ColumnValues<'_> {
+        ColumnValues(self.columns.get(column.0).map_or(&[], Vec::as_slice))
+    }
+
     /// Endpoint `id`'s value of `column`, when it has one.
     #[inline]
     pub fn get(&self, column: Column, id: EndpointId) -> Option<f64> {
         let (holder, value) = *self.columns.get(column.0)?.get(id.0 as usize % MAX_ROWS)?;
+        (holder == id.0 && !value.is_nan()).then_some(value)
+    }
+}
+
+/// One column's values ([`Values::column`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnValues<'a>(&'a [(u32, f64)]);
+
+impl ColumnValues<'_> {
+    /// Endpoint `id`'s value, when it has one.
+    #[inline]
+    pub fn get(&self, id: EndpointId) -> Option<f64> {
+        let (holder, value) = *self.0.get(id.0 as usize % MAX_ROWS)?;
         (holder == id.0 && !value.is_nan()).then_some(value)
     }
 }

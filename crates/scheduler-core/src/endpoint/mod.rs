@@ -41,7 +41,8 @@ mod peer_load;
 mod pool;
 
 pub use attributes::{
-    Column, ENDPOINT_ATTRIBUTES, EndpointAttributes, MAX_ATTRIBUTE_KEYS, MAX_ROWS, Values,
+    Column, ColumnValues, ENDPOINT_ATTRIBUTES, EndpointAttributes, MAX_ATTRIBUTE_KEYS, MAX_ROWS,
+    Values,
 };
 pub use counters::InFlightGuard;
 pub use metrics::{EndpointHealth, EndpointMetrics, LoadMetrics, LoraState};

@@ -75,9 +75,18 @@ pub struct Endpoint {
     load: LoadCells,
     health: AtomicU8,
     labels: ArcSwap<EndpointLabels>,
+    /// A stamp no other labels value of any endpoint has had: changed with every
+    /// [`Endpoint::set_labels`].
+    labels_stamp: AtomicU64,
     clock: Arc<dyn Clock>,
     pub(super) counters: Counters,
     pub(super) peers: PeerCells,
+}
+
+/// The next labels stamp (see [`Endpoint::labels_stamp`]).
+fn next_labels_stamp() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// An endpoint's labels (the Kubernetes pod labels, or what discovery or an embedder sets),
@@ -95,6 +104,7 @@ impl Endpoint {
             load: LoadCells::default(),
             health: AtomicU8::new(EndpointHealth::Enabled as u8),
             labels: ArcSwap::from_pointee(EndpointLabels::new()),
+            labels_stamp: AtomicU64::new(next_labels_stamp()),
             clock,
             counters: Counters::default(),
             peers: PeerCells::default(),
@@ -115,6 +125,30 @@ impl Endpoint {
     /// Replaces the endpoint's labels.
     pub fn set_labels(&self, labels: EndpointLabels) {
         self.labels.store(Arc::new(labels));
+        self.labels_stamp
+            .store(next_labels_stamp(), Ordering::Release);
+    }
+
+    /// A stamp of the endpoint's labels, unique among every labels value any endpoint has
+    /// had: a plugin that remembers what it derived from an endpoint's labels under this
+    /// stamp knows them unchanged while the stamp is, at the cost of one atomic load (reading
+    /// the labels costs more). Read the stamp before the labels: a change in between shows
+    /// as a new stamp at the next read.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use shepherd_scheduler_core::clock::SystemClock;
+    /// use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId};
+    ///
+    /// let e = Endpoint::new(EndpointId(1), "10.0.0.1:8000", Arc::new(SystemClock::new()));
+    /// let before = e.labels_stamp();
+    /// assert_eq!(e.labels_stamp(), before);
+    /// e.set_labels([("zone".to_string(), "a".to_string())].into_iter().collect());
+    /// assert_ne!(e.labels_stamp(), before);
+    /// ```
+    #[inline]
+    pub fn labels_stamp(&self) -> u64 {
+        self.labels_stamp.load(Ordering::Acquire)
     }
 
     /// The endpoint's address, `ip:port`.

@@ -13,13 +13,13 @@
 //! | `defaultNegativePriorityBand` | template for negative (sheddable) priorities |
 //! | `usageLimitPolicyPluginRef` | a `static-usage-limit-policy` (default: threshold 1) or `priority-holdback-policy` plugin |
 //! | `saturationDetector.pluginRef` | a `utilization-detector` (default) or `concurrency-detector` plugin |
-//! | `fairnessPolicyRef` | `round-robin-fairness-policy` (the only one Shepherd has) |
+//! | `fairnessPolicyRef` | `round-robin-fairness-policy` (Shepherd's default) or `global-strict-fairness-policy` (the oldest request of the band first, whatever its flow) |
 //! | `orderingPolicyRef` | `fcfs-ordering-policy` (the only one Shepherd has) |
 //!
 //! Quantities accept numbers or Kubernetes quantity strings (`"1k"`, `"500M"`, `"1Gi"`);
 //! durations accept Go duration strings (`"60s"`, `"1m30s"`, `"200ms"`). Upstream defaults the
 //! fairness policy to `global-strict-fairness-policy`; Shepherd's default is round-robin
-//! (DESIGN.md section 6), and naming global-strict is an error rather than a silent change.
+//! (DESIGN.md section 6): a band gets global-strict when its `fairnessPolicyRef` names it.
 //! `usageLimitPolicyPluginRef` names a `static-usage-limit-policy` or `priority-holdback-policy`
 //! plugin ([`UsageLimitPolicy`]); `enableEviction` is rejected when
 //! set: not supported yet.
@@ -260,13 +260,26 @@ pub struct FlowControlConfig {
     pub enable_eviction: bool,
 }
 
-/// The limits of one priority band.
+/// How a band chooses among its flows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Fairness {
+    /// The flows take turns, one request each (`round-robin-fairness-policy`).
+    #[default]
+    RoundRobin,
+    /// The band's oldest request first, whatever its flow (`global-strict-fairness-policy`
+    /// over FCFS ordering: one global arrival order).
+    GlobalStrict,
+}
+
+/// The limits of one priority band, and its fairness policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BandLimits {
     /// Most requests queued.
     pub max_requests: u64,
     /// Most bytes queued.
     pub max_bytes: u64,
+    /// How the band chooses among its flows.
+    pub fairness: Fairness,
 }
 
 impl BandLimits {
@@ -281,6 +294,7 @@ impl Default for BandLimits {
         BandLimits {
             max_requests: Self::DEFAULT_MAX_REQUESTS,
             max_bytes: Self::DEFAULT_MAX_BYTES,
+            fairness: Fairness::RoundRobin,
         }
     }
 }
@@ -455,8 +469,10 @@ impl FlowControlConfig {
     }
 }
 
-/// The fairness policy Shepherd implements.
+/// Shepherd's default fairness policy.
 pub const ROUND_ROBIN_FAIRNESS_POLICY: &str = "round-robin-fairness-policy";
+/// Upstream's default fairness policy (one arrival order across the band's flows).
+pub const GLOBAL_STRICT_FAIRNESS_POLICY: &str = "global-strict-fairness-policy";
 /// The ordering policy Shepherd implements.
 pub const FCFS_ORDERING_POLICY: &str = "fcfs-ordering-policy";
 
@@ -466,12 +482,30 @@ fn band(
     fallback: BandLimits,
     plugins: &[PluginSpec],
 ) -> Result<BandLimits, FlowConfigError> {
-    check_policy(
-        &format!("{path}.fairnessPolicyRef"),
-        b.fairness_policy_ref.as_deref(),
-        ROUND_ROBIN_FAIRNESS_POLICY,
-        plugins,
-    )?;
+    let fairness_path = format!("{path}.fairnessPolicyRef");
+    let fairness = match b.fairness_policy_ref.as_deref() {
+        None => fallback.fairness,
+        Some(reference) => {
+            let strict = check_policy(
+                &fairness_path,
+                Some(reference),
+                GLOBAL_STRICT_FAIRNESS_POLICY,
+                plugins,
+            );
+            match strict {
+                Ok(()) => Fairness::GlobalStrict,
+                Err(_) => {
+                    check_policy(
+                        &fairness_path,
+                        Some(reference),
+                        ROUND_ROBIN_FAIRNESS_POLICY,
+                        plugins,
+                    )?;
+                    Fairness::RoundRobin
+                }
+            }
+        }
+    };
     check_policy(
         &format!("{path}.orderingPolicyRef"),
         b.ordering_policy_ref.as_deref(),
@@ -482,6 +516,7 @@ fn band(
     Ok(BandLimits {
         max_requests: pick(b.max_requests, fallback.max_requests),
         max_bytes: pick(b.max_bytes, fallback.max_bytes),
+        fairness,
     })
 }
 

@@ -46,7 +46,7 @@ pub mod saturation;
 pub mod usage_limit;
 
 pub use config::{
-    BandLimits, FlowConfigError, FlowControlConfig, FlowSettings, PriorityBandConfig,
+    BandLimits, Fairness, FlowConfigError, FlowControlConfig, FlowSettings, PriorityBandConfig,
     SaturationDetectorConfig, parse_go_duration,
 };
 pub use queue::{FlowCounters, FlowQueue, Ticket};

@@ -59,7 +59,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::config::FlowSettings;
+use super::config::{Fairness, FlowSettings};
 use super::reason::{DropReason, Rejected};
 use crate::clock::Timestamp;
 
@@ -471,9 +471,32 @@ impl<T> FlowQueue<T> {
         levels
     }
 
-    /// Removes the request whose turn it is: highest band, the flow at the cursor, its head.
+    /// Removes the request whose turn it is: highest band, the flow at the cursor (or, under
+    /// global-strict fairness, the flow whose head arrived first), its head.
     fn pop_next(&mut self) -> Option<Entry<T>> {
         let band = self.bands.values_mut().next()?;
+        if band.limits.fairness == Fairness::GlobalStrict {
+            let mut oldest: Option<(u64, u32)> = None;
+            let mut flow = band.cursor;
+            loop {
+                let f = band.flow(flow);
+                let (head, next) = (f.head, f.ring_next);
+                let seq = self
+                    .slots
+                    .get(head as usize)
+                    .and_then(|s| s.entry.as_ref())
+                    .map_or(u64::MAX, |e| e.seq);
+                if oldest.is_none_or(|(best, _)| seq < best) {
+                    oldest = Some((seq, head));
+                }
+                flow = next;
+                if flow == band.cursor {
+                    break;
+                }
+            }
+            let (_, head) = oldest?;
+            return Some(self.remove_slot(head));
+        }
         let flow_index = band.cursor;
         let head = band.flow(flow_index).head;
         // Advance the round before removing: the flow, if it still has requests, goes last.

@@ -104,7 +104,7 @@ pub struct CoreMetrics {
 }
 
 /// Reason labels of [`ScheduleError`], in the order of the error counters.
-const ERROR_REASONS: [&str; 8] = [
+const ERROR_REASONS: [&str; 9] = [
     "no_endpoints",
     "empty_subset",
     "no_candidates",
@@ -113,6 +113,7 @@ const ERROR_REASONS: [&str; 8] = [
     "picker_returned_nothing",
     "other",
     "rejected",
+    "profile_not_selected",
 ];
 
 impl CoreMetrics {
@@ -204,6 +205,7 @@ fn error_reason_index(error: &ScheduleError) -> usize {
         ScheduleError::UnknownProfile(_) => 4,
         ScheduleError::PickerReturnedNothing(_) => 5,
         ScheduleError::Rejected { .. } => 7,
+        ScheduleError::ProfileNotSelected(_) => 8,
     }
 }
 

@@ -4,6 +4,7 @@ use super::{Admitter, CompletionHook, Decider, Filter, PickHook, Picker, Scorer}
 use crate::disagg::ProfileHandlerSpec;
 use crate::endpoint::MembershipListener;
 use crate::metrics::MetricsSource;
+use crate::scheduler::HeaderProfileSelector;
 
 /// A built plugin: the facets it implements, each ready to be wired into profiles.
 ///
@@ -27,6 +28,7 @@ pub struct PluginInstance {
     admitter: Option<Arc<dyn Admitter>>,
     decider: Option<Arc<dyn Decider>>,
     profile_handler: Option<ProfileHandlerSpec>,
+    profile_selector: Option<HeaderProfileSelector>,
     filter: Option<Arc<dyn Filter>>,
     scorer: Option<Arc<dyn Scorer>>,
     picker: Option<Arc<dyn Picker>>,
@@ -57,6 +59,14 @@ impl PluginInstance {
     pub fn profile_handler(spec: ProfileHandlerSpec) -> Self {
         PluginInstance {
             profile_handler: Some(spec),
+            ..Default::default()
+        }
+    }
+
+    /// A profile handler that chooses each request's profile from a header.
+    pub fn profile_selector(selector: HeaderProfileSelector) -> Self {
+        PluginInstance {
+            profile_selector: Some(selector),
             ..Default::default()
         }
     }
@@ -123,6 +133,11 @@ impl PluginInstance {
     /// The profile handler facet.
     pub fn as_profile_handler(&self) -> Option<&ProfileHandlerSpec> {
         self.profile_handler.as_ref()
+    }
+
+    /// The header profile selector facet.
+    pub fn as_profile_selector(&self) -> Option<&HeaderProfileSelector> {
+        self.profile_selector.as_ref()
     }
 
     /// The admitter facet.

@@ -97,6 +97,13 @@ pub trait Picker: Send + Sync {
         out.clear();
         out.extend(self.pick(totals, count, rng));
     }
+
+    /// The most endpoints this picker was configured to return (upstream's
+    /// `maxNumOfEndpoints`), when set. The scheduler asks an encode profile's picker for that
+    /// many encode servers (see [`crate::disagg`]); the default is `None`.
+    fn max_endpoints(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Decides whether a request is served at all, before the profile's filters run: a request an

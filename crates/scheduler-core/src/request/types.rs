@@ -130,6 +130,28 @@ impl InferenceRequest {
         found
     }
 
+    /// Whether the request carries media (images, audio, video, files): some message of a
+    /// chat completions request has a content part that is not text. What
+    /// `always-disagg-multimodal-decider` reads; `false` for every other API and for requests
+    /// built by hand without [`InferenceRequest::chat`].
+    ///
+    /// ```
+    /// use shepherd_scheduler_core::request::{parse_openai_request, ParseLimits};
+    ///
+    /// let limits = ParseLimits::default();
+    /// let image = br#"{"model":"m","messages":[{"role":"user","content":[
+    ///     {"type":"text","text":"What is this?"},
+    ///     {"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}"#;
+    /// let text = br#"{"model":"m","messages":[{"role":"user","content":"Hi"}]}"#;
+    /// assert!(parse_openai_request("/v1/chat/completions", image, &limits).unwrap().has_media());
+    /// assert!(!parse_openai_request("/v1/chat/completions", text, &limits).unwrap().has_media());
+    /// ```
+    pub fn has_media(&self) -> bool {
+        self.chat
+            .as_deref()
+            .is_some_and(|chat| chat.messages.iter().any(|m| m.has_media))
+    }
+
     /// The model or adapter name that endpoints must serve: the LoRA adapter when set.
     pub fn target_model(&self) -> &str {
         self.lora.as_deref().unwrap_or(&self.model)

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{PickCounter, ScheduleError, Scheduler};
+use super::{HeaderProfileSelector, PickCounter, ScheduleError, Scheduler};
 use crate::completion::{Completer, CompletionHook};
 use crate::config::SchedulerSettings;
 use crate::disagg::Disaggregation;
@@ -21,6 +21,7 @@ pub struct SchedulerBuilder {
     metric_sources: Vec<Arc<dyn MetricsSource>>,
     parsers: ParserSet,
     disaggregation: Option<Disaggregation>,
+    profile_selector: Option<HeaderProfileSelector>,
 }
 
 impl SchedulerBuilder {
@@ -35,13 +36,23 @@ impl SchedulerBuilder {
             metric_sources: Vec::new(),
             parsers: ParserSet::upstream_default(),
             disaggregation: None,
+            profile_selector: None,
         }
     }
 
-    /// Schedules every request that names no profile with two profiles, decode then (when
-    /// the decider says so) prefill (see [`crate::disagg`]). Both must be added.
+    /// Schedules every request that names no profile with several profiles: decode, then
+    /// (when its decider says so and the profile exists) encode, then (when the decider says
+    /// so) prefill (see [`crate::disagg`]). The decode profile must be added, and the prefill
+    /// one when there is a prefill decider.
     pub fn disaggregation(mut self, disaggregation: Disaggregation) -> Self {
         self.disaggregation = Some(disaggregation);
+        self
+    }
+
+    /// Chooses the profile of every request that names none from a request header (see
+    /// [`HeaderProfileSelector`]).
+    pub fn profile_selector(mut self, selector: HeaderProfileSelector) -> Self {
+        self.profile_selector = Some(selector);
         self
     }
 
@@ -161,6 +172,7 @@ impl SchedulerBuilder {
             metric_sources: self.metric_sources,
             parsers: Arc::new(self.parsers),
             disaggregation: self.disaggregation,
+            profile_selector: self.profile_selector,
             shared: self.shared,
         })
     }

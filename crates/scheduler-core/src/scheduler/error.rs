@@ -26,6 +26,9 @@ pub enum ScheduleError {
     /// The named profile does not exist.
     #[error("unknown scheduling profile `{0}`")]
     UnknownProfile(String),
+    /// The request names no configured profile (a `header-profile-handler`'s header).
+    #[error("no scheduling profile selected: {0}")]
+    ProfileNotSelected(String),
     /// The picker returned nothing usable (a plugin bug).
     #[error("picker `{0}` returned no valid endpoint")]
     PickerReturnedNothing(String),
@@ -46,6 +49,7 @@ impl ScheduleError {
         match self {
             ScheduleError::UnknownProfile(_) | ScheduleError::PickerReturnedNothing(_) => 500,
             ScheduleError::Rejected { .. } => 429,
+            ScheduleError::ProfileNotSelected(_) => 400,
             _ => 503,
         }
     }
@@ -59,6 +63,7 @@ impl ScheduleError {
             ScheduleError::NoHealthyEndpoint => "no_healthy_endpoint",
             ScheduleError::NoCandidates { .. } => "no_candidates",
             ScheduleError::UnknownProfile(_) => "unknown_profile",
+            ScheduleError::ProfileNotSelected(_) => "profile_not_selected",
             ScheduleError::PickerReturnedNothing(_) => "picker_returned_nothing",
             ScheduleError::Rejected { .. } => "rejected",
         }

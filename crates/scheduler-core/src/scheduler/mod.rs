@@ -26,6 +26,7 @@ mod builder;
 mod candidates;
 mod error;
 mod observer;
+mod profile_select;
 pub(crate) mod spare;
 
 use std::sync::Arc;
@@ -35,11 +36,14 @@ use std::time::Duration;
 pub use builder::SchedulerBuilder;
 pub use error::ScheduleError;
 pub use observer::{ProfileOutcome, ScheduleObserver};
+pub use profile_select::{DEFAULT_PROFILE_HEADER, DEFAULT_SELECTED_PROFILE, HeaderProfileSelector};
 
 use crate::clock::{Clock, Timestamp};
 use crate::completion::{Completer, RequestHandle};
 use crate::decision::{Breakdown, Decision};
-use crate::disagg::{Disaggregation, PREFILL_ID_SUFFIX};
+use crate::disagg::{
+    DEFAULT_ENCODE_ENDPOINTS, Disaggregation, ENCODE_ID_SUFFIX, PREFILL_ID_SUFFIX,
+};
 use crate::endpoint::{InFlightGuard, MembershipListener, Pool};
 use crate::metrics::{BucketHistogram, PLUGIN_TIMING_SAMPLE};
 use crate::metrics::{CoreMetrics, MetricsSource, MetricsVisitor, ProfileMetrics};
@@ -87,6 +91,7 @@ pub struct Scheduler {
     metric_sources: Vec<Arc<dyn MetricsSource>>,
     parsers: Arc<ParserSet>,
     disaggregation: Option<Disaggregation>,
+    profile_selector: Option<HeaderProfileSelector>,
 }
 
 /// One profile's plugin duration histograms, aligned with its filters and scorers.
@@ -207,8 +212,8 @@ impl Scheduler {
         let result = match (&self.disaggregation, options.profile) {
             (Some(d), None) => self.run_disaggregated(d, request, options, observer),
             _ => self
-                .profile_index(options.profile)
-                .and_then(|i| self.run_observed(request, options, i, None, None, observer))
+                .selected_profile(request, options.profile)
+                .and_then(|i| self.run_observed(request, options, i, Stage::default(), observer))
                 .map(|(decision, _)| decision),
         };
         if let Err(e) = &result {
@@ -220,6 +225,24 @@ impl Scheduler {
     /// How this scheduler disaggregates, if it does (see [`crate::disagg`]).
     pub fn disaggregation(&self) -> Option<&Disaggregation> {
         self.disaggregation.as_ref()
+    }
+
+    /// How this scheduler chooses a request's profile from a header, if it does.
+    pub fn profile_selector(&self) -> Option<&HeaderProfileSelector> {
+        self.profile_selector.as_ref()
+    }
+
+    /// The profile `request` runs: the one named, else the header's (with a selector), else
+    /// the default.
+    fn selected_profile(
+        &self,
+        request: &InferenceRequest,
+        name: Option<&str>,
+    ) -> Result<usize, ScheduleError> {
+        match (&self.profile_selector, name) {
+            (Some(selector), None) => selector.select(request, &self.profiles),
+            _ => self.profile_index(name),
+        }
     }
 
     fn profile_index(&self, name: Option<&str>) -> Result<usize, ScheduleError> {
@@ -236,8 +259,10 @@ impl Scheduler {
         }
     }
 
-    /// The decode profile, then, when the decider says so, the prefill profile under the id
-    /// `<id>:prefill`; a prefill that finds no server leaves the request aggregated.
+    /// The decode profile; then, when the encode profile exists and its decider says so, the
+    /// encode profile under the id `<id>:encode`; then, when the prefill decider says so, the
+    /// prefill profile under the id `<id>:prefill`. An encode or prefill stage that finds no
+    /// server is left out (the request is served without it).
     fn run_disaggregated(
         &self,
         d: &Disaggregation,
@@ -246,20 +271,42 @@ impl Scheduler {
         observer: Option<&dyn ScheduleObserver>,
     ) -> Result<Decision, ScheduleError> {
         let decode = self.profile_index(Some(&d.decode_profile))?;
-        let (decision, disaggregate) = self.run_observed(
-            request,
-            options,
-            decode,
-            None,
-            d.decider.as_deref(),
-            observer,
-        )?;
-        if !disaggregate {
+        // Upstream skips the encode stage when its profile is not configured.
+        let encode = d
+            .encode_decider
+            .as_ref()
+            .and_then(|_| self.profile_index(Some(&d.encode_profile)).ok());
+        let stage = Stage {
+            prefill_decider: d.decider.as_deref(),
+            encode_decider: encode.and(d.encode_decider.as_deref()),
+            ..Stage::default()
+        };
+        let (mut decision, stages) =
+            self.run_observed(request, options, decode, stage, observer)?;
+        if let (true, Some(encode)) = (stages.encode, encode) {
+            let count = self
+                .profiles
+                .get(encode)
+                .and_then(|p| p.picker().max_endpoints())
+                .unwrap_or(DEFAULT_ENCODE_ENDPOINTS);
+            let stage = Stage {
+                id: Some(format!("{}{ENCODE_ID_SUFFIX}", decision.request_id())),
+                count: Some(count),
+                ..Stage::default()
+            };
+            if let Ok((encoded, _)) = self.run_observed(request, options, encode, stage, observer) {
+                decision = decision.with_encode(encoded);
+            }
+        }
+        if !stages.prefill {
             return Ok(decision);
         }
         let prefill = self.profile_index(Some(&d.prefill_profile))?;
-        let id = format!("{}{PREFILL_ID_SUFFIX}", decision.request_id());
-        match self.run_observed(request, options, prefill, Some(id), None, observer) {
+        let stage = Stage {
+            id: Some(format!("{}{PREFILL_ID_SUFFIX}", decision.request_id())),
+            ..Stage::default()
+        };
+        match self.run_observed(request, options, prefill, stage, observer) {
             Ok((stage, _)) => Ok(decision.with_prefill(stage)),
             Err(_) => Ok(decision),
         }
@@ -271,36 +318,35 @@ impl Scheduler {
         request: &InferenceRequest,
         options: ScheduleOptions<'_>,
         profile_index: usize,
-        id: Option<String>,
-        decider: Option<&dyn Decider>,
+        stage: Stage<'_>,
         observer: Option<&dyn ScheduleObserver>,
-    ) -> Result<(Decision, bool), ScheduleError> {
+    ) -> Result<(Decision, Stages), ScheduleError> {
         let Some(observer) = observer else {
-            return self.run(request, options, profile_index, id, decider, None);
+            return self.run(request, options, profile_index, stage, None);
         };
         let name = self
             .profiles
             .get(profile_index)
             .map_or("default", |p| p.name());
         observer.profile_started(name);
-        let result = self.run(request, options, profile_index, id, decider, Some(observer));
+        let result = self.run(request, options, profile_index, stage, Some(observer));
         if let Err(error) = &result {
             observer.profile_finished(&ProfileOutcome::failed(name, error));
         }
         result
     }
 
-    /// Runs profile `profile_index` for `request` (under `id` when given); with `decider`, also
-    /// says whether to disaggregate. `observer` hears each scorer and a successful outcome.
+    /// Runs profile `profile_index` for `request` as `stage` says (its id, how many endpoints,
+    /// and the deciders to ask about the pick). `observer` hears each scorer and a successful
+    /// outcome.
     fn run(
         &self,
         request: &InferenceRequest,
         options: ScheduleOptions<'_>,
         profile_index: usize,
-        id: Option<String>,
-        decider: Option<&dyn Decider>,
+        stage: Stage<'_>,
         observer: Option<&dyn ScheduleObserver>,
-    ) -> Result<(Decision, bool), ScheduleError> {
+    ) -> Result<(Decision, Stages), ScheduleError> {
         let started = self.clock.now();
         let profile = self
             .profiles
@@ -324,7 +370,7 @@ impl Scheduler {
             spare::candidates(),
         )?;
         let before_filters = candidates.len();
-        let mut cycle = match id {
+        let mut cycle = match stage.id {
             Some(id) => CycleState::for_stage(request, started, self.staleness_bound, id),
             None => CycleState::new(request, started, self.staleness_bound),
         };
@@ -408,9 +454,12 @@ impl Scheduler {
             started
         };
         let mut picked = spare::indexes();
-        profile
-            .picker()
-            .pick_into(&totals, self.max_endpoints, &mut rng, &mut picked);
+        profile.picker().pick_into(
+            &totals,
+            stage.count.unwrap_or(self.max_endpoints),
+            &mut rng,
+            &mut picked,
+        );
         time(timers.map(|t| &t.picker), t0);
         picked.retain(|&i| i < n);
         dedup_in_order(&mut picked);
@@ -421,7 +470,14 @@ impl Scheduler {
         };
 
         let primary = candidates[primary_index];
-        let disaggregate = decider.is_some_and(|d| d.disaggregate(&cycle, primary));
+        let stages = Stages {
+            encode: stage
+                .encode_decider
+                .is_some_and(|d| d.disaggregate(&cycle, primary)),
+            prefill: stage
+                .prefill_decider
+                .is_some_and(|d| d.disaggregate(&cycle, primary)),
+        };
         // The picked endpoint's pending prefill: what an affinity scorer believes it does not
         // cache of this prompt (all of it when nobody published an estimate).
         let prompt_tokens = request.prompt.estimated_tokens() as u64;
@@ -493,11 +549,12 @@ impl Scheduler {
                 endpoints: decision.endpoints().len(),
                 prompt_tokens,
                 cached_tokens: prompt_tokens.saturating_sub(uncached),
-                disaggregate,
+                disaggregate: stages.prefill,
+                encode: stages.encode,
                 error: None,
             });
         }
-        Ok((decision, disaggregate))
+        Ok((decision, stages))
     }
 }
 
@@ -540,6 +597,26 @@ fn dedup_in_order(v: &mut Vec<usize>) {
         }
     }
     v.truncate(kept);
+}
+
+/// How one profile run is made: under which id, for how many endpoints, asking which deciders.
+#[derive(Default)]
+struct Stage<'a> {
+    /// The stage's request id (default: the request's own).
+    id: Option<String>,
+    /// Endpoints to pick (default: the scheduler's `maxEndpoints`).
+    count: Option<usize>,
+    /// Asked, with the pick, whether a prefill stage follows.
+    prefill_decider: Option<&'a dyn Decider>,
+    /// Asked, with the pick, whether an encode stage follows.
+    encode_decider: Option<&'a dyn Decider>,
+}
+
+/// What the deciders said about a decode pick.
+#[derive(Debug, Clone, Copy, Default)]
+struct Stages {
+    encode: bool,
+    prefill: bool,
 }
 
 /// The pick counter, on a cache line of its own: every pick writes it, and it must not evict

@@ -64,7 +64,7 @@ use super::ScheduleError;
 /// ```
 ///
 /// Told what one scheduling call does, in order: for each profile run (the decode profile,
-/// then the prefill one when a request is disaggregated), `profile_started`, then
+/// then the encode and the prefill ones when a request is disaggregated), `profile_started`, then
 /// `scorer_started` / `scorer_finished` for every scorer, then `profile_finished` (also when
 /// the profile failed).
 pub trait ScheduleObserver: Sync {
@@ -97,6 +97,9 @@ pub struct ProfileOutcome<'a> {
     /// Whether the decider asked for a prefill stage (decode profile of a disaggregated
     /// scheduler only).
     pub disaggregate: bool,
+    /// Whether the encode decider asked for an encode stage (decode profile of a scheduler
+    /// that disaggregates encoding only).
+    pub encode: bool,
     /// Why the profile picked nothing.
     pub error: Option<&'a ScheduleError>,
 }
@@ -112,6 +115,7 @@ impl<'a> ProfileOutcome<'a> {
             prompt_tokens: 0,
             cached_tokens: 0,
             disaggregate: false,
+            encode: false,
             error: Some(error),
         }
     }

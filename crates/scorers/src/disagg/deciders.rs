@@ -9,6 +9,10 @@
 //!   Prompt tokens are Shepherd's estimate (token ids when the request has them, else 4 bytes
 //!   a token).
 //! - `always-disagg-pd-decider`: every request.
+//! - `always-disagg-multimodal-decider` (the encode decider): every request that carries
+//!   media ([`InferenceRequest::has_media`](shepherd_scheduler_core::request::InferenceRequest::has_media):
+//!   a chat completions message with an image, audio, video or file part). Upstream reads
+//!   the multimodal features its tokenizer found; Shepherd reads the request's content parts.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -43,6 +47,8 @@ use crate::params::NoParameters;
 pub const PREFIX_BASED_TYPE_NAME: &str = "prefix-based-pd-decider";
 /// Registry type name of the always-disaggregate decider.
 pub const ALWAYS_TYPE_NAME: &str = "always-disagg-pd-decider";
+/// Registry type name of the encode decider for multimodal requests.
+pub const MULTIMODAL_TYPE_NAME: &str = "always-disagg-multimodal-decider";
 
 /// The `prefix-based-pd-decider` parameters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -94,6 +100,16 @@ impl Decider for AlwaysDisaggDecider {
     }
 }
 
+/// Encodes every request that carries media, on separate encode servers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AlwaysDisaggMultimodalDecider;
+
+impl Decider for AlwaysDisaggMultimodalDecider {
+    fn disaggregate(&self, cycle: &CycleState<'_>, _decode: &Arc<Endpoint>) -> bool {
+        cycle.request.has_media()
+    }
+}
+
 /// Builds a `prefix-based-pd-decider`.
 pub fn prefix_based_factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let params: PrefixBasedDeciderParameters = args.parse()?;
@@ -106,4 +122,12 @@ pub fn prefix_based_factory(args: &PluginArgs<'_>) -> Result<PluginInstance, Plu
 pub fn always_factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let _: NoParameters = args.parse()?;
     Ok(PluginInstance::decider(Arc::new(AlwaysDisaggDecider)))
+}
+
+/// Builds an `always-disagg-multimodal-decider`. It has no parameters; like upstream's
+/// factory, which never reads them, it ignores any given.
+pub fn multimodal_factory(_args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
+    Ok(PluginInstance::decider(Arc::new(
+        AlwaysDisaggMultimodalDecider,
+    )))
 }

@@ -1,5 +1,8 @@
-//! `disagg-profile-handler`: schedules each request with the decode profile, then, when the
-//! prefill decider says so, with the prefill profile (see [`shepherd_scheduler_core::disagg`]).
+//! `disagg-profile-handler`: schedules each request with the decode profile; then, when the
+//! encode profile exists and the encode decider says so, with the encode profile (the servers
+//! that encode the request's media); then, when the prefill decider says so, with the prefill
+//! profile (see [`shepherd_scheduler_core::disagg`]). Upstream's four layouts: decode only,
+//! P/D, E/PD (an encode decider only) and E/P/D (both deciders).
 //!
 //! ## Parameters
 //!
@@ -7,9 +10,10 @@
 //! |---|---|---|
 //! | `profiles.decode` | `decode` | the decode profile (always run: its pick is the destination) |
 //! | `profiles.prefill` | `prefill` | the prefill profile |
+//! | `profiles.encode` | `encode` | the encode profile; when the config has no profile of that name, the encode stage never runs (as upstream) |
 //! | `deciders.prefill` | — | the decider plugin's name; without one, every request is served aggregated by the decode profile |
+//! | `deciders.encode` | — | the encode decider plugin's name (`always-disagg-multimodal-decider`); without one, no request is encoded separately |
 //! | `stageOrder` | `decode-first` | only `decode-first` (upstream's `prefill-first` is refused) |
-//! | `profiles.encode`, `deciders.encode` | — | encode disaggregation (multimodal) is not built: a `deciders.encode` is refused |
 //!
 //! Upstream's deprecated flat form loads too (`decodeProfile`, `prefillProfile`,
 //! `encodeProfile`, `prefillDeciderPluginName`, `deciderPluginName`,
@@ -58,7 +62,7 @@
 
 use serde::Deserialize;
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
-use shepherd_scheduler_core::disagg::ProfileHandlerSpec;
+use shepherd_scheduler_core::disagg::{DEFAULT_ENCODE_PROFILE, ProfileHandlerSpec};
 use shepherd_scheduler_core::plugin::PluginInstance;
 
 /// Registry type name.
@@ -72,7 +76,7 @@ pub struct Profiles {
     pub decode: Option<String>,
     /// The prefill profile.
     pub prefill: Option<String>,
-    /// The encode profile (not built).
+    /// The encode profile.
     pub encode: Option<String>,
 }
 
@@ -82,7 +86,7 @@ pub struct Profiles {
 pub struct Deciders {
     /// The prefill decider's plugin name.
     pub prefill: Option<String>,
-    /// The encode decider's plugin name (refused).
+    /// The encode decider's plugin name.
     pub encode: Option<String>,
 }
 
@@ -144,13 +148,13 @@ impl DisaggProfileHandlerParameters {
         let deciders = self.deciders.clone().unwrap_or_default();
         let encode_decider = deciders
             .encode
-            .or_else(|| self.encode_decider_plugin_name.clone());
-        if encode_decider.is_some() {
-            return Err(PluginError::invalid(
-                "deciders.encode",
-                "encode (multimodal) disaggregation is not built in Shepherd",
-            ));
-        }
+            .or_else(|| self.encode_decider_plugin_name.clone())
+            .filter(|d| !d.is_empty());
+        let encode = profiles
+            .encode
+            .or_else(|| self.encode_profile.clone())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| DEFAULT_ENCODE_PROFILE.into());
         let decode = profiles
             .decode
             .or_else(|| self.decode_profile.clone())
@@ -170,6 +174,8 @@ impl DisaggProfileHandlerParameters {
             decode_profile: decode,
             prefill_profile: prefill,
             prefill_decider: decider,
+            encode_profile: encode,
+            encode_decider,
         })
     }
 }
@@ -229,6 +235,34 @@ mod tests {
     }
 
     #[test]
+    fn encode_profile_and_decider_nested_and_flat() {
+        let d = spec(serde_json::json!({})).unwrap();
+        assert_eq!(
+            (d.encode_profile.as_str(), d.encode_decider),
+            ("encode", None)
+        );
+        let n = spec(serde_json::json!({"profiles": {"encode": "e"}, "deciders": {"encode": "mm", "prefill": "p"}})).unwrap();
+        assert_eq!(
+            (
+                n.encode_profile.as_str(),
+                n.encode_decider.as_deref(),
+                n.prefill_decider.as_deref()
+            ),
+            ("e", Some("mm"), Some("p"))
+        );
+        let f = spec(serde_json::json!({"encodeProfile": "e2", "encodeDeciderPluginName": "mm2"}))
+            .unwrap();
+        assert_eq!(
+            (
+                f.encode_profile.as_str(),
+                f.encode_decider.as_deref(),
+                f.prefill_decider
+            ),
+            ("e2", Some("mm2"), None)
+        );
+    }
+
+    #[test]
     fn what_is_not_built_is_refused_by_name() {
         for (json, field) in [
             (
@@ -236,10 +270,6 @@ mod tests {
                 "stageOrder",
             ),
             (serde_json::json!({"stageOrder": "sideways"}), "stageOrder"),
-            (
-                serde_json::json!({"deciders": {"encode": "mm"}}),
-                "deciders.encode",
-            ),
             (
                 serde_json::json!({"decodeProfile": "d", "profiles": {"decode": "e"}}),
                 "profiles",

@@ -7,6 +7,7 @@
 //! | `by-label` | endpoints whose label has an accepted value |
 //! | `decode-filter`, `prefill-filter`, `encode-filter` | endpoints of that `llm-d.ai/role` |
 //! | `endpoint-attribute-filter` | endpoints whose custom-metric attribute passes a threshold |
+//! | `session-affinity-filter` | the endpoint that served the request's session before, when it is a candidate (else all) |
 //! | `utilization-filter` | endpoints under every load cap configured |
 //! | `prefix-cache-affinity-filter` | endpoints holding enough of the prompt's prefix, unless that would overload them |
 
@@ -15,6 +16,7 @@ pub mod endpoint_attribute;
 pub mod label_selector;
 pub mod lora_affinity;
 pub mod prefix_affinity;
+pub mod session_affinity;
 pub mod slo_headroom_tier;
 pub mod utilization;
 
@@ -23,5 +25,6 @@ pub use endpoint_attribute::{EndpointAttributeFilter, EndpointAttributeFilterPar
 pub use label_selector::{LabelSelector, LabelSelectorFilter};
 pub use lora_affinity::{LoraAffinityFilter, LoraAffinityFilterParameters};
 pub use prefix_affinity::PrefixAffinityFilter;
+pub use session_affinity::SessionAffinityFilter;
 pub use slo_headroom_tier::{SloHeadroomTierFilter, SloHeadroomTierParameters};
 pub use utilization::{UtilizationFilter, UtilizationFilterParameters};

@@ -38,6 +38,10 @@ impl MaxScorePicker {
 }
 
 impl Picker for MaxScorePicker {
+    fn max_endpoints(&self) -> Option<usize> {
+        self.parameters.max_num_of_endpoints
+    }
+
     fn pick(&self, totals: &[f64], count: usize, rng: &mut PickRng) -> Vec<usize> {
         let count = self.parameters.limit(count, totals.len());
         let ranked = totals

@@ -34,6 +34,10 @@ impl RandomPicker {
 }
 
 impl Picker for RandomPicker {
+    fn max_endpoints(&self) -> Option<usize> {
+        self.parameters.max_num_of_endpoints
+    }
+
     fn pick(&self, totals: &[f64], count: usize, rng: &mut PickRng) -> Vec<usize> {
         let count = self.parameters.limit(count, totals.len());
         // Partial Fisher-Yates: the first `count` slots end up a uniform sample, in random order.

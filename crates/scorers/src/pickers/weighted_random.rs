@@ -51,6 +51,10 @@ fn weight_of(total: f64) -> f64 {
 }
 
 impl Picker for WeightedRandomPicker {
+    fn max_endpoints(&self) -> Option<usize> {
+        self.parameters.max_num_of_endpoints
+    }
+
     fn pick(&self, totals: &[f64], count: usize, rng: &mut PickRng) -> Vec<usize> {
         let count = self.parameters.limit(count, totals.len());
         let all_zero = totals.iter().all(|&t| weight_of(t) == 0.0);

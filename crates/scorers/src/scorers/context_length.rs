@@ -92,15 +92,28 @@ impl ContextRange {
     }
 }
 
+/// The score an endpoint gets whose range is far from the request's length.
+const FALLBACK: f64 = 0.3;
+
+/// The part of a range's score that depends on the range alone.
+#[inline]
+fn width_score(range: ContextRange) -> f64 {
+    1.0 / (1.0 + (range.max - range.min) as f64 / 10_000.0)
+}
+
 /// Upstream's score of a request of `length` tokens on an endpoint serving `range`.
 pub fn range_score(length: u64, range: ContextRange) -> f64 {
-    const FALLBACK: f64 = 0.3;
+    scored(length, range, width_score(range))
+}
+
+/// [`range_score`] with the range's [`width_score`] computed beforehand (the same arithmetic).
+#[inline]
+fn scored(length: u64, range: ContextRange, width_score: f64) -> f64 {
     if range.contains(length) {
         let width = range.max - range.min;
         if width == 0 {
             return 1.0;
         }
-        let width_score = 1.0 / (1.0 + width as f64 / 10_000.0);
         let position = (range.max - length) as f64 / width as f64;
         return FALLBACK + (0.7 * width_score + 0.3 * position) * (1.0 - FALLBACK);
     }
@@ -119,8 +132,9 @@ pub struct ContextLengthAware {
     filtering: bool,
     resources: Arc<Resources>,
     tokens: OnceLock<Option<Arc<TokenProducer>>>,
-    /// Per endpoint id: the label map it was parsed from (held, so compared by address
-    /// safely) and what it said. Labels change rarely; a pick parses none.
+    /// Per endpoint id: the stamp of the labels it was parsed from
+    /// ([`Endpoint::labels_stamp`]) and what they said. Labels change rarely; a pick parses
+    /// none and reads no label map.
     parsed: RwLock<Vec<Option<Parsed>>>,
 }
 
@@ -129,13 +143,14 @@ pub struct ContextLengthAware {
 enum Labelled {
     None,
     Bad,
-    Range(ContextRange),
+    /// A range, with its [`width_score`].
+    Range(ContextRange, f64),
 }
 
 /// One endpoint's remembered parse.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Parsed {
-    labels: Arc<EndpointLabels>,
+    stamp: u64,
     said: Labelled,
 }
 
@@ -162,7 +177,8 @@ impl ContextLengthAware {
     fn parse(&self, labels: &EndpointLabels) -> Labelled {
         match labels.get(&self.label) {
             None => Labelled::None,
-            Some(text) => ContextRange::parse(text).map_or(Labelled::Bad, Labelled::Range),
+            Some(text) => ContextRange::parse(text)
+                .map_or(Labelled::Bad, |r| Labelled::Range(r, width_score(r))),
         }
     }
 
@@ -173,21 +189,16 @@ impl ContextLengthAware {
         {
             let parsed = self.parsed.read();
             for (i, endpoint) in candidates.iter().enumerate() {
-                let labels = endpoint.labels();
+                // The stamp first: labels set after it was read show as a new stamp.
+                let stamp = endpoint.labels_stamp();
                 let slot = endpoint.id().0 as usize;
                 match parsed.get(slot) {
-                    Some(Some(seen)) if Arc::ptr_eq(&seen.labels, &labels) => each(i, seen.said),
+                    Some(Some(seen)) if seen.stamp == stamp => each(i, seen.said),
                     _ => {
-                        let said = self.parse(&labels);
+                        let said = self.parse(&endpoint.labels());
                         each(i, said);
                         if slot < MAX_REMEMBERED {
-                            fresh.push((
-                                slot,
-                                Parsed {
-                                    labels: Arc::clone(&labels),
-                                    said,
-                                },
-                            ));
+                            fresh.push((slot, Parsed { stamp, said }));
                         }
                     }
                 }
@@ -217,7 +228,7 @@ impl Scorer for ContextLengthAware {
                 *slot = Score::new(match said {
                     Labelled::None => 0.5,
                     Labelled::Bad => 0.0,
-                    Labelled::Range(range) => range_score(length, range),
+                    Labelled::Range(range, width) => scored(length, range, width),
                 });
             }
         });
@@ -236,7 +247,7 @@ impl Filter for ContextLengthAware {
             keep[i] = match said {
                 Labelled::None => true,
                 Labelled::Bad => false,
-                Labelled::Range(range) => range.contains(length),
+                Labelled::Range(range, _) => range.contains(length),
             };
         });
         let mut i = 0;
@@ -268,6 +279,58 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_label_change_is_seen_at_the_next_pick() {
+        use shepherd_scheduler_core::clock::Timestamp;
+        use shepherd_scheduler_core::endpoint::Pool;
+        use shepherd_scheduler_core::request::Prompt;
+        use shepherd_scheduler_core::shared::SharedState;
+        use std::time::Duration;
+
+        let shared = SharedState::new(Arc::new(Pool::new()));
+        let args = PluginArgs::new(TYPE_NAME, TYPE_NAME, &serde_json::Value::Null, &shared, 0);
+        let plugin = factory(&args).unwrap();
+        let scorer = plugin.as_scorer().unwrap();
+        let pool = Pool::new();
+        pool.set_members(["10.0.0.1:8000"]);
+        let snapshot = pool.snapshot();
+        let candidates: Vec<&Arc<Endpoint>> = snapshot.endpoints().iter().collect();
+        let request = InferenceRequest::new("r", "m", Prompt::Text("x".repeat(4000)));
+        let mut out = [Score::NEUTRAL];
+        let mut score = |labels: Option<&str>| {
+            if let Some(range) = labels {
+                candidates[0].set_labels(
+                    [(DEFAULT_LABEL.to_string(), range.to_string())]
+                        .into_iter()
+                        .collect(),
+                );
+            }
+            let mut cycle = CycleState::new(&request, Timestamp::ZERO, Duration::from_secs(1));
+            scorer.score(&mut cycle, &candidates, &mut out);
+            out[0].value
+        };
+        assert_eq!(score(None), 0.5, "no label");
+        assert_eq!(
+            score(Some("0-1000")),
+            range_score(1000, ContextRange { min: 0, max: 1000 })
+        );
+        assert_eq!(
+            score(None),
+            range_score(1000, ContextRange { min: 0, max: 1000 })
+        );
+        assert_eq!(
+            score(Some("5000-9000")),
+            range_score(
+                1000,
+                ContextRange {
+                    min: 5000,
+                    max: 9000
+                }
+            )
+        );
+        assert_eq!(score(Some("bad")), 0.0);
+    }
 
     #[test]
     fn upstreams_scores_on_its_examples() {

@@ -157,6 +157,9 @@ pub(crate) fn column_of(
     })
 }
 
+/// Candidates whose values an adaptive range keeps on the stack while it is found.
+const ON_STACK: usize = 256;
+
 /// The scorer (see the module docs).
 #[derive(Debug)]
 pub struct EndpointAttributeScorer {
@@ -190,15 +193,40 @@ impl Scorer for EndpointAttributeScorer {
 
     fn score(&self, _cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         self.table.read(|values| {
-            let value = |e: &&Arc<Endpoint>| values.get(self.column, e.id());
-            let range = self
-                .normalization
-                .range(candidates.iter().filter_map(value));
-            for (endpoint, slot) in candidates.iter().zip(out.iter_mut()) {
-                *slot = Score::new(match value(endpoint) {
-                    Some(v) => normalized(v, range, self.lower_is_better),
-                    None => 0.0,
-                });
+            let column = values.column(self.column);
+            let value = |e: &&Arc<Endpoint>| column.get(e.id());
+            let score = |v: Option<f64>, range| {
+                Score::new(v.map_or(0.0, |v| normalized(v, range, self.lower_is_better)))
+            };
+            match self.normalization {
+                Normalization::Fixed(..) => {
+                    let range = self.normalization.range(std::iter::empty());
+                    for (endpoint, slot) in candidates.iter().zip(out.iter_mut()) {
+                        *slot = score(value(endpoint), range);
+                    }
+                }
+                // The candidates' range needs every value before the first score: each is
+                // looked up once, kept on the stack (NaN: none), for the pools that fit.
+                Normalization::Adaptive if candidates.len() <= ON_STACK => {
+                    let mut seen = [f64::NAN; ON_STACK];
+                    for (endpoint, v) in candidates.iter().zip(seen.iter_mut()) {
+                        *v = value(endpoint).unwrap_or(f64::NAN);
+                    }
+                    let seen = &seen[..candidates.len()];
+                    let known = seen.iter().copied().filter(|v| !v.is_nan());
+                    let range = self.normalization.range(known);
+                    for (v, slot) in seen.iter().zip(out.iter_mut()) {
+                        *slot = score(Some(*v).filter(|v| !v.is_nan()), range);
+                    }
+                }
+                Normalization::Adaptive => {
+                    let range = self
+                        .normalization
+                        .range(candidates.iter().filter_map(value));
+                    for (endpoint, slot) in candidates.iter().zip(out.iter_mut()) {
+                        *slot = score(value(endpoint), range);
+                    }
+                }
             }
         });
     }

@@ -16,7 +16,7 @@
 //! | parameter | default | meaning in Shepherd |
 //! |---|---|---|
 //! | `strategy` | `session_id` | upstream's `session_id` strategy: a client session id bound to the endpoint that served it. Upstream's default, `encoded_endpoint_header` (the picked endpoint encoded in a response header the client echoes), needs plugins to write response headers, which Shepherd cannot yet: asking for it by name (or giving `encodedEndpointHeaderConfig`) is an error; a bare scorer uses `session_id` |
-//! | `sessionIdConfig.sources` | the `x-session-id` header | `[{header: NAME}]` or `[{attribute: KEY}]` in priority order; `x-session-id` is the session key the adapters read, other headers are read from the headers the adapter hands to plugins; attributes are never found (no plugin publishes them in Shepherd) |
+//! | `sessionIdConfig.sources` | the `x-session-id` header | `[{header: NAME}]` or `[{attribute: KEY}]` in priority order; `x-session-id` is the session key the adapters read, other headers are read from the headers the adapter hands to plugins; `{attribute: KEY, producer: NAME}` reads what a declared `agent-identity` or `session-id-producer` publishes ([`crate::attributes`]) |
 //! | `sessionIdConfig.evictionTtlSeconds` | 300 upstream, 600 as `ttlSeconds` | seconds a session is remembered after its last pick |
 //! | `sessionIdConfig.evictionSweepSeconds` | 10 | accepted, not used: expired sessions are dropped when met and by capacity |
 //! | `profileName` | — | accepted: the pick recorded is always the one of the profile the scorer runs in, which is what upstream's `profileName: prefill` selects when the instance sits in the prefill profile |
@@ -68,8 +68,11 @@ use shepherd_scheduler_core::plugin::{
     Category, CycleState, PickHook, PluginInstance, Score, Scorer,
 };
 
+use shepherd_scheduler_core::request::{ConfiguredHeaders, InferenceRequest};
+
 use super::session_source::{SessionIdConfig, Strategy};
 use super::session_store::SessionStore;
+use crate::attributes::RequestAttributes;
 use crate::error::ParameterError;
 
 /// Registry type name.
@@ -96,15 +99,13 @@ pub struct SessionAffinityParameters {
 impl SessionAffinityParameters {
     /// The TTL: `sessionIdConfig.evictionTtlSeconds` when given, else `ttlSeconds`.
     pub fn ttl(&self) -> Duration {
-        match self.session_id_config.eviction_ttl_seconds {
-            Some(seconds) if seconds.is_finite() && seconds > 0.0 => {
-                Duration::from_secs_f64(seconds.min(1e12))
-            }
+        match self.session_id_config.ttl_given() {
+            Some(seconds) if seconds.is_finite() => Duration::from_secs_f64(seconds.min(1e12)),
             _ => Duration::from_secs(self.ttl_seconds),
         }
     }
 
-    fn check(&self) -> Result<(), PluginError> {
+    pub(crate) fn check(&self) -> Result<(), PluginError> {
         if self.strategy == Some(Strategy::EncodedEndpointHeader)
             || self.encoded_endpoint_header_config.is_some()
         {
@@ -140,11 +141,22 @@ pub struct SessionAffinityScorer {
     hasher: ahash::RandomState,
     parameters: SessionAffinityParameters,
     seed: u64,
+    attributes: Arc<RequestAttributes>,
 }
 
 impl SessionAffinityScorer {
-    /// A scorer with `parameters`; `seed` keys the session-key hash.
+    /// A scorer with `parameters`; `seed` keys the session-key hash. Attribute sources find
+    /// nothing: [`Self::with_attributes`] gives the config's producers.
     pub fn new(parameters: SessionAffinityParameters, seed: u64) -> Result<Self, ParameterError> {
+        Self::with_attributes(parameters, seed, Arc::default())
+    }
+
+    /// A scorer whose attribute sources read `attributes`.
+    pub fn with_attributes(
+        parameters: SessionAffinityParameters,
+        seed: u64,
+        attributes: Arc<RequestAttributes>,
+    ) -> Result<Self, ParameterError> {
         let capacity = ParameterError::require_positive("capacity", parameters.capacity)?;
         ParameterError::require_positive("ttlSeconds", parameters.ttl_seconds)?;
         Ok(SessionAffinityScorer {
@@ -152,7 +164,15 @@ impl SessionAffinityScorer {
             hasher: ahash::RandomState::with_seeds(seed, 0x5E55_1011, 0xAFF1_17E5, 0x5EED),
             parameters,
             seed,
+            attributes,
         })
+    }
+
+    /// The session of `request`, as the sources find it.
+    pub fn session_of<'r>(&self, request: &'r InferenceRequest) -> Option<&'r str> {
+        self.parameters
+            .session_id_config
+            .session_of(request, &self.attributes)
     }
 
     /// Sessions currently remembered.
@@ -173,8 +193,6 @@ impl Scorer for SessionAffinityScorer {
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         let remembered = self
-            .parameters
-            .session_id_config
             .session_of(cycle.request)
             .and_then(|key| self.endpoint_for(key, cycle.now));
         for (slot, ep) in out.iter_mut().zip(candidates) {
@@ -186,7 +204,7 @@ impl Scorer for SessionAffinityScorer {
 
 impl PickHook for SessionAffinityScorer {
     fn on_pick(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
-        if let Some(key) = self.parameters.session_id_config.session_of(cycle.request) {
+        if let Some(key) = self.session_of(cycle.request) {
             self.store
                 .record(self.hasher.hash_one(key), picked.id(), cycle.now);
         }
@@ -210,6 +228,40 @@ impl MetricsSource for SessionAffinityScorer {
     }
 }
 
+/// The checked scorer (session store) for `parameters`, kept in the shared resources under the
+/// plugin's name; the adapters are asked for the headers its sources read.
+pub(crate) fn shared_scorer(
+    args: &PluginArgs<'_>,
+    parameters: SessionAffinityParameters,
+) -> Result<Arc<SessionAffinityScorer>, PluginError> {
+    parameters.check()?;
+    for header in parameters.session_id_config.headers() {
+        if !ConfiguredHeaders::of(args.resources).add(&header) {
+            return Err(PluginError::invalid(
+                "sessionIdConfig.sources",
+                format!("header `{header}`: the config's plugins read too many request headers"),
+            ));
+        }
+    }
+    // The config's producers, when a source reads one (else an empty set of its own).
+    let reads_attributes = parameters
+        .session_id_config
+        .sources
+        .iter()
+        .any(|s| s.attribute.is_some());
+    let attributes = if reads_attributes {
+        RequestAttributes::of(args.resources)
+    } else {
+        Arc::default()
+    };
+    let fresh = SessionAffinityScorer::with_attributes(parameters.clone(), args.seed, attributes)?;
+    Ok(args.resources.get_or_replace_with(
+        args.name,
+        |old: &SessionAffinityScorer| old.parameters == parameters && old.seed == args.seed,
+        || fresh,
+    ))
+}
+
 /// Builds a `session-affinity-scorer`: its scorer, pick hook, membership listener and metrics
 /// facets share one session store.
 ///
@@ -219,13 +271,7 @@ impl MetricsSource for SessionAffinityScorer {
 /// keeps the remembered sessions.
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let parameters = args.parse::<SessionAffinityParameters>()?;
-    parameters.check()?;
-    let fresh = SessionAffinityScorer::new(parameters.clone(), args.seed)?;
-    let scorer = args.resources.get_or_replace_with(
-        args.name,
-        |old: &SessionAffinityScorer| old.parameters == parameters && old.seed == args.seed,
-        || fresh,
-    );
+    let scorer = shared_scorer(args, parameters)?;
     Ok(
         PluginInstance::scorer(Arc::clone(&scorer) as Arc<dyn Scorer>)
             .with_pick_hook(Arc::clone(&scorer) as Arc<dyn PickHook>)

@@ -139,16 +139,31 @@ impl Scorer for TokenLoadScorer {
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         let input = cycle.request.prompt.estimated_tokens() as u64;
-        let max_tokens = cycle.request.max_tokens;
-        // Looked up once: the cycle's extensions are a type map.
-        let cached = cycle.extensions.get::<CachedPrefix>();
-        for (slot, endpoint) in out.iter_mut().zip(candidates) {
-            let load = self.load_with(cached, max_tokens, endpoint, input) as f64;
-            *slot = if load <= 0.0 {
-                Score::new(1.0)
-            } else {
-                Score::new(1.0 - load.min(self.threshold) / self.threshold)
-            };
+        // Everything but the endpoints' own counts and cached prefixes is the same for every
+        // candidate: looked up and worked out once (the sum is `load_with`'s, term by term).
+        let load = self.load();
+        let output = load.request_tokens(0, input, cycle.request.max_tokens);
+        let threshold = self.threshold;
+        let score = |tokens: u64| {
+            // `load_with` is never negative: 0 scores 1, as upstream's idle endpoint.
+            Score::new(1.0 - (tokens as f64).min(threshold) / threshold)
+        };
+        match cycle.extensions.get::<CachedPrefix>() {
+            Some(cached) => {
+                for (slot, endpoint) in out.iter_mut().zip(candidates) {
+                    let uncached = cached.uncached_tokens(endpoint.id(), input);
+                    let tokens = load
+                        .tokens(endpoint)
+                        .saturating_add(uncached.saturating_add(output));
+                    *slot = score(tokens);
+                }
+            }
+            None => {
+                let request = input.saturating_add(output);
+                for (slot, endpoint) in out.iter_mut().zip(candidates) {
+                    *slot = score(load.tokens(endpoint).saturating_add(request));
+                }
+            }
         }
     }
 }

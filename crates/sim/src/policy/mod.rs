@@ -29,6 +29,7 @@ use shepherd_scheduler_core::config::{EndpointPickerConfig, Registry};
 use shepherd_scheduler_core::plugin::PluginInstance;
 use shepherd_scheduler_core::scheduler::Scheduler;
 
+pub use dynamo::block_size::follow_engine_block_size;
 pub use feed::{EngineFeed, FEED_NAME, FirstTokenListener};
 pub use overlay::{
     FLOW_CONTROL_NO_HOLDBACK_OVERLAY, FLOW_CONTROL_OVERLAY, FLOW_CONTROL_UTILIZATION_OVERLAY,

@@ -27,7 +27,7 @@ use shepherd_scorers::latency::LatencyProducer;
 use shepherd_scorers::producers::{PreciseKvEvents, approximate_indexes};
 
 use crate::error::SimError;
-use crate::policy::{EngineFeed, FEED_NAME, Policy};
+use crate::policy::{EngineFeed, FEED_NAME, Policy, follow_engine_block_size};
 use crate::workload::{ROLE_LABEL, Scenario};
 
 /// One replica's state.
@@ -92,6 +92,8 @@ impl Replica {
         }
         let mut config = config.clone();
         config.scheduler.seed ^= u64::from(index).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // Dynamo's router takes the block size the engines register with.
+        follow_engine_block_size(&mut config, scenario.engine.block_size);
         // The engines' side channel to the peer plugins, in place before they are built.
         let shared = SharedState::new(Arc::clone(&pool));
         let feed = Arc::new(EngineFeed::default());

@@ -45,6 +45,7 @@
 
 mod backoff;
 mod lease;
+mod peers;
 mod pods;
 mod policy_objects;
 mod policy_watch;
@@ -66,6 +67,8 @@ use tokio::task::JoinHandle;
 
 pub use backoff::WatchBackoff;
 pub use lease::{LeaderElection, LeaseSettings, lease_name};
+pub use peers::peer_address;
+pub(crate) use peers::start_peer_discovery;
 pub use pods::{ACTIVE_PORTS_ANNOTATION, LEGACY_ACTIVE_PORTS_ANNOTATION, ServingPod, active_ports};
 pub use policy_objects::{objective_priority, references_pool, rewrite_object};
 pub use policy_watch::POLICY_GROUP_VERSIONS;

@@ -25,6 +25,19 @@ pub enum RedisStartError {
         #[source]
         source: std::io::Error,
     },
+    /// The server's TLS certificate is not trusted (not signed by `tls.caFile`'s authority,
+    /// or not for the URL's host): a wrong CA is a configuration mistake, not an outage.
+    #[error(
+        "replicas.redis: the TLS certificate of Redis at {address} is not trusted ({reason}); check that replicas.redis.tls.caFile ({ca}) holds the authority that signed the server's certificate, and that the URL's host is one the certificate names"
+    )]
+    Certificate {
+        /// The server (host and port).
+        address: String,
+        /// Why the certificate was refused.
+        reason: String,
+        /// The CA file, or `the system's roots`.
+        ca: String,
+    },
     /// The URL is not one the client takes.
     #[error("replicas.redis.url: {0}")]
     Url(String),
@@ -98,6 +111,37 @@ pub(crate) fn is_refusal(error: &RedisError) -> bool {
         || matches!(error.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
 }
 
+/// Why the server's TLS certificate was refused, when that is what `error` is: rustls's
+/// certificate error, found down the error's sources (the client wraps it in an I/O error).
+pub(crate) fn certificate_refused(error: &RedisError) -> Option<String> {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(mut current) = next {
+        // The client keeps its I/O errors behind an `Arc`, which hides them from `source`.
+        if let Some(shared) = current.downcast_ref::<Shared>() {
+            current = &**shared;
+        }
+        let tls = current.downcast_ref::<rustls::Error>().or_else(|| {
+            current
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(tls) = tls {
+            return certificate_error(tls);
+        }
+        next = current.source();
+    }
+    None
+}
+
+fn certificate_error(error: &rustls::Error) -> Option<String> {
+    match error {
+        rustls::Error::InvalidCertificate(_) => Some(error.to_string()),
+        _ => None,
+    }
+}
+
 /// The server's address as the log and errors show it (no credentials).
 pub(crate) fn address(client: &Client) -> String {
     client.get_connection_info().addr().to_string()
@@ -147,6 +191,20 @@ pub(crate) async fn check(
     match attempt {
         Ok(Ok(_)) => Ok(true),
         Ok(Err(error)) if is_refusal(&error) => Err(refused(&error)),
+        Ok(Err(error)) if certificate_refused(&error).is_some() => {
+            Err(RedisStartError::Certificate {
+                address: address(client),
+                reason: certificate_refused(&error).unwrap_or_default(),
+                ca: config
+                    .tls
+                    .as_ref()
+                    .and_then(|t| t.ca_file.as_ref())
+                    .map_or_else(
+                        || "the system's roots".to_owned(),
+                        |p| p.display().to_string(),
+                    ),
+            })
+        }
         Ok(Err(error)) => {
             tracing::warn!(address = %address(client), %error, "Redis cannot be reached at start; routing on this replica's own knowledge until it can");
             Ok(false)

@@ -21,9 +21,12 @@
 //! Parameters (upstream's `KvRouterConfig` names in camelCase, upstream defaults):
 //! `overlapScoreCredit` 1.0, `overlapScoreCreditDecay` 0.0, `prefillLoadScale` 1.0,
 //! `decodeActiveRequestWeight` 0.0, `routerTemperature` 0.0 (only 0 is modelled),
-//! `blockSize` 16 (the engines' KV block size); and the simulator's
+//! `blockSize` the engines' KV block size (filled in before each run by
+//! [`block_size::follow_engine_block_size`], as Dynamo takes it from the worker's
+//! registration; 16 when the plugin is built alone); and the simulator's
 //! `prefixMatchInfoProducerName` (default: none, the engines read at pick time).
 
+pub(crate) mod block_size;
 pub(crate) mod cost;
 pub(crate) mod sequences;
 #[cfg(test)]
