@@ -6,18 +6,31 @@
 #   shepherd  client → Envoy ⇄ shepherd-epp → upstream         (the deployment example)
 #   replicas  the same with envoy-replicas.yaml (fail-open past the pick: BUFFERED request,
 #             STREAMED response), the same shepherd-epp
+#   hold      client → Envoy ⇄ noop_extproc --hold-body → upstream (answers the headers only
+#             once the body is whole, as shepherd-epp must; long prompts only)
 #
-# For each: p50 / p99 latency and requests per second at 1 and 16 concurrent clients with
-# 16 KB bodies (each prompt unique); then the RSS of shepherd-epp before and after 100k more
-# requests at 16 clients. The upstream is `bench_upstream`, which answers at once, so Envoy
+# Three phases (BENCH_PHASES, default "long short rss"):
+#
+#   long   long prompts: 220 KiB bodies (BENCH_LONG_BODY_BYTES) at 150 concurrent streams
+#          (BENCH_LONG_CLIENTS) through direct, noop, hold and shepherd, alternating for
+#          BENCH_LONG_ROUNDS rounds of BENCH_LONG_REQUESTS requests: time to first response
+#          byte (TTFT) p50 / p99 and what each path adds over direct, requests per second, the
+#          processor's CPU per request (utime + stime from /proc/PID/stat over the run) and its
+#          peak memory per in-flight request ((VmHWM - VmRSS before) / clients; VmHWM is reset
+#          through /proc/PID/clear_refs before each run).
+#   short  p50 / p99 latency and requests per second at 1 and 16 concurrent clients with 16 KB
+#          bodies, the four paths.
+#   rss    the RSS of shepherd-epp before and after 100k more requests at 16 clients.
+#
+# Each prompt is unique. The upstream is `bench_upstream`, which answers at once, so Envoy
 # and the processor are what is measured. The noop and shepherd runs use the example Envoy
 # config (examples/deploy/envoy/envoy.yaml) with only its ports changed, the replicas run
-# envoy-replicas.yaml likewise. The four Envoys run side by side and the runs alternate
-# (direct, noop, shepherd, replicas; BENCH_ROUNDS rounds); each
+# envoy-replicas.yaml likewise. The Envoys run side by side and the runs alternate; each
 # figure is the median over the rounds, so a burst of load from elsewhere on the machine
 # lands on one round of one path rather than on one path's only run.
 #
 #   scripts/bench-extproc.sh                     # Envoy from $SHEPHERD_ENVOY, else installed
+#   BENCH_PHASES=long BENCH_LONG_ROUNDS=3 BENCH_LONG_REQUESTS=3000 scripts/bench-extproc.sh
 #   BENCH_ROUNDS=1 BENCH_REQUESTS_1=1000 BENCH_REQUESTS_16=4000 BENCH_RSS_REQUESTS=5000 scripts/bench-extproc.sh
 #
 # Results: a table on stdout, JSON lines in target/bench-extproc/results.jsonl.
@@ -30,6 +43,12 @@ N1="${BENCH_REQUESTS_1:-3000}"
 N16="${BENCH_REQUESTS_16:-15000}"
 NRSS="${BENCH_RSS_REQUESTS:-100000}"
 BODY="${BENCH_BODY_BYTES:-16384}"
+PHASES=" ${BENCH_PHASES:-long short rss} "
+LONG_ROUNDS="${BENCH_LONG_ROUNDS:-3}"
+LONG_N="${BENCH_LONG_REQUESTS:-3000}"
+LONG_WARM="${BENCH_LONG_WARMUP:-300}"
+LONG_BODY="${BENCH_LONG_BODY_BYTES:-225280}"
+LONG_CLIENTS="${BENCH_LONG_CLIENTS:-150}"
 ENVOY_CONCURRENCY="${BENCH_ENVOY_CONCURRENCY:-2}"
 OUT=target/bench-extproc
 mkdir -p "$OUT"
@@ -38,10 +57,11 @@ mkdir -p "$OUT"
 UP0=$((BASE)); UP1=$((BASE + 1))
 NOOP=$((BASE + 2))
 EPP=$((BASE + 3)); EPP_HEALTH=$((BASE + 4)); EPP_ADMIN=$((BASE + 5))
-declare -A LISTEN=([direct]=$((BASE + 10)) [noop]=$((BASE + 12)) [shepherd]=$((BASE + 14)) [replicas]=$((BASE + 16)))
-declare -A ENVOY_ADMIN=([direct]=$((BASE + 11)) [noop]=$((BASE + 13)) [shepherd]=$((BASE + 15)) [replicas]=$((BASE + 17)))
+HOLD=$((BASE + 6))
+declare -A LISTEN=([direct]=$((BASE + 10)) [noop]=$((BASE + 12)) [shepherd]=$((BASE + 14)) [replicas]=$((BASE + 16)) [hold]=$((BASE + 18)))
+declare -A ENVOY_ADMIN=([direct]=$((BASE + 11)) [noop]=$((BASE + 13)) [shepherd]=$((BASE + 15)) [replicas]=$((BASE + 17)) [hold]=$((BASE + 19)))
 
-for port in $UP0 $UP1 $NOOP $EPP $EPP_HEALTH $EPP_ADMIN "${LISTEN[@]}" "${ENVOY_ADMIN[@]}"; do
+for port in $UP0 $UP1 $NOOP $HOLD $EPP $EPP_HEALTH $EPP_ADMIN "${LISTEN[@]}" "${ENVOY_ADMIN[@]}"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "port $port is in use; set BENCH_PORT_BASE to another base" >&2
     exit 1
@@ -53,9 +73,11 @@ if [ -z "$ENVOY" ]; then
   ENVOY="$(scripts/install-envoy.sh)"
 fi
 
-echo "== building (release)" >&2
-cargo build --release -q -p shepherd-adapters-extproc \
-  --bin shepherd-epp --example noop_extproc --example bench_upstream --example extproc_loadgen
+if [ -z "${BENCH_NO_BUILD:-}" ]; then # set it to run the binaries already built
+  echo "== building (release)" >&2
+  cargo build --release -q -p shepherd-adapters-extproc \
+    --bin shepherd-epp --example noop_extproc --example bench_upstream --example extproc_loadgen
+fi
 BIN=target/release
 EX=target/release/examples
 
@@ -78,7 +100,11 @@ wait_http() { # url
 "$EX/bench_upstream" --ports "$UP0,$UP1" 2>"$OUT/upstream.log" &
 PIDS+=($!)
 "$EX/noop_extproc" --port "$NOOP" --destination "127.0.0.1:$UP0" 2>"$OUT/noop.log" &
-PIDS+=($!)
+NOOP_PID=$!
+PIDS+=($NOOP_PID)
+"$EX/noop_extproc" --port "$HOLD" --destination "127.0.0.1:$UP0" --hold-body 2>"$OUT/noop-hold.log" &
+HOLD_PID=$!
+PIDS+=($HOLD_PID)
 cat > "$OUT/shepherd.yaml" <<EOF
 apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
@@ -147,48 +173,87 @@ static_resources:
 EOF
 }
 
+declare -A ENVOY_PID=()
 start_envoy() { # scenario config-text
   printf '%s\n' "$2" > "$OUT/envoy-$1.yaml"
   "$ENVOY" -c "$OUT/envoy-$1.yaml" --disable-hot-restart --concurrency "$ENVOY_CONCURRENCY" \
     -l warning 2>"$OUT/envoy-$1.log" &
   PIDS+=($!)
+  ENVOY_PID[$1]=$!
   wait_http "http://127.0.0.1:${ENVOY_ADMIN[$1]}/ready"
 }
 
-load() { # scenario label clients requests warmup
+load() { # scenario label clients requests warmup [body bytes]
   "$EX/extproc_loadgen" --url "http://127.0.0.1:${LISTEN[$1]}/v1/completions" --label "$2" \
-    --clients "$3" --requests "$4" --warmup "$5" --body-bytes "$BODY" --max-secs 300 \
+    --clients "$3" --requests "$4" --warmup "$5" --body-bytes "${6:-$BODY}" --max-secs 300 \
     | tee -a "$OUT/results.jsonl" >&2
 }
 
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
+# utime + stime of a process, in clock ticks (fields 14 and 15 of /proc/PID/stat, counted
+# after the command name, which may hold spaces).
+cpu_ticks() { sed -e 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+
+# A long-prompt run of scenario $1 (label $2), with the CPU and peak memory of process $3
+# (the ext_proc server; none for direct) over it.
+long_run() { # scenario label pid
+  local pid="${3:-}" cpu0=0 rss0=0 envoy0
+  envoy0=$(cpu_ticks "${ENVOY_PID[$1]}")
+  if [ -n "$pid" ]; then
+    echo 5 > "/proc/$pid/clear_refs" # VmHWM back to the current RSS
+    cpu0=$(cpu_ticks "$pid"); rss0=$(rss_kb "$pid")
+  fi
+  load "$1" "$2" "$LONG_CLIENTS" "$LONG_N" "$LONG_WARM" "$LONG_BODY"
+  echo "{\"label\":\"envoy-$2\",\"cpu_ticks\":$(( $(cpu_ticks "${ENVOY_PID[$1]}") - envoy0 )),\"ticks_per_sec\":$(getconf CLK_TCK),\"requests\":$((LONG_N + LONG_WARM))}" \
+    | tee -a "$OUT/results.jsonl" >&2
+  if [ -n "$pid" ]; then
+    echo "{\"label\":\"proc-$2\",\"cpu_ticks\":$(( $(cpu_ticks "$pid") - cpu0 )),\"ticks_per_sec\":$(getconf CLK_TCK),\"requests\":$((LONG_N + LONG_WARM)),\"rss_before_kb\":$rss0,\"hwm_kb\":$(hwm_kb "$pid"),\"clients\":$LONG_CLIENTS}" \
+      | tee -a "$OUT/results.jsonl" >&2
+  fi
+}
 
 start_envoy direct "$(direct_config)"
 start_envoy noop "$(example_config noop "$NOOP")"
 start_envoy shepherd "$(example_config shepherd "$EPP")"
 start_envoy replicas "$(example_config replicas "$EPP" envoy-replicas.yaml)"
+start_envoy hold "$(example_config hold "$HOLD")"
 RSS_START=$(rss_kb "$EPP_PID")
 
-for round in $(seq 1 "$ROUNDS"); do
-  echo "== round $round of $ROUNDS" >&2
-  for clients in 1 16; do
-    if [ "$clients" = 1 ]; then n=$N1; warm=500; else n=$N16; warm=1000; fi
-    for scenario in direct noop shepherd replicas; do
-      load "$scenario" "$scenario-$clients" "$clients" "$n" "$warm"
+if [[ "$PHASES" == *" long "* ]]; then
+  for round in $(seq 1 "$LONG_ROUNDS"); do
+    echo "== long prompts: round $round of $LONG_ROUNDS ($LONG_BODY-byte bodies, $LONG_CLIENTS streams)" >&2
+    long_run direct long-direct
+    long_run noop long-noop "$NOOP_PID"
+    long_run hold long-hold "$HOLD_PID"
+    long_run shepherd long-shepherd "$EPP_PID"
+  done
+fi
+
+if [[ "$PHASES" == *" short "* ]]; then
+  for round in $(seq 1 "$ROUNDS"); do
+    echo "== round $round of $ROUNDS" >&2
+    for clients in 1 16; do
+      if [ "$clients" = 1 ]; then n=$N1; warm=500; else n=$N16; warm=1000; fi
+      for scenario in direct noop shepherd replicas; do
+        load "$scenario" "$scenario-$clients" "$clients" "$n" "$warm"
+      done
     done
   done
-done
+fi
 
-echo "== shepherd-epp RSS over $NRSS requests, in four parts" >&2
-RSS_BEFORE=$(rss_kb "$EPP_PID")
-RSS_STEPS=()
-for part in 1 2 3 4; do
-  load shepherd shepherd-rss 16 "$((NRSS / 4))" 0
-  RSS_STEPS+=("$(rss_kb "$EPP_PID")")
-done
-STEPS=$(IFS=,; echo "${RSS_STEPS[*]}")
-echo "{\"label\":\"rss\",\"start_kb\":$RSS_START,\"before_kb\":$RSS_BEFORE,\"steps_kb\":[$STEPS],\"after_kb\":${RSS_STEPS[3]},\"requests\":$NRSS}" \
-  | tee -a "$OUT/results.jsonl" >&2
+if [[ "$PHASES" == *" rss "* ]]; then
+  echo "== shepherd-epp RSS over $NRSS requests, in four parts" >&2
+  RSS_BEFORE=$(rss_kb "$EPP_PID")
+  RSS_STEPS=()
+  for part in 1 2 3 4; do
+    load shepherd shepherd-rss 16 "$((NRSS / 4))" 0
+    RSS_STEPS+=("$(rss_kb "$EPP_PID")")
+  done
+  STEPS=$(IFS=,; echo "${RSS_STEPS[*]}")
+  echo "{\"label\":\"rss\",\"start_kb\":$RSS_START,\"before_kb\":$RSS_BEFORE,\"steps_kb\":[$STEPS],\"after_kb\":${RSS_STEPS[3]},\"requests\":$NRSS}" \
+    | tee -a "$OUT/results.jsonl" >&2
+fi
 
 python3 - "$OUT/results.jsonl" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
 import json, sys
@@ -199,38 +264,77 @@ for r in rows:
     runs.setdefault(r["label"], []).append(r)
 def med(label):
     rs = runs[label]
-    out = {k: median(r[k] for r in rs) for k in ("p50_ms", "p99_ms", "rps")}
+    keys = ("p50_ms", "p99_ms", "rps", "ttft_p50_ms", "ttft_p99_ms")
+    out = {k: median(r[k] for r in rs) for k in keys if k in rs[0]}
     out["errors"] = sum(r["errors"] + r["non_2xx"] for r in rs)
     out["rounds"] = len(rs)
     out["p99_range"] = (min(r["p99_ms"] for r in rs), max(r["p99_ms"] for r in rs))
     return out
-by = {label: med(label) for label in runs if label != "rss"}
-by["rss"] = runs["rss"][0]
-rounds = by["direct-1"]["rounds"]
-print(f"loopback, {sys.argv[2]} cores, load average after the runs: {sys.argv[3]}; medians of {rounds} alternating round(s)")
-print(f"{'path':<10} {'clients':>7} {'p50 ms':>8} {'p99 ms':>8} {'p99 range':>15} {'req/s':>8} {'errors':>7}")
-for s in ("direct", "noop", "shepherd", "replicas"):
-    for c in (1, 16):
-        r = by[f"{s}-{c}"]
-        lo, hi = r["p99_range"]
-        print(f"{s:<10} {c:>7} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {f'{lo:.2f}-{hi:.2f}':>15} {r['rps']:>8.0f} {r['errors']:>7}")
-d1, s1 = by["direct-1"], by["shepherd-1"]
-n16, s16 = by["noop-16"], by["shepherd-16"]
-rss = by["rss"]
-add50 = s1["p50_ms"] - d1["p50_ms"]
-add99 = s1["p99_ms"] - d1["p99_ms"]
-ratio = s16["rps"] / n16["rps"]
 def mark(ok): return "ok" if ok else "MISSED"
-print(f"shepherd-epp adds at 1 client: p50 {add50:+.3f} ms (target <= 0.4: {mark(add50 <= 0.4)}), "
-      f"p99 {add99:+.3f} ms (target <= 1: {mark(add99 <= 1.0)})")
-print(f"shepherd-epp / noop req/s at 16 clients: {ratio:.2f} (target >= 0.75: {mark(ratio >= 0.75)})")
-r1, r16 = by["replicas-1"], by["replicas-16"]
-print(f"envoy-replicas.yaml vs envoy.yaml: p50 {r1['p50_ms'] - s1['p50_ms']:+.3f} ms, p99 {r1['p99_ms'] - s1['p99_ms']:+.3f} ms "
-      f"at 1 client; req/s at 16 clients {r16['rps'] / s16['rps']:.2f}x")
-parts = runs["shepherd-rss"]
-steps = " -> ".join(f"{kb/1024:.1f}" for kb in rss["steps_kb"])
-print(f"shepherd-epp RSS: {rss['start_kb']/1024:.1f} MiB at start, {rss['before_kb']/1024:.1f} MiB before "
-      f"{rss['requests']} more requests, then every quarter: {steps} MiB "
-      f"({(rss['after_kb'] - rss['before_kb'])/1024:+.1f} MiB; "
-      f"{median(r['rps'] for r in parts):.0f} req/s, p99 {median(r['p99_ms'] for r in parts):.3f} ms)")
+def envoy_cpu(name):
+    rs = runs.get(f"envoy-long-{name}", [])
+    return median(p["cpu_ticks"] / p["ticks_per_sec"] / p["requests"] * 1e6 for p in rs) if rs else float("nan")
+by = {label: med(label) for label in runs if label != "rss" and not label.startswith(("proc-", "envoy-"))}
+print(f"loopback, {sys.argv[2]} cores, load average after the runs: {sys.argv[3]}")
+
+if "long-direct" in by:
+    d, n, h, s = by["long-direct"], by["long-noop"], by["long-hold"], by["long-shepherd"]
+    body = runs["long-direct"][0]["body_bytes"]
+    clients = runs["long-direct"][0]["clients"]
+    print(f"\nlong prompts: {body}-byte bodies, {clients} concurrent streams; medians of {d['rounds']} alternating round(s)")
+    print(f"{'path':<10} {'TTFT p50':>9} {'p99':>9} {'added p50':>10} {'p99':>9} {'req/s':>7} {'CPU/req':>9} {'peak/in-flight':>15} {'Envoy CPU/req':>14} {'errors':>7}")
+    for name, r in (("direct", d), ("noop", n), ("hold", h), ("shepherd", s)):
+        procs = runs.get(f"proc-long-{name}")
+        if procs:
+            cpu = median(p["cpu_ticks"] / p["ticks_per_sec"] / p["requests"] * 1e6 for p in procs)
+            peak = max((p["hwm_kb"] - p["rss_before_kb"]) * 1024 / p["clients"] for p in procs)
+            r["cpu_us"], r["peak_bytes"] = cpu, peak
+            extra = f"{cpu:>7.0f}us {peak/1024:>12.0f}KiB"
+        else:
+            extra = f"{'-':>9} {'-':>15}"
+        print(f"{name:<10} {r['ttft_p50_ms']:>7.1f}ms {r['ttft_p99_ms']:>7.1f}ms "
+              f"{r['ttft_p50_ms'] - d['ttft_p50_ms']:>+8.1f}ms {r['ttft_p99_ms'] - d['ttft_p99_ms']:>+7.1f}ms "
+              f"{r['rps']:>7.0f} {extra} {envoy_cpu(name):>12.0f}us {r['errors']:>7}")
+    rps_ratio = s["rps"] / n["rps"]
+    add_n = n["ttft_p50_ms"] - d["ttft_p50_ms"]
+    add_s = s["ttft_p50_ms"] - d["ttft_p50_ms"]
+    add_ratio = add_s / add_n if add_n > 0 else float("inf")
+    print(f"shepherd-epp / noop req/s: {rps_ratio:.2f} (target >= 0.9: {mark(rps_ratio >= 0.9)})")
+    print(f"shepherd-epp / noop added TTFT p50: {add_ratio:.2f} (target <= 1.2: {mark(add_ratio <= 1.2)})")
+    add_h = h["ttft_p50_ms"] - d["ttft_p50_ms"]
+    print(f"shepherd-epp / noop --hold-body: req/s {s['rps'] / h['rps']:.2f}, added TTFT p50 "
+          f"{add_s / add_h if add_h > 0 else float('inf'):.2f}")
+    if "peak_bytes" in s:
+        mem = s["peak_bytes"] / body
+        print(f"shepherd-epp peak memory per in-flight request / body: {mem:.2f} (target <= 1.5: {mark(mem <= 1.5)})")
+
+if "direct-1" in by:
+    rounds = by["direct-1"]["rounds"]
+    print(f"\n16 KB bodies; medians of {rounds} alternating round(s)")
+    print(f"{'path':<10} {'clients':>7} {'p50 ms':>8} {'p99 ms':>8} {'p99 range':>15} {'req/s':>8} {'errors':>7}")
+    for s in ("direct", "noop", "shepherd", "replicas"):
+        for c in (1, 16):
+            r = by[f"{s}-{c}"]
+            lo, hi = r["p99_range"]
+            print(f"{s:<10} {c:>7} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {f'{lo:.2f}-{hi:.2f}':>15} {r['rps']:>8.0f} {r['errors']:>7}")
+    d1, s1 = by["direct-1"], by["shepherd-1"]
+    n16, s16 = by["noop-16"], by["shepherd-16"]
+    add50 = s1["p50_ms"] - d1["p50_ms"]
+    add99 = s1["p99_ms"] - d1["p99_ms"]
+    ratio = s16["rps"] / n16["rps"]
+    print(f"shepherd-epp adds at 1 client: p50 {add50:+.3f} ms (target <= 0.4: {mark(add50 <= 0.4)}), "
+          f"p99 {add99:+.3f} ms (target <= 1: {mark(add99 <= 1.0)})")
+    print(f"shepherd-epp / noop req/s at 16 clients: {ratio:.2f} (target >= 0.75: {mark(ratio >= 0.75)})")
+    r1, r16 = by["replicas-1"], by["replicas-16"]
+    print(f"envoy-replicas.yaml vs envoy.yaml: p50 {r1['p50_ms'] - s1['p50_ms']:+.3f} ms, p99 {r1['p99_ms'] - s1['p99_ms']:+.3f} ms "
+          f"at 1 client; req/s at 16 clients {r16['rps'] / s16['rps']:.2f}x")
+
+if "rss" in runs:
+    rss = runs["rss"][0]
+    parts = runs["shepherd-rss"]
+    steps = " -> ".join(f"{kb/1024:.1f}" for kb in rss["steps_kb"])
+    print(f"shepherd-epp RSS: {rss['start_kb']/1024:.1f} MiB at start, {rss['before_kb']/1024:.1f} MiB before "
+          f"{rss['requests']} more requests, then every quarter: {steps} MiB "
+          f"({(rss['after_kb'] - rss['before_kb'])/1024:+.1f} MiB; "
+          f"{median(r['rps'] for r in parts):.0f} req/s, p99 {median(r['p99_ms'] for r in parts):.3f} ms)")
 EOF

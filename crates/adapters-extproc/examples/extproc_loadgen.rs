@@ -5,7 +5,12 @@
 //! have passed. Each request is an OpenAI completion of `--body-bytes` bytes whose prompt
 //! starts with the request's number, so no two share a prefix (the picker's prefix index
 //! keeps growing until it reaches its capacity). Prints one JSON line: requests, errors,
-//! requests per second, and p50 / p99 / mean latency in milliseconds.
+//! requests per second, p50 / p99 / mean latency (request sent to response read whole) and
+//! p50 / p99 time to first byte (`ttft`: request sent to the response's head, which a server
+//! that answers at once sends right after reading the body), in milliseconds.
+//!
+//! `--clients 150 --body-bytes 225280` is the long-prompt run of the benchmark: 150 streams
+//! in flight through Envoy at once, each carrying a 220 KiB prompt.
 //!
 //! ```sh
 //! cargo run --release -p shepherd-adapters-extproc --example extproc_loadgen -- \
@@ -80,25 +85,39 @@ fn parse_url(url: &str) -> Result<Target, Box<dyn Error>> {
     })
 }
 
-fn body(ticket: u64, size: usize) -> Bytes {
-    let head =
-        format!("{{\"model\":\"bench\",\"max_tokens\":1,\"prompt\":\"request {ticket:016x} ");
-    let tail = "\"}";
-    let mut text = String::with_capacity(size.max(head.len() + tail.len()));
-    text.push_str(&head);
+/// The start of every body, up to the ticket's 16 hex digits.
+const HEAD: &str = "{\"model\":\"bench\",\"max_tokens\":1,\"prompt\":\"request ";
+
+/// A body of `size` bytes (at least the head, the ticket and the closing): the head, a
+/// placeholder ticket, filler words, `"}`. Built once; [`body`] copies it and writes the ticket.
+fn template(size: usize) -> Vec<u8> {
+    let tail = b"\"}";
+    let mut text = Vec::with_capacity(size.max(HEAD.len() + 17 + tail.len()));
+    text.extend_from_slice(HEAD.as_bytes());
+    text.extend_from_slice(b"0000000000000000 ");
     let filler = b"the quick brown fox jumps over the lazy dog ";
     let mut i = 0;
     while text.len() + tail.len() < size {
-        text.push(filler[i % filler.len()] as char);
+        text.push(filler[i % filler.len()]);
         i += 1;
     }
-    text.push_str(tail);
+    text.extend_from_slice(tail);
+    text
+}
+
+/// The body of request `ticket`: the template with the ticket written in, so that no two
+/// prompts share a prefix past the head.
+fn body(ticket: u64, template: &[u8]) -> Bytes {
+    let mut text = template.to_vec();
+    let digits = format!("{ticket:016x}");
+    text[HEAD.len()..HEAD.len() + 16].copy_from_slice(digits.as_bytes());
     Bytes::from(text)
 }
 
 #[derive(Default)]
 struct Results {
     latencies_us: Vec<u64>,
+    ttft_us: Vec<u64>,
     errors: u64,
     non_2xx: u64,
 }
@@ -106,6 +125,7 @@ struct Results {
 struct Shared {
     target: Target,
     args: Args,
+    template: Vec<u8>,
     next: AtomicU64,
     warm_at: Mutex<Option<Instant>>,
     deadline: Instant,
@@ -133,10 +153,13 @@ async fn client(shared: Arc<Shared>) {
         };
         tokio::spawn(connection);
         let mut local = Vec::with_capacity(1024);
+        let mut local_ttft = Vec::with_capacity(1024);
         loop {
             let ticket = shared.next.fetch_add(1, Ordering::Relaxed);
             if ticket >= total || Instant::now() >= shared.deadline {
-                shared.results.lock().latencies_us.extend(local);
+                let mut results = shared.results.lock();
+                results.latencies_us.append(&mut local);
+                results.ttft_us.append(&mut local_ttft);
                 return;
             }
             if ticket == shared.args.warmup {
@@ -145,7 +168,7 @@ async fn client(shared: Arc<Shared>) {
             let request = Request::post(shared.target.path.as_str())
                 .header("host", shared.target.authority.as_str())
                 .header("content-type", "application/json")
-                .body(Full::new(body(ticket, shared.args.body_bytes)));
+                .body(Full::new(body(ticket, &shared.template)));
             let Ok(request) = request else {
                 shared.results.lock().errors += 1;
                 return;
@@ -153,25 +176,28 @@ async fn client(shared: Arc<Shared>) {
             let started = Instant::now();
             let outcome = async {
                 let response = sender.send_request(request).await?;
+                let first_byte = started.elapsed();
                 let status = response.status();
                 response.into_body().collect().await?;
-                Ok::<_, hyper::Error>(status)
+                Ok::<_, hyper::Error>((status, first_byte))
             }
             .await;
             let elapsed = started.elapsed();
             match outcome {
-                Ok(status) => {
+                Ok((status, first_byte)) => {
                     if !status.is_success() {
                         shared.results.lock().non_2xx += 1;
                     }
                     if ticket >= shared.args.warmup {
                         local.push(elapsed.as_micros() as u64);
+                        local_ttft.push(first_byte.as_micros() as u64);
                     }
                 }
                 Err(_) => {
                     let mut results = shared.results.lock();
                     results.errors += 1;
                     results.latencies_us.append(&mut local);
+                    results.ttft_us.append(&mut local_ttft);
                     continue 'connect;
                 }
             }
@@ -202,6 +228,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
             None
         }),
         results: Mutex::new(Results::default()),
+        template: template(args.body_bytes),
         args,
     });
     let tasks: Vec<_> = (0..shared.args.clients)
@@ -214,6 +241,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let warm_at = shared.warm_at.lock().unwrap_or(started);
     let mut results = std::mem::take(&mut *shared.results.lock());
     results.latencies_us.sort_unstable();
+    results.ttft_us.sort_unstable();
     let n = results.latencies_us.len();
     let seconds = ended.duration_since(warm_at).as_secs_f64();
     let mean = if n == 0 {
@@ -222,7 +250,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         results.latencies_us.iter().sum::<u64>() as f64 / n as f64 / 1000.0
     };
     println!(
-        "{{\"label\":\"{}\",\"clients\":{},\"body_bytes\":{},\"requests\":{},\"errors\":{},\"non_2xx\":{},\"seconds\":{:.3},\"rps\":{:.0},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"mean_ms\":{:.3}}}",
+        "{{\"label\":\"{}\",\"clients\":{},\"body_bytes\":{},\"requests\":{},\"errors\":{},\"non_2xx\":{},\"seconds\":{:.3},\"rps\":{:.0},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"mean_ms\":{:.3},\"ttft_p50_ms\":{:.3},\"ttft_p99_ms\":{:.3}}}",
         shared.args.label,
         shared.args.clients,
         shared.args.body_bytes,
@@ -234,6 +262,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
         percentile(&results.latencies_us, 50.0),
         percentile(&results.latencies_us, 99.0),
         mean,
+        percentile(&results.ttft_us, 50.0),
+        percentile(&results.ttft_us, 99.0),
     );
     Ok(())
 }

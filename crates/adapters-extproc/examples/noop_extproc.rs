@@ -7,6 +7,11 @@
 //! costs is what any ext_proc endpoint picker costs in Envoy; what `shepherd-epp` adds on top
 //! is parsing, scheduling and the response bookkeeping.
 //!
+//! With `--hold-body` it answers as `shepherd-epp` does in `FULL_DUPLEX_STREAMED` mode: nothing
+//! until the request body is complete, then the headers' answer and the body's chunks (as
+//! received, no copy). That is the least any picker that reads the body pays: the body is
+//! not forwarded before it has arrived whole.
+//!
 //! ```sh
 //! cargo run --release -p shepherd-adapters-extproc --example noop_extproc -- \
 //!     --port 19102 --destination 127.0.0.1:18000
@@ -45,31 +50,74 @@ struct Args {
     /// The destination every request is sent to, `ip:port`.
     #[arg(long)]
     destination: SocketAddr,
+    /// Answer the request headers only once the whole body arrived, then stream the body back.
+    #[arg(long)]
+    hold_body: bool,
 }
 
 #[derive(Debug, Clone)]
 struct Noop {
     destination: String,
     options: ExtProcOptions,
+    hold_body: bool,
+}
+
+/// A stream's request body held until its end (`--hold-body`).
+#[derive(Default)]
+struct Held {
+    chunks: Vec<Vec<u8>>,
+    headers_sent: bool,
 }
 
 type Answers = Pin<Box<dyn Stream<Item = Result<ProcessingResponse, Status>> + Send>>;
 
 impl Noop {
-    fn answer(&self, message: ProcessingRequest, out: &mut Vec<ProcessingResponse>) {
+    /// The headers' answer: the destination, and the body's length once it is known (Envoy
+    /// drops `content-length` in `FULL_DUPLEX_STREAMED` mode; the picker sets it back).
+    fn route(&self, content_length: Option<usize>) -> ProcessingResponse {
+        route_headers(
+            &Route {
+                destination: &self.destination,
+                content_length,
+                remove: &[],
+                prefill: None,
+                encode: None,
+                trace: None,
+                body: None,
+            },
+            &self.options,
+        )
+    }
+
+    fn answer(
+        &self,
+        message: ProcessingRequest,
+        held: &mut Held,
+        out: &mut Vec<ProcessingResponse>,
+    ) {
         match message.request {
-            Some(Phase::RequestHeaders(_)) => out.push(route_headers(
-                &Route {
-                    destination: &self.destination,
-                    content_length: None,
-                    remove: &[],
-                    prefill: None,
-                    encode: None,
-                    trace: None,
-                    body: None,
-                },
-                &self.options,
-            )),
+            Some(Phase::RequestHeaders(headers)) if self.hold_body && !headers.end_of_stream => {}
+            Some(Phase::RequestBody(body)) if self.hold_body && !held.headers_sent => {
+                held.chunks.push(body.body);
+                if body.end_of_stream {
+                    held.headers_sent = true;
+                    out.push(self.route(Some(held.chunks.iter().map(Vec::len).sum())));
+                    let chunks = std::mem::take(&mut held.chunks);
+                    let last = chunks.len() - 1;
+                    for (i, chunk) in chunks.into_iter().enumerate() {
+                        echo(chunk, i == last, true, out);
+                    }
+                }
+            }
+            Some(Phase::RequestTrailers(_)) if self.hold_body && !held.headers_sent => {
+                held.headers_sent = true;
+                out.push(self.route(Some(held.chunks.iter().map(Vec::len).sum())));
+                for chunk in std::mem::take(&mut held.chunks) {
+                    echo(chunk, false, true, out);
+                }
+                out.push(request_trailers());
+            }
+            Some(Phase::RequestHeaders(_)) => out.push(self.route(None)),
             Some(Phase::RequestBody(body)) => echo(body.body, body.end_of_stream, true, out),
             Some(Phase::RequestTrailers(_)) => out.push(request_trailers()),
             Some(Phase::ResponseHeaders(_)) => out.push(pass_response_headers()),
@@ -110,9 +158,10 @@ impl ExternalProcessor for Noop {
         let noop = self.clone();
         tokio::spawn(async move {
             let mut answers = Vec::with_capacity(2);
+            let mut held = Held::default();
             // Envoy resets the stream after each request: an error here is the normal end.
             while let Ok(Some(message)) = inbound.message().await {
-                noop.answer(message, &mut answers);
+                noop.answer(message, &mut held, &mut answers);
                 for answer in answers.drain(..) {
                     if tx.send(Ok(answer)).await.is_err() {
                         return;
@@ -130,6 +179,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let noop = Noop {
         destination: args.destination.to_string(),
         options: ExtProcOptions::default(),
+        hold_body: args.hold_body,
     };
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
     let listener = tokio::net::TcpListener::bind(addr).await?;

@@ -292,7 +292,11 @@ impl Iterator for BodyChunks {
         let remaining = self.body.len() - self.offset;
         let take = remaining.min(self.chunk_size);
         let last = take == remaining;
-        let chunk = if self.offset == 0 && last {
+        let chunk = if last {
+            // The last piece moves to the front of the body's own buffer, which becomes the
+            // chunk: no allocation and no second copy of it while the body is still held.
+            self.body.copy_within(self.offset.., 0);
+            self.body.truncate(take);
             std::mem::take(&mut self.body)
         } else {
             self.body[self.offset..self.offset + take].to_vec()
@@ -300,7 +304,6 @@ impl Iterator for BodyChunks {
         self.offset += take;
         if last {
             self.done = true;
-            self.body = Vec::new();
             self.held = None;
         }
         Some(streamed_chunk(
@@ -380,6 +383,29 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn a_body_streams_back_in_chunks_the_last_in_its_own_buffer() {
+        let body: Vec<u8> = (0..250u8).collect();
+        let buffer = body.as_ptr();
+        let chunks: Vec<(Vec<u8>, bool)> = BodyChunks::new(body, 100, true, true)
+            .map(|reply| match reply.response {
+                Some(Response::RequestBody(BodyResponse {
+                    response: Some(common),
+                })) => match common.body_mutation.and_then(|m| m.mutation) {
+                    Some(body_mutation::Mutation::StreamedResponse(s)) => (s.body, s.end_of_stream),
+                    other => panic!("not a streamed chunk: {other:?}"),
+                },
+                other => panic!("not a request body answer: {other:?}"),
+            })
+            .collect();
+        let sizes: Vec<(usize, bool)> = chunks.iter().map(|(b, e)| (b.len(), *e)).collect();
+        assert_eq!(sizes, [(100, false), (100, false), (50, true)]);
+        let joined: Vec<u8> = chunks.iter().flat_map(|(b, _)| b.iter().copied()).collect();
+        assert_eq!(joined, (0..250u8).collect::<Vec<_>>());
+        // The last chunk is the body's buffer, not a copy.
+        assert_eq!(chunks[2].0.as_ptr(), buffer);
+    }
 
     #[test]
     fn a_disaggregated_route_names_the_prefill_server_to_the_decode_side() {
