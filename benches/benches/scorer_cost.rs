@@ -1,8 +1,9 @@
 //! What one scorer costs a pick at 64 endpoints: `Scorer::score` over every candidate, for the
 //! upstream scorers added with the upstream-config work (`token-load-scorer`,
 //! `context-length-aware`, `endpoint-attribute-scorer` with either normalization,
-//! `header-label-affinity-scorer`) beside the
-//! `queue-scorer` and `prefill-load-scorer` as references.
+//! `header-label-affinity-scorer`), Shepherd's `rendezvous-affinity` (it hashes the prompt's
+//! first blocks once, then each candidate), beside the `queue-scorer` and
+//! `prefill-load-scorer` as references.
 //!
 //! `cargo bench -p shepherd-benches --bench scorer_cost` prints criterion's figures, then a
 //! table of medians in ns per pick measured in this run (the goal is ≤ 150 ns at 64 endpoints).
@@ -22,7 +23,7 @@ use shepherd_scorers::producers::inflight_load::InFlightLoad;
 use shepherd_scorers::scorers::endpoint_attribute::Normalization;
 use shepherd_scorers::scorers::{
     EndpointAttributeScorer, HeaderLabelAffinityScorer, PrefillLoadScorer, QueueScorer,
-    TokenLoadScorer,
+    RendezvousAffinityScorer, TokenLoadScorer,
 };
 
 const ENDPOINTS: usize = 64;
@@ -61,6 +62,10 @@ fn scorers(table: &Arc<EndpointAttributes>) -> Vec<(&'static str, Box<dyn Scorer
         ),
         ("context-length-aware", context_length()),
         ("queue-scorer", Box::new(QueueScorer)),
+        (
+            "rendezvous-affinity",
+            Box::new(RendezvousAffinityScorer::default()),
+        ),
         (
             "prefill-load-scorer",
             Box::new(PrefillLoadScorer::default()),
