@@ -940,12 +940,9 @@ fn with_headers(
     id: &str,
     headers: &[(&str, &str)],
 ) -> shepherd_scheduler_core::request::InferenceRequest {
-    let mut r = plain_request(id);
-    r.headers = headers
-        .iter()
-        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-        .collect();
-    r
+    headers.iter().fold(plain_request(id), |r, (name, value)| {
+        r.with_header(name, *value)
+    })
 }
 
 #[test]
@@ -1178,6 +1175,39 @@ fn a_band_naming_global_strict_fairness_serves_its_oldest_request_first() {
     assert_eq!(flow.band_limits(0).fairness, Fairness::RoundRobin);
     // Bands no entry names keep Shepherd's default.
     assert_eq!(flow.band_limits(3).fairness, Fairness::RoundRobin);
+    assert!(build(&config).is_ok());
+}
+
+/// Upstream's loader test names its policy instances (`customFairness`, `customFCFS`,
+/// llm-d router @ ebab68792, `pkg/epp/config/loader/testdata_test.go`): a band's reference
+/// resolves through the instance's name to its type.
+#[test]
+fn a_named_global_strict_instance_is_resolved_by_its_name() {
+    use shepherd_scheduler_core::flow::Fairness;
+    let text = "apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- name: maxScore
+  type: max-score-picker
+- name: customFCFS
+  type: fcfs-ordering-policy
+- name: customFairness
+  type: global-strict-fairness-policy
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: maxScore
+featureGates:
+- flowControl
+flowControl:
+  priorityBands:
+  - priority: 100
+    orderingPolicyRef: customFCFS
+    fairnessPolicyRef: customFairness
+";
+    let config = RuntimeConfig::from_yaml(text).unwrap();
+    let flow = config.flow_control.as_ref().expect("flow control is on");
+    assert_eq!(flow.band_limits(100).fairness, Fairness::GlobalStrict);
     assert!(build(&config).is_ok());
 }
 

@@ -11,7 +11,8 @@ use shepherd_scheduler_core::config::{
     ConfigError, EndpointPickerConfig, FeatureGates, PluginSpec,
 };
 use shepherd_scheduler_core::flow::config::{
-    FCFS_ORDERING_POLICY, ROUND_ROBIN_FAIRNESS_POLICY, SaturationDetectorConfig,
+    FCFS_ORDERING_POLICY, GLOBAL_STRICT_FAIRNESS_POLICY, ROUND_ROBIN_FAIRNESS_POLICY,
+    SaturationDetectorConfig,
 };
 use shepherd_scheduler_core::flow::{
     ConcurrencyDetector, FlowConfigError, FlowControlConfig, UsageLimitPolicy, UtilizationDetector,
@@ -44,12 +45,13 @@ const FLOW_CONTROL_SECTION: &str = "flowControl";
 
 /// Plugin types that belong to flow control, not to scheduling: taken out of `plugins` and
 /// resolved by the `flowControl` section.
-const FLOW_CONTROL_PLUGIN_TYPES: [&str; 6] = [
+const FLOW_CONTROL_PLUGIN_TYPES: [&str; 7] = [
     UtilizationDetector::TYPE,
     ConcurrencyDetector::TYPE,
     UsageLimitPolicy::STATIC_TYPE,
     UsageLimitPolicy::HOLDBACK_TYPE,
     ROUND_ROBIN_FAIRNESS_POLICY,
+    GLOBAL_STRICT_FAIRNESS_POLICY,
     FCFS_ORDERING_POLICY,
 ];
 

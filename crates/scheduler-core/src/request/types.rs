@@ -96,6 +96,22 @@ impl InferenceRequest {
         }
     }
 
+    /// The request with header `name: value` added (the name lower-cased, as the adapters
+    /// hand headers over).
+    ///
+    /// ```
+    /// use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
+    ///
+    /// let r = InferenceRequest::new("r", "m", Prompt::Text("hi".into()))
+    ///     .with_header("X-Session-Id", "s-1");
+    /// assert_eq!(r.header("x-session-id"), Some("s-1"));
+    /// ```
+    #[must_use]
+    pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.push((name.to_ascii_lowercase(), value.into()));
+        self
+    }
+
     /// The value of header `name` (case-insensitive), when present.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers

@@ -124,12 +124,10 @@ mod tests {
     use shepherd_scheduler_core::request::Prompt;
 
     fn request(headers: &[(&str, &str)]) -> InferenceRequest {
-        let mut r = InferenceRequest::new("r", "m", Prompt::Text("hi".into()));
-        r.headers = headers
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect();
-        r
+        headers.iter().fold(
+            InferenceRequest::new("r", "m", Prompt::Text("hi".into())),
+            |r, (name, value)| r.with_header(name, *value),
+        )
     }
 
     // Upstream's agent_identity_test.go cases.

@@ -156,12 +156,10 @@ mod tests {
     }
 
     fn request(headers: &[(&str, &str)]) -> InferenceRequest {
-        let mut r = InferenceRequest::new("r", "m", Prompt::Text("hi".into()));
-        r.headers = headers
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect();
-        r
+        headers.iter().fold(
+            InferenceRequest::new("r", "m", Prompt::Text("hi".into())),
+            |r, (name, value)| r.with_header(name, *value),
+        )
     }
 
     // The cases of upstream's producer_test.go.
