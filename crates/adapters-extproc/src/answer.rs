@@ -407,16 +407,18 @@ mod tests {
         assert_eq!(chunks[2].0.as_ptr(), buffer);
     }
 
+    /// The value a mutation sets for header `name`.
+    fn header(m: &HeaderMutation, name: &str) -> Option<String> {
+        m.set_headers
+            .iter()
+            .filter_map(|h| h.header.as_ref())
+            .find(|h| h.key == name)
+            .map(|h| String::from_utf8_lossy(&h.raw_value).into_owned())
+    }
+
     #[test]
     fn a_disaggregated_route_names_the_prefill_server_to_the_decode_side() {
         let options = ExtProcOptions::default();
-        let header = |m: &HeaderMutation, name: &str| {
-            m.set_headers
-                .iter()
-                .filter_map(|h| h.header.as_ref())
-                .find(|h| h.key == name)
-                .map(|h| String::from_utf8_lossy(&h.raw_value).into_owned())
-        };
         let mut route = Route {
             destination: "10.0.0.2:8000",
             content_length: None,
@@ -449,13 +451,6 @@ mod tests {
     #[test]
     fn an_encoded_route_names_every_encode_server_to_the_decode_side() {
         let options = ExtProcOptions::default();
-        let header = |m: &HeaderMutation, name: &str| {
-            m.set_headers
-                .iter()
-                .filter_map(|h| h.header.as_ref())
-                .find(|h| h.key == name)
-                .map(|h| String::from_utf8_lossy(&h.raw_value).into_owned())
-        };
         let mut route = Route {
             destination: "10.0.0.3:8000",
             content_length: None,
