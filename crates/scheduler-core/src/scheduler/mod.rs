@@ -28,6 +28,7 @@ mod error;
 mod observer;
 mod profile_select;
 pub(crate) mod spare;
+mod stages;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,18 +42,17 @@ pub use profile_select::{DEFAULT_PROFILE_HEADER, DEFAULT_SELECTED_PROFILE, Heade
 use crate::clock::{Clock, Timestamp};
 use crate::completion::{Completer, RequestHandle};
 use crate::decision::{Breakdown, Decision};
-use crate::disagg::{
-    DEFAULT_ENCODE_ENDPOINTS, Disaggregation, ENCODE_ID_SUFFIX, PREFILL_ID_SUFFIX,
-};
+use crate::disagg::Disaggregation;
 use crate::endpoint::{InFlightGuard, MembershipListener, Pool};
 use crate::metrics::{BucketHistogram, PLUGIN_TIMING_SAMPLE};
 use crate::metrics::{CoreMetrics, MetricsSource, MetricsVisitor, ProfileMetrics};
-use crate::plugin::{CachedPrefix, CycleState, Decider, Score};
+use crate::plugin::{CachedPrefix, CycleState, Score};
 use crate::profile::Profile;
 use crate::request::{InferenceRequest, ParserSet};
 use crate::resources::Resources;
 use crate::rng::PickRng;
 use crate::shared::SharedState;
+use stages::{Stage, Stages};
 
 /// Per-request options.
 #[derive(Debug, Clone, Copy, Default)]
@@ -256,59 +256,6 @@ impl Scheduler {
                 Err(ScheduleError::UnknownProfile("default".into()))
             }
             None => Ok(0),
-        }
-    }
-
-    /// The decode profile; then, when the encode profile exists and its decider says so, the
-    /// encode profile under the id `<id>:encode`; then, when the prefill decider says so, the
-    /// prefill profile under the id `<id>:prefill`. An encode or prefill stage that finds no
-    /// server is left out (the request is served without it).
-    fn run_disaggregated(
-        &self,
-        d: &Disaggregation,
-        request: &InferenceRequest,
-        options: ScheduleOptions<'_>,
-        observer: Option<&dyn ScheduleObserver>,
-    ) -> Result<Decision, ScheduleError> {
-        let decode = self.profile_index(Some(&d.decode_profile))?;
-        // Upstream skips the encode stage when its profile is not configured.
-        let encode = d
-            .encode_decider
-            .as_ref()
-            .and_then(|_| self.profile_index(Some(&d.encode_profile)).ok());
-        let stage = Stage {
-            prefill_decider: d.decider.as_deref(),
-            encode_decider: encode.and(d.encode_decider.as_deref()),
-            ..Stage::default()
-        };
-        let (mut decision, stages) =
-            self.run_observed(request, options, decode, stage, observer)?;
-        if let (true, Some(encode)) = (stages.encode, encode) {
-            let count = self
-                .profiles
-                .get(encode)
-                .and_then(|p| p.picker().max_endpoints())
-                .unwrap_or(DEFAULT_ENCODE_ENDPOINTS);
-            let stage = Stage {
-                id: Some(format!("{}{ENCODE_ID_SUFFIX}", decision.request_id())),
-                count: Some(count),
-                ..Stage::default()
-            };
-            if let Ok((encoded, _)) = self.run_observed(request, options, encode, stage, observer) {
-                decision = decision.with_encode(encoded);
-            }
-        }
-        if !stages.prefill {
-            return Ok(decision);
-        }
-        let prefill = self.profile_index(Some(&d.prefill_profile))?;
-        let stage = Stage {
-            id: Some(format!("{}{PREFILL_ID_SUFFIX}", decision.request_id())),
-            ..Stage::default()
-        };
-        match self.run_observed(request, options, prefill, stage, observer) {
-            Ok((stage, _)) => Ok(decision.with_prefill(stage)),
-            Err(_) => Ok(decision),
         }
     }
 
@@ -597,26 +544,6 @@ fn dedup_in_order(v: &mut Vec<usize>) {
         }
     }
     v.truncate(kept);
-}
-
-/// How one profile run is made: under which id, for how many endpoints, asking which deciders.
-#[derive(Default)]
-struct Stage<'a> {
-    /// The stage's request id (default: the request's own).
-    id: Option<String>,
-    /// Endpoints to pick (default: the scheduler's `maxEndpoints`).
-    count: Option<usize>,
-    /// Asked, with the pick, whether a prefill stage follows.
-    prefill_decider: Option<&'a dyn Decider>,
-    /// Asked, with the pick, whether an encode stage follows.
-    encode_decider: Option<&'a dyn Decider>,
-}
-
-/// What the deciders said about a decode pick.
-#[derive(Debug, Clone, Copy, Default)]
-struct Stages {
-    encode: bool,
-    prefill: bool,
 }
 
 /// The pick counter, on a cache line of its own: every pick writes it, and it must not evict
