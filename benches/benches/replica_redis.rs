@@ -22,11 +22,9 @@
 mod replica_picks;
 use replica_picks::*;
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use shepherd_runtime::RuntimeHandle;
-use shepherd_scheduler_core::request::InferenceRequest;
 use shepherd_test_util::redis::{RedisAuth, RedisServer};
 
 async fn start(redis: Option<(&str, &str)>) -> RuntimeHandle {
@@ -130,27 +128,8 @@ fn main() {
         "shepherd_replicas_redis_entries_read_total",
     ];
     let before: Vec<f64> = series.iter().map(|s| counter(&on, s)).collect();
-    let requests: Vec<InferenceRequest> = (0..1_000).map(prompt).collect();
-    let mut held = VecDeque::new();
-    let start = Instant::now();
-    let mut i = 0usize;
-    while start.elapsed() < Duration::from_secs(3) {
-        let due = start.elapsed().as_micros() as usize / 1_000;
-        while i < due {
-            if let Ok(decision) = on.scheduler().schedule(&requests[i % requests.len()]) {
-                held.push_back((Instant::now(), decision.into_handle()));
-            }
-            i += 1;
-        }
-        while held
-            .front()
-            .is_some_and(|(t, _)| t.elapsed() > Duration::from_secs(1))
-        {
-            held.pop_front();
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    let seconds = start.elapsed().as_secs_f64();
+    let paced = paced_picks(&on);
+    let seconds = paced.seconds;
     let rate: Vec<f64> = series
         .iter()
         .zip(&before)
@@ -158,8 +137,8 @@ fn main() {
         .collect();
     println!(
         "at {:.0} picks/s with {} in flight, one replica of three: writes {:.0} bytes/s to Redis (load reports {:.0}, index deltas {:.0}; {:.0} entries/s), reads {:.0} bytes/s of the two others' ({:.0} entries/s); payload bytes, without the protocol's framing",
-        i as f64 / seconds,
-        held.len(),
+        paced.picks as f64 / seconds,
+        paced.held.len(),
         rate[0] + rate[1],
         rate[0],
         rate[1],
@@ -167,7 +146,7 @@ fn main() {
         rate[2],
         rate[4],
     );
-    drop(held);
+    drop(paced);
     runtime.block_on(async {
         on.shutdown(Duration::from_millis(100)).await;
         peers.0.shutdown(Duration::from_millis(100)).await;

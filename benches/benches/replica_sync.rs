@@ -20,12 +20,10 @@
 mod replica_picks;
 use replica_picks::*;
 
-use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use shepherd_runtime::RuntimeHandle;
-use shepherd_scheduler_core::request::InferenceRequest;
 
 fn free_ports(n: usize) -> Vec<SocketAddr> {
     let sockets: Vec<UdpSocket> = (0..n)
@@ -106,38 +104,19 @@ fn main() {
         counter(&on, "shepherd_replicas_sent_bytes_total"),
         counter(&on, "shepherd_replicas_index_delta_bytes_sent_total"),
     );
-    let requests: Vec<InferenceRequest> = (0..1_000).map(prompt).collect();
-    let mut held = VecDeque::new();
-    let start = Instant::now();
-    let mut i = 0usize;
-    while start.elapsed() < Duration::from_secs(3) {
-        let due = start.elapsed().as_micros() as usize / 1_000;
-        while i < due {
-            if let Ok(decision) = on.scheduler().schedule(&requests[i % requests.len()]) {
-                held.push_back((Instant::now(), decision.into_handle()));
-            }
-            i += 1;
-        }
-        while held
-            .front()
-            .is_some_and(|(t, _)| t.elapsed() > Duration::from_secs(1))
-        {
-            held.pop_front();
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    let seconds = start.elapsed().as_secs_f64();
+    let paced = paced_picks(&on);
+    let seconds = paced.seconds;
     let load = counter(&on, "shepherd_replicas_sent_bytes_total") - stats_before.0;
     let deltas = counter(&on, "shepherd_replicas_index_delta_bytes_sent_total") - stats_before.1;
     println!(
         "at {:.0} picks/s with {} in flight, to each of 2 peers: load reports {:.0} bytes/s, index deltas {:.0} bytes/s ({:.0} in all)",
-        i as f64 / seconds,
-        held.len(),
+        paced.picks as f64 / seconds,
+        paced.held.len(),
         load / seconds / 2.0,
         deltas / seconds / 2.0,
         (load + deltas) / seconds / 2.0
     );
-    drop(held);
+    drop(paced);
     runtime.block_on(async {
         on.shutdown(Duration::from_millis(100)).await;
         peers.0.shutdown(Duration::from_millis(100)).await;

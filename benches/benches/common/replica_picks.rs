@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use shepherd_runtime::config::RuntimeConfig;
 use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
+use shepherd_scheduler_core::completion::RequestHandle;
 use shepherd_scheduler_core::endpoint::EndpointMetrics;
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 
@@ -118,6 +119,42 @@ pub fn picks_per_second_and_cpu(handle: &RuntimeHandle, for_: Duration, hold: us
 }
 
 /// The median of `v` (not empty).
+/// What [`paced_picks`] did; `held` keeps its last second of requests in flight until dropped.
+pub struct PacedPicks {
+    pub seconds: f64,
+    pub picks: usize,
+    pub held: VecDeque<(Instant, RequestHandle)>,
+}
+
+/// About 1,000 picks a second on `handle` for 3 s, each held 1 s (about 1,000 in flight).
+pub fn paced_picks(handle: &RuntimeHandle) -> PacedPicks {
+    let requests: Vec<InferenceRequest> = (0..1_000).map(prompt).collect();
+    let mut held = VecDeque::new();
+    let start = Instant::now();
+    let mut i = 0usize;
+    while start.elapsed() < Duration::from_secs(3) {
+        let due = start.elapsed().as_micros() as usize / 1_000;
+        while i < due {
+            if let Ok(decision) = handle.scheduler().schedule(&requests[i % requests.len()]) {
+                held.push_back((Instant::now(), decision.into_handle()));
+            }
+            i += 1;
+        }
+        while held
+            .front()
+            .is_some_and(|(t, _)| t.elapsed() > Duration::from_secs(1))
+        {
+            held.pop_front();
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    PacedPicks {
+        seconds: start.elapsed().as_secs_f64(),
+        picks: i,
+        held,
+    }
+}
+
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
