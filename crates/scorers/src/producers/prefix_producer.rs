@@ -9,12 +9,31 @@
 //!
 //! Two producers over the same index share one entry (entries are keyed by the index), so a
 //! consumer that wraps an index it found in the shared resources agrees with its owner.
+//!
+//! # A precise producer tokenizes only what the decision needs
+//!
+//! With a `token-producer` that can tokenize a piece at a time ([`TokenProducer::begin`]), a
+//! precise producer first tokenizes the prompt's first block only. When no endpoint holds
+//! that block, every endpoint matches 0 blocks, so every score reading the match is the same
+//! whatever the prompt's length: the match stops there ([`PrefixMatchInfo::is_complete`] is
+//! `false`). When some endpoint holds it, the rest is tokenized at once (the scores divide by
+//! the prompt's block count), continuing where the first block stopped.
+//!
+//! What needs the whole prompt comes after the pick: the pick hook hands the rest of the
+//! tokenization to the token producer's background thread ([`TokenProducer::finish_later`]),
+//! which puts the prompt's pieces in the token cache and, with `speculativeIndexing`, records
+//! the speculative entries for the picked endpoint. The trade-off: those entries appear when
+//! the background tokenization ends (milliseconds for long prompts) rather than before the
+//! pick returns, and a full queue drops the work (counted). A dry run (no pick hooks)
+//! finishes nothing.
 
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use shepherd_scheduler_core::clock::Timestamp;
 use shepherd_scheduler_core::endpoint::Endpoint;
+use shepherd_scheduler_core::endpoint::EndpointId;
 use shepherd_scheduler_core::kv_events::{PreciseIndex, precise_seed};
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::plugin::{CachedPrefix, CycleState, Extensions};
@@ -23,6 +42,7 @@ use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 use shepherd_scheduler_core::resources::Resources;
 
 use super::TokenProducer;
+use super::token::{BegunPrompt, PartialTokens};
 
 /// The prefix match of the current request against one producer's index (a cycle
 /// extension, read through [`PrefixProducer::produce`] or [`PrefixMatchInfo::find`]).
@@ -35,6 +55,8 @@ pub struct PrefixMatchInfo {
     found: PrefixMatch,
     block_tokens: usize,
     recorded: bool,
+    /// The prompt's tokenization, when it stopped at the first block (held by no endpoint).
+    pending: Option<PartialTokens>,
 }
 
 impl PrefixMatchInfo {
@@ -44,8 +66,19 @@ impl PrefixMatchInfo {
     }
 
     /// Blocks in the request (0 when the prompt is shorter than one block).
+    ///
+    /// When the match stopped early ([`is_complete`](Self::is_complete) is `false`: no
+    /// endpoint holds the first block), the blocks tokenized before it stopped, a lower
+    /// bound; every endpoint's match is 0 then, so every score is the same as with the whole
+    /// count.
     pub fn total_blocks(&self) -> usize {
         self.found.total_blocks()
+    }
+
+    /// Whether the whole prompt was hashed; `false` when a precise producer stopped at the
+    /// first block, which no endpoint holds (see the module docs).
+    pub fn is_complete(&self) -> bool {
+        self.pending.is_none()
     }
 
     /// Tokens per block.
@@ -252,10 +285,15 @@ impl PrefixProducer {
             None => {
                 let request = cycle.request;
                 // A tokenizer failure falls back to the request's own prompt.
-                let tokenized = self
-                    .token_producer()
-                    .and_then(|tokens| tokens.prompt_for(request).ok());
-                let prompt = tokenized.as_deref().unwrap_or(&request.prompt);
+                let (tokenized, pending) = match self.token_producer() {
+                    Some(tokens) => self.tokenize(tokens, request),
+                    None => (None, None),
+                };
+                let prompt = match (&pending, &tokenized) {
+                    (Some(partial), _) => Cow::Owned(Prompt::Tokens(partial.ids().to_vec())),
+                    (None, Some(tokenized)) => Cow::Borrowed(tokenized.as_ref()),
+                    (None, None) => Cow::Borrowed(&request.prompt),
+                };
                 // An earlier cycle's entry lends its buffers (this thread's last pick's).
                 let spare = cycle
                     .extensions
@@ -265,12 +303,13 @@ impl PrefixProducer {
                 let (mut chain, mut found) = match spare {
                     Some(spare) => {
                         let mut chain = spare.chain;
-                        self.index.reset_chain(&mut chain, seed, prompt);
+                        self.index.reset_chain(&mut chain, seed, &prompt);
                         (chain, spare.found)
                     }
-                    None => (self.index.chain(seed, prompt), PrefixMatch::new()),
+                    None => (self.index.chain(seed, &prompt), PrefixMatch::new()),
                 };
-                self.index.match_into(&mut chain, prompt, &mut found);
+                self.index.match_into(&mut chain, &prompt, &mut found);
+                drop(prompt);
                 let tokenized = match tokenized {
                     Some(Cow::Owned(prompt)) => Some(prompt),
                     _ => None,
@@ -291,6 +330,7 @@ impl PrefixProducer {
                     found,
                     block_tokens,
                     recorded: false,
+                    pending,
                 };
                 Self::push(&mut cycle.extensions, info)
             }
@@ -299,6 +339,45 @@ impl PrefixProducer {
             .extensions
             .get::<Produced>()
             .and_then(|produced| produced.live().get(at))
+    }
+
+    /// The request's prompt as `tokens` gives it: whole, or (the second value) only its first
+    /// block when no endpoint holds that block. `(None, None)`: the tokenizer failed; the
+    /// request's own prompt is used.
+    fn tokenize<'r>(
+        &self,
+        tokens: &TokenProducer,
+        request: &'r InferenceRequest,
+    ) -> (Option<Cow<'r, Prompt>>, Option<PartialTokens>) {
+        let mut partial = match tokens.begin(request) {
+            Ok(BegunPrompt::Whole(prompt)) => return (Some(prompt), None),
+            Ok(BegunPrompt::Partial(partial)) => partial,
+            Err(_) => return (None, None),
+        };
+        let block_tokens = self.index.config().layout.block_tokens();
+        if tokens.extend(request, &mut partial, block_tokens).is_err() {
+            return (None, None);
+        }
+        if !partial.is_complete() && !self.first_block_held(request, partial.ids()) {
+            return (None, Some(partial));
+        }
+        match tokens.finish(request, partial) {
+            Ok(ids) => (Some(Cow::Owned(Prompt::Tokens(ids))), None),
+            Err(_) => (None, None),
+        }
+    }
+
+    /// Whether any endpoint holds the first block of a prompt starting with `ids`.
+    fn first_block_held(&self, request: &InferenceRequest, ids: &[u32]) -> bool {
+        let block_tokens = self.index.config().layout.block_tokens();
+        let Some(first) = ids.get(..block_tokens) else {
+            return true;
+        };
+        let probe = Prompt::Tokens(first.to_vec());
+        let mut chain = self.index.chain(self.seed(request), &probe);
+        let mut found = PrefixMatch::new();
+        self.index.match_into(&mut chain, &probe, &mut found);
+        !found.matches().is_empty()
     }
 
     fn push(extensions: &mut Extensions, info: PrefixMatchInfo) -> usize {
@@ -346,18 +425,20 @@ impl PrefixProducer {
                     found: PrefixMatch::new(),
                     block_tokens: self.index.config().layout.block_tokens(),
                     recorded: true,
+                    pending: None,
                 };
                 Self::push(&mut cycle.extensions, info);
             }
         }
     }
 
-    /// A precise producer's speculative entries for the pick, once per cycle.
+    /// A precise producer's work after the pick, once per cycle: the speculative entries for
+    /// the picked endpoint, and the rest of a tokenization that stopped at the first block.
     fn speculate(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
-        let Some(speculation) = &self.speculation else {
-            return;
-        };
         if self.position(&cycle.extensions).is_none() {
+            if self.speculation.is_none() {
+                return;
+            }
             // No consumer produced a match this cycle: produce it (and the chain) now.
             let _ = self.produce(cycle);
         }
@@ -377,11 +458,45 @@ impl PrefixProducer {
             return;
         }
         info.recorded = true;
+        if let Some(partial) = info.pending.take() {
+            self.finish_later(request, partial, picked.id(), now);
+            return;
+        }
+        let Some(speculation) = &self.speculation else {
+            return;
+        };
         let prompt = info.tokenized.as_ref().unwrap_or(&request.prompt);
         let keys = info.chain.complete(prompt);
         speculation
             .index
             .speculate(picked.id(), keys, now, speculation.ttl);
+    }
+
+    /// Hands the rest of `partial` to the token producer's background thread, with the
+    /// speculative entries for `picked` to record once the ids are known.
+    fn finish_later(
+        &self,
+        request: &InferenceRequest,
+        partial: PartialTokens,
+        picked: EndpointId,
+        now: Timestamp,
+    ) {
+        let Some(tokens) = self.token_producer() else {
+            return;
+        };
+        let speculation = self
+            .speculation
+            .as_ref()
+            .map(|s| (Arc::clone(&s.index), s.ttl));
+        let layout = self.index.config().layout;
+        let seed = self.seed(request);
+        tokens.finish_later(request, partial, move |ids| {
+            if let Some((index, ttl)) = speculation {
+                let prompt = Prompt::Tokens(ids);
+                let mut chain = BlockChain::new(&layout, seed, &prompt);
+                index.speculate(picked, chain.complete(&prompt), now, ttl);
+            }
+        });
     }
 }
 

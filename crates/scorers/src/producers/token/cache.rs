@@ -6,28 +6,46 @@
 //! cache is split into shards, each an LRU bounded by the tokens it holds; a segment larger
 //! than a shard's budget is not kept. Tokenizing happens outside the locks: two requests that
 //! miss on the same segment both tokenize it, and the second insert is a no-op.
+//!
+//! Hashing a whole segment costs a pass over its text (tens of microseconds for 400 KB), so a
+//! lookup first checks a *head* key, the hash of the segment's first [`HEAD_BYTES`] bytes and
+//! its length, against the heads of the segments held: a text never seen is told apart
+//! without reading it whole.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use xxhash_rust::xxh3::xxh3_128;
+use xxhash_rust::xxh3::{xxh3_64, xxh3_128};
 
 const SHARDS: usize = 8;
 
+/// Bytes of a segment its head key hashes.
+const HEAD_BYTES: usize = 64;
+
 /// A segment's key: the hash and length of its text.
 type Key = (u128, usize);
+
+/// A segment's head key: the hash of its first [`HEAD_BYTES`] bytes, and its length.
+type Head = (u64, usize);
 
 /// The cache's key for `text`.
 pub(super) fn key(text: &str) -> Key {
     (xxh3_128(text.as_bytes()), text.len())
 }
 
+fn head(text: &str) -> Head {
+    let bytes = text.as_bytes();
+    (xxh3_64(&bytes[..bytes.len().min(HEAD_BYTES)]), bytes.len())
+}
+
 #[derive(Debug, Default)]
 struct Shard {
-    /// key → (ids, last use).
-    entries: HashMap<Key, (Arc<[u32]>, u64)>,
+    /// key → (ids, last use, head key).
+    entries: HashMap<Key, (Arc<[u32]>, u64, Head)>,
+    /// head key → segments held with it.
+    heads: HashMap<Head, u32>,
     /// last use → key, oldest first.
     order: BTreeMap<u64, Key>,
     tokens: usize,
@@ -38,14 +56,14 @@ impl Shard {
     fn get(&mut self, key: &Key) -> Option<Arc<[u32]>> {
         self.tick += 1;
         let tick = self.tick;
-        let (ids, used) = self.entries.get_mut(key)?;
+        let (ids, used, _) = self.entries.get_mut(key)?;
         self.order.remove(used);
         *used = tick;
         self.order.insert(tick, *key);
         Some(Arc::clone(ids))
     }
 
-    fn insert(&mut self, key: Key, ids: Arc<[u32]>, budget: usize) {
+    fn insert(&mut self, key: Key, head: Head, ids: Arc<[u32]>, budget: usize) {
         if ids.len() > budget || self.entries.contains_key(&key) {
             return;
         }
@@ -53,14 +71,21 @@ impl Shard {
             let Some((_, oldest)) = self.order.pop_first() else {
                 break;
             };
-            if let Some((evicted, _)) = self.entries.remove(&oldest) {
+            if let Some((evicted, _, evicted_head)) = self.entries.remove(&oldest) {
                 self.tokens -= evicted.len();
+                if let Some(count) = self.heads.get_mut(&evicted_head) {
+                    *count -= 1;
+                    if *count == 0 {
+                        self.heads.remove(&evicted_head);
+                    }
+                }
             }
         }
         self.tick += 1;
         self.tokens += ids.len();
         self.order.insert(self.tick, key);
-        self.entries.insert(key, (ids, self.tick));
+        self.entries.insert(key, (ids, self.tick, head));
+        *self.heads.entry(head).or_insert(0) += 1;
     }
 }
 
@@ -102,9 +127,41 @@ impl SegmentCache {
         self.shard_budget > 0
     }
 
-    fn shard(&self, key: &Key) -> &Mutex<Shard> {
-        let index = (key.0 as usize) % self.shards.len().max(1);
+    fn shard(&self, head: &Head) -> &Mutex<Shard> {
+        let index = (head.0 as usize) % self.shards.len().max(1);
         &self.shards[index]
+    }
+
+    /// The ids of `text` when they are held (counted as a hit, else as a miss). A text whose
+    /// head key no held segment has is a miss without hashing it whole.
+    pub(super) fn get(&self, text: &str) -> Option<Arc<[u32]>> {
+        let head = head(text);
+        let shard = self.shard(&head);
+        let found = if shard.lock().heads.contains_key(&head) {
+            let key = key(text);
+            shard.lock().get(&key)
+        } else {
+            None
+        };
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Keeps `ids` as the ids of `text` (a no-op when held, or larger than a shard's budget).
+    pub(super) fn insert(&self, text: &str, ids: Arc<[u32]>) {
+        if !self.enabled() || ids.len() > self.shard_budget {
+            return;
+        }
+        let head = head(text);
+        let key = key(text);
+        self.shard(&head)
+            .lock()
+            .insert(key, head, ids, self.shard_budget);
     }
 
     /// The ids of `text`: cached, or computed by `tokenize` and kept.
@@ -113,16 +170,11 @@ impl SegmentCache {
         text: &str,
         tokenize: impl FnOnce(&str) -> Result<Vec<u32>, E>,
     ) -> Result<Arc<[u32]>, E> {
-        let key = key(text);
-        if let Some(ids) = self.shard(&key).lock().get(&key) {
-            self.hits.fetch_add(1, Ordering::Relaxed);
+        if let Some(ids) = self.get(text) {
             return Ok(ids);
         }
-        self.misses.fetch_add(1, Ordering::Relaxed);
         let ids: Arc<[u32]> = tokenize(text)?.into();
-        self.shard(&key)
-            .lock()
-            .insert(key, Arc::clone(&ids), self.shard_budget);
+        self.insert(text, Arc::clone(&ids));
         Ok(ids)
     }
 
@@ -154,18 +206,23 @@ mod tests {
     #[test]
     fn hits_evicts_least_recent_and_stays_bounded() {
         let mut shard = Shard::default();
-        shard.insert(key("a"), ids(4).unwrap().into(), 10);
-        shard.insert(key("b"), ids(4).unwrap().into(), 10);
+        shard.insert(key("a"), head("a"), ids(4).unwrap().into(), 10);
+        shard.insert(key("b"), head("b"), ids(4).unwrap().into(), 10);
         assert!(shard.get(&key("a")).is_some());
-        shard.insert(key("c"), ids(4).unwrap().into(), 10);
+        shard.insert(key("c"), head("c"), ids(4).unwrap().into(), 10);
         assert!(
             shard.get(&key("b")).is_none(),
             "b was the least recently used"
         );
         assert!(shard.get(&key("a")).is_some());
         assert_eq!(shard.tokens, 8);
-        shard.insert(key("huge"), ids(11).unwrap().into(), 10);
+        shard.insert(key("huge"), head("huge"), ids(11).unwrap().into(), 10);
         assert!(shard.get(&key("huge")).is_none());
+        assert_eq!(
+            shard.heads.len(),
+            2,
+            "the evicted segment's head is forgotten"
+        );
 
         let cache = SegmentCache::new(8 * 100);
         let first = cache.get_or_tokenize("hello", |_| ids(3)).unwrap();
@@ -180,6 +237,12 @@ mod tests {
             cache.get_or_tokenize(&i.to_string(), |_| ids(7)).unwrap();
         }
         assert!(cache.stats().tokens <= 800);
+        // Two texts with the same head and length are told apart by their whole hash.
+        let same_head = format!("{}{}", "h".repeat(HEAD_BYTES), "a");
+        let other = format!("{}{}", "h".repeat(HEAD_BYTES), "b");
+        cache.insert(&same_head, vec![1].into());
+        assert!(cache.get(&other).is_none());
+        assert_eq!(cache.get(&same_head).as_deref(), Some(&[1][..]));
         assert!(!SegmentCache::new(0).enabled());
     }
 }

@@ -26,26 +26,30 @@ use tokenizers::Tokenizer;
 
 use super::cache::{CacheStats, SegmentCache};
 use super::error::{TokenizeError, TokenizerLoadError};
+use super::prefix_stable::{self, CutRule};
 use super::template::ChatTemplate;
 use shepherd_scheduler_core::request::ChatMessages;
 
 /// Where the added tokens cut a text.
 #[derive(Debug)]
-struct Splitter {
-    automaton: AhoCorasick,
+pub(super) struct Splitter {
+    pub(super) automaton: AhoCorasick,
     /// The token id of each pattern.
-    ids: Vec<u32>,
+    pub(super) ids: Vec<u32>,
 }
 
 /// A loaded tokenizer, its chat template and its cache.
 #[derive(Debug)]
 pub(super) struct HfTokenizer {
-    tokenizer: Tokenizer,
-    splitter: Option<Splitter>,
+    pub(super) tokenizer: Tokenizer,
+    pub(super) splitter: Option<Splitter>,
     /// What `add_special_tokens` puts before and after a sequence.
-    affixes: Option<(Vec<u32>, Vec<u32>)>,
-    cache: SegmentCache,
+    pub(super) affixes: Option<(Vec<u32>, Vec<u32>)>,
+    pub(super) cache: SegmentCache,
     template: Option<ChatTemplate>,
+    /// Where a text may be cut to be tokenized a piece at a time (`None`: only whole; see
+    /// `prefix_stable.rs`).
+    pub(super) cuts: Option<CutRule>,
 }
 
 impl HfTokenizer {
@@ -72,16 +76,24 @@ impl HfTokenizer {
                 source,
             })?;
         tokenizer.with_padding(None);
+        let cuts = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .as_ref()
+            .and_then(prefix_stable::check);
         let mut loaded = HfTokenizer {
             splitter: splitter(&tokenizer),
             tokenizer,
             affixes: None,
             cache: SegmentCache::new(cache_tokens),
             template,
+            cuts,
         };
         loaded.affixes = loaded.learn_affixes();
         if !loaded.cache_agrees() {
             loaded.splitter = None;
+        }
+        if loaded.cuts.is_some() && !loaded.stream_agrees() {
+            loaded.cuts = None;
         }
         Ok(loaded)
     }
@@ -195,11 +207,8 @@ impl HfTokenizer {
         learned
     }
 
-    /// Whether cached and whole tokenization agree on a probe that holds every added token.
-    fn cache_agrees(&self) -> bool {
-        let Some(splitter) = &self.splitter else {
-            return false;
-        };
+    /// A text holding every added token between words, spaces, digits and accents.
+    pub(super) fn probe_text(&self) -> String {
         let mut probe = String::from("  Hello,\n\n world 123 ");
         let mut added: Vec<_> = self
             .tokenizer
@@ -213,6 +222,15 @@ impl HfTokenizer {
             probe.push_str(&token.content);
             probe.push_str("\u{e9} 4");
         }
+        probe
+    }
+
+    /// Whether cached and whole tokenization agree on a probe that holds every added token.
+    fn cache_agrees(&self) -> bool {
+        let Some(splitter) = &self.splitter else {
+            return false;
+        };
+        let probe = self.probe_text();
         let probe_cache = SegmentCache::new(1 << 16);
         [false, true].into_iter().all(|add_special| {
             let affixes = match (add_special, &self.affixes) {

@@ -142,11 +142,14 @@ mod cache;
 mod content_format;
 mod error;
 mod files;
+mod finish;
 mod hf;
 mod parameters;
+mod prefix_stable;
 mod producer;
 mod pyjson;
 mod render;
+mod stream;
 mod strftime;
 mod template;
 
@@ -160,14 +163,16 @@ pub use cache::CacheStats;
 pub use content_format::ContentFormatOption;
 pub use error::{TokenizeError, TokenizerLoadError};
 pub use files::{TokenizerFiles, hub_cache_roots};
+pub use finish::{FinishStats, MAX_QUEUED_BYTES, MAX_QUEUED_JOBS};
 pub use parameters::{
     ChosenBackend, DEFAULT_CACHE_MAX_TOKENS, TokenProducerParameters, VllmRenderConfig,
 };
-pub use producer::TokenProducer;
+pub use producer::{BegunPrompt, TokenProducer};
 pub use render::{
     DEFAULT_RENDER_MM_TIMEOUT, DEFAULT_RENDER_TIMEOUT, DEFAULT_RENDER_URL, MAX_HELD_RENDERS,
     RenderBackend,
 };
+pub use stream::{MARGIN_WORDS, PartialTokens};
 
 /// Registry type name.
 pub const TYPE_NAME: &str = "token-producer";

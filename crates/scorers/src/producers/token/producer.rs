@@ -1,15 +1,18 @@
 //! [`TokenProducer`]: the request's prompt as the model server's token ids.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use shepherd_scheduler_core::request::{ApiKind, ChatMessages, InferenceRequest, Prompt};
 
 use super::cache::CacheStats;
 use super::error::{TokenizeError, TokenizerLoadError};
 use super::files::TokenizerFiles;
+use super::finish::{FinishStats, Finisher};
 use super::hf::HfTokenizer;
 use super::parameters::TokenProducerParameters;
 use super::render::RenderBackend;
+use super::stream::PartialTokens;
 use super::template::ChatTemplate;
 use super::{BYTES_PER_TOKEN, TokenCount};
 
@@ -31,6 +34,16 @@ enum Backend {
 pub struct TokenProducer {
     name: String,
     backend: Backend,
+    finisher: Finisher,
+}
+
+/// A request's prompt as far as [`TokenProducer::begin`] tokenized it.
+#[derive(Debug)]
+pub enum BegunPrompt<'r> {
+    /// The whole prompt (what [`TokenProducer::prompt_for`] gives).
+    Whole(Cow<'r, Prompt>),
+    /// The ids of its beginning; [`TokenProducer::extend`] and [`TokenProducer::finish`] go on.
+    Partial(PartialTokens),
 }
 
 impl TokenProducer {
@@ -40,6 +53,7 @@ impl TokenProducer {
         TokenProducer {
             name: name.into(),
             backend: Backend::Estimate,
+            finisher: Finisher::default(),
         }
     }
 
@@ -64,6 +78,7 @@ impl TokenProducer {
         Ok(TokenProducer {
             name: name.into(),
             backend: Backend::Tokenizer(Box::new(tokenizer)),
+            finisher: Finisher::default(),
         })
     }
 
@@ -73,6 +88,7 @@ impl TokenProducer {
         TokenProducer {
             name: name.into(),
             backend: Backend::Render(Box::new(render)),
+            finisher: Finisher::default(),
         }
     }
 
@@ -173,6 +189,120 @@ impl TokenProducer {
             | ApiKind::Unparsed => tokenizer.encode(text, true)?,
         };
         Ok(Cow::Owned(Prompt::Tokens(ids)))
+    }
+
+    /// Starts tokenizing `request`'s prompt, tokenizing nothing yet when it can be done a
+    /// piece at a time (a real tokenizer whose configuration allows it, `stream.rs`): then
+    /// [`TokenProducer::extend`] gives the ids as far as asked, and the ids are always those
+    /// of [`TokenProducer::prompt_for`]. Otherwise (token ids given, the estimate and render
+    /// backends, a tokenizer that is tokenized whole) the whole prompt, as `prompt_for`.
+    pub fn begin<'r>(
+        &self,
+        request: &'r InferenceRequest,
+    ) -> Result<BegunPrompt<'r>, TokenizeError> {
+        let (Backend::Tokenizer(tokenizer), Prompt::Text(text)) = (&self.backend, &request.prompt)
+        else {
+            return self.prompt_for(request).map(BegunPrompt::Whole);
+        };
+        let begun = match request.api {
+            ApiKind::ChatCompletions => {
+                let chat = request
+                    .chat
+                    .as_deref()
+                    .ok_or(TokenizeError::MissingMessages)?;
+                supported(chat)?;
+                let template = tokenizer.template().ok_or(TokenizeError::NoChatTemplate)?;
+                let rendered = template.render(chat)?;
+                tokenizer.begin(&rendered, false).map(|mut partial| {
+                    partial.set_text(rendered);
+                    partial
+                })
+            }
+            ApiKind::Completions
+            | ApiKind::Embeddings
+            | ApiKind::VllmGenerate
+            | ApiKind::SglangGenerate
+            | ApiKind::Unparsed => tokenizer.begin(text, true),
+            ApiKind::Responses | ApiKind::Messages => None,
+        };
+        match begun {
+            Some(partial) => Ok(BegunPrompt::Partial(partial)),
+            None => self.prompt_for(request).map(BegunPrompt::Whole),
+        }
+    }
+
+    /// Tokenizes `request`'s prompt on until `partial` (from [`TokenProducer::begin`] on the
+    /// same request) holds at least `want` ids, or all of them.
+    pub fn extend(
+        &self,
+        request: &InferenceRequest,
+        partial: &mut PartialTokens,
+        want: usize,
+    ) -> Result<(), TokenizeError> {
+        let tokenizer = self.require_tokenizer()?;
+        match (partial.take_text(), &request.prompt) {
+            (Some(kept), _) => {
+                let done = tokenizer.extend(partial, &kept, want);
+                partial.set_text(kept);
+                done
+            }
+            (None, Prompt::Text(text)) => tokenizer.extend(partial, text, want),
+            (None, Prompt::Tokens(_)) => Err(TokenizeError::Unsupported("a prompt of token ids")),
+        }
+    }
+
+    /// The whole prompt's ids: `partial` tokenized to its end.
+    pub fn finish(
+        &self,
+        request: &InferenceRequest,
+        mut partial: PartialTokens,
+    ) -> Result<Vec<u32>, TokenizeError> {
+        self.extend(request, &mut partial, usize::MAX)?;
+        partial
+            .into_ids()
+            .ok_or(TokenizeError::Encode("the tokenization did not end".into()))
+    }
+
+    /// Finishes `partial` on this producer's background thread, then calls `then` with the
+    /// whole prompt's ids there (the segment cache learns the prompt on the way). The text is
+    /// copied first unless `partial` keeps its own. `false` when the queue was full and the
+    /// job dropped (counted in [`TokenProducer::finish_stats`]).
+    pub fn finish_later(
+        self: &Arc<Self>,
+        request: &InferenceRequest,
+        mut partial: PartialTokens,
+        then: impl FnOnce(Vec<u32>) + Send + 'static,
+    ) -> bool {
+        if self.tokenizer().is_none() {
+            return false;
+        }
+        let bytes = match &request.prompt {
+            Prompt::Text(text) => partial.keep_text(text),
+            Prompt::Tokens(_) if partial.has_text() => partial.keep_text(""),
+            Prompt::Tokens(_) => return false,
+        };
+        let producer = Arc::clone(self);
+        self.finisher.submit(bytes, move || {
+            let Some(tokenizer) = producer.tokenizer() else {
+                return;
+            };
+            let text = partial.take_text().unwrap_or_default();
+            if tokenizer.extend(&mut partial, &text, usize::MAX).is_ok()
+                && let Some(ids) = partial.into_ids()
+            {
+                then(ids);
+            }
+        })
+    }
+
+    /// What the background thread of [`TokenProducer::finish_later`] did.
+    pub fn finish_stats(&self) -> FinishStats {
+        self.finisher.stats()
+    }
+
+    /// Waits until every tokenization handed to [`TokenProducer::finish_later`] has run.
+    pub fn wait_finished(&self) {
+        self.finisher.wait_idle();
     }
 
     /// The prompt length of `request` in tokens: exact when [`TokenProducer::prompt_for`]
