@@ -16,6 +16,19 @@
 //! - `precise-chat-next-turn`: a conversation (turns of about 1 KB) whose earlier turns were
 //!   seen with the previous request, a new last turn each pick (the multi-turn case).
 //!
+//! A second table (issue 34: tokenize only what the decision needs), prompts the token
+//! cache has never seen, beside the approximate pick of the same prompts:
+//!
+//! - `miss`: 64 prompts whose first block no endpoint holds (the docs text behind a
+//!   per-request first line), the token cache on (its default size): the precise pick
+//!   tokenizes the first block only;
+//! - `hit`: the prompt the 8 endpoints hold, the token cache off (every pick is its first):
+//!   the first block, then the rest; `whole` is what the same pick cost before the change,
+//!   measured in the same run: the whole prompt tokenized (`prompt_for`), then the pick of
+//!   its ids.
+//!
+//! `cargo bench -p shepherd-benches --bench precise_pick -- early-stop` runs the second
+//! table only, `-- columns` the first.
 //! The tokenizer is the test fixture (`crates/scorers/tests/fixtures/tokenizer`, a 3,000-token
 //! BPE, slower per byte than a real 128k vocabulary: it splits words into more pieces);
 //! `TOKENIZE_BENCH_TOKENIZER=/path/to/model-dir` uses a real model's.
@@ -144,7 +157,91 @@ fn median_us(samples: usize, mut f: impl FnMut(usize)) -> f64 {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; nothing else is read.
+    // `cargo bench` passes `--bench`; a word without a dash selects a table.
+    let filter = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .unwrap_or_default();
+    if "columns".contains(filter.as_str()) {
+        columns();
+    }
+    if "early-stop".contains(filter.as_str()) {
+        early_stop();
+    }
+}
+
+/// The second table (see the module docs).
+fn early_stop() {
+    let mut rows = Vec::new();
+    for (label, size) in SIZES {
+        let body = docs_text(size);
+        let samples = if size > 100_000 { 7 } else { 15 };
+        let held = completions(&body);
+        let misses: Vec<InferenceRequest> = (0..64)
+            .map(|i| completions(&format!("Request {i} of a user never seen.\n{body}")))
+            .collect();
+
+        let (approx, _) = scheduler(DEFAULT_CONFIG_YAML);
+        for _ in 0..HOLDERS {
+            drop(approx.schedule(&held));
+        }
+        let approx_miss = median_us(samples, |i| {
+            drop(approx.schedule_with(&misses[i % misses.len()], DRY))
+        });
+        let approx_hit = median_us(samples, |_| drop(approx.schedule_with(&held, DRY)));
+
+        let (cached, shared) = scheduler(&precise(Some(2_097_152)));
+        feed(&shared, &held);
+        let precise_miss = median_us(samples, |i| {
+            drop(cached.schedule_with(&misses[i % misses.len()], DRY))
+        });
+
+        let (uncached, shared) = scheduler(&precise(Some(0)));
+        feed(&shared, &held);
+        let precise_hit = median_us(samples, |_| drop(uncached.schedule_with(&held, DRY)));
+        let tokens = shared
+            .resources
+            .get::<TokenProducer>("token-producer")
+            .expect("a token producer");
+        let whole = median_us(samples, |_| {
+            let given = match tokens.prompt_for(&held) {
+                Ok(Cow::Owned(prompt)) => {
+                    let mut given = held.clone();
+                    given.prompt = prompt;
+                    given
+                }
+                _ => held.clone(),
+            };
+            drop(uncached.schedule_with(&given, DRY));
+        });
+        rows.push((
+            label,
+            approx_miss,
+            precise_miss,
+            approx_hit,
+            precise_hit,
+            whole,
+        ));
+    }
+    println!(
+        "\nprompts never seen, {ENDPOINTS} endpoints (median µs; miss: ratio to approx on the same prompts; hit: ratio to approx and to `whole`):"
+    );
+    println!(
+        "{:>6} | {:>11} | {:>20} | {:>10} | {:>20} | {:>12} | {:>10}",
+        "prompt", "approx miss", "precise miss", "approx hit", "precise hit", "whole", "hit/whole"
+    );
+    for (label, approx_miss, precise_miss, approx_hit, precise_hit, whole) in rows {
+        println!(
+            "{label:>6} | {approx_miss:>11.1} | {:>20} | {approx_hit:>10.1} | {:>20} | {whole:>12.1} | {:>10.2}",
+            format!("{precise_miss:.1} ({:.2}×)", precise_miss / approx_miss),
+            format!("{precise_hit:.1} ({:.0}×)", precise_hit / approx_hit),
+            precise_hit / whole,
+        );
+    }
+}
+
+/// The first table (see the module docs).
+fn columns() {
     let mut rows = Vec::new();
     for (label, size) in SIZES {
         let body = docs_text(size);

@@ -8,9 +8,9 @@
 //! miss on the same segment both tokenize it, and the second insert is a no-op.
 //!
 //! Hashing a whole segment costs a pass over its text (tens of microseconds for 400 KB), so a
-//! lookup first checks a *head* key, the hash of the segment's first [`HEAD_BYTES`] bytes and
-//! its length, against the heads of the segments held: a text never seen is told apart
-//! without reading it whole.
+//! lookup first checks a *head* key, the hash of the segment's first [`HEAD_BYTES`] bytes,
+//! against the heads of the segments held: a text never seen is told apart without reading
+//! it whole, or even knowing where it ends (`SegmentCache::may_hold`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -22,13 +22,14 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_128};
 const SHARDS: usize = 8;
 
 /// Bytes of a segment its head key hashes.
-const HEAD_BYTES: usize = 64;
+pub(super) const HEAD_BYTES: usize = 64;
 
 /// A segment's key: the hash and length of its text.
 type Key = (u128, usize);
 
-/// A segment's head key: the hash of its first [`HEAD_BYTES`] bytes, and its length.
-type Head = (u64, usize);
+/// A segment's head key: the hash of its first [`HEAD_BYTES`] bytes (all of them when it is
+/// shorter).
+type Head = u64;
 
 /// The cache's key for `text`.
 pub(super) fn key(text: &str) -> Key {
@@ -36,8 +37,13 @@ pub(super) fn key(text: &str) -> Key {
 }
 
 fn head(text: &str) -> Head {
-    let bytes = text.as_bytes();
-    (xxh3_64(&bytes[..bytes.len().min(HEAD_BYTES)]), bytes.len())
+    head_of(text.as_bytes())
+}
+
+/// The head key of a segment starting with `start` (its first [`HEAD_BYTES`] bytes, or all
+/// of a shorter one).
+fn head_of(start: &[u8]) -> Head {
+    xxh3_64(&start[..start.len().min(HEAD_BYTES)])
 }
 
 #[derive(Debug, Default)]
@@ -128,8 +134,20 @@ impl SegmentCache {
     }
 
     fn shard(&self, head: &Head) -> &Mutex<Shard> {
-        let index = (head.0 as usize) % self.shards.len().max(1);
+        let index = (*head as usize) % self.shards.len().max(1);
         &self.shards[index]
+    }
+
+    /// Whether a segment starting with `start` may be held: `start` is the segment's first
+    /// [`HEAD_BYTES`] bytes, or the whole segment when it is shorter. `false` is certain.
+    pub(super) fn may_hold(&self, start: &[u8]) -> bool {
+        let head = head_of(start);
+        self.shard(&head).lock().heads.contains_key(&head)
+    }
+
+    /// Counts a lookup that [`SegmentCache::may_hold`] answered.
+    pub(super) fn count_miss(&self) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The ids of `text` when they are held (counted as a hit, else as a miss). A text whose
@@ -237,12 +255,14 @@ mod tests {
             cache.get_or_tokenize(&i.to_string(), |_| ids(7)).unwrap();
         }
         assert!(cache.stats().tokens <= 800);
-        // Two texts with the same head and length are told apart by their whole hash.
+        // Two texts with the same head are told apart by their whole hash.
         let same_head = format!("{}{}", "h".repeat(HEAD_BYTES), "a");
-        let other = format!("{}{}", "h".repeat(HEAD_BYTES), "b");
+        let other = format!("{}{}", "h".repeat(HEAD_BYTES), "bb");
         cache.insert(&same_head, vec![1].into());
+        assert!(cache.may_hold(other.as_bytes()));
         assert!(cache.get(&other).is_none());
         assert_eq!(cache.get(&same_head).as_deref(), Some(&[1][..]));
+        assert!(!cache.may_hold(b"never seen"));
         assert!(!SegmentCache::new(0).enabled());
     }
 }

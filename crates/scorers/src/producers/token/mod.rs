@@ -66,6 +66,13 @@
 //! added token, and the cache turns itself off for tokenizers where that is not so (checked
 //! on loading, see `hf.rs`). `cacheMaxTokens` bounds it (LRU, 8 shards).
 //!
+//! A consumer that needs only a prompt's beginning asks for it: [`TokenProducer::begin`],
+//! [`TokenProducer::extend`] and [`TokenProducer::finish`] tokenize a piece at a time, with
+//! the ids of whole tokenization, for tokenizers whose pipeline allows it (`stream.rs`,
+//! `prefix_stable.rs`); [`TokenProducer::finish_later`] finishes on a bounded background
+//! thread. The precise prefix producer tokenizes a prompt never seen only as far as its first
+//! block when no server holds that block (`docs/kv-events.md`).
+//!
 //! ## Parameters
 //!
 //! | parameter | default | meaning in Shepherd |

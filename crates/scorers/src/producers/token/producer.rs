@@ -200,7 +200,7 @@ impl TokenProducer {
         &self,
         request: &'r InferenceRequest,
     ) -> Result<BegunPrompt<'r>, TokenizeError> {
-        let (Backend::Tokenizer(tokenizer), Prompt::Text(text)) = (&self.backend, &request.prompt)
+        let (Backend::Tokenizer(tokenizer), Prompt::Text(_)) = (&self.backend, &request.prompt)
         else {
             return self.prompt_for(request).map(BegunPrompt::Whole);
         };
@@ -213,7 +213,7 @@ impl TokenProducer {
                 supported(chat)?;
                 let template = tokenizer.template().ok_or(TokenizeError::NoChatTemplate)?;
                 let rendered = template.render(chat)?;
-                tokenizer.begin(&rendered, false).map(|mut partial| {
+                tokenizer.begin(false).map(|mut partial| {
                     partial.set_text(rendered);
                     partial
                 })
@@ -222,7 +222,7 @@ impl TokenProducer {
             | ApiKind::Embeddings
             | ApiKind::VllmGenerate
             | ApiKind::SglangGenerate
-            | ApiKind::Unparsed => tokenizer.begin(text, true),
+            | ApiKind::Unparsed => tokenizer.begin(true),
             ApiKind::Responses | ApiKind::Messages => None,
         };
         match begun {

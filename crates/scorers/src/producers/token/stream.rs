@@ -25,20 +25,54 @@ use tokenizers::{
 };
 
 use super::error::TokenizeError;
-use super::hf::HfTokenizer;
+use super::hf::{HfTokenizer, Splitter};
 use super::prefix_stable::CutRule;
 
 /// Words at the end of a chunk that are not kept (tokenized again with the next chunk).
 pub const MARGIN_WORDS: usize = 3;
 
-/// Bytes of text tokenized for each token still wanted, the first time.
+/// Bytes of text tokenized for each token still wanted.
 const BYTES_PER_WANTED_TOKEN: usize = 4;
+
+/// Bytes added to each chunk for the words it will not keep.
+const CHUNK_MARGIN_BYTES: usize = 32;
+
+/// Bytes of a piece the segment cache's first check reads (its head key's).
+const CACHE_HEAD_BYTES: usize = super::cache::HEAD_BYTES;
 
 /// The ids of a text's beginning, and where tokenizing stopped (see the module docs).
 ///
 /// Made by [`TokenProducer::begin`](super::TokenProducer::begin), continued by
 /// [`TokenProducer::extend`](super::TokenProducer::extend) and
 /// [`TokenProducer::finish`](super::TokenProducer::finish) with the same request.
+///
+/// ```
+/// use std::borrow::Cow;
+/// use std::path::Path;
+/// use shepherd_scheduler_core::request::{ParseLimits, Prompt, parse_openai_request};
+/// use shepherd_scorers::producers::token::{
+///     BegunPrompt, TokenProducer, TokenProducerParameters, TokenizerFiles,
+/// };
+///
+/// let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer");
+/// let files = TokenizerFiles::at(&dir).unwrap();
+/// let tokens = TokenProducer::load("t", &files, &TokenProducerParameters::default()).unwrap();
+/// let text = "The first block is all a pick needs when no server holds it. ".repeat(100);
+/// let body = serde_json::json!({"model": "m", "prompt": text}).to_string();
+/// let request = parse_openai_request("/v1/completions", body.as_bytes(), &ParseLimits::default())?;
+///
+/// let BegunPrompt::Partial(mut partial) = tokens.begin(&request).unwrap() else {
+///     panic!("the fixture is tokenized a piece at a time");
+/// };
+/// tokens.extend(&request, &mut partial, 16).unwrap();
+/// assert!(partial.ids().len() >= 16 && partial.bytes_done() < 200);
+/// let Cow::Owned(Prompt::Tokens(whole)) = tokens.prompt_for(&request).unwrap() else {
+///     panic!("token ids");
+/// };
+/// assert_eq!(partial.ids(), &whole[..partial.ids().len()]);
+/// assert_eq!(tokens.finish(&request, partial).unwrap(), whole);
+/// # Ok::<(), shepherd_scheduler_core::request::ParseError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct PartialTokens {
     /// The text when it is not the request's own (a rendered chat, or a copy kept to finish
@@ -51,8 +85,12 @@ pub struct PartialTokens {
     /// Where the current piece starts, and `ids.len()` there.
     piece_start: usize,
     piece_ids: usize,
-    /// The added token that ends the current piece (start, end, id); `None`: the text's end.
+    /// The added token that ends the current piece (start, end, id), once found.
     next_added: Option<(usize, usize, u32)>,
+    /// Without `next_added`: no added token starts between the piece's start and here.
+    clear_to: usize,
+    /// Whether the cache was asked for the current piece.
+    looked_up: bool,
     /// Bytes of the next chunk.
     chunk: usize,
     done: bool,
@@ -103,16 +141,15 @@ impl PartialTokens {
 }
 
 impl HfTokenizer {
-    /// Starts a partial tokenization of `text`, or `None` when this tokenizer is tokenized
-    /// whole only.
-    pub(super) fn begin(&self, text: &str, add_special_tokens: bool) -> Option<PartialTokens> {
+    /// Starts a partial tokenization (of a text given to [`HfTokenizer::extend`]), or `None`
+    /// when this tokenizer is tokenized whole only.
+    pub(super) fn begin(&self, add_special_tokens: bool) -> Option<PartialTokens> {
         self.cuts?;
-        let splitter = self.splitter.as_ref()?;
+        self.splitter.as_ref()?;
         let mut ids = Vec::new();
         if add_special_tokens {
             ids.extend_from_slice(&self.affixes.as_ref()?.0);
         }
-        let next_added = next_added(splitter, text, 0);
         Some(PartialTokens {
             text: None,
             add_special_tokens,
@@ -120,7 +157,9 @@ impl HfTokenizer {
             ids,
             at: 0,
             piece_start: 0,
-            next_added,
+            next_added: None,
+            clear_to: 0,
+            looked_up: false,
             chunk: 0,
             done: false,
         })
@@ -138,62 +177,106 @@ impl HfTokenizer {
                 "this tokenizer is tokenized whole",
             ));
         };
-        if partial.chunk == 0 {
-            partial.chunk = want.saturating_sub(partial.ids.len()).max(16) * BYTES_PER_WANTED_TOKEN;
-        }
         while !partial.done && partial.ids.len() < want {
-            let piece_end = partial.next_added.map_or(text.len(), |added| added.0);
-            if partial.at >= piece_end {
-                self.end_piece(partial, text, piece_end);
-                match partial.next_added {
-                    Some((_, end, id)) => {
-                        partial.ids.push(id);
-                        partial.at = end;
-                        partial.piece_start = end;
-                        partial.piece_ids = partial.ids.len();
-                        partial.next_added = next_added(splitter, text, end);
-                    }
-                    None => {
-                        if partial.add_special_tokens
-                            && let Some((_, suffix)) = &self.affixes
-                        {
-                            partial.ids.extend_from_slice(suffix);
-                        }
-                        partial.done = true;
-                    }
-                }
-                continue;
-            }
-            let piece = &text[partial.at..piece_end];
-            if partial.at == partial.piece_start
-                && self.cache.enabled()
-                && let Some(ids) = self.cache.get(piece)
-            {
-                partial.ids.extend_from_slice(&ids);
-                partial.at = piece_end;
-                // Already cached: nothing to keep when the piece ends.
-                partial.piece_start = usize::MAX;
-                continue;
-            }
             let wanted = want.saturating_sub(partial.ids.len());
-            let chunk = partial
-                .chunk
-                .max(wanted.saturating_mul(BYTES_PER_WANTED_TOKEN));
-            if piece.len() <= chunk {
-                let ids = self.encode_whole(piece, false)?;
-                partial.ids.extend_from_slice(&ids);
-                partial.at = piece_end;
+            let chunk = partial.chunk.max(
+                wanted
+                    .saturating_mul(BYTES_PER_WANTED_TOKEN)
+                    .saturating_add(CHUNK_MARGIN_BYTES),
+            );
+            let horizon = partial.at.saturating_add(chunk.max(CACHE_HEAD_BYTES));
+            let known_end = piece_end_before(splitter, partial, text, horizon);
+            if let Some(piece_end) = known_end
+                && partial.at >= piece_end
+            {
+                self.next_piece(partial, text, piece_end);
                 continue;
             }
-            let mut end = partial.at + chunk;
-            while !text.is_char_boundary(end) {
-                end -= 1;
+            if !partial.looked_up {
+                partial.looked_up = true;
+                if self.cache.enabled() && self.from_cache(splitter, partial, text, known_end) {
+                    continue;
+                }
             }
-            let cut = self.stable_words(&text[partial.at..end], rule, &mut partial.ids)?;
-            partial.at += cut;
-            partial.chunk = chunk.saturating_mul(2);
+            match known_end {
+                Some(piece_end) if piece_end - partial.at <= chunk => {
+                    let ids = self.encode_whole(&text[partial.at..piece_end], false)?;
+                    partial.ids.extend_from_slice(&ids);
+                    partial.at = piece_end;
+                }
+                _ => {
+                    // No added token starts before the horizon, so none in the chunk.
+                    let mut end = partial.at + chunk;
+                    while !text.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    let cut = self.stable_words(&text[partial.at..end], rule, &mut partial.ids)?;
+                    if cut == 0 {
+                        partial.chunk = chunk.saturating_mul(2);
+                    }
+                    partial.at += cut;
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The current piece ended at `piece_end`: keeps it in the cache, then steps over the
+    /// added token that ended it (or ends the text).
+    fn next_piece(&self, partial: &mut PartialTokens, text: &str, piece_end: usize) {
+        self.end_piece(partial, text, piece_end);
+        match partial.next_added.take() {
+            Some((_, end, id)) => {
+                partial.ids.push(id);
+                partial.at = end;
+                partial.piece_start = end;
+                partial.piece_ids = partial.ids.len();
+                partial.clear_to = end;
+                partial.looked_up = false;
+            }
+            None => {
+                if partial.add_special_tokens
+                    && let Some((_, suffix)) = &self.affixes
+                {
+                    partial.ids.extend_from_slice(suffix);
+                }
+                partial.done = true;
+            }
+        }
+    }
+
+    /// Takes the current piece's ids from the cache when it holds them (the piece starts at
+    /// `partial.at`; `known_end` is its end when known). Finds the piece's end only when the
+    /// cache may hold a piece that starts so.
+    fn from_cache(
+        &self,
+        splitter: &Splitter,
+        partial: &mut PartialTokens,
+        text: &str,
+        known_end: Option<usize>,
+    ) -> bool {
+        let start_end = known_end.map_or(partial.at + CACHE_HEAD_BYTES, |end| {
+            end.min(partial.at + CACHE_HEAD_BYTES)
+        });
+        let Some(start) = text.as_bytes().get(partial.at..start_end) else {
+            return false;
+        };
+        if !self.cache.may_hold(start) {
+            self.cache.count_miss();
+            return false;
+        }
+        let piece_end = piece_end_before(splitter, partial, text, usize::MAX).unwrap_or(text.len());
+        let Some(ids) = text
+            .get(partial.at..piece_end)
+            .and_then(|piece| self.cache.get(piece))
+        else {
+            return false;
+        };
+        partial.ids.extend_from_slice(&ids);
+        partial.at = piece_end;
+        // Already cached: nothing to keep when the piece ends.
+        partial.piece_start = usize::MAX;
+        true
     }
 
     /// Puts the ids of the piece that just ended in the cache, when it was tokenized here
@@ -232,9 +315,9 @@ impl HfTokenizer {
         let mut keep = splits.len().saturating_sub(MARGIN_WORDS);
         if rule == CutRule::BeforeAscii {
             while keep > 0
-                && !chunk
-                    .as_bytes()
-                    .get(splits[keep].1.0)
+                && !splits
+                    .get(keep)
+                    .and_then(|split| chunk.as_bytes().get(split.1.0))
                     .is_some_and(u8::is_ascii)
             {
                 keep -= 1;
@@ -258,7 +341,7 @@ impl HfTokenizer {
             let Ok(whole) = self.encode_whole(&probe, add_special) else {
                 return false;
             };
-            let Some(mut partial) = self.begin(&probe, add_special) else {
+            let Some(mut partial) = self.begin(add_special) else {
                 return add_special && self.affixes.is_none();
             };
             let mut want = 1;
@@ -274,13 +357,37 @@ impl HfTokenizer {
     }
 }
 
-/// The first added token of `text` at or after `from`: (start, end, id).
-fn next_added(
-    splitter: &super::hf::Splitter,
+/// The end of the current piece when it lies before `upto`: the start of the next added
+/// token, or the text's end. `None`: no added token starts before `upto` and the text goes
+/// on. Searches only as far as `upto` (and an added token's length) past what is known.
+fn piece_end_before(
+    splitter: &Splitter,
+    partial: &mut PartialTokens,
     text: &str,
-    from: usize,
-) -> Option<(usize, usize, u32)> {
-    let found = splitter.automaton.find(text.get(from..)?)?;
-    let id = *splitter.ids.get(found.pattern().as_usize())?;
-    Some((from + found.start(), from + found.end(), id))
+    upto: usize,
+) -> Option<usize> {
+    if let Some((start, ..)) = partial.next_added {
+        return Some(start);
+    }
+    let upto = upto.min(text.len());
+    if partial.clear_to < upto {
+        let from = partial.clear_to;
+        // A match starting before `upto` ends within the window: the window finds it whole.
+        let window_end = upto
+            .saturating_add(splitter.automaton.max_pattern_len())
+            .min(text.len());
+        let found = text
+            .as_bytes()
+            .get(from..window_end)
+            .and_then(|window| splitter.automaton.find(window))
+            .filter(|found| from + found.start() < upto);
+        match found.and_then(|f| Some((f, *splitter.ids.get(f.pattern().as_usize())?))) {
+            Some((found, id)) => {
+                partial.next_added = Some((from + found.start(), from + found.end(), id));
+                return Some(from + found.start());
+            }
+            None => partial.clear_to = upto,
+        }
+    }
+    (partial.clear_to >= text.len()).then_some(text.len())
 }
