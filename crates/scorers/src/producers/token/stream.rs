@@ -194,7 +194,7 @@ impl HfTokenizer {
             }
             if !partial.looked_up {
                 partial.looked_up = true;
-                if self.cache.enabled() && self.from_cache(splitter, partial, text, known_end) {
+                if self.cache.enabled() && self.take_cached(splitter, partial, text, known_end) {
                     continue;
                 }
             }
@@ -248,7 +248,7 @@ impl HfTokenizer {
     /// Takes the current piece's ids from the cache when it holds them (the piece starts at
     /// `partial.at`; `known_end` is its end when known). Finds the piece's end only when the
     /// cache may hold a piece that starts so.
-    fn from_cache(
+    fn take_cached(
         &self,
         splitter: &Splitter,
         partial: &mut PartialTokens,
