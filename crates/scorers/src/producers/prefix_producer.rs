@@ -22,7 +22,9 @@
 //! What needs the whole prompt comes after the pick: the pick hook hands the rest of the
 //! tokenization to the token producer's background thread ([`TokenProducer::finish_later`]),
 //! which puts the prompt's pieces in the token cache and, with `speculativeIndexing`, records
-//! the speculative entries for the picked endpoint. The trade-off: those entries appear when
+//! the speculative entries for the picked endpoint (with neither a token cache nor
+//! speculation, nothing reads the rest and it is not tokenized). Handing it over copies the
+//! prompt's text (a completions prompt belongs to the request), on the picking thread. The trade-off: those entries appear when
 //! the background tokenization ends (milliseconds for long prompts) rather than before the
 //! pick returns, and a full queue drops the work (counted). A dry run (no pick hooks)
 //! finishes nothing.
@@ -488,6 +490,10 @@ impl PrefixProducer {
             .speculation
             .as_ref()
             .map(|s| (Arc::clone(&s.index), s.ttl));
+        if speculation.is_none() && !tokens.is_caching() {
+            // Nothing would read the rest.
+            return;
+        }
         let layout = self.index.config().layout;
         let seed = self.seed(request);
         tokens.finish_later(request, partial, move |ids| {
