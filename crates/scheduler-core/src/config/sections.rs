@@ -6,7 +6,7 @@
 //!
 //! | section | here |
 //! |---|---|
-//! | `featureGates` | the gates upstream registers: `flowControl` (an explicit `flowControl=false` turns Shepherd's flow control off even when the section is present; otherwise the section's presence turns it on), `haPopulateNonLeaderDatastore` (no effect: Shepherd has no leader election), and the Inference Extension's and inference scheduler's `dataLayer` and `enableLegacyMetrics` (deprecated no-ops, a warning each). Any other gate is an error, as upstream. |
+//! | `featureGates` | the gates upstream registers: `flowControl` (an explicit `flowControl=false` turns Shepherd's flow control off even when the section is present; otherwise the section's presence turns it on), `haPopulateNonLeaderDatastore` (no effect: Shepherd has no leader election), and the Inference Extension's and inference scheduler's `dataLayer` and `enableLegacyMetrics`, and the Inference Extension's `prepareDataPlugins` (v1.3 and v1.4) (deprecated no-ops, a warning each). Any other gate is an error, as upstream. |
 //! | `dataLayer.sources` | each source and extractor must name a declared plugin; `metrics-data-source` / `core-metrics-extractor` are what the runtime scrapes with |
 //! | `dataLayer.injectDefaults` | accepted; Shepherd always scrapes the core metrics |
 //! | `dataLayer.discovery`, `peerDiscovery`, `crossReplicaSyncerPluginRef`, `crossReplicaSyncInterval` | not implemented yet: an error naming the area |
@@ -45,16 +45,25 @@ impl FeatureGates {
     /// The same pickers' gate for their older metrics-scraping path (deprecated, no effect
     /// here: it chooses how upstream scrapes, not which names it exports).
     pub const ENABLE_LEGACY_METRICS: &'static str = "enableLegacyMetrics";
+    /// The Inference Extension's gate (registered by its v1.3 and v1.4 releases, removed in
+    /// v1.5) that turned its data-producer (then "prepare data") plugins on: deprecated, no
+    /// effect here (Shepherd's producers always run).
+    pub const PREPARE_DATA_PLUGINS: &'static str = "prepareDataPlugins";
     /// Every gate upstream registers (the llm-d router's two, and the two the Inference
     /// Extension and the inference scheduler still register); others are refused.
-    pub const KNOWN: [&'static str; 4] = [
+    pub const KNOWN: [&'static str; 5] = [
         Self::FLOW_CONTROL,
         Self::HA_POPULATE_NON_LEADER_DATASTORE,
         Self::DATA_LAYER,
         Self::ENABLE_LEGACY_METRICS,
+        Self::PREPARE_DATA_PLUGINS,
     ];
     /// The gates Shepherd accepts as deprecated no-ops (a warning each when given).
-    pub const DEPRECATED: [&'static str; 2] = [Self::DATA_LAYER, Self::ENABLE_LEGACY_METRICS];
+    pub const DEPRECATED: [&'static str; 3] = [
+        Self::DATA_LAYER,
+        Self::ENABLE_LEGACY_METRICS,
+        Self::PREPARE_DATA_PLUGINS,
+    ];
 
     /// The deprecated gates given (any value), in the order given, without repeats.
     pub fn deprecated_given(&self) -> Vec<&'static str> {
@@ -219,6 +228,11 @@ mod tests {
         let g = gates(&["dataLayer", "enableLegacyMetrics=false", "flowControl"]);
         assert!(g.check().is_ok());
         assert_eq!(g.deprecated_given(), ["dataLayer", "enableLegacyMetrics"]);
+        // The Inference Extension's troubleshooting guide (v1.5.0) still sets this one; its
+        // v1.3.0 and v1.4.0 runners register it.
+        let g = gates(&["prepareDataPlugins"]);
+        assert!(g.check().is_ok());
+        assert_eq!(g.deprecated_given(), ["prepareDataPlugins"]);
         assert!(gates(&["flowControl"]).deprecated_given().is_empty());
     }
 

@@ -322,6 +322,9 @@ impl Scheduler {
             None => CycleState::new(request, started, self.staleness_bound),
         };
         cycle.extensions = spare::extensions();
+        if let Some(peer) = stage.peer.clone() {
+            cycle.extensions.insert(peer);
+        }
 
         for entry in profile.admitters() {
             if let Err(reason) = entry.admitter.admit(&mut cycle, &candidates) {
