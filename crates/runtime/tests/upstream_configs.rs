@@ -61,8 +61,9 @@ fn scorers(list: &[(&str, f64)]) -> Vec<(String, f64)> {
 
 /// Where fixtures come from: the llm-d router (today's picker), the inference scheduler and
 /// the llm-d guides (whose configs are still in use).
-const SOURCES: [&str; 4] = [
+const SOURCES: [&str; 5] = [
     "llm-d router @ ebab68792, ",
+    "Gateway API Inference Extension v1.5.0, ",
     "llm-d inference scheduler @ 520af47, ",
     "llm-d P/D disaggregation guide, ",
     "llm-d optimized-baseline guide, ",

@@ -41,6 +41,7 @@ pub const MAX_ENTRIES_PER_ENDPOINT: usize = 1 << 20;
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct MmCacheParameters {
     /// Per-endpoint budget in MiB of the model servers' encoder caches.
+    #[serde(rename = "cacheSizeInMBPerServer")]
     pub cache_size_in_mb_per_server: i64,
 }
 
@@ -87,6 +88,9 @@ mod tests {
         assert_eq!(entries_per_endpoint(-5), 2048);
         assert_eq!(entries_per_endpoint(3), 1);
         assert_eq!(entries_per_endpoint(i64::MAX), MAX_ENTRIES_PER_ENDPOINT);
+        let p: MmCacheParameters =
+            serde_json::from_value(serde_json::json!({"cacheSizeInMBPerServer": 4096})).unwrap();
+        assert_eq!(p.entries(), 2048);
         assert!(
             serde_json::from_value::<MmCacheParameters>(serde_json::json!({"cacheSize": 1}))
                 .is_err()

@@ -1,0 +1,270 @@
+//! Upstream-shaped configurations of the data-layer, multimodal and topology types
+//! (`tests/fixtures/upstream/*.yaml`, each naming its upstream source): they load, and route
+//! as upstream's picker would.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use shepherd_runtime::config::{LoadError, RuntimeConfig};
+use shepherd_scheduler_core::completion::Completion;
+use shepherd_scheduler_core::config::build_scheduler;
+use shepherd_scheduler_core::endpoint::Pool;
+use shepherd_scheduler_core::request::{InferenceRequest, parse_openai_request};
+use shepherd_scheduler_core::scheduler::Scheduler;
+use shepherd_scorers::builtin_registry;
+
+fn fixture_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/upstream")
+        .join(name)
+}
+
+fn load(name: &str) -> Result<RuntimeConfig, LoadError> {
+    let text = std::fs::read_to_string(fixture_path(name)).unwrap();
+    RuntimeConfig::from_yaml_at(&text, &fixture_path(name))
+}
+
+/// A scheduler over `endpoints`, each an address's last port digit and its labels.
+fn rig(config: &RuntimeConfig, endpoints: &[&[(&str, &str)]]) -> Scheduler {
+    let pool = Arc::new(Pool::new());
+    for (i, labels) in endpoints.iter().enumerate() {
+        let ep = pool.add(&format!("127.0.0.1:{}", 8000 + i));
+        ep.set_labels(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+    }
+    build_scheduler(&config.policy, &builtin_registry(), pool).unwrap()
+}
+
+fn chat(text: &str, images: &[&str]) -> InferenceRequest {
+    let mut parts = vec![serde_json::json!({"type": "text", "text": text})];
+    for url in images {
+        parts.push(serde_json::json!({"type": "image_url", "image_url": {"url": url}}));
+    }
+    let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": parts}]});
+    parse_openai_request(
+        "/v1/chat/completions",
+        body.to_string().as_bytes(),
+        &Default::default(),
+    )
+    .unwrap()
+}
+
+/// The score column `scorer` gave each candidate, by address.
+fn column(
+    decision: &shepherd_scheduler_core::decision::Decision,
+    scorer: &str,
+) -> Vec<(String, f64)> {
+    let b = &decision.breakdown;
+    let s = b.scorers().iter().position(|c| &*c.name == scorer).unwrap();
+    b.rows()
+        .iter()
+        .map(|r| (r.address.to_string(), r.scores[s].value))
+        .collect()
+}
+
+#[test]
+fn the_encoder_cache_scorer_follows_the_images_each_server_was_sent() {
+    let config = load("mm-embeddings-cache.yaml").unwrap();
+    let scheduler = rig(&config, &[&[], &[], &[]]);
+    let first = scheduler
+        .schedule(&chat("what is this?", &["https://e.x/cat.png"]))
+        .unwrap();
+    let served = first.primary().address().to_string();
+    // Nobody has seen the image yet: every candidate scores 0.
+    assert!(
+        column(&first, "mm-embeddings-cache-scorer")
+            .iter()
+            .all(|(_, v)| *v == 0.0)
+    );
+    first.finish(Completion::success(None));
+
+    // The same image with another one: the server that encoded it holds half the items.
+    let second = scheduler
+        .schedule(&chat(
+            "and these?",
+            &["https://e.x/cat.png", "https://e.x/dog.png"],
+        ))
+        .unwrap();
+    for (address, score) in column(&second, "mm-embeddings-cache-scorer") {
+        let expected = if address == served { 0.5 } else { 0.0 };
+        assert_eq!(score, expected, "{address}");
+    }
+    assert_eq!(second.primary().address(), served);
+    second.finish(Completion::success(None));
+
+    // A text-only request scores 0 everywhere, as upstream.
+    let text = scheduler.schedule(&chat("hello", &[])).unwrap();
+    assert!(
+        column(&text, "mm-embeddings-cache-scorer")
+            .iter()
+            .all(|(_, v)| *v == 0.0)
+    );
+    text.finish(Completion::success(None));
+}
+
+#[test]
+fn the_deploy_files_misspelt_cache_size_is_refused_as_upstream_refuses_it() {
+    // deploy/config/epp-mm-embeddings-cache-config.yaml sets `cacheSizeInMB`, a key no
+    // upstream version reads: its strict decoder refuses it, and so does Shepherd, naming the
+    // right one.
+    let text = std::fs::read_to_string(fixture_path("mm-embeddings-cache.yaml"))
+        .unwrap()
+        .replace("cacheSizeInMBPerServer: 2048", "cacheSizeInMB: 2048");
+    let error = match RuntimeConfig::from_yaml(&text) {
+        Ok(config) => build_scheduler(&config.policy, &builtin_registry(), Arc::new(Pool::new()))
+            .map(|_| ())
+            .unwrap_err()
+            .to_string(),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("cacheSizeInMB"), "{error}");
+    assert!(error.contains("cacheSizeInMBPerServer"), "{error}");
+}
+
+const ROLE: &str = "llm-d.ai/role";
+const HOST: &str = "kubernetes.io/hostname";
+const RACK: &str = "topology.kubernetes.io/rack";
+
+/// A prompt of about 100 estimated tokens: over the decider's 16 uncached tokens.
+fn long_prompt() -> InferenceRequest {
+    chat(
+        &"tell me about the weather in the mountains ".repeat(10),
+        &[],
+    )
+}
+
+#[test]
+fn the_pd_topology_sample_prefills_on_the_decode_servers_host() {
+    let config = load("pd-topology.yaml").unwrap();
+    // The extractor's start-up warning says what Shepherd does instead of spec.hostname.
+    let warnings: Vec<String> = config.warnings().iter().map(|w| w.to_string()).collect();
+    assert!(
+        warnings.iter().any(|w| w.contains("spec.hostname")),
+        "{warnings:?}"
+    );
+    let scheduler = rig(
+        &config,
+        &[
+            &[(ROLE, "decode"), (HOST, "node-a"), (RACK, "r1")],
+            &[(ROLE, "prefill"), (HOST, "node-b"), (RACK, "r1")],
+            &[(ROLE, "prefill"), (HOST, "node-a"), (RACK, "r1")],
+            &[(ROLE, "prefill")],
+        ],
+    );
+    for i in 0..5 {
+        let d = scheduler.schedule(&long_prompt()).unwrap();
+        assert_eq!(d.primary().address(), "127.0.0.1:8000");
+        let prefill = d.prefill().expect("disaggregated");
+        // Only the same-host prefill server passes the filter.
+        assert_eq!(prefill.endpoint().address(), "127.0.0.1:8002", "pick {i}");
+        let b = &prefill.breakdown;
+        let s = b
+            .scorers()
+            .iter()
+            .position(|c| &*c.name == "topology-affinity-scorer")
+            .unwrap();
+        let rows = b.rows();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].scores[s].value, 1.0);
+        d.finish(Completion::success(None));
+    }
+}
+
+#[test]
+fn topology_fails_open_and_grades_by_tier_when_no_server_shares_the_host() {
+    let config = load("pd-topology.yaml").unwrap();
+    // No prefill server on the decode server's host: the filter keeps everyone, and the
+    // scorer grades by rack (0.2), zone (0.05) and nothing (0).
+    let scheduler = rig(
+        &config,
+        &[
+            &[
+                (ROLE, "decode"),
+                (HOST, "node-a"),
+                (RACK, "r1"),
+                ("topology.kubernetes.io/zone", "z1"),
+            ],
+            &[(ROLE, "prefill"), (HOST, "node-b"), (RACK, "r1")],
+            &[
+                (ROLE, "prefill"),
+                (HOST, "node-c"),
+                ("topology.kubernetes.io/zone", "z1"),
+            ],
+            &[(ROLE, "prefill")],
+        ],
+    );
+    let d = scheduler.schedule(&long_prompt()).unwrap();
+    let prefill = d.prefill().expect("disaggregated");
+    let b = &prefill.breakdown;
+    let s = b
+        .scorers()
+        .iter()
+        .position(|c| &*c.name == "topology-affinity-scorer")
+        .unwrap();
+    let mut graded: Vec<(String, f64)> = b
+        .rows()
+        .iter()
+        .map(|r| (r.address.to_string(), r.scores[s].value))
+        .collect();
+    graded.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        graded,
+        [
+            ("127.0.0.1:8001".to_string(), 0.2),
+            ("127.0.0.1:8002".to_string(), 0.05),
+            ("127.0.0.1:8003".to_string(), 0.0),
+        ]
+    );
+    assert_eq!(prefill.endpoint().address(), "127.0.0.1:8001");
+    d.finish(Completion::success(None));
+
+    // A decode server without topology labels: no peer topology, everyone passes and scores 0.
+    let scheduler = rig(
+        &config,
+        &[
+            &[(ROLE, "decode")],
+            &[(ROLE, "prefill"), (HOST, "node-b")],
+            &[(ROLE, "prefill")],
+        ],
+    );
+    let d = scheduler.schedule(&long_prompt()).unwrap();
+    let prefill = d.prefill().expect("disaggregated");
+    assert_eq!(prefill.breakdown.rows().len(), 2);
+    d.finish(Completion::success(None));
+}
+
+#[test]
+fn topology_parameters_are_checked_as_upstream_checks_them() {
+    let text = std::fs::read_to_string(fixture_path("pd-topology.yaml")).unwrap();
+    let bad = text.replace(
+        "- type: topology-affinity-filter\n",
+        "- type: topology-affinity-filter\n  parameters:\n    minAffinity: nvlink\n",
+    );
+    let config = RuntimeConfig::from_yaml(&bad).unwrap();
+    let error = build_scheduler(&config.policy, &builtin_registry(), Arc::new(Pool::new()))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        error.contains("minAffinity") && error.contains("nvlink"),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_prepare_data_plugins_gate_loads_as_a_deprecated_no_op() {
+    let config = load("prepare-data-plugins-gate.yaml").unwrap();
+    let warnings: Vec<String> = config.warnings().iter().map(|w| w.to_string()).collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("prepareDataPlugins") && w.contains("no effect")),
+        "{warnings:?}"
+    );
+    assert!(build_scheduler(&config.policy, &builtin_registry(), Arc::new(Pool::new())).is_ok());
+}
