@@ -268,3 +268,95 @@ fn the_prepare_data_plugins_gate_loads_as_a_deprecated_no_op() {
     );
     assert!(build_scheduler(&config.policy, &builtin_registry(), Arc::new(Pool::new())).is_ok());
 }
+
+/// A DCGM exporter double: answers every request with `page` until dropped.
+async fn dcgm_exporter(
+    listener: tokio::net::TcpListener,
+    page: &'static str,
+) -> tokio::task::JoinHandle<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gpu_sample_scrapes_dcgm_into_the_attribute_its_filter_reads() {
+    use shepherd_runtime::{Runtime, RuntimeOptions};
+    use shepherd_scheduler_core::endpoint::EndpointAttributes;
+    use tokio::net::TcpListener;
+
+    // Two endpoints on distinct loopback addresses, each with a DCGM exporter on one port.
+    let busy = TcpListener::bind("127.0.0.3:0").await.unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let Ok(idle) = TcpListener::bind(("127.0.0.2", port)).await else {
+        eprintln!("port {port} taken on 127.0.0.2; skipping");
+        return;
+    };
+    let _idle = dcgm_exporter(
+        idle,
+        "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10\nDCGM_FI_DEV_GPU_UTIL{gpu=\"1\"} 30\n",
+    )
+    .await;
+    let busy_task = dcgm_exporter(busy, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 97\n").await;
+
+    let text = std::fs::read_to_string(fixture_path("dcgm-gpu-utilization.yaml"))
+        .unwrap()
+        .replace("port: 9400", &format!("port: {port}"))
+        .replace("interval: \"1s\"", "interval: \"50ms\"");
+    // The model servers themselves are not running: only the DCGM pages matter here.
+    let yaml =
+        format!("{text}\nendpoints: [127.0.0.2:1, 127.0.0.3:1]\nserver: {{metricsPort: 0}}\n");
+    let config = RuntimeConfig::from_yaml(&yaml).unwrap();
+    let warnings: Vec<String> = config.warnings().iter().map(|w| w.to_string()).collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("dcgm-source") && w.contains("GPUUtilization")),
+        "{warnings:?}"
+    );
+    // dcgm-extractor and the attribute filter and scorer are Alpha upstream.
+    let options = RuntimeOptions {
+        allow_experimental_plugins: true,
+        ..RuntimeOptions::default()
+    };
+    let handle = Runtime::start(config, options).await.unwrap();
+    let table = EndpointAttributes::of(&handle.shared().resources);
+    let value = |address: &str| {
+        let id = handle.pool().snapshot().get_by_address(address)?.id();
+        let column = table.column("GPUUtilization")?;
+        table.read(|v| v.get(column, id))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while (value("127.0.0.2:1").is_none() || value("127.0.0.3:1").is_none())
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The busiest GPU of each, over 100.
+    assert_eq!(value("127.0.0.2:1"), Some(0.3));
+    assert_eq!(value("127.0.0.3:1"), Some(0.97));
+
+    // The exporter goes away: its endpoint's attribute is cleared, not left stale.
+    busy_task.abort();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while value("127.0.0.3:1").is_some() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(value("127.0.0.3:1"), None);
+    assert_eq!(value("127.0.0.2:1"), Some(0.3));
+    handle.shutdown(std::time::Duration::from_secs(5)).await;
+}

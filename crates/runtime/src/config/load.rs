@@ -246,6 +246,26 @@ fn take_data_layer_plugins(
                     })?;
                 scraping.core_metrics_extractor = Some(params);
             }
+            crate::scrape::dcgm::SOURCE_TYPE => {
+                // It stays among the plugins (the `dataLayer` section names it); the scraper
+                // runs it. A second source is ignored (a warning).
+                if scraping.dcgm_data_source.is_none() {
+                    let params: crate::scrape::dcgm::DcgmSourceParams =
+                        plugin_params(&plugin.parameters).map_err(|e| {
+                            LoadError::invalid(
+                                path,
+                                field(crate::scrape::dcgm::SOURCE_TYPE),
+                                e.to_string(),
+                            )
+                        })?;
+                    params.settings(plugin.name()).map_err(|e| {
+                        LoadError::invalid(path, field(crate::scrape::dcgm::SOURCE_TYPE), e)
+                    })?;
+                    scraping.dcgm_data_source = Some(params);
+                    scraping.dcgm_source_name = plugin.name().to_string();
+                }
+                kept.push(plugin);
+            }
             _ => kept.push(plugin),
         }
     }
@@ -347,6 +367,10 @@ fn validate(config: &RuntimeConfig, path: Option<&Path>) -> Result<(), LoadError
         .extractor()
         .build()
         .map_err(|e| LoadError::invalid(path, "scraping.coreMetricsExtractor", e.to_string()))?;
+    if let Some(dcgm) = &scraping.dcgm_data_source {
+        dcgm.settings(&scraping.dcgm_source_name)
+            .map_err(|e| LoadError::invalid(path, "scraping.dcgmDataSource", e))?;
+    }
 
     config
         .gateway

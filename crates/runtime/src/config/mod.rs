@@ -211,6 +211,16 @@ impl RuntimeConfig {
                     }),
             );
         }
+        if let Some(dcgm) = &self.scraping.dcgm_data_source {
+            warnings.extend(
+                dcgm.warnings(&self.scraping.dcgm_source_name)
+                    .into_iter()
+                    .map(|message| ConfigWarning {
+                        section: "plugins".into(),
+                        message,
+                    }),
+            );
+        }
         warnings
     }
 

@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 18] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 20] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -155,6 +155,18 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 18] = [
         plugin_type: "core-metrics-extractor",
         kind: PluginKind::DataExtractor,
         honoured_by: "the runtime's metrics mapping (`scraping.coreMetricsExtractor`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "dcgm-data-source",
+        kind: PluginKind::DataSource,
+        honoured_by: "the runtime's metrics scraper, which also reads each endpoint's DCGM \
+                      exporter (`scraping.dcgmDataSource`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "dcgm-extractor",
+        kind: PluginKind::DataExtractor,
+        honoured_by: "the runtime's metrics scraper, which stores the GPU utilization as the \
+                      endpoint attribute `GPUUtilization`",
     },
     FrameworkPlugin {
         plugin_type: "endpoint-notification-source",
