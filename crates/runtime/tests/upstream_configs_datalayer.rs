@@ -360,3 +360,111 @@ async fn the_gpu_sample_scrapes_dcgm_into_the_attribute_its_filter_reads() {
     assert_eq!(value("127.0.0.2:1"), Some(0.3));
     handle.shutdown(std::time::Duration::from_secs(5)).await;
 }
+
+/// The pool's addresses.
+fn members(handle: &shepherd_runtime::RuntimeHandle) -> Vec<String> {
+    handle
+        .pool()
+        .snapshot()
+        .endpoints()
+        .iter()
+        .map(|e| e.address().to_string())
+        .collect()
+}
+
+async fn wait_for(handle: &shepherd_runtime::RuntimeHandle, expected: &[&str]) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while members(handle) != expected && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    members(handle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_discovery_reads_and_follows_the_endpoints_file() {
+    use shepherd_runtime::{Runtime, RuntimeOptions};
+
+    let dir = std::env::temp_dir().join(format!("shepherd-file-discovery-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let endpoints = dir.join("endpoints.yaml");
+    // The walkthrough's two-endpoint file, on loopback.
+    std::fs::write(
+        &endpoints,
+        "endpoints:\n  - name: vllm-0\n    address: \"127.0.0.1\"\n    port: \"18000\"\n    labels: {llm-d.ai/role: decode}\n  - name: vllm-1\n    address: \"127.0.0.1\"\n    port: \"18001\"\n",
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(fixture_path("file-discovery.yaml"))
+        .unwrap()
+        .replace("/etc/epp/endpoints.yaml", &endpoints.display().to_string());
+    let config =
+        RuntimeConfig::from_yaml(&format!("{text}\nserver: {{metricsPort: 0}}\n")).unwrap();
+    let file = config.discovery.file.clone().unwrap();
+    assert!(file.watch_file);
+    let options = RuntimeOptions {
+        scrape: false,
+        ..RuntimeOptions::default()
+    };
+    let handle = Runtime::start(config.clone(), options.clone())
+        .await
+        .unwrap();
+    assert_eq!(members(&handle), ["127.0.0.1:18000", "127.0.0.1:18001"]);
+    let labels = handle
+        .pool()
+        .snapshot()
+        .get_by_address("127.0.0.1:18000")
+        .unwrap()
+        .labels();
+    assert_eq!(
+        labels.get("llm-d.ai/role").map(String::as_str),
+        Some("decode")
+    );
+
+    // An edit: one endpoint leaves, one arrives, a bad entry is skipped.
+    std::fs::write(
+        &endpoints,
+        "endpoints:\n  - {name: vllm-1, address: \"127.0.0.1\", port: \"18001\"}\n  - {name: vllm-2, address: \"127.0.0.1\", port: \"18002\"}\n  - {name: vllm-3, address: \"example.com\", port: \"18003\"}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        wait_for(&handle, &["127.0.0.1:18001", "127.0.0.1:18002"]).await,
+        ["127.0.0.1:18001", "127.0.0.1:18002"]
+    );
+    // A version that does not parse keeps the endpoints in force.
+    std::fs::write(&endpoints, "endpoints: [unclosed\n").unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(members(&handle), ["127.0.0.1:18001", "127.0.0.1:18002"]);
+    handle.shutdown(std::time::Duration::from_secs(5)).await;
+
+    // As upstream, a file that cannot be read stops the start.
+    std::fs::remove_file(&endpoints).unwrap();
+    let error = Runtime::start(config, options)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(error.contains("initial load failed"), "{error}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn file_discovery_is_checked_as_upstream_checks_it() {
+    let text = std::fs::read_to_string(fixture_path("file-discovery.yaml")).unwrap();
+    let no_path = text.replace("      path: /etc/epp/endpoints.yaml\n", "");
+    let error = RuntimeConfig::from_yaml(&no_path).unwrap_err().to_string();
+    assert!(error.contains("'path' parameter is required"), "{error}");
+    let unknown = text.replace("watchFile: true", "watch: true");
+    let error = RuntimeConfig::from_yaml(&unknown).unwrap_err().to_string();
+    assert!(error.contains("watch"), "{error}");
+    // Shepherd's own sections cannot give a second source.
+    let both = format!("{text}\nendpoints: [127.0.0.1:8000]\n");
+    let error = RuntimeConfig::from_yaml(&both).unwrap_err().to_string();
+    assert!(error.contains("cannot both"), "{error}");
+    // The multi-cluster variant is named as not implemented yet.
+    let multi = text.replace("type: file-discovery", "type: multicluster-file-discovery");
+    let config = RuntimeConfig::from_yaml(&multi).unwrap();
+    let error = build_scheduler(&config.policy, &builtin_registry(), Arc::new(Pool::new()))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(error.contains("does not implement yet"), "{error}");
+}

@@ -83,8 +83,8 @@ use shepherd_scheduler_core::flow::FlowSettings;
 
 pub use discovery::{
     ALPHA_POOL_GROUP, DEFAULT_BACKOFF_INITIAL_MS, DEFAULT_BACKOFF_MAX_MS, DEFAULT_POOL_GROUP,
-    DEFAULT_PUBLISH_INTERVAL_MS, DEFAULT_WATCH_TIMEOUT_SECS, DiscoveryConfig, KubernetesConfig,
-    LeaderElectionConfig, MAX_TARGET_PORTS,
+    DEFAULT_PUBLISH_INTERVAL_MS, DEFAULT_WATCH_TIMEOUT_SECS, DiscoveryConfig, FileDiscoveryConfig,
+    KubernetesConfig, LeaderElectionConfig, MAX_TARGET_PORTS,
 };
 pub use endpoints::EndpointSpec;
 pub use error::LoadError;

@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 20] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 21] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -155,6 +155,12 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 20] = [
         plugin_type: "core-metrics-extractor",
         kind: PluginKind::DataExtractor,
         honoured_by: "the runtime's metrics mapping (`scraping.coreMetricsExtractor`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "file-discovery",
+        kind: PluginKind::Discovery,
+        honoured_by: "the runtime's endpoint discovery, which reads (and with `watchFile` \
+                      watches) the endpoints file that `dataLayer.discovery` names",
     },
     FrameworkPlugin {
         plugin_type: "dcgm-data-source",

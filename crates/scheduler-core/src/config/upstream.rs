@@ -227,7 +227,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("vertexai-parser", Parser, NotYet(Parsers)),
     entry("concurrency-detector", Flow, Framework),
     entry("utilization-detector", Flow, Framework),
-    noted("file-discovery", Discovery, NotYet(DataLayer), "Shepherd's `endpoints` section lists static endpoints"),
+    noted("file-discovery", Discovery, Framework, "the endpoints file is polled every second with `watchFile` (upstream: fsnotify events); `name` and `namespace` are checked and not kept (Shepherd names endpoints by `ip:port`); a file that does not load on a reload keeps the endpoints in force; not combined with the `endpoints` section or Kubernetes discovery"),
     entry("multicluster-file-discovery", Discovery, NotYet(MultiCluster)),
     noted("agent-identity", Control, Registry, "publishes the `agent-identity` attribute for session-affinity `attribute` sources; Shepherd's flow control does not take it as the fairness id (upstream's director does when no fairness header is sent); Alpha upstream: needs `--allow-experimental-plugins`"),
 ];
