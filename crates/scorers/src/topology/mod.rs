@@ -7,7 +7,7 @@
 //! read from its labels by the extractor ([`TopologyLabels`]: `kubernetes.io/hostname`,
 //! `topology.kubernetes.io/rack`, `topology.kubernetes.io/zone`,
 //! `topology.kubernetes.io/region` by default); the stage's cycle carries the decode pick
-//! ([`PeerEndpoint`](shepherd_scheduler_core::disagg::PeerEndpoint)).
+//! ([`PeerEndpoint`]).
 //!
 //! ```
 //! use shepherd_scorers::topology::{Level, Topology, compare};
