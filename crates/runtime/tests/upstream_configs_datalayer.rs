@@ -349,6 +349,15 @@ async fn the_gpu_sample_scrapes_dcgm_into_the_attribute_its_filter_reads() {
     // The busiest GPU of each, over 100.
     assert_eq!(value("127.0.0.2:1"), Some(0.3));
     assert_eq!(value("127.0.0.3:1"), Some(0.97));
+    // The sample's filter keeps GPUs at most 90 % busy: every pick goes to the idle one.
+    for i in 0..3 {
+        let d = handle
+            .scheduler()
+            .schedule(&chat(&format!("q{i}"), &[]))
+            .unwrap();
+        assert_eq!(d.primary().address(), "127.0.0.2:1");
+        d.finish(Completion::success(None));
+    }
 
     // The exporter goes away: its endpoint's attribute is cleared, not left stale.
     busy_task.abort();
