@@ -39,11 +39,12 @@ mod lru;
 pub mod producer;
 pub mod scorer;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use ahash::AHashMap;
 use parking_lot::RwLock;
 use shepherd_scheduler_core::endpoint::{EndpointId, MembershipListener};
+use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::request::InferenceRequest;
 
 use lru::HashLru;
@@ -108,19 +109,56 @@ fn modality_of(part: &str) -> Option<&'static str> {
 
 /// Per endpoint, the media item hashes recently sent there: an LRU of `capacity` hashes each.
 /// Endpoints that leave the pool are forgotten.
+///
+/// As a [`MetricsSource`] (exported by the producer, labelled `plugin`):
+/// `shepherd_mm_cache_items_routed_total` (media items sent to a picked server),
+/// `shepherd_mm_cache_items_hit_total` (those the server was believed to hold already) and
+/// `shepherd_mm_cache_entries` (hashes held over all endpoints).
 #[derive(Debug)]
 pub struct EncoderCache {
+    name: String,
     capacity: AtomicUsize,
     endpoints: RwLock<AHashMap<EndpointId, HashLru>>,
+    routed: AtomicU64,
+    hits: AtomicU64,
 }
+
+const ROUTED: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_mm_cache_items_routed_total",
+    "Media items (images, audio, video, files) sent to a picked server.",
+);
+const HITS: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_mm_cache_items_hit_total",
+    "Media items sent to a server believed to hold them in its encoder cache already.",
+);
+const ENTRIES: MetricDesc<'static> = MetricDesc::new(
+    "shepherd_mm_cache_entries",
+    "Media item hashes the encoder-cache producer holds, over all endpoints.",
+);
 
 impl EncoderCache {
     /// An empty cache of `capacity` hashes per endpoint.
     pub fn new(capacity: usize) -> Self {
+        Self::named(producer::TYPE_NAME, capacity)
+    }
+
+    /// An empty cache of the producer `name`, of `capacity` hashes per endpoint.
+    pub fn named(name: &str, capacity: usize) -> Self {
         EncoderCache {
+            name: name.to_string(),
             capacity: AtomicUsize::new(capacity.max(1)),
             endpoints: RwLock::new(AHashMap::new()),
+            routed: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
         }
+    }
+
+    /// Items sent to picked servers, and how many of them the server already held.
+    pub fn routed_and_hits(&self) -> (u64, u64) {
+        (
+            self.routed.load(Ordering::Relaxed),
+            self.hits.load(Ordering::Relaxed),
+        )
     }
 
     /// Hashes held per endpoint.
@@ -157,9 +195,13 @@ impl EncoderCache {
         let lru = endpoints
             .entry(endpoint)
             .or_insert_with(|| HashLru::new(capacity));
+        let mut hits = 0;
         for item in items {
+            hits += u64::from(lru.contains(item.hash));
             lru.add(item.hash);
         }
+        self.routed.fetch_add(items.len() as u64, Ordering::Relaxed);
+        self.hits.fetch_add(hits, Ordering::Relaxed);
     }
 
     /// Hashes held for `endpoint`.
@@ -170,6 +212,17 @@ impl EncoderCache {
     /// Endpoints with hashes held.
     pub fn endpoints(&self) -> usize {
         self.endpoints.read().len()
+    }
+}
+
+impl MetricsSource for EncoderCache {
+    fn visit_metrics(&self, v: &mut dyn MetricsVisitor) {
+        let labels = [("plugin", self.name.as_str())];
+        let (routed, hits) = self.routed_and_hits();
+        v.counter(ROUTED, &labels, routed);
+        v.counter(HITS, &labels, hits);
+        let entries: usize = self.endpoints.read().values().map(HashLru::len).sum();
+        v.gauge(ENTRIES, &labels, entries as f64);
     }
 }
 
@@ -236,6 +289,8 @@ mod tests {
         cache.record(EndpointId(3), &items);
         cache.record(EndpointId(4), &items);
         assert_eq!(cache.matched(EndpointId(3), &items), 2);
+        cache.record(EndpointId(3), &items[..1]);
+        assert_eq!(cache.routed_and_hits(), (5, 1));
         cache.set_capacity(1);
         assert_eq!(cache.len_of(EndpointId(3)), 1);
         cache.on_removed(&[EndpointId(3)]);

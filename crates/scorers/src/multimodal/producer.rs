@@ -72,10 +72,12 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let cache = args
         .resources
         .get_or_insert_with(&cache_resource_name(args.name), || {
-            EncoderCache::new(entries)
+            EncoderCache::named(args.name, entries)
         });
     cache.set_capacity(entries);
-    Ok(PluginInstance::default().with_membership_listener(cache as Arc<_>))
+    Ok(PluginInstance::default()
+        .with_membership_listener(Arc::clone(&cache) as Arc<_>)
+        .with_metrics_source(cache))
 }
 
 #[cfg(test)]

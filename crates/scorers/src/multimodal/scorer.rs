@@ -96,7 +96,7 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
     let cache = args
         .resources
         .get_or_insert_with(&cache_resource_name(producer_name), || {
-            EncoderCache::new(entries_per_endpoint(0))
+            EncoderCache::named(producer_name, entries_per_endpoint(0))
         });
     let scorer = Arc::new(MmCacheScorer::new(cache));
     Ok(PluginInstance::scorer(scorer.clone()).with_pick_hook(scorer))
