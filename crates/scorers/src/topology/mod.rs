@@ -30,7 +30,7 @@ pub mod scorer;
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use shepherd_scheduler_core::disagg::PeerEndpoint;
 use shepherd_scheduler_core::endpoint::Endpoint;
@@ -133,6 +133,8 @@ pub fn labels_resource_name(producer: &str) -> String {
 pub(crate) struct TopologySource {
     resources: Arc<Resources>,
     producer: String,
+    /// The extractor's labels once found (a reload builds new readers with new lookups).
+    found: OnceLock<Arc<TopologyLabels>>,
 }
 
 impl TopologySource {
@@ -145,13 +147,19 @@ impl TopologySource {
         TopologySource {
             resources: Arc::clone(resources),
             producer: producer.to_string(),
+            found: OnceLock::new(),
         }
     }
 
     /// The extractor's label names, when one is declared.
     pub(crate) fn labels(&self) -> Option<Arc<TopologyLabels>> {
-        self.resources
-            .get::<TopologyLabels>(&labels_resource_name(&self.producer))
+        if let Some(labels) = self.found.get() {
+            return Some(Arc::clone(labels));
+        }
+        let labels = self
+            .resources
+            .get::<TopologyLabels>(&labels_resource_name(&self.producer))?;
+        Some(Arc::clone(self.found.get_or_init(|| labels)))
     }
 
     /// The decode pick's topology, when the cycle is a later stage's and it has one.
