@@ -149,14 +149,14 @@ pub fn parse_endpoints_file(bytes: &[u8]) -> Result<(EndpointSet, Vec<String>), 
     Ok((EndpointSet::new(specs), skipped))
 }
 
-/// Reads `path` and parses it, logging each skipped entry.
-async fn load(path: &PathBuf) -> Result<EndpointSet, String> {
+/// Reads `path` and parses it, logging each skipped entry; also returns the bytes read.
+async fn load(path: &PathBuf) -> Result<(EndpointSet, Vec<u8>), String> {
     let bytes = read_bounded(path).await?;
     let (set, skipped) = parse_endpoints_file(&bytes)?;
     for reason in &skipped {
         tracing::warn!(path = %path.display(), "endpoints file: {reason}; skipped");
     }
-    Ok(set)
+    Ok((set, bytes))
 }
 
 async fn read_bounded(path: &PathBuf) -> Result<Vec<u8>, String> {
@@ -189,7 +189,7 @@ impl EndpointsFileDiscovery {
     /// The file cannot be read or parsed (as upstream, the start fails).
     pub async fn start(config: &FileDiscoveryConfig) -> Result<Self, String> {
         let path = PathBuf::from(&config.path);
-        let set = load(&path).await?;
+        let (set, loaded) = load(&path).await?;
         tracing::info!(
             path = %path.display(),
             endpoints = set.len(),
@@ -201,7 +201,8 @@ impl EndpointsFileDiscovery {
             let tx = tx.clone();
             let task = async move {
                 let mut watcher = FileWatcher::new(&path, DEFAULT_POLL_INTERVAL);
-                watcher.prime().await;
+                // The version loaded above, so an edit made before this task runs is seen.
+                watcher.assume(&loaded);
                 loop {
                     let loaded = match watcher.changed().await {
                         Ok(text) => parse_endpoints_file(text.as_bytes()),
