@@ -1278,3 +1278,40 @@ fn upstreams_e_p_d_and_e_pd_configs_encode_media_requests() {
         );
     }
 }
+
+#[test]
+fn the_grpc_parser_examples_load_and_read_their_methods() {
+    use shepherd_scheduler_core::request::{ApiKind, ParseLimits, ParserKind, Prompt};
+
+    let config = load("vllmgrpc-parser.yaml").unwrap();
+    build(&config).unwrap();
+    let set = config.policy.parser_set().unwrap();
+    assert_eq!(
+        set.parsers().map(|p| p.kind).collect::<Vec<_>>(),
+        [ParserKind::VllmGrpc]
+    );
+    // GenerateRequest { text: "Hi" }.
+    let frame = [0, 0, 0, 0, 4, 0x1a, 2, b'H', b'i'];
+    let req = set
+        .parse(
+            "/vllm.grpc.engine.VllmEngine/Generate",
+            &frame,
+            &ParseLimits::default(),
+        )
+        .unwrap();
+    assert_eq!(
+        (req.api, req.prompt),
+        (ApiKind::Completions, Prompt::Text("Hi".into()))
+    );
+    // An explicit list gains no fallback: OpenAI paths are refused, as upstream.
+    assert!(set.resolve("/v1/completions").is_none());
+
+    let config = load("vertexai-parser.yaml").unwrap();
+    build(&config).unwrap();
+    let set = config.policy.parser_set().unwrap();
+    assert_eq!(
+        set.resolve("/google.cloud.aiplatform.v1.PredictionService/ChatCompletions")
+            .map(|p| p.name.as_str()),
+        Some("vertexai-parser")
+    );
+}

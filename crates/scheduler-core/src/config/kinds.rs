@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 18] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 20] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -143,6 +143,16 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 18] = [
     },
     FrameworkPlugin {
         plugin_type: "passthrough-parser",
+        kind: PluginKind::Parser,
+        honoured_by: PARSERS,
+    },
+    FrameworkPlugin {
+        plugin_type: "vllmgrpc-parser",
+        kind: PluginKind::Parser,
+        honoured_by: PARSERS,
+    },
+    FrameworkPlugin {
+        plugin_type: "vertexai-parser",
         kind: PluginKind::Parser,
         honoured_by: PARSERS,
     },
