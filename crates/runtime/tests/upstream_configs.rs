@@ -1315,3 +1315,38 @@ fn the_grpc_parser_examples_load_and_read_their_methods() {
         Some("vertexai-parser")
     );
 }
+
+#[test]
+fn the_soft_reflective_ceiling_config_loads_and_gates_lower_bands_by_saturation() {
+    use shepherd_scheduler_core::clock::Timestamp;
+    use shepherd_scheduler_core::flow::{FlowQueue, UsageLimitPolicy};
+
+    let config = load("soft-reflective-ceiling.yaml").unwrap();
+    build(&config).unwrap();
+    let flow = config.flow_control.clone().expect("flow control is on");
+    assert_eq!(flow.usage_limit, UsageLimitPolicy::SoftReflectiveCeiling);
+
+    // Two levels queued: 10 (rank 0) and 0 (rank 1, reflective ceiling 1 - s).
+    let mut queue: FlowQueue<&str> = FlowQueue::new(flow);
+    let now = Timestamp::ZERO;
+    queue.note_level(10, now);
+    queue.note_level(0, now);
+    assert!(queue.admits_now(10, 0.9), "rank 0 is never gated below 1");
+    assert!(
+        queue.admits_now(0, 0.3),
+        "under its reflective ceiling (0.7)"
+    );
+    assert!(
+        !queue.admits_now(0, 0.6),
+        "past it: it waits for the dispatcher"
+    );
+
+    // Parameters are refused, as upstream.
+    let bad = text("soft-reflective-ceiling.yaml").replace(
+        "- type: soft-reflective-ceiling-policy",
+        "- type: soft-reflective-ceiling-policy\n  parameters: {threshold: 0.5}",
+    );
+    let error = RuntimeConfig::from_yaml_at(&bad, &fixture_path("soft-reflective-ceiling.yaml"))
+        .unwrap_err();
+    assert!(error.to_string().contains("threshold"), "{error}");
+}

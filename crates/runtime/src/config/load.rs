@@ -45,11 +45,12 @@ const FLOW_CONTROL_SECTION: &str = "flowControl";
 
 /// Plugin types that belong to flow control, not to scheduling: taken out of `plugins` and
 /// resolved by the `flowControl` section.
-const FLOW_CONTROL_PLUGIN_TYPES: [&str; 7] = [
+const FLOW_CONTROL_PLUGIN_TYPES: [&str; 8] = [
     UtilizationDetector::TYPE,
     ConcurrencyDetector::TYPE,
     UsageLimitPolicy::STATIC_TYPE,
     UsageLimitPolicy::HOLDBACK_TYPE,
+    UsageLimitPolicy::SOFT_REFLECTIVE_TYPE,
     ROUND_ROBIN_FAIRNESS_POLICY,
     GLOBAL_STRICT_FAIRNESS_POLICY,
     FCFS_ORDERING_POLICY,

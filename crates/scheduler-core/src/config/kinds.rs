@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 20] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 21] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -199,6 +199,11 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 20] = [
     },
     FrameworkPlugin {
         plugin_type: "priority-holdback-policy",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller (`flowControl.usageLimitPolicyPluginRef`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "soft-reflective-ceiling-policy",
         kind: PluginKind::FlowControl,
         honoured_by: "the flow controller (`flowControl.usageLimitPolicyPluginRef`)",
     },

@@ -61,6 +61,8 @@ use std::time::Duration;
 
 use super::config::{Fairness, FlowSettings};
 use super::reason::{DropReason, Rejected};
+use super::soft_ceiling::SoftCeilingTick;
+use super::usage_limit::UsageLimitPolicy;
 use crate::clock::Timestamp;
 
 mod band;
@@ -138,6 +140,8 @@ pub struct FlowQueue<T> {
     /// Priority levels seen lately that have no configured band, with when: active levels
     /// for the usage-limit policy until idle for [`FlowQueue::LEVEL_IDLE_TIMEOUT`].
     seen_levels: BTreeMap<i32, Timestamp>,
+    /// The soft-reflective policy's shared tick (advanced by dispatch calls).
+    soft_tick: SoftCeilingTick,
 }
 
 impl<T> std::fmt::Debug for FlowQueue<T> {
@@ -180,6 +184,7 @@ impl<T> FlowQueue<T> {
             pool_empty: false,
             regime_since: Timestamp::ZERO,
             seen_levels: BTreeMap::new(),
+            soft_tick: SoftCeilingTick::default(),
         }
     }
 
@@ -435,7 +440,17 @@ impl<T> FlowQueue<T> {
     pub fn dispatch_next_under(&mut self, now: Timestamp, level: f64) -> Option<T> {
         self.collect_expired(now);
         let top = self.bands.keys().next()?.0;
-        if level.is_nan() || level >= self.ceiling(top) {
+        let ceiling = if self.settings.usage_limit == UsageLimitPolicy::SoftReflectiveCeiling {
+            // One policy call per dispatch call, as upstream's once per dispatch cycle.
+            let open = self.soft_tick.advance(level);
+            let levels = self.active_levels(Some(top));
+            self.settings
+                .usage_limit
+                .ceiling_at(&levels, top, level, open)
+        } else {
+            self.ceiling(top)
+        };
+        if level.is_nan() || level >= ceiling {
             return None;
         }
         let entry = self.pop_next()?;
@@ -452,6 +467,19 @@ impl<T> FlowQueue<T> {
             return policy.ceiling(&[], priority);
         }
         policy.ceiling(&self.active_levels(Some(priority)), priority)
+    }
+
+    /// Whether a request of `priority` may go straight through (skip the queue) at saturation
+    /// `level`: `level` is below its ceiling. Under the soft-reflective policy a band past its
+    /// reflective ceiling waits in the queue (its alternation is the dispatcher's).
+    pub fn admits_now(&self, priority: i32, level: f64) -> bool {
+        let policy = &self.settings.usage_limit;
+        let ceiling = if *policy == UsageLimitPolicy::SoftReflectiveCeiling {
+            policy.ceiling_at(&self.active_levels(Some(priority)), priority, level, false)
+        } else {
+            self.ceiling(priority)
+        };
+        level < ceiling
     }
 
     /// The active priority levels, highest first: the configured bands, the non-empty bands,
