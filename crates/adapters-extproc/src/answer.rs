@@ -331,6 +331,8 @@ pub struct Replies {
     head: std::vec::IntoIter<ProcessingResponse>,
     body: Option<BodyChunks>,
     tail: Option<ProcessingResponse>,
+    /// Dynamic metadata the last answer carries.
+    last_metadata: Option<Struct>,
 }
 
 impl Replies {
@@ -357,7 +359,20 @@ impl Replies {
             head: head.into_iter(),
             body,
             tail,
+            last_metadata: None,
         }
+    }
+
+    /// Sets `metadata` as the dynamic metadata of the last answer (the response's end, for a
+    /// `request-attribute-reporter`).
+    pub fn with_last_metadata(mut self, metadata: Option<Struct>) -> Self {
+        self.last_metadata = metadata;
+        self
+    }
+
+    /// Whether nothing is left to send after the answer just taken.
+    fn exhausted(&self) -> bool {
+        self.head.len() == 0 && self.body.as_ref().is_none_or(|b| b.done) && self.tail.is_none()
     }
 }
 
@@ -365,16 +380,23 @@ impl Iterator for Replies {
     type Item = ProcessingResponse;
 
     fn next(&mut self) -> Option<ProcessingResponse> {
-        if let Some(r) = self.head.next() {
-            return Some(r);
-        }
-        if let Some(body) = &mut self.body {
-            if let Some(r) = body.next() {
-                return Some(r);
+        let mut next = self.head.next();
+        if next.is_none()
+            && let Some(body) = &mut self.body
+        {
+            next = body.next();
+            if next.is_none() {
+                self.body = None;
             }
-            self.body = None;
         }
-        self.tail.take()
+        if next.is_none() {
+            next = self.tail.take();
+        }
+        let mut response = next?;
+        if self.last_metadata.is_some() && self.exhausted() {
+            response.dynamic_metadata = self.last_metadata.take();
+        }
+        Some(response)
     }
 }
 

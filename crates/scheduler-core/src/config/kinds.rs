@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 21] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 22] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -181,6 +181,11 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 21] = [
         plugin_type: PREFILL_HEADER_HANDLER,
         kind: PluginKind::RequestControl,
         honoured_by: DISAGG_HEADERS,
+    },
+    FrameworkPlugin {
+        plugin_type: "request-attribute-reporter",
+        kind: PluginKind::RequestControl,
+        honoured_by: "the adapters, which evaluate it when a response ends (`Scheduler::reporters`)",
     },
     FrameworkPlugin {
         plugin_type: "utilization-detector",
