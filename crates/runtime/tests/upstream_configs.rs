@@ -290,11 +290,7 @@ fn the_helm_charts_payload_agnostic_config_loads_with_passthrough_only() {
 /// implement.
 /// The parser this one lists in its profile is skipped now, as upstream skips it; what still
 /// stops it is the reporter.
-const PENDING: &[(&str, &str, Area)] = &[(
-    "reporter-parser-in-profile.yaml",
-    "request-attribute-reporter",
-    Area::RequestControl,
-)];
+const PENDING: &[(&str, &str, Area)] = &[];
 
 #[test]
 fn the_older_pickers_gates_load_as_deprecated_no_ops() {
@@ -1349,4 +1345,39 @@ fn the_soft_reflective_ceiling_config_loads_and_gates_lower_bands_by_saturation(
     let error = RuntimeConfig::from_yaml_at(&bad, &fixture_path("soft-reflective-ceiling.yaml"))
         .unwrap_err();
     assert!(error.to_string().contains("threshold"), "{error}");
+}
+
+#[test]
+fn the_request_attribute_reporter_config_loads_with_its_expression() {
+    use shepherd_scheduler_core::completion::Usage;
+
+    let config = load("reporter-parser-in-profile.yaml").unwrap();
+    let scheduler = build(&config).unwrap();
+    let reporters = scheduler.reporters();
+    assert_eq!(reporters.len(), 1);
+    let reporter = &reporters[0];
+    assert_eq!(reporter.plugin(), "total-tokens-cost-reporter");
+    assert_eq!(
+        (reporter.namespace(), reporter.key()),
+        ("envoy.lb", "x-gateway-inference-request-cost")
+    );
+    let usage = Usage {
+        prompt_tokens: 12,
+        completion_tokens: 3,
+        cached_tokens: None,
+    };
+    assert_eq!(reporter.report(Some(&usage)), Ok(Some(3)));
+
+    // An expression outside the supported subset is refused at load, naming the subset.
+    let bad = text("reporter-parser-in-profile.yaml").replace(
+        "usage.completion_tokens\n          condition",
+        "usage.completion_tokens.exists(t, t > 0)\n          condition",
+    );
+    assert_ne!(bad, text("reporter-parser-in-profile.yaml"));
+    let config =
+        RuntimeConfig::from_yaml_at(&bad, &fixture_path("reporter-parser-in-profile.yaml"))
+            .unwrap();
+    let error = build(&config).unwrap_err().to_string();
+    assert!(error.contains("total-tokens-cost-reporter"), "{error}");
+    assert!(error.contains("supported:"), "{error}");
 }
