@@ -1381,3 +1381,41 @@ fn the_request_attribute_reporter_config_loads_with_its_expression() {
     assert!(error.contains("total-tokens-cost-reporter"), "{error}");
     assert!(error.contains("supported:"), "{error}");
 }
+
+#[test]
+fn the_program_aware_sample_loads_with_least_attained_service_bands() {
+    use shepherd_scheduler_core::flow::Fairness;
+    use shepherd_scheduler_core::flow::program_aware::ProgramAwareSettings;
+
+    let config = load("sim-program-aware.yaml").unwrap();
+    build(&config).unwrap();
+    let flow = config.flow_control.as_ref().expect("flow control is on");
+    assert_eq!(flow.band_limits(0).fairness, Fairness::ProgramAware);
+    assert_eq!(flow.program_aware, ProgramAwareSettings::default());
+    // The difference from upstream is said at load.
+    assert!(
+        config
+            .warnings()
+            .iter()
+            .any(|w| w.message.contains("program-aware-fairness")),
+        "{:?}",
+        config.warnings()
+    );
+    // Upstream's README parameters are read; a bad one names its field.
+    let tuned = text("sim-program-aware.yaml").replace(
+        "- type: program-aware-fairness",
+        "- type: program-aware-fairness\n  parameters: {strategy: las, lasWeightService: 0.5, lasHalfLifeSeconds: 30}",
+    );
+    let config =
+        RuntimeConfig::from_yaml_at(&tuned, &fixture_path("sim-program-aware.yaml")).unwrap();
+    let settings = &config.flow_control.as_ref().unwrap().program_aware;
+    assert_eq!(settings.weight_service, 0.5);
+    let bad = text("sim-program-aware.yaml").replace(
+        "- type: program-aware-fairness",
+        "- type: program-aware-fairness\n  parameters: {evictionSweepSeconds: -1}",
+    );
+    let error = RuntimeConfig::from_yaml_at(&bad, &fixture_path("sim-program-aware.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("evictionSweepSeconds"), "{error}");
+}

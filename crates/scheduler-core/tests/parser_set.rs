@@ -3,7 +3,7 @@
 //! default list), and the set built from a config.
 
 use proptest::prelude::*;
-use shepherd_scheduler_core::config::{ConfigError, EndpointPickerConfig};
+use shepherd_scheduler_core::config::EndpointPickerConfig;
 use shepherd_scheduler_core::request::{
     ApiKind, ParseError, ParseLimits, ParserKind, ParserSet, Prompt, SkipReason,
 };

@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 22] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 23] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -219,6 +219,11 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 22] = [
     },
     FrameworkPlugin {
         plugin_type: "global-strict-fairness-policy",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller (`fairnessPolicyRef`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "program-aware-fairness",
         kind: PluginKind::FlowControl,
         honoured_by: "the flow controller (`fairnessPolicyRef`)",
     },

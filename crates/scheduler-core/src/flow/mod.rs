@@ -41,6 +41,7 @@
 //! ```
 
 pub mod config;
+pub mod program_aware;
 pub mod queue;
 pub mod reason;
 pub mod saturation;
