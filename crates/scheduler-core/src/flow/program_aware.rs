@@ -112,7 +112,7 @@ impl ProgramAwareSettings {
                 Some(v) if positive && v <= 0.0 => Err(bad(field, format!("must be > 0, got {v}"))),
                 Some(v) if v < 0.0 => Err(bad(field, format!("must be >= 0, got {v}"))),
                 // 0 is Go's zero value: upstream's decoder leaves the default in place.
-                Some(v) if v == 0.0 => Ok(None),
+                Some(0.0) => Ok(None),
                 other => Ok(other),
             }
         };

@@ -68,7 +68,7 @@ impl SoftCeilingTick {
         // `period` is at least 1 and, with `s < 1`, at most about 1e9: the cast is exact.
         let period = period.min(u64::MAX as f64) as u64;
         self.tick = self.tick.wrapping_add(1);
-        self.tick % period == 0
+        self.tick.is_multiple_of(period)
     }
 }
 
