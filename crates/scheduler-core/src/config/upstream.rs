@@ -42,7 +42,7 @@ pub enum Area {
     MultiCluster,
     /// Multimodal embeddings caches.
     Multimodal,
-    /// Request parsers not implemented yet (gRPC: vLLM's and Vertex AI's).
+    /// Request parsers not implemented yet (none today: the gRPC ones are implemented).
     Parsers,
     /// Data-layer sources and extractors beyond the core metrics, and endpoint discovery.
     DataLayer,

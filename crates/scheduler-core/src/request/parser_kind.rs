@@ -8,7 +8,7 @@
 //! | `vllmhttp-parser` | `inference/v1/generate` | vLLM's token ids, `model`, `sampling_params.max_tokens` |
 //! | `sglanghttp-parser` | `generate` (parses `/generate` only) | SGLang's `input_ids`, `sampling_params.max_new_tokens` |
 //! | `passthrough-parser` | none: the fallback | nothing: no model, no prompt |
-//! | `vllmgrpc-parser` | `vllm.grpc.engine.VllmEngine/Generate`, `…/Embed` | vLLM's gRPC messages: text or token ids, `stream`, `max_tokens` (see [`parse::grpc`](super::parse)) |
+//! | `vllmgrpc-parser` | `vllm.grpc.engine.VllmEngine/Generate`, `…/Embed` | vLLM's gRPC messages: text or token ids, `stream`, `max_tokens` (the `parse/grpc.rs` module) |
 //! | `vertexai-parser` | `PredictionService/ChatCompletions`, `…/RawPredict`, `…/StreamRawPredict` | the OpenAI body inside Vertex AI's gRPC message |
 //!
 //! The gRPC parsers' suffixes also match after a `.` (the method's package:
