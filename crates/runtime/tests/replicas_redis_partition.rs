@@ -8,7 +8,9 @@
 //! fails; B counts and logs one outage however many commands fail; A keeps talking to Redis,
 //! forgets B's load after `expireMs` and learns nothing new from B. After the heal B reads
 //! what A wrote meanwhile (a prefix A picked during the cut routes to the same server from
-//! B), writes what it picked meanwhile (A learns it), and its load reaches A again.
+//! B), writes what it picked meanwhile (A learns it), and its load reaches A again. A replica
+//! that starts behind a black hole starts after `timeoutMs`, routes at once, and reads the
+//! index stream back (its warm start) when the path heals.
 //!
 //! The server is Debian's `redis-server` (`scripts/install-redis.sh`); without it each test
 //! says it is skipped and passes, unless `SHEPHERD_REQUIRE_E2E=1`.
@@ -239,4 +241,55 @@ async fn a_black_hole_between_a_replica_and_redis_costs_no_pick_and_heals() {
         Cut::BlackHole,
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_starts_behind_a_black_hole_starts_routes_and_warms_up_when_it_heals() {
+    let Some(binary) = RedisServer::binary("a_replica_that_starts_behind_a_black_hole") else {
+        return;
+    };
+    let server = RedisServer::start(&binary, RedisAuth::Open);
+    let relay = TcpRelay::start(SocketAddr::from(([127, 0, 0, 1], server.port())))
+        .await
+        .unwrap();
+    let a = replica(&server.url(), "a").await;
+    let known = group_prompt(1, 0);
+    let home = pick(&a, "a-1", &known);
+    let written = counter(&a, WRITTEN);
+    assert!(common::wait_until(WAIT, || counter(&a, WRITTEN) > written + 1.0).await);
+
+    // B starts with nothing answering on its path to Redis: the start check gives up after
+    // timeoutMs (a start is not refused for an unreachable Redis), and B routes at once.
+    relay.cut(Cut::BlackHole);
+    let started = Instant::now();
+    let b = replica(&format!("redis://{}", relay.address()), "b").await;
+    let took = started.elapsed();
+    assert_eq!(counter(&b, UP), 0.0);
+    assert_eq!(counter(&b, OUTAGES), 1.0);
+    assert_eq!(known_blocks(&b, &known, &home), 0, "nothing read yet");
+    pick(&b, "b-1", &group_prompt(2, 0));
+
+    // Healed: B reads the index stream back (its warm start) and routes A's prefix there.
+    relay.heal();
+    assert!(
+        common::wait_until(Duration::from_secs(10), || known_blocks(&b, &known, &home)
+            > 0)
+        .await,
+        "{}",
+        b.render_metrics()
+    );
+    assert!(counter(&b, "shepherd_replicas_redis_warm_start_keys_total") > 0.0);
+    assert_eq!(pick(&b, "b-2", &group_prompt(1, 1)), home);
+    assert_eq!(counter(&b, UP), 1.0);
+    assert_eq!(counter(&b, OUTAGES), 1.0);
+    println!(
+        "a replica started behind a black hole: Runtime::start took {} ms (timeoutMs {TIMEOUT_MS})",
+        took.as_millis()
+    );
+    assert!(
+        took < Duration::from_millis(TIMEOUT_MS) + Duration::from_secs(2),
+        "the start waited {took:?} for Redis"
+    );
+    a.shutdown(Duration::from_millis(50)).await;
+    b.shutdown(Duration::from_millis(50)).await;
 }
