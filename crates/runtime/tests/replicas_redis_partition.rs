@@ -19,13 +19,14 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::replicas::{counter, group_prompt, known_blocks, peer_requests, pick};
 use shepherd_runtime::config::RuntimeConfig;
 use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
 use shepherd_test_util::redis::{RedisAuth, RedisServer};
 use shepherd_test_util::tcp_relay::{Cut, TcpRelay};
+use tokio::time::Instant;
 
 const ENDPOINTS: [&str; 3] = ["127.0.0.1:9", "127.0.0.1:10", "127.0.0.1:11"];
 const WAIT: Duration = Duration::from_secs(5);
