@@ -14,6 +14,7 @@ use shepherd_scheduler_core::flow::config::{
     FCFS_ORDERING_POLICY, GLOBAL_STRICT_FAIRNESS_POLICY, ROUND_ROBIN_FAIRNESS_POLICY,
     SaturationDetectorConfig,
 };
+use shepherd_scheduler_core::flow::program_aware::PROGRAM_AWARE_FAIRNESS_POLICY;
 use shepherd_scheduler_core::flow::{
     ConcurrencyDetector, FlowConfigError, FlowControlConfig, UsageLimitPolicy, UtilizationDetector,
 };
@@ -45,13 +46,15 @@ const FLOW_CONTROL_SECTION: &str = "flowControl";
 
 /// Plugin types that belong to flow control, not to scheduling: taken out of `plugins` and
 /// resolved by the `flowControl` section.
-const FLOW_CONTROL_PLUGIN_TYPES: [&str; 7] = [
+const FLOW_CONTROL_PLUGIN_TYPES: [&str; 9] = [
     UtilizationDetector::TYPE,
     ConcurrencyDetector::TYPE,
     UsageLimitPolicy::STATIC_TYPE,
     UsageLimitPolicy::HOLDBACK_TYPE,
+    UsageLimitPolicy::SOFT_REFLECTIVE_TYPE,
     ROUND_ROBIN_FAIRNESS_POLICY,
     GLOBAL_STRICT_FAIRNESS_POLICY,
+    PROGRAM_AWARE_FAIRNESS_POLICY,
     FCFS_ORDERING_POLICY,
 ];
 

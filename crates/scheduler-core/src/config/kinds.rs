@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 21] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 26] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -143,6 +143,16 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 21] = [
     },
     FrameworkPlugin {
         plugin_type: "passthrough-parser",
+        kind: PluginKind::Parser,
+        honoured_by: PARSERS,
+    },
+    FrameworkPlugin {
+        plugin_type: "vllmgrpc-parser",
+        kind: PluginKind::Parser,
+        honoured_by: PARSERS,
+    },
+    FrameworkPlugin {
+        plugin_type: "vertexai-parser",
         kind: PluginKind::Parser,
         honoured_by: PARSERS,
     },
@@ -191,6 +201,11 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 21] = [
         honoured_by: DISAGG_HEADERS,
     },
     FrameworkPlugin {
+        plugin_type: "request-attribute-reporter",
+        kind: PluginKind::RequestControl,
+        honoured_by: "the adapters, which evaluate it when a response ends (`Scheduler::reporters`)",
+    },
+    FrameworkPlugin {
         plugin_type: "utilization-detector",
         kind: PluginKind::FlowControl,
         honoured_by: "the flow controller (`flowControl.saturationDetector`)",
@@ -211,12 +226,22 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 21] = [
         honoured_by: "the flow controller (`flowControl.usageLimitPolicyPluginRef`)",
     },
     FrameworkPlugin {
+        plugin_type: "soft-reflective-ceiling-policy",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller (`flowControl.usageLimitPolicyPluginRef`)",
+    },
+    FrameworkPlugin {
         plugin_type: "round-robin-fairness-policy",
         kind: PluginKind::FlowControl,
         honoured_by: "the flow controller (`fairnessPolicyRef`)",
     },
     FrameworkPlugin {
         plugin_type: "global-strict-fairness-policy",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller (`fairnessPolicyRef`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "program-aware-fairness",
         kind: PluginKind::FlowControl,
         honoured_by: "the flow controller (`fairnessPolicyRef`)",
     },
