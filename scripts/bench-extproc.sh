@@ -8,11 +8,15 @@
 #             STREAMED response), the same shepherd-epp
 #   hold      client → Envoy ⇄ noop_extproc --hold-body → upstream (answers the headers only
 #             once the body is whole, as shepherd-epp must; long prompts only)
+#   noopbuf   the noop behind the example config with request_body_mode BUFFERED
+#             (noop_extproc --buffered: routes at the whole body, sends nothing back)
+#   shepherdbuf  the same Envoy config in front of the same shepherd-epp
 #
 # Three phases (BENCH_PHASES, default "long short rss"):
 #
 #   long   long prompts: 220 KiB bodies (BENCH_LONG_BODY_BYTES) at 150 concurrent streams
-#          (BENCH_LONG_CLIENTS) through direct, noop, hold and shepherd, alternating for
+#          (BENCH_LONG_CLIENTS) through BENCH_LONG_PATHS (default: direct noop hold shepherd
+#          noopbuf shepherdbuf), alternating for
 #          BENCH_LONG_ROUNDS rounds of BENCH_LONG_REQUESTS requests: time to first response
 #          byte (TTFT) p50 / p99 and what each path adds over direct, requests per second, the
 #          processor's CPU per request (utime + stime from /proc/PID/stat over the run) and its
@@ -49,6 +53,7 @@ LONG_N="${BENCH_LONG_REQUESTS:-3000}"
 LONG_WARM="${BENCH_LONG_WARMUP:-300}"
 LONG_BODY="${BENCH_LONG_BODY_BYTES:-225280}"
 LONG_CLIENTS="${BENCH_LONG_CLIENTS:-150}"
+LONG_PATHS="${BENCH_LONG_PATHS:-direct noop hold shepherd noopbuf shepherdbuf}"
 ENVOY_CONCURRENCY="${BENCH_ENVOY_CONCURRENCY:-2}"
 OUT=target/bench-extproc
 mkdir -p "$OUT"
@@ -58,10 +63,11 @@ UP0=$((BASE)); UP1=$((BASE + 1))
 NOOP=$((BASE + 2))
 EPP=$((BASE + 3)); EPP_HEALTH=$((BASE + 4)); EPP_ADMIN=$((BASE + 5))
 HOLD=$((BASE + 6))
-declare -A LISTEN=([direct]=$((BASE + 10)) [noop]=$((BASE + 12)) [shepherd]=$((BASE + 14)) [replicas]=$((BASE + 16)) [hold]=$((BASE + 18)))
-declare -A ENVOY_ADMIN=([direct]=$((BASE + 11)) [noop]=$((BASE + 13)) [shepherd]=$((BASE + 15)) [replicas]=$((BASE + 17)) [hold]=$((BASE + 19)))
+NOOPBUF=$((BASE + 7))
+declare -A LISTEN=([direct]=$((BASE + 10)) [noop]=$((BASE + 12)) [shepherd]=$((BASE + 14)) [replicas]=$((BASE + 16)) [hold]=$((BASE + 18)) [noopbuf]=$((BASE + 20)) [shepherdbuf]=$((BASE + 22)))
+declare -A ENVOY_ADMIN=([direct]=$((BASE + 11)) [noop]=$((BASE + 13)) [shepherd]=$((BASE + 15)) [replicas]=$((BASE + 17)) [hold]=$((BASE + 19)) [noopbuf]=$((BASE + 21)) [shepherdbuf]=$((BASE + 23)))
 
-for port in $UP0 $UP1 $NOOP $HOLD $EPP $EPP_HEALTH $EPP_ADMIN "${LISTEN[@]}" "${ENVOY_ADMIN[@]}"; do
+for port in $UP0 $UP1 $NOOP $HOLD $NOOPBUF $EPP $EPP_HEALTH $EPP_ADMIN "${LISTEN[@]}" "${ENVOY_ADMIN[@]}"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "port $port is in use; set BENCH_PORT_BASE to another base" >&2
     exit 1
@@ -105,6 +111,9 @@ PIDS+=($NOOP_PID)
 "$EX/noop_extproc" --port "$HOLD" --destination "127.0.0.1:$UP0" --hold-body 2>"$OUT/noop-hold.log" &
 HOLD_PID=$!
 PIDS+=($HOLD_PID)
+"$EX/noop_extproc" --port "$NOOPBUF" --destination "127.0.0.1:$UP0" --buffered 2>"$OUT/noop-buffered.log" &
+NOOPBUF_PID=$!
+PIDS+=($NOOPBUF_PID)
 cat > "$OUT/shepherd.yaml" <<EOF
 apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
@@ -132,6 +141,13 @@ example_config() {
       -e "s/port_value: 8081/port_value: ${LISTEN[$1]}/" \
       -e "s/port_value: 9002/port_value: $2/" \
       "examples/deploy/envoy/${3:-envoy.yaml}"
+}
+
+# The example config with the request body BUFFERED (Envoy holds the whole body and sends it in
+# one message; message_timeout then counts the upload, so it is raised for a loaded machine).
+buffered_config() { # scenario ext_proc-port
+  example_config "$1" "$2" | sed -e 's/request_body_mode: FULL_DUPLEX_STREAMED/request_body_mode: BUFFERED/' \
+    -e 's/message_timeout: 10s/message_timeout: 60s/'
 }
 
 # The same listener without the ext_proc filter, straight to one upstream.
@@ -218,15 +234,17 @@ start_envoy noop "$(example_config noop "$NOOP")"
 start_envoy shepherd "$(example_config shepherd "$EPP")"
 start_envoy replicas "$(example_config replicas "$EPP" envoy-replicas.yaml)"
 start_envoy hold "$(example_config hold "$HOLD")"
+start_envoy noopbuf "$(buffered_config noopbuf "$NOOPBUF")"
+start_envoy shepherdbuf "$(buffered_config shepherdbuf "$EPP")"
 RSS_START=$(rss_kb "$EPP_PID")
 
 if [[ "$PHASES" == *" long "* ]]; then
   for round in $(seq 1 "$LONG_ROUNDS"); do
     echo "== long prompts: round $round of $LONG_ROUNDS ($LONG_BODY-byte bodies, $LONG_CLIENTS streams)" >&2
-    long_run direct long-direct
-    long_run noop long-noop "$NOOP_PID"
-    long_run hold long-hold "$HOLD_PID"
-    long_run shepherd long-shepherd "$EPP_PID"
+    declare -A LONG_PID=([direct]="" [noop]=$NOOP_PID [hold]=$HOLD_PID [shepherd]=$EPP_PID [noopbuf]=$NOOPBUF_PID [shepherdbuf]=$EPP_PID)
+    for path in $LONG_PATHS; do
+      long_run "$path" "long-$path" "${LONG_PID[$path]}"
+    done
   done
 fi
 
@@ -278,12 +296,15 @@ by = {label: med(label) for label in runs if label != "rss" and not label.starts
 print(f"loopback, {sys.argv[2]} cores, load average after the runs: {sys.argv[3]}")
 
 if "long-direct" in by:
-    d, n, h, s = by["long-direct"], by["long-noop"], by["long-hold"], by["long-shepherd"]
+    d = by["long-direct"]
     body = runs["long-direct"][0]["body_bytes"]
     clients = runs["long-direct"][0]["clients"]
     print(f"\nlong prompts: {body}-byte bodies, {clients} concurrent streams; medians of {d['rounds']} alternating round(s)")
-    print(f"{'path':<10} {'TTFT p50':>9} {'p99':>9} {'added p50':>10} {'p99':>9} {'req/s':>7} {'CPU/req':>9} {'peak/in-flight':>15} {'Envoy CPU/req':>14} {'errors':>7}")
-    for name, r in (("direct", d), ("noop", n), ("hold", h), ("shepherd", s)):
+    print(f"{'path':<12} {'TTFT p50':>9} {'p99':>9} {'added p50':>10} {'p99':>9} {'req/s':>7} {'CPU/req':>9} {'peak/in-flight':>15} {'Envoy CPU/req':>14} {'errors':>7}")
+    for name in ("direct", "noop", "hold", "shepherd", "noopbuf", "shepherdbuf"):
+        r = by.get(f"long-{name}")
+        if r is None:
+            continue
         procs = runs.get(f"proc-long-{name}")
         if procs:
             cpu = median(p["cpu_ticks"] / p["ticks_per_sec"] / p["requests"] * 1e6 for p in procs)
@@ -292,21 +313,28 @@ if "long-direct" in by:
             extra = f"{cpu:>7.0f}us {peak/1024:>12.0f}KiB"
         else:
             extra = f"{'-':>9} {'-':>15}"
-        print(f"{name:<10} {r['ttft_p50_ms']:>7.1f}ms {r['ttft_p99_ms']:>7.1f}ms "
+        print(f"{name:<12} {r['ttft_p50_ms']:>7.1f}ms {r['ttft_p99_ms']:>7.1f}ms "
               f"{r['ttft_p50_ms'] - d['ttft_p50_ms']:>+8.1f}ms {r['ttft_p99_ms'] - d['ttft_p99_ms']:>+7.1f}ms "
               f"{r['rps']:>7.0f} {extra} {envoy_cpu(name):>12.0f}us {r['errors']:>7}")
-    rps_ratio = s["rps"] / n["rps"]
-    add_n = n["ttft_p50_ms"] - d["ttft_p50_ms"]
-    add_s = s["ttft_p50_ms"] - d["ttft_p50_ms"]
-    add_ratio = add_s / add_n if add_n > 0 else float("inf")
-    print(f"shepherd-epp / noop req/s: {rps_ratio:.2f} (target >= 0.9: {mark(rps_ratio >= 0.9)})")
-    print(f"shepherd-epp / noop added TTFT p50: {add_ratio:.2f} (target <= 1.2: {mark(add_ratio <= 1.2)})")
-    add_h = h["ttft_p50_ms"] - d["ttft_p50_ms"]
-    print(f"shepherd-epp / noop --hold-body: req/s {s['rps'] / h['rps']:.2f}, added TTFT p50 "
-          f"{add_s / add_h if add_h > 0 else float('inf'):.2f}")
-    if "peak_bytes" in s:
-        mem = s["peak_bytes"] / body
-        print(f"shepherd-epp peak memory per in-flight request / body: {mem:.2f} (target <= 1.5: {mark(mem <= 1.5)})")
+    def compare(s_name, n_name, what):
+        s, n = by.get(f"long-{s_name}"), by.get(f"long-{n_name}")
+        if s is None or n is None:
+            return
+        rps_ratio = s["rps"] / n["rps"]
+        add_n = n["ttft_p50_ms"] - d["ttft_p50_ms"]
+        add_s = s["ttft_p50_ms"] - d["ttft_p50_ms"]
+        add_ratio = add_s / add_n if add_n > 0 else float("inf")
+        print(f"{s_name} / {n_name} ({what}): req/s {rps_ratio:.2f} (target >= 0.9: {mark(rps_ratio >= 0.9)}), "
+              f"added TTFT p50 {add_ratio:.2f} (target <= 1.2: {mark(add_ratio <= 1.2)})")
+    compare("shepherd", "noop", "FULL_DUPLEX_STREAMED, the no-op echoing as it receives")
+    compare("shepherd", "hold", "FULL_DUPLEX_STREAMED, the no-op holding the body as a picker must")
+    compare("shepherdbuf", "noopbuf", "BUFFERED request body, both")
+    compare("shepherdbuf", "noop", "shepherd-epp BUFFERED against the streamed no-op")
+    for name in ("shepherd", "shepherdbuf"):
+        s = by.get(f"long-{name}")
+        if s is not None and "peak_bytes" in s:
+            mem = s["peak_bytes"] / body
+            print(f"{name} peak memory per in-flight request / body: {mem:.2f} (target <= 1.5: {mark(mem <= 1.5)})")
 
 if "direct-1" in by:
     rounds = by["direct-1"]["rounds"]

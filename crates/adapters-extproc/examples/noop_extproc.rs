@@ -12,6 +12,11 @@
 //! received, no copy). That is the least any picker that reads the body pays: the body is
 //! not forwarded before it has arrived whole.
 //!
+//! With `--buffered` it answers as `shepherd-epp` does under a `BUFFERED` request body: the
+//! headers at once with nothing changed, then the whole body (one message) with the
+//! destination, and no body back. Run it behind an Envoy whose `request_body_mode` is
+//! `BUFFERED`.
+//!
 //! ```sh
 //! cargo run --release -p shepherd-adapters-extproc --example noop_extproc -- \
 //!     --port 19102 --destination 127.0.0.1:18000
@@ -24,8 +29,8 @@ use std::pin::Pin;
 
 use clap::Parser;
 use shepherd_adapters_extproc::answer::{
-    Route, pass_response_headers, request_trailers, response_trailers, route_headers,
-    streamed_chunk,
+    Route, pass_headers, pass_response_headers, request_trailers, response_trailers, route_body,
+    route_headers, streamed_chunk,
 };
 use shepherd_adapters_extproc::envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
     ExternalProcessor, ExternalProcessorServer,
@@ -51,8 +56,11 @@ struct Args {
     #[arg(long)]
     destination: SocketAddr,
     /// Answer the request headers only once the whole body arrived, then stream the body back.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "buffered")]
     hold_body: bool,
+    /// Envoy buffers the request body (`BUFFERED`): route at the body, send nothing back.
+    #[arg(long)]
+    buffered: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -60,6 +68,7 @@ struct Noop {
     destination: String,
     options: ExtProcOptions,
     hold_body: bool,
+    buffered: bool,
 }
 
 /// A stream's request body held until its end (`--hold-body`).
@@ -96,6 +105,21 @@ impl Noop {
         out: &mut Vec<ProcessingResponse>,
     ) {
         match message.request {
+            Some(Phase::RequestHeaders(headers)) if self.buffered && !headers.end_of_stream => {
+                out.push(pass_headers(&[]));
+            }
+            Some(Phase::RequestBody(_)) if self.buffered => out.push(route_body(
+                &Route {
+                    destination: &self.destination,
+                    content_length: None,
+                    remove: &[],
+                    prefill: None,
+                    encode: None,
+                    trace: None,
+                    body: None,
+                },
+                &self.options,
+            )),
             Some(Phase::RequestHeaders(headers)) if self.hold_body && !headers.end_of_stream => {}
             Some(Phase::RequestBody(body)) if self.hold_body && !held.headers_sent => {
                 held.chunks.push(body.body);
@@ -180,6 +204,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         destination: args.destination.to_string(),
         options: ExtProcOptions::default(),
         hold_body: args.hold_body,
+        buffered: args.buffered,
     };
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
     let listener = tokio::net::TcpListener::bind(addr).await?;

@@ -36,7 +36,10 @@ use envoy_types::pb::google::protobuf::{Struct, Value};
 
 use shepherd_runtime::telemetry::{Propagation, TRACEPARENT, TRACESTATE};
 
+use bytes::Bytes;
+
 use crate::budget::BodyReservation;
+use crate::codec::{BodyChunk, Outgoing};
 use crate::headers::set_header;
 use crate::options::ExtProcOptions;
 
@@ -241,16 +244,21 @@ pub fn streamed_chunk(body: Vec<u8>, end_of_stream: bool, request: bool) -> Proc
 
 /// A response body chunk echoed unchanged (`FULL_DUPLEX_STREAMED` mode), cut to the chunk
 /// size: the end of stream goes on the last piece.
-pub fn echo_response_body(body: Vec<u8>, end_of_stream: bool, chunk_size: usize) -> BodyChunks {
+pub fn echo_response_body(
+    body: impl Into<Bytes>,
+    end_of_stream: bool,
+    chunk_size: usize,
+) -> BodyChunks {
     BodyChunks::new(body, chunk_size, end_of_stream, false)
 }
 
-/// A body cut into streamed chunks of at most `chunk_size` bytes, built one at a time as they
-/// are sent. An empty body is one empty chunk (it still carries the end of stream).
+/// A body cut into streamed chunks of at most `chunk_size` bytes, each a slice of the body (no
+/// copy: [`crate::codec`] writes it straight into the gRPC frame). An empty body is one empty
+/// chunk (it still carries the end of stream).
 #[derive(Debug)]
 pub struct BodyChunks {
-    body: Vec<u8>,
-    /// The body's bytes in the picker's budget, given back with the body.
+    body: Bytes,
+    /// The body's bytes in the picker's budget, given back once the last chunk is out.
     held: Option<BodyReservation>,
     offset: usize,
     chunk_size: usize,
@@ -262,9 +270,14 @@ pub struct BodyChunks {
 impl BodyChunks {
     /// Chunks of `body` for the request (`request == true`) or response path; the last one
     /// carries `end_of_stream`.
-    pub fn new(body: Vec<u8>, chunk_size: usize, end_of_stream: bool, request: bool) -> Self {
+    pub fn new(
+        body: impl Into<Bytes>,
+        chunk_size: usize,
+        end_of_stream: bool,
+        request: bool,
+    ) -> Self {
         BodyChunks {
-            body,
+            body: body.into(),
             held: None,
             offset: 0,
             chunk_size: chunk_size.max(1),
@@ -275,42 +288,40 @@ impl BodyChunks {
     }
 
     /// Keeps `held` (the body's bytes in the budget) until the last chunk is built, then gives
-    /// it back with the body.
+    /// it back.
     pub fn holding(mut self, held: BodyReservation) -> Self {
         self.held = Some(held);
         self
     }
-}
 
-impl Iterator for BodyChunks {
-    type Item = ProcessingResponse;
-
-    fn next(&mut self) -> Option<ProcessingResponse> {
+    /// The next chunk, a slice of the body.
+    pub fn next_chunk(&mut self) -> Option<BodyChunk> {
         if self.done {
             return None;
         }
         let remaining = self.body.len() - self.offset;
         let take = remaining.min(self.chunk_size);
         let last = take == remaining;
-        let chunk = if last {
-            // The last piece moves to the front of the body's own buffer, which becomes the
-            // chunk: no allocation and no second copy of it while the body is still held.
-            self.body.copy_within(self.offset.., 0);
-            self.body.truncate(take);
-            std::mem::take(&mut self.body)
-        } else {
-            self.body[self.offset..self.offset + take].to_vec()
-        };
+        let chunk = self.body.slice(self.offset..self.offset + take);
         self.offset += take;
         if last {
             self.done = true;
             self.held = None;
+            self.body = Bytes::new();
         }
-        Some(streamed_chunk(
-            chunk,
-            last && self.end_of_stream,
-            self.request,
-        ))
+        Some(BodyChunk {
+            body: chunk,
+            end_of_stream: last && self.end_of_stream,
+            request: self.request,
+        })
+    }
+}
+
+impl Iterator for BodyChunks {
+    type Item = Outgoing;
+
+    fn next(&mut self) -> Option<Outgoing> {
+        self.next_chunk().map(Outgoing::Chunk)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -331,6 +342,8 @@ pub struct Replies {
     head: std::vec::IntoIter<ProcessingResponse>,
     body: Option<BodyChunks>,
     tail: Option<ProcessingResponse>,
+    /// Dynamic metadata the last answer carries.
+    last_metadata: Option<Struct>,
 }
 
 impl Replies {
@@ -357,24 +370,52 @@ impl Replies {
             head: head.into_iter(),
             body,
             tail,
+            last_metadata: None,
         }
+    }
+
+    /// Sets `metadata` as the dynamic metadata of the last answer (the response's end, for a
+    /// `request-attribute-reporter`).
+    pub fn with_last_metadata(mut self, metadata: Option<Struct>) -> Self {
+        self.last_metadata = metadata;
+        self
+    }
+
+    /// Whether nothing is left to send after the answer just taken.
+    fn exhausted(&self) -> bool {
+        self.head.len() == 0 && self.body.as_ref().is_none_or(|b| b.done) && self.tail.is_none()
+    }
+
+    /// The answers as prost messages (a chunk's bytes copied; for tests and tools).
+    pub fn into_responses(self) -> impl Iterator<Item = ProcessingResponse> {
+        self.map(Outgoing::into_response)
     }
 }
 
 impl Iterator for Replies {
-    type Item = ProcessingResponse;
+    type Item = Outgoing;
 
-    fn next(&mut self) -> Option<ProcessingResponse> {
-        if let Some(r) = self.head.next() {
-            return Some(r);
-        }
-        if let Some(body) = &mut self.body {
-            if let Some(r) = body.next() {
-                return Some(r);
+    fn next(&mut self) -> Option<Outgoing> {
+        let mut next = self.head.next().map(Outgoing::Message);
+        if next.is_none()
+            && let Some(body) = &mut self.body
+        {
+            next = body.next_chunk().map(Outgoing::Chunk);
+            if next.is_none() {
+                self.body = None;
             }
-            self.body = None;
         }
-        self.tail.take()
+        if next.is_none() {
+            next = self.tail.take().map(Outgoing::Message);
+        }
+        let next = next?;
+        if self.last_metadata.is_some() && self.exhausted() {
+            // The last answer carries the metadata: a chunk becomes a whole message for it.
+            let mut response = next.into_response();
+            response.dynamic_metadata = self.last_metadata.take();
+            return Some(Outgoing::Message(response));
+        }
+        Some(next)
     }
 }
 
@@ -385,10 +426,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_body_streams_back_in_chunks_the_last_in_its_own_buffer() {
+    fn a_body_streams_back_in_chunks_each_a_slice_of_its_buffer() {
         let body: Vec<u8> = (0..250u8).collect();
-        let buffer = body.as_ptr();
+        let copy = body.clone();
+        let buffer = copy.as_ptr() as usize;
+        let slices: Vec<usize> = BodyChunks::new(copy, 100, true, true)
+            .map(|c| match c {
+                Outgoing::Chunk(c) => c.body.as_ptr() as usize,
+                other => panic!("not a chunk: {other:?}"),
+            })
+            .collect();
+        // No copy: every chunk points into the body's own buffer.
+        assert_eq!(slices, [buffer, buffer + 100, buffer + 200]);
         let chunks: Vec<(Vec<u8>, bool)> = BodyChunks::new(body, 100, true, true)
+            .map(Outgoing::into_response)
             .map(|reply| match reply.response {
                 Some(Response::RequestBody(BodyResponse {
                     response: Some(common),
@@ -403,8 +454,29 @@ mod tests {
         assert_eq!(sizes, [(100, false), (100, false), (50, true)]);
         let joined: Vec<u8> = chunks.iter().flat_map(|(b, _)| b.iter().copied()).collect();
         assert_eq!(joined, (0..250u8).collect::<Vec<_>>());
-        // The last chunk is the body's buffer, not a copy.
-        assert_eq!(chunks[2].0.as_ptr(), buffer);
+    }
+
+    #[test]
+    fn the_last_metadata_rides_on_the_last_chunk_made_a_whole_message() {
+        let replies: Vec<Outgoing> = Replies::new(
+            Vec::new(),
+            Some(BodyChunks::new(vec![1u8, 2, 3], 2, true, false)),
+            None,
+        )
+        .with_last_metadata(Some(Struct::default()))
+        .collect();
+        assert!(matches!(&replies[0], Outgoing::Chunk(c) if c.body.as_ref() == [1, 2]));
+        let Outgoing::Message(last) = &replies[1] else {
+            panic!("the last answer is not a whole message: {:?}", replies[1])
+        };
+        assert_eq!(last.dynamic_metadata, Some(Struct::default()));
+        let expected = Outgoing::Chunk(BodyChunk {
+            body: bytes::Bytes::from_static(&[3]),
+            end_of_stream: true,
+            request: false,
+        })
+        .into_response();
+        assert_eq!(last.response, expected.response);
     }
 
     /// The value a mutation sets for header `name`.
@@ -511,7 +583,9 @@ mod tests {
             (130_001, 62_000),
         ] {
             let body: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-            let chunks: Vec<_> = BodyChunks::new(body.clone(), size, true, true).collect();
+            let chunks: Vec<_> = BodyChunks::new(body.clone(), size, true, true)
+                .map(Outgoing::into_response)
+                .collect();
             assert_eq!(chunks.len(), len.div_ceil(size).max(1));
             let mut joined = Vec::new();
             for (i, c) in chunks.iter().enumerate() {

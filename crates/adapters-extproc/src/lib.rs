@@ -43,10 +43,12 @@
 pub mod answer;
 pub mod assembly;
 pub mod budget;
+pub mod codec;
 pub mod connections;
 pub mod error;
 pub mod exchange;
 pub mod framing;
+pub mod grpc_server;
 pub mod headers;
 pub mod hint;
 pub mod options;
@@ -55,8 +57,10 @@ pub mod server;
 pub mod service;
 
 pub use budget::{BodyBudget, BodyReservation};
+pub use codec::{BodyChunk, Outgoing};
 pub use error::{ProtocolError, Rejection, ServeError};
 pub use exchange::{Exchange, PickJob, Step};
+pub use grpc_server::ExtProcServer;
 pub use options::{BodyMode, ExtProcOptions, HeaderNames, MetadataKeys, OptionsError};
 pub use server::{
     LIVENESS_SERVICE, READINESS_SERVICE, SERVICE_NAME, serve, serve_health, serve_health_counted,

@@ -50,7 +50,6 @@ use std::time::Duration;
 
 use tokio_stream::Stream;
 
-use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::ExternalProcessorServer;
 use tokio::net::TcpListener;
 use tonic::server::NamedService;
 use tonic::transport::Server;
@@ -87,7 +86,7 @@ pub const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
 pub const MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
 
 /// The gRPC name of the ext_proc service, as health checks ask for it.
-pub const SERVICE_NAME: &str = <ExternalProcessorServer<ExtProcService> as NamedService>::NAME;
+pub const SERVICE_NAME: &str = <crate::grpc_server::ExtProcServer as NamedService>::NAME;
 
 /// Connections open at once on the health port.
 pub const MAX_HEALTH_CONNECTIONS: usize = 64;

@@ -43,10 +43,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
-    ExternalProcessor, ExternalProcessorServer,
-};
-use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
+use envoy_types::pb::envoy::service::ext_proc::v3::ProcessingRequest;
 use shepherd_runtime::policies::RequestPolicies;
 use shepherd_runtime::telemetry::{RequestTrace, RequestTracing, names};
 use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, UpstreamMetrics};
@@ -57,12 +54,14 @@ use shepherd_scheduler_core::request::InferenceRequest;
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Status, Streaming};
 
 use crate::budget::BodyBudget;
+use crate::codec::Outgoing;
 use crate::connections::ConnectionCounts;
 use crate::error::Rejection;
 use crate::exchange::{Exchange, PickJob, Step};
+use crate::grpc_server::ExtProcServer;
 use crate::options::ExtProcOptions;
 
 /// Answers sent ahead of Envoy reading them, per stream.
@@ -250,9 +249,22 @@ impl ExtProcService {
 
     /// The tonic server for this service, accepting messages as large as a whole body in
     /// `BUFFERED` mode ([`ExtProcOptions::max_message_bytes`]; tonic's default is 4 MiB).
-    pub fn into_server(self) -> ExternalProcessorServer<Self> {
+    pub fn into_server(self) -> ExtProcServer {
         let limit = self.shared.options.max_message_bytes();
-        ExternalProcessorServer::new(self).max_decoding_message_size(limit)
+        ExtProcServer::new(self, limit)
+    }
+
+    /// Serves one stream Envoy opened: a task reads `inbound` and the answers come out of
+    /// the returned stream.
+    pub fn open(&self, inbound: Streaming<ProcessingRequest>) -> AnswerStream {
+        let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
+        let clean_end = Arc::new(AtomicBool::new(false));
+        tokio::spawn(self.clone().drive(inbound, tx, Arc::clone(&clean_end)));
+        AnswerStream {
+            rx,
+            clean_end,
+            failed: false,
+        }
     }
 
     /// Picks for a complete request: admission, then (when a `token-producer` has the `vllm`
@@ -354,14 +366,16 @@ impl ExtProcService {
     async fn drive(
         self,
         mut inbound: Streaming<ProcessingRequest>,
-        tx: mpsc::Sender<Result<ProcessingResponse, Status>>,
+        tx: mpsc::Sender<Result<Outgoing, Status>>,
         clean_end: Arc<AtomicBool>,
     ) {
         // The parsers of the config in force when the stream opens read its request.
         let parsers = Arc::clone(self.shared.scheduler.load().parsers());
+        let reporters = Arc::clone(self.shared.scheduler.load().reporters());
         let configured = ConfiguredHeaders::of(&self.shared.scheduler.shared().resources).names();
         let mut exchange = Exchange::new(Arc::clone(&self.shared.options))
             .with_parsers(parsers)
+            .with_reporters(reporters)
             .with_configured_headers(configured)
             .with_body_budget(Arc::clone(&self.shared.budget));
         if let Some(upstream) = &self.shared.upstream {
@@ -494,39 +508,17 @@ impl fmt::Debug for ExtProcService {
     }
 }
 
-#[tonic::async_trait]
-impl ExternalProcessor for ExtProcService {
-    type ProcessStream = AnswerStream;
-
-    async fn process(
-        &self,
-        request: Request<Streaming<ProcessingRequest>>,
-    ) -> Result<Response<Self::ProcessStream>, Status> {
-        let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
-        let clean_end = Arc::new(AtomicBool::new(false));
-        tokio::spawn(
-            self.clone()
-                .drive(request.into_inner(), tx, Arc::clone(&clean_end)),
-        );
-        Ok(Response::new(AnswerStream {
-            rx,
-            clean_end,
-            failed: false,
-        }))
-    }
-}
-
 /// The answers of one stream. If the task writing them ends without saying it ended cleanly
 /// (it panicked), the stream's last item is a gRPC `INTERNAL` error.
 #[derive(Debug)]
 pub struct AnswerStream {
-    rx: mpsc::Receiver<Result<ProcessingResponse, Status>>,
+    rx: mpsc::Receiver<Result<Outgoing, Status>>,
     clean_end: Arc<AtomicBool>,
     failed: bool,
 }
 
 impl Stream for AnswerStream {
-    type Item = Result<ProcessingResponse, Status>;
+    type Item = Result<Outgoing, Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         match self.rx.poll_recv(cx) {

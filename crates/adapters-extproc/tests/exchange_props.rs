@@ -366,7 +366,7 @@ proptest! {
                     exchange.picked(outcome)
                 }
             };
-            for answer in replies {
+            for answer in replies.into_responses() {
                 tally(&answer, &mut t);
             }
             if t.decisive > 0 {

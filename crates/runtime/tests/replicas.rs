@@ -10,6 +10,7 @@ mod common;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
+use common::replicas::{counter, known_blocks};
 use common::wait_until;
 use shepherd_runtime::config::RuntimeConfig;
 use shepherd_runtime::replicas::frame::{Kind, Sealer};
@@ -17,9 +18,7 @@ use shepherd_runtime::replicas::key::MacKey;
 use shepherd_runtime::replicas::wire::{Entry, encode};
 use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
 use shepherd_scheduler_core::endpoint::PeerLoad;
-use shepherd_scheduler_core::prefix::chain_seed;
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
-use shepherd_scorers::producers::approximate_indexes;
 
 const ENDPOINT: &str = "127.0.0.1:9";
 const WAIT: Duration = Duration::from_secs(5);
@@ -270,30 +269,6 @@ async fn replicas_with_different_keys_hear_nothing_of_each_other() {
     drop(held);
     a.shutdown(Duration::from_millis(50)).await;
     b.shutdown(Duration::from_millis(50)).await;
-}
-
-/// Blocks of `prompt` that `handle`'s approximate index believes `address` holds.
-fn known_blocks(handle: &RuntimeHandle, prompt: &Prompt, address: &str) -> usize {
-    let indexes = approximate_indexes(&handle.shared().resources);
-    let (_, index) = indexes
-        .first()
-        .expect("the preset has an approximate index");
-    let id = handle
-        .pool()
-        .snapshot()
-        .get_by_address(address)
-        .unwrap()
-        .id();
-    let mut chain = index.chain(chain_seed("m", None, ""), prompt);
-    index.match_prefix(&mut chain, prompt).matched_blocks(id)
-}
-
-fn counter(handle: &RuntimeHandle, series: &str) -> f64 {
-    handle
-        .render_metrics()
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

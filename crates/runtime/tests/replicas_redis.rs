@@ -13,12 +13,11 @@ mod common;
 
 use std::time::Duration;
 
+use common::replicas::{counter, group_prompt as prompt, known_blocks, peer_requests, pick};
 use common::wait_until;
 use shepherd_runtime::config::RuntimeConfig;
 use shepherd_runtime::{Runtime, RuntimeError, RuntimeHandle, RuntimeOptions};
-use shepherd_scheduler_core::prefix::chain_seed;
-use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
-use shepherd_scorers::producers::approximate_indexes;
+use shepherd_scheduler_core::request::InferenceRequest;
 use shepherd_test_util::redis::{RedisAuth, RedisServer};
 
 const ENDPOINTS: [&str; 3] = ["127.0.0.1:9", "127.0.0.1:10", "127.0.0.1:11"];
@@ -50,54 +49,6 @@ async fn try_replica(url: &str, name: &str, extra: &str) -> Result<RuntimeHandle
         options(),
     )
     .await
-}
-
-/// Blocks of `prompt` that `handle`'s approximate index believes `address` holds.
-fn known_blocks(handle: &RuntimeHandle, prompt: &Prompt, address: &str) -> usize {
-    let indexes = approximate_indexes(&handle.shared().resources);
-    let (_, index) = indexes
-        .first()
-        .expect("the preset has an approximate index");
-    let Some(endpoint) = handle.pool().snapshot().get_by_address(address).cloned() else {
-        return 0;
-    };
-    let mut chain = index.chain(chain_seed("m", None, ""), prompt);
-    index
-        .match_prefix(&mut chain, prompt)
-        .matched_blocks(endpoint.id())
-}
-
-fn counter(handle: &RuntimeHandle, series: &str) -> f64 {
-    handle
-        .render_metrics()
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0.0)
-}
-
-fn peer_requests(handle: &RuntimeHandle, address: &str) -> u64 {
-    handle
-        .pool()
-        .snapshot()
-        .get_by_address(address)
-        .map_or(0, |e| e.peer_load().requests)
-}
-
-/// Picks for `prompt` on `handle` and lets the request end at once; the endpoint picked.
-fn pick(handle: &RuntimeHandle, id: &str, prompt: &Prompt) -> String {
-    let decision = handle
-        .scheduler()
-        .schedule(&InferenceRequest::new(id, "m", prompt.clone()))
-        .unwrap();
-    decision.primary().address().to_string()
-}
-
-/// Group `g`'s system prompt (16 blocks of the preset's index) and question `q`.
-fn prompt(g: usize, q: usize) -> Prompt {
-    Prompt::Text(format!(
-        "{}question {q}: what is {g} times {q}?",
-        format!("system prompt of group {g}: you answer briefly. ").repeat(24)
-    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

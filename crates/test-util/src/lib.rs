@@ -1,7 +1,8 @@
 //! # shepherd-test-util
 //!
 //! The pool, endpoint, metrics and request helpers that Shepherd's tests and benchmarks share,
-//! so each test file does not write its own. Everything runs on a [`ManualClock`] standing at
+//! so each test file does not write its own; a real `redis-server` ([`redis`]) and relays a
+//! test cuts to make a network partition ([`tcp_relay`], [`udp_relay`]). Everything runs on a [`ManualClock`] standing at
 //! time zero unless a test moves it: metrics stored through these helpers are fresh at time
 //! zero and age only when the test says so.
 //!
@@ -21,6 +22,8 @@ mod completion;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 pub mod redis;
+pub mod tcp_relay;
+pub mod udp_relay;
 
 pub use completion::{CompletionRecorder, Ended};
 

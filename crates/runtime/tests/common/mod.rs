@@ -1,6 +1,8 @@
 //! Helpers the runtime's integration tests share.
 #![allow(dead_code)] // each test file uses its own subset
 
+pub(crate) mod replicas;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -67,6 +67,7 @@ impl Link {
             if self.retry_at.is_some_and(|at| Instant::now() < at) {
                 return None;
             }
+            let attempted = Instant::now();
             let config = AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(self.connect_timeout))
                 .set_response_timeout(Some(self.response_timeout));
@@ -83,11 +84,11 @@ impl Link {
                     self.pause = FIRST_PAUSE;
                 }
                 Ok(Err(error)) => {
-                    self.pause_after(&error);
+                    self.pause_after(&error, attempted);
                     return None;
                 }
                 Err(_) => {
-                    self.pause_after(&"connection attempt timed out");
+                    self.pause_after(&"connection attempt timed out", attempted);
                     return None;
                 }
             }
@@ -95,9 +96,11 @@ impl Link {
         self.conn.as_mut()
     }
 
-    fn pause_after(&mut self, error: &dyn std::fmt::Display) {
+    /// Drops the connection after a failure of something begun at `sent`, and waits before
+    /// the next attempt.
+    fn pause_after(&mut self, error: &dyn std::fmt::Display, sent: Instant) {
         self.conn = None;
-        self.stats.failed(self.what, error);
+        self.stats.failed(self.what, error, sent);
         self.retry_at = Some(Instant::now() + self.pause);
         self.pause = (self.pause * 2).min(LONGEST_PAUSE);
     }
@@ -126,20 +129,20 @@ impl Link {
                     Some(value)
                 }
                 Err(error) => {
-                    self.stats.failed(self.what, &error);
+                    self.stats.failed(self.what, &error, sent);
                     None
                 }
             },
             Ok(Err(error)) => {
                 if breaks_connection(&error) {
-                    self.pause_after(&error);
+                    self.pause_after(&error, sent);
                 } else {
-                    self.stats.failed(self.what, &error);
+                    self.stats.failed(self.what, &error, sent);
                 }
                 None
             }
             Err(_) => {
-                self.pause_after(&"command timed out");
+                self.pause_after(&"command timed out", sent);
                 None
             }
         }

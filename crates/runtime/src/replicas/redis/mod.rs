@@ -121,9 +121,11 @@ impl RedisExchange {
             .arg("COUNT")
             .arg(1);
         if !connect::check(&exchange.client, &exchange.redis, &probe).await? {
-            exchange
-                .redis_stats
-                .failed("start", &"unreachable at start");
+            exchange.redis_stats.failed(
+                "start",
+                &"unreachable at start",
+                tokio::time::Instant::now(),
+            );
         }
         Ok(exchange)
     }

@@ -2,6 +2,12 @@
 //! and the one place that says whether Redis is reachable: an outage is counted and logged
 //! once when it starts, and once when it ends.
 //!
+//! The reader and the writer report here, each on its own connection, so an answer can arrive
+//! after the other task has already seen the outage end or begin: only a command *sent* after
+//! the last change can change it again. A command sent during a partition that fails once the
+//! other task has seen Redis back (its bytes lost on the way, its timeout running out after
+//! the heal) belongs to the outage that ended; it does not start a second one.
+//!
 //! [`ReplicaStats`]: crate::replicas::ReplicaStats
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,7 +20,8 @@ use tokio::time::Instant;
 #[derive(Debug)]
 pub struct RedisStats {
     up: AtomicBool,
-    down_since: Mutex<Option<Instant>>,
+    /// When the current outage began (while down), or the last one ended (while up).
+    changed_at: Mutex<Option<Instant>>,
     outages: AtomicU64,
     errors: AtomicU64,
     pub(crate) entries_written: AtomicU64,
@@ -33,7 +40,7 @@ impl Default for RedisStats {
     fn default() -> Self {
         RedisStats {
             up: AtomicBool::new(true),
-            down_since: Mutex::new(None),
+            changed_at: Mutex::new(None),
             outages: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             entries_written: AtomicU64::new(0),
@@ -90,21 +97,24 @@ impl RedisStats {
         self.resyncs.load(Ordering::Relaxed)
     }
 
-    /// A command or connection attempt failed: counted; the first failure of an outage is
-    /// logged, the others are not.
-    pub(crate) fn failed(&self, what: &str, error: &dyn std::fmt::Display) {
+    /// A command or connection attempt begun at `sent` failed: counted; the first failure of
+    /// an outage is logged, the others are not. A failure of something begun before Redis
+    /// was last seen back is the end of the outage that ended, not a new one.
+    pub(crate) fn failed(&self, what: &str, error: &dyn std::fmt::Display, sent: Instant) {
         self.errors.fetch_add(1, Ordering::Relaxed);
-        let mut down_since = self.down_since.lock();
-        if self.up.swap(false, Ordering::Relaxed) {
-            self.outages.fetch_add(1, Ordering::Relaxed);
-            *down_since = Some(Instant::now());
-            drop(down_since);
-            tracing::warn!(
-                %error,
-                what,
-                "Redis is unreachable: the replicas route on their own knowledge until it returns (logged once per outage)"
-            );
+        let mut changed_at = self.changed_at.lock();
+        if !self.is_up() || changed_at.is_some_and(|back| sent < back) {
+            return;
         }
+        self.up.store(false, Ordering::Relaxed);
+        self.outages.fetch_add(1, Ordering::Relaxed);
+        *changed_at = Some(Instant::now());
+        drop(changed_at);
+        tracing::warn!(
+            %error,
+            what,
+            "Redis is unreachable: the replicas route on their own knowledge until it returns (logged once per outage)"
+        );
     }
 
     /// A command sent at `sent` reached Redis: an outage, if one was going on, ends (logged),
@@ -114,17 +124,17 @@ impl RedisStats {
         if self.is_up() {
             return;
         }
-        let mut down_since = self.down_since.lock();
-        if down_since.is_some_and(|at| sent < at) {
+        let mut changed_at = self.changed_at.lock();
+        if self.is_up() || changed_at.is_some_and(|down| sent < down) {
             return;
         }
-        if !self.up.swap(true, Ordering::Relaxed) {
-            let lasted = down_since.take().map(|at| at.elapsed());
-            tracing::info!(
-                lasted_ms = lasted.map_or(0, |d| d.as_millis() as u64),
-                "Redis is back: the replicas share their load and index again"
-            );
-        }
+        self.up.store(true, Ordering::Relaxed);
+        let lasted = changed_at.replace(Instant::now()).map(|at| at.elapsed());
+        drop(changed_at);
+        tracing::info!(
+            lasted_ms = lasted.map_or(0, |d| d.as_millis() as u64),
+            "Redis is back: the replicas share their load and index again"
+        );
     }
 }
 
@@ -197,5 +207,37 @@ impl MetricsSource for RedisStats {
         v.counter(WARM_ENTRIES, &[], get(&self.warm_entries));
         v.counter(BACKLOG_DROPPED, &[], get(&self.backlog_dropped));
         v.counter(RESYNCS, &[], get(&self.resyncs));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outage_is_counted_once_and_a_late_failure_after_it_ends_starts_none() {
+        let stats = RedisStats::default();
+        let before = Instant::now();
+        stats.failed("read", &"connection reset", before);
+        stats.failed("write", &"command timed out", Instant::now());
+        assert_eq!(
+            (stats.is_up(), stats.outages(), stats.errors()),
+            (false, 1, 2)
+        );
+        // An answer to a command sent before the outage began does not end it.
+        stats.succeeded(before);
+        assert!(!stats.is_up());
+        stats.succeeded(Instant::now());
+        assert!(stats.is_up());
+        // The writer's command sent during the outage times out after the reader saw Redis
+        // back: counted as an error, not as a second outage.
+        stats.failed("write", &"command timed out", before);
+        assert_eq!(
+            (stats.is_up(), stats.outages(), stats.errors()),
+            (true, 1, 3)
+        );
+        // A command sent now that fails is a new outage.
+        stats.failed("write", &"connection refused", Instant::now());
+        assert_eq!((stats.is_up(), stats.outages()), (false, 2));
     }
 }

@@ -4,6 +4,7 @@ mod concurrent;
 mod examples;
 mod hardening;
 mod interleavings;
+mod journal;
 mod properties;
 mod stats;
 
