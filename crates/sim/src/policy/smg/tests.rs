@@ -65,7 +65,10 @@ fn a_hot_holder_spills_to_the_workers_under_the_gate() {
     // Under the gate (mean 2: bound max(3, 2 + 4) = 6), affinity holds.
     assert_eq!(DEFAULTS.final_candidates(&[5, 1, 1, 1], &[0]), vec![0]);
     // Nine against an idle fleet is over it (mean 2.25: bound 6.25).
-    assert_eq!(DEFAULTS.final_candidates(&[9, 0, 0, 0], &[0]), vec![1, 2, 3]);
+    assert_eq!(
+        DEFAULTS.final_candidates(&[9, 0, 0, 0], &[0]),
+        vec![1, 2, 3]
+    );
 }
 
 #[test]
