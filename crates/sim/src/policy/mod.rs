@@ -1,10 +1,11 @@
 //! Routing policies: each one a Shepherd config (YAML) run through the same core scheduler.
 //!
 //! The built-in policies use the built-in plugins, plus sim-local ones registered into the same
-//! registry: a `round-robin-picker`, and two peers reimplemented from their upstream sources at
+//! registry: a `round-robin-picker`, and the peers reimplemented from their upstream sources at
 //! named versions with their launch defaults (`sglang-cache-aware-scorer` and
-//! `smg-cache-aware-scorer`, `dynamo-kv-cost-scorer`; `docs/peers.md` says what is modelled from where). The peers hear
-//! from the simulated engines through an [`EngineFeed`] (first tokens, cached blocks, polled loads). A config
+//! `smg-cache-aware-scorer`, `dynamo-kv-cost-scorer`; `docs/peers.md` says what is modelled
+//! from where). The peers hear from the simulated engines through an [`EngineFeed`] (first
+//! tokens, cached blocks, polled loads). A config
 //! with an `adaptive` section runs with the adaptive weights controller ticking on the pool.
 //!
 //! ```
