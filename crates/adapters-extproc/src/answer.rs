@@ -342,6 +342,8 @@ pub struct Replies {
     head: std::vec::IntoIter<ProcessingResponse>,
     body: Option<BodyChunks>,
     tail: Option<ProcessingResponse>,
+    /// Dynamic metadata the last answer carries.
+    last_metadata: Option<Struct>,
 }
 
 impl Replies {
@@ -368,7 +370,20 @@ impl Replies {
             head: head.into_iter(),
             body,
             tail,
+            last_metadata: None,
         }
+    }
+
+    /// Sets `metadata` as the dynamic metadata of the last answer (the response's end, for a
+    /// `request-attribute-reporter`).
+    pub fn with_last_metadata(mut self, metadata: Option<Struct>) -> Self {
+        self.last_metadata = metadata;
+        self
+    }
+
+    /// Whether nothing is left to send after the answer just taken.
+    fn exhausted(&self) -> bool {
+        self.head.len() == 0 && self.body.as_ref().is_none_or(|b| b.done) && self.tail.is_none()
     }
 
     /// The answers as prost messages (a chunk's bytes copied; for tests and tools).
@@ -381,16 +396,26 @@ impl Iterator for Replies {
     type Item = Outgoing;
 
     fn next(&mut self) -> Option<Outgoing> {
-        if let Some(r) = self.head.next() {
-            return Some(Outgoing::Message(r));
-        }
-        if let Some(body) = &mut self.body {
-            if let Some(chunk) = body.next_chunk() {
-                return Some(Outgoing::Chunk(chunk));
+        let mut next = self.head.next().map(Outgoing::Message);
+        if next.is_none()
+            && let Some(body) = &mut self.body
+        {
+            next = body.next_chunk().map(Outgoing::Chunk);
+            if next.is_none() {
+                self.body = None;
             }
-            self.body = None;
         }
-        self.tail.take().map(Outgoing::Message)
+        if next.is_none() {
+            next = self.tail.take().map(Outgoing::Message);
+        }
+        let next = next?;
+        if self.last_metadata.is_some() && self.exhausted() {
+            // The last answer carries the metadata: a chunk becomes a whole message for it.
+            let mut response = next.into_response();
+            response.dynamic_metadata = self.last_metadata.take();
+            return Some(Outgoing::Message(response));
+        }
+        Some(next)
     }
 }
 
@@ -429,6 +454,29 @@ mod tests {
         assert_eq!(sizes, [(100, false), (100, false), (50, true)]);
         let joined: Vec<u8> = chunks.iter().flat_map(|(b, _)| b.iter().copied()).collect();
         assert_eq!(joined, (0..250u8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_last_metadata_rides_on_the_last_chunk_made_a_whole_message() {
+        let replies: Vec<Outgoing> = Replies::new(
+            Vec::new(),
+            Some(BodyChunks::new(vec![1u8, 2, 3], 2, true, false)),
+            None,
+        )
+        .with_last_metadata(Some(Struct::default()))
+        .collect();
+        assert!(matches!(&replies[0], Outgoing::Chunk(c) if c.body.as_ref() == [1, 2]));
+        let Outgoing::Message(last) = &replies[1] else {
+            panic!("the last answer is not a whole message: {:?}", replies[1])
+        };
+        assert_eq!(last.dynamic_metadata, Some(Struct::default()));
+        let expected = Outgoing::Chunk(BodyChunk {
+            body: bytes::Bytes::from_static(&[3]),
+            end_of_stream: true,
+            request: false,
+        })
+        .into_response();
+        assert_eq!(last.response, expected.response);
     }
 
     /// The value a mutation sets for header `name`.

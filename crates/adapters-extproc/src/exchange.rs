@@ -59,6 +59,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::processing_request::Request;
 use envoy_types::pb::envoy::service::ext_proc::v3::{HttpBody, HttpHeaders, ProcessingRequest};
 use shepherd_scheduler_core::completion::RequestHandle;
 use shepherd_scheduler_core::decision::Decision;
+use shepherd_scheduler_core::report::AttributeReporter;
 use shepherd_scheduler_core::request::{InferenceRequest, ParserSet};
 
 use crate::answer::{self, BodyChunks, Replies, Route};
@@ -73,6 +74,7 @@ use shepherd_runtime::telemetry::RequestTrace;
 use shepherd_runtime::upstream::{RequestObservation, UpstreamMetrics, error_code};
 use shepherd_runtime::usage::UsageScanner;
 
+mod report;
 mod response;
 
 /// What to do after a message. See the [module docs](self).
@@ -178,6 +180,8 @@ pub struct Exchange {
     trace: RequestTrace,
     /// Header names the config's plugins read, copied into the request.
     configured_headers: Arc<Vec<String>>,
+    /// The config's `request-attribute-reporter`s, evaluated when the response ends.
+    reporters: Arc<[AttributeReporter]>,
 }
 
 impl Exchange {
@@ -201,6 +205,7 @@ impl Exchange {
             policies: None,
             observation: None,
             configured_headers: Arc::default(),
+            reporters: Arc::new([]),
         }
     }
 
@@ -230,6 +235,14 @@ impl Exchange {
     /// when the stream opens).
     pub fn with_parsers(mut self, parsers: Arc<ParserSet>) -> Self {
         self.parsers = parsers;
+        self
+    }
+
+    /// Evaluates `reporters` when the response ends and sends their values as dynamic
+    /// metadata (the service passes those of the scheduler in force when the stream opens;
+    /// see [`shepherd_scheduler_core::report`]).
+    pub fn with_reporters(mut self, reporters: Arc<[AttributeReporter]>) -> Self {
+        self.reporters = reporters;
         self
     }
 

@@ -311,7 +311,16 @@ async fn run(args: Args) -> Result<(), Box<dyn Error>> {
             // Read once here for the listen addresses; the runtime reads it again and watches
             // it. Errors name the file, the field and the line.
             let config = RuntimeConfig::load(path).await?;
-            if args.endpoints.is_empty() {
+            if args.endpoints.is_empty() && config.discovery.file.is_some() {
+                // Upstream's file-discovery mode runs without Kubernetes: the endpoints file
+                // is the pool's source, and `--pool-name` only names the pool.
+                if args.kubernetes.given() {
+                    tracing::warn!(
+                        "the config's endpoints file (file-discovery) is the pool's source; \
+                         --pool-name / --endpoint-selector start no Kubernetes discovery"
+                    );
+                }
+            } else if args.endpoints.is_empty() {
                 kube = args
                     .kubernetes
                     .start(config.discovery.kubernetes.as_ref())

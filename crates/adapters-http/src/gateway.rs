@@ -25,7 +25,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use shepherd_scheduler_core::reload::ReloadableScheduler;
-use shepherd_scheduler_core::request::{ApiKind, ParseLimits};
+use shepherd_scheduler_core::request::{ApiKind, ParseLimits, ParserKind};
 
 use crate::body::BodyBudget;
 use crate::limit::ConcurrencyLimit;
@@ -341,8 +341,14 @@ async fn other_path(State(gateway): State<Gateway>, request: Request) -> Respons
         // Forwarding a path unread takes an explicit `passthrough-parser`: the default list's
         // fallback would expose every POST route of the model servers (vLLM's adapter loading
         // and cache reset among them) to the gateway's clients.
+        // A gRPC parser's methods are not proxied: the gateway speaks HTTP/1.1 to the model
+        // servers, and gRPC needs HTTP/2 (`shepherd-epp` behind Envoy routes them).
+        let grpc = parsers
+            .resolve(&path)
+            .is_some_and(|p| matches!(p.kind, ParserKind::VllmGrpc | ParserKind::VertexAi));
         parsers
             .api(&path)
+            .filter(|_| !grpc)
             .filter(|&api| api != ApiKind::Unparsed || !parsers.is_upstream_default())
     } else {
         None

@@ -120,11 +120,11 @@ async fn forward(
         .try_admit(&inner.stats)
         .ok_or_else(|| ApiError::rate_limited(inner.limit.max(), settings.retry_after_seconds))?;
     let mut body = read.bytes().clone();
-    let parsed = inner
-        .scheduler
-        .load()
-        .parsers()
-        .parse(path, &body, &inner.parse_limits);
+    let scheduler = inner.scheduler.load();
+    // The reporters of the config that reads the request evaluate its response.
+    let reporters = std::sync::Arc::clone(scheduler.reporters());
+    let parsed = scheduler.parsers().parse(path, &body, &inner.parse_limits);
+    drop(scheduler);
     let mut request = parsed.map_err(|e| ApiError::bad_body(&e))?;
     // The pool's InferenceModelRewrite: the proxied body names the new model.
     let rewritten = inner
@@ -319,6 +319,7 @@ async fn forward(
         settings.usage_scan_bytes,
         std::mem::take(trace),
     )
-    .observed(observation);
+    .observed(observation)
+    .reporting(reporters);
     Ok(Response::from_parts(head, Body::new(body)))
 }

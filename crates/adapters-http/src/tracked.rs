@@ -11,6 +11,9 @@
 //! - when the body ends (its last byte, for a body of known length), finishes the handle with the `usage` found there
 //!   ([`Completion::success`]; [`Completion::failed`] for a non-2xx status), and when the
 //!   server's stream breaks off, with a failure;
+//! - evaluates the config's `request-attribute-reporter`s on that usage and logs each value
+//!   at debug level (the gateway has no dynamic metadata to send them in, as `shepherd-epp`
+//!   does);
 //! - when the client goes away first, is dropped by the HTTP server, and the unfinished
 //!   handle ends as *cancelled*.
 //!
@@ -26,7 +29,8 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use shepherd_runtime::telemetry::{RequestTrace, names};
 use shepherd_runtime::upstream::RequestObservation;
 use shepherd_runtime::usage::UsageScanner;
-use shepherd_scheduler_core::completion::{Completion, RequestHandle};
+use shepherd_scheduler_core::completion::{Completion, Outcome, RequestHandle};
+use shepherd_scheduler_core::report::AttributeReporter;
 
 use crate::GatewayStats;
 use crate::limit::Admitted;
@@ -51,6 +55,8 @@ struct Tracking {
     _admitted: Admitted,
     /// The request's span: ends with the body.
     trace: RequestTrace,
+    /// The config's `request-attribute-reporter`s.
+    reporters: Arc<[AttributeReporter]>,
 }
 
 impl TrackedBody {
@@ -75,6 +81,7 @@ impl TrackedBody {
                 stats,
                 _admitted: admitted,
                 trace,
+                reporters: Arc::new([]),
             }),
         };
         if body.inner.is_end_stream() {
@@ -94,6 +101,14 @@ impl TrackedBody {
                     observation.finish(None);
                 }
             }
+        }
+        self
+    }
+
+    /// Evaluates `reporters` when the response ends (see the [module docs](self)).
+    pub(crate) fn reporting(mut self, reporters: Arc<[AttributeReporter]>) -> Self {
+        if let Some(tracking) = &mut self.tracking {
+            tracking.reporters = reporters;
         }
         self
     }
@@ -125,6 +140,25 @@ impl TrackedBody {
             trace.set_i64(names::OUTPUT_TOKENS, count(usage.completion_tokens));
             if let Some(cached) = usage.cached_tokens {
                 trace.set_i64(names::USAGE_CACHED_TOKENS, count(cached));
+            }
+        }
+        if completion.outcome == Outcome::Success {
+            for reporter in tracking.reporters.iter() {
+                match reporter.report(completion.usage.as_ref()) {
+                    Ok(Some(value)) => tracing::debug!(
+                        reporter = reporter.plugin(),
+                        namespace = reporter.namespace(),
+                        key = reporter.key(),
+                        value,
+                        "request-attribute-reporter"
+                    ),
+                    Ok(None) => {}
+                    Err(error) => tracing::debug!(
+                        reporter = reporter.plugin(),
+                        %error,
+                        "request-attribute-reporter reported nothing"
+                    ),
+                }
             }
         }
         if let Some(mut observation) = tracking.observation.take() {

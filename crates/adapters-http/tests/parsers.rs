@@ -194,3 +194,40 @@ async fn vllm_token_ids_get_prefix_affinity() {
         assert_eq!(body["token_ids"].as_array().unwrap().len(), 514);
     }
 }
+
+const GRPC_AND_OPENAI: &str = "
+plugins:
+- {type: vllmgrpc-parser}
+- {type: openai-parser}
+- {type: queue-scorer}
+requestHandler:
+  parsers: [{pluginRef: vllmgrpc-parser}, {pluginRef: openai-parser}]
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: queue-scorer}]
+";
+
+/// The gateway speaks HTTP/1.1 to the model servers: a gRPC parser's methods are refused
+/// (404), not forwarded; the config loads and its other parsers still work.
+#[tokio::test]
+async fn grpc_methods_are_not_proxied() {
+    let echoes = echoes(1).await;
+    let gateway = Setup::new(echoes.iter().map(|(a, _)| *a))
+        .without_scraping()
+        .yaml(GRPC_AND_OPENAI)
+        .start()
+        .await;
+    // GenerateRequest { text: "Hi" } in a gRPC frame.
+    let response = gateway
+        .http
+        .post(gateway.url("/vllm.grpc.engine.VllmEngine/Generate"))
+        .header("content-type", "application/grpc")
+        .body(vec![0u8, 0, 0, 0, 4, 0x1a, 2, b'H', b'i'])
+        .send()
+        .await
+        .unwrap();
+    expect_error(response, 404, "not_found").await;
+    assert!(echoes[0].1.lock().is_empty());
+    let body = json!({"model": "model-a", "prompt": "hi"});
+    assert_eq!(gateway.post("/v1/completions", &body).await.status(), 200);
+}

@@ -61,8 +61,9 @@ fn scorers(list: &[(&str, f64)]) -> Vec<(String, f64)> {
 
 /// Where fixtures come from: the llm-d router (today's picker), the inference scheduler and
 /// the llm-d guides (whose configs are still in use).
-const SOURCES: [&str; 4] = [
+const SOURCES: [&str; 5] = [
     "llm-d router @ ebab68792, ",
+    "Gateway API Inference Extension v1.5.0, ",
     "llm-d inference scheduler @ 520af47, ",
     "llm-d P/D disaggregation guide, ",
     "llm-d optimized-baseline guide, ",
@@ -290,11 +291,7 @@ fn the_helm_charts_payload_agnostic_config_loads_with_passthrough_only() {
 /// implement.
 /// The parser this one lists in its profile is skipped now, as upstream skips it; what still
 /// stops it is the reporter.
-const PENDING: &[(&str, &str, Area)] = &[(
-    "reporter-parser-in-profile.yaml",
-    "request-attribute-reporter",
-    Area::RequestControl,
-)];
+const PENDING: &[(&str, &str, Area)] = &[];
 
 #[test]
 fn the_older_pickers_gates_load_as_deprecated_no_ops() {
@@ -1277,4 +1274,149 @@ fn upstreams_e_p_d_and_e_pd_configs_encode_media_requests() {
             "{fixture}: {names:?}"
         );
     }
+}
+
+#[test]
+fn the_grpc_parser_examples_load_and_read_their_methods() {
+    use shepherd_scheduler_core::request::{ApiKind, ParseLimits, ParserKind, Prompt};
+
+    let config = load("vllmgrpc-parser.yaml").unwrap();
+    build(&config).unwrap();
+    let set = config.policy.parser_set().unwrap();
+    assert_eq!(
+        set.parsers().map(|p| p.kind).collect::<Vec<_>>(),
+        [ParserKind::VllmGrpc]
+    );
+    // GenerateRequest { text: "Hi" }.
+    let frame = [0, 0, 0, 0, 4, 0x1a, 2, b'H', b'i'];
+    let req = set
+        .parse(
+            "/vllm.grpc.engine.VllmEngine/Generate",
+            &frame,
+            &ParseLimits::default(),
+        )
+        .unwrap();
+    assert_eq!(
+        (req.api, req.prompt),
+        (ApiKind::Completions, Prompt::Text("Hi".into()))
+    );
+    // An explicit list gains no fallback: OpenAI paths are refused, as upstream.
+    assert!(set.resolve("/v1/completions").is_none());
+
+    let config = load("vertexai-parser.yaml").unwrap();
+    build(&config).unwrap();
+    let set = config.policy.parser_set().unwrap();
+    assert_eq!(
+        set.resolve("/google.cloud.aiplatform.v1.PredictionService/ChatCompletions")
+            .map(|p| p.name.as_str()),
+        Some("vertexai-parser")
+    );
+}
+
+#[test]
+fn the_soft_reflective_ceiling_config_loads_and_gates_lower_bands_by_saturation() {
+    use shepherd_scheduler_core::clock::Timestamp;
+    use shepherd_scheduler_core::flow::{FlowQueue, UsageLimitPolicy};
+
+    let config = load("soft-reflective-ceiling.yaml").unwrap();
+    build(&config).unwrap();
+    let flow = config.flow_control.clone().expect("flow control is on");
+    assert_eq!(flow.usage_limit, UsageLimitPolicy::SoftReflectiveCeiling);
+
+    // Two levels queued: 10 (rank 0) and 0 (rank 1, reflective ceiling 1 - s).
+    let mut queue: FlowQueue<&str> = FlowQueue::new(flow);
+    let now = Timestamp::ZERO;
+    queue.note_level(10, now);
+    queue.note_level(0, now);
+    assert!(queue.admits_now(10, 0.9), "rank 0 is never gated below 1");
+    assert!(
+        queue.admits_now(0, 0.3),
+        "under its reflective ceiling (0.7)"
+    );
+    assert!(
+        !queue.admits_now(0, 0.6),
+        "past it: it waits for the dispatcher"
+    );
+
+    // Parameters are refused, as upstream.
+    let bad = text("soft-reflective-ceiling.yaml").replace(
+        "- type: soft-reflective-ceiling-policy",
+        "- type: soft-reflective-ceiling-policy\n  parameters: {threshold: 0.5}",
+    );
+    let error = RuntimeConfig::from_yaml_at(&bad, &fixture_path("soft-reflective-ceiling.yaml"))
+        .unwrap_err();
+    assert!(error.to_string().contains("threshold"), "{error}");
+}
+
+#[test]
+fn the_request_attribute_reporter_config_loads_with_its_expression() {
+    use shepherd_scheduler_core::completion::Usage;
+
+    let config = load("reporter-parser-in-profile.yaml").unwrap();
+    let scheduler = build(&config).unwrap();
+    let reporters = scheduler.reporters();
+    assert_eq!(reporters.len(), 1);
+    let reporter = &reporters[0];
+    assert_eq!(reporter.plugin(), "total-tokens-cost-reporter");
+    assert_eq!(
+        (reporter.namespace(), reporter.key()),
+        ("envoy.lb", "x-gateway-inference-request-cost")
+    );
+    let usage = Usage {
+        prompt_tokens: 12,
+        completion_tokens: 3,
+        cached_tokens: None,
+    };
+    assert_eq!(reporter.report(Some(&usage)), Ok(Some(3)));
+
+    // An expression outside the supported subset is refused at load, naming the subset.
+    let bad = text("reporter-parser-in-profile.yaml").replace(
+        "usage.completion_tokens\n          condition",
+        "usage.completion_tokens.exists(t, t > 0)\n          condition",
+    );
+    assert_ne!(bad, text("reporter-parser-in-profile.yaml"));
+    let config =
+        RuntimeConfig::from_yaml_at(&bad, &fixture_path("reporter-parser-in-profile.yaml"))
+            .unwrap();
+    let error = build(&config).unwrap_err().to_string();
+    assert!(error.contains("total-tokens-cost-reporter"), "{error}");
+    assert!(error.contains("supported:"), "{error}");
+}
+
+#[test]
+fn the_program_aware_sample_loads_with_least_attained_service_bands() {
+    use shepherd_scheduler_core::flow::Fairness;
+    use shepherd_scheduler_core::flow::program_aware::ProgramAwareSettings;
+
+    let config = load("sim-program-aware.yaml").unwrap();
+    build(&config).unwrap();
+    let flow = config.flow_control.as_ref().expect("flow control is on");
+    assert_eq!(flow.band_limits(0).fairness, Fairness::ProgramAware);
+    assert_eq!(flow.program_aware, ProgramAwareSettings::default());
+    // The difference from upstream is said at load.
+    assert!(
+        config
+            .warnings()
+            .iter()
+            .any(|w| w.message.contains("program-aware-fairness")),
+        "{:?}",
+        config.warnings()
+    );
+    // Upstream's README parameters are read; a bad one names its field.
+    let tuned = text("sim-program-aware.yaml").replace(
+        "- type: program-aware-fairness",
+        "- type: program-aware-fairness\n  parameters: {strategy: las, lasWeightService: 0.5, lasHalfLifeSeconds: 30}",
+    );
+    let config =
+        RuntimeConfig::from_yaml_at(&tuned, &fixture_path("sim-program-aware.yaml")).unwrap();
+    let settings = &config.flow_control.as_ref().unwrap().program_aware;
+    assert_eq!(settings.weight_service, 0.5);
+    let bad = text("sim-program-aware.yaml").replace(
+        "- type: program-aware-fairness",
+        "- type: program-aware-fairness\n  parameters: {evictionSweepSeconds: -1}",
+    );
+    let error = RuntimeConfig::from_yaml_at(&bad, &fixture_path("sim-program-aware.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("evictionSweepSeconds"), "{error}");
 }

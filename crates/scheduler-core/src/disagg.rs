@@ -179,6 +179,13 @@ pub struct ProfileHandlerSpec {
     pub encode_decider: Option<String>,
 }
 
+/// The decode server already picked, as the encode and prefill stages' cycles carry it in
+/// their [`Extensions`](crate::plugin::Extensions) (upstream's `peer-endpoint` request
+/// attribute, which its `disagg-profile-handler` publishes before running the prefill
+/// profile): what the topology-affinity plugins compare candidates with.
+#[derive(Debug, Clone)]
+pub struct PeerEndpoint(pub Arc<Endpoint>);
+
 /// The prefill stage of a disaggregated decision: the server that prefills, and why.
 #[derive(Debug)]
 pub struct PrefillStage {

@@ -44,6 +44,7 @@ pub mod plugin;
 pub mod prefix;
 pub mod profile;
 pub mod reload;
+pub mod report;
 pub mod request;
 pub mod resources;
 pub mod rng;

@@ -240,8 +240,8 @@ fn policies_shepherd_lacks_get_the_common_not_implemented_words() {
             "edf-ordering-policy",
         ),
         (
-            "plugins:\n- type: soft-reflective-ceiling-policy\nflowControl:\n  usageLimitPolicyPluginRef: soft-reflective-ceiling-policy\n",
-            "soft-reflective-ceiling-policy",
+            "plugins:\n- type: sheddable-eviction-filter\nflowControl:\n  usageLimitPolicyPluginRef: sheddable-eviction-filter\n",
+            "sheddable-eviction-filter",
         ),
     ] {
         let e = err(yaml);

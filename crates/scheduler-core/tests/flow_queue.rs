@@ -86,6 +86,30 @@ fn global_strict_serves_the_bands_arrival_order() {
     assert_eq!(q.dispatch_next(t(22)).unwrap(), ("high", 1));
 }
 
+/// Upstream's `program-aware-fairness` (llm-d router @ ebab68792,
+/// `pkg/epp/framework/plugins/flowcontrol/fairness/program-aware/`): the program with the
+/// least attained service goes first, so a program of many small requests is not held behind
+/// one of large ones (round robin would alternate a1 b1 a2 b2 b3).
+#[test]
+fn program_aware_fairness_serves_the_least_served_program_first() {
+    use shepherd_scheduler_core::flow::Fairness;
+    let mut s = settings();
+    s.default_band.fairness = Fairness::ProgramAware;
+    let mut q = FlowQueue::new(s);
+    q.enqueue("a1", 0, "a", 1000, t(0)).unwrap();
+    q.enqueue("a2", 0, "a", 1000, t(0)).unwrap();
+    for item in ["b1", "b2", "b3"] {
+        q.enqueue(item, 0, "b", 10, t(0)).unwrap();
+    }
+    // Cold start: equal service and waits, the first in the round (a) goes.
+    assert_eq!(drain(&mut q, t(1)), vec!["a1", "b1", "b2", "b3", "a2"]);
+    // With equal service, the head that waited longer wins (a fresh c after old d).
+    q.enqueue("d1", 0, "d", 0, t(100)).unwrap();
+    q.enqueue("c1", 0, "c", 0, t(200)).unwrap();
+    q.enqueue("d2", 0, "d", 0, t(200)).unwrap();
+    assert_eq!(q.dispatch_next(t(300)), Some("d1"));
+}
+
 /// Two flows with equal demand (random arrivals at the same mean rate, together above the
 /// dispatch rate), over a long run: their shares are within 10 % of each other. The band's
 /// limit is not reached here: when it is, admission is first come first served (a full band

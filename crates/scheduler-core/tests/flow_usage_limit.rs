@@ -179,3 +179,42 @@ fn configured_bands_count_as_active_levels() {
     assert!(close(q.ceiling(0), 0.4));
     assert!(close(q.ceiling(-3), 0.4));
 }
+
+/// Upstream's `soft-reflective-ceiling-policy` (llm-d router @ ebab68792,
+/// `pkg/epp/framework/plugins/flowcontrol/usagelimits/softreflectiveceiling/`): the highest
+/// band is never gated below saturation 1; a lower band past its reflective ceiling
+/// dispatches on one call in `round(s / (1 - s))`.
+#[test]
+fn the_soft_reflective_policy_spreads_a_gated_bands_dispatches_over_calls() {
+    let policy =
+        UsageLimitPolicy::from_plugin("soft-reflective-ceiling-policy", &json!({})).unwrap();
+    assert_eq!(policy, UsageLimitPolicy::SoftReflectiveCeiling);
+    assert!(!policy.is_uniform());
+    let error = UsageLimitPolicy::from_plugin("soft-reflective-ceiling-policy", &json!({"x": 1}))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("unknown field `x`"), "{error}");
+
+    let mut q = FlowQueue::new(FlowSettings {
+        usage_limit: policy,
+        ..FlowSettings::default()
+    });
+    let t = Timestamp::ZERO;
+    q.enqueue("chat", 1, "", 1, t).unwrap();
+    for i in 0..4 {
+        q.enqueue(["b0", "b1", "b2", "b3"][i], -1, "", 1, t)
+            .unwrap();
+    }
+    // At 0.75 level -1 (rank 1 of 2) has reflective ceiling 0.25: it alternates with period 3.
+    // The first call (tick 1) dispatches the chat request: rank 0 is open.
+    assert_eq!(q.dispatch_next_under(t, 0.75), Some("chat"));
+    let calls: Vec<Option<&str>> = (0..6).map(|_| q.dispatch_next_under(t, 0.75)).collect();
+    assert_eq!(calls, [None, Some("b0"), None, None, Some("b1"), None]);
+    // Under its reflective ceiling the band is open on every call (no tick).
+    assert_eq!(q.dispatch_next_under(t, 0.2), Some("b2"));
+    // At saturation 1 every band is gated.
+    assert_eq!(q.dispatch_next_under(t, 1.0), None);
+    assert!(q.admits_now(1, 0.99));
+    assert!(!q.admits_now(-1, 0.5));
+    assert!(q.admits_now(-1, 0.4));
+}

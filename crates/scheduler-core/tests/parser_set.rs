@@ -3,7 +3,7 @@
 //! default list), and the set built from a config.
 
 use proptest::prelude::*;
-use shepherd_scheduler_core::config::{ConfigError, EndpointPickerConfig};
+use shepherd_scheduler_core::config::EndpointPickerConfig;
 use shepherd_scheduler_core::request::{
     ApiKind, ParseError, ParseLimits, ParserKind, ParserSet, Prompt, SkipReason,
 };
@@ -118,16 +118,13 @@ requestHandler:
     assert_eq!(set.parsers().count(), 1);
     assert!(set.fallback().is_none());
 
-    // An upstream parser Shepherd does not have yet names its area.
+    // The gRPC parsers are built from a config too.
     let config = EndpointPickerConfig::from_yaml(
         "plugins:\n- {name: g, type: vllmgrpc-parser}\nrequestHandler: {parsers: [{pluginRef: g}]}\n",
     )
     .unwrap();
-    let error = config.parser_set().unwrap_err();
-    assert!(
-        matches!(error, ConfigError::NotImplemented { .. }),
-        "{error}"
-    );
+    let set = config.parser_set().unwrap();
+    assert!(set.contains(ParserKind::VllmGrpc));
 
     // Parsers take no parameters.
     let error = EndpointPickerConfig::from_yaml(
@@ -180,7 +177,7 @@ fn openai_paths_parse_as_before() {
     assert_eq!(prefixed.prompt, Prompt::Text("<|user|>hi\n".into()));
 }
 
-const KINDS: [ParserKind; 5] = ParserKind::ALL;
+const KINDS: [ParserKind; 7] = ParserKind::ALL;
 const PATHS: [&str; 10] = [
     "/v1/completions",
     "/v1/chat/completions",

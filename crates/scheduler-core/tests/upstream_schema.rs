@@ -77,12 +77,12 @@ fn not_yet_types_name_their_area_and_unknown_types_say_unknown() {
         "{err}"
     );
     assert!(err.to_string().contains("precise prefix cache"), "{err}");
-    let err = build("plugins:\n- type: vllmgrpc-parser\n").unwrap_err();
+    let err = build("plugins:\n- type: disaggregatedset-rollout-screener\n").unwrap_err();
     assert!(
         matches!(
             &err,
             ConfigError::NotImplemented {
-                area: Area::Parsers,
+                area: Area::Disaggregation,
                 ..
             }
         ),

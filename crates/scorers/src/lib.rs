@@ -70,12 +70,14 @@ pub mod error;
 pub mod filters;
 pub mod latency;
 mod lora;
+pub mod multimodal;
 pub mod params;
 pub mod pickers;
 pub mod prefix_cache;
 pub mod producers;
 mod registry;
 pub mod scorers;
+pub mod topology;
 mod warnings;
 
 pub use default_config::{DEFAULT_CONFIG_YAML, build_default_scheduler, default_config};

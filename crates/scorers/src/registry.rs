@@ -12,6 +12,7 @@ use crate::filters::endpoint_attribute as attribute_filter;
 use crate::filters::lora_affinity as lora_filter;
 use crate::filters::session_affinity as session_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier, utilization};
+use crate::multimodal::{producer as mm_producer, scorer as mm_scorer};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
 use crate::producers::{approx_prefix, inflight_load, precise_prefix, predicted_latency, token};
@@ -19,6 +20,9 @@ use crate::scorers::{
     active_request, context_length, endpoint_attribute, header_label_affinity, hot_prefix,
     kv_cache, latency, load_aware, lora_affinity, no_hit_lru, prefill_duty, prefill_load, queue,
     rendezvous, running_requests, session_affinity, slo_class, token_load,
+};
+use crate::topology::{
+    extractor as topology_extractor, filter as topology_filter, scorer as topology_scorer,
 };
 
 /// A [`Registry`] holding every built-in plugin type under the llm-d router's (formerly the
@@ -40,7 +44,9 @@ use crate::scorers::{
 /// - profile handlers: `header-profile-handler`, the deprecated `data-parallel-profile-handler`;
 /// - disaggregation: `disagg-profile-handler` (and its deprecated alias `pd-profile-handler`), `prefix-based-pd-decider`,
 ///   `always-disagg-pd-decider`, `prefill-load-pd-decider`, `always-disagg-multimodal-decider`;
-/// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`.
+/// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`;
+/// - multimodal: `mm-embeddings-cache-producer`, `mm-embeddings-cache-scorer`;
+/// - topology: `topology-extractor`, `topology-affinity-filter`, `topology-affinity-scorer`.
 ///
 /// Earlier names of renamed types load too: `kv-cache-scorer`, and the short names of the
 /// first config-file releases (`prefix-cache`, `kv-cache`, `queue`, `max-score`, `random`).
@@ -128,7 +134,12 @@ pub fn builtin_registry() -> Registry {
         .register(prefix_affinity::TYPE_NAME, prefix_affinity::factory)
         .register(max_score::TYPE_NAME, max_score::factory)
         .register(random::TYPE_NAME, random::factory)
-        .register(weighted_random::TYPE_NAME, weighted_random::factory);
+        .register(weighted_random::TYPE_NAME, weighted_random::factory)
+        .register(mm_producer::TYPE_NAME, mm_producer::factory)
+        .register(mm_scorer::TYPE_NAME, mm_scorer::factory)
+        .register(topology_extractor::TYPE_NAME, topology_extractor::factory)
+        .register(topology_filter::TYPE_NAME, topology_filter::factory)
+        .register(topology_scorer::TYPE_NAME, topology_scorer::factory);
     for (old, factory) in OLD_SHORT_NAMES {
         registry.register(*old, *factory);
     }

@@ -30,6 +30,9 @@ pub fn parameter_warnings(plugin_type: &str, parameters: &serde_json::Value) -> 
             .map(|p| p.warnings_in(&hub_cache_roots()))
             .unwrap_or_default();
     }
+    if plugin_type == crate::topology::extractor::TYPE_NAME {
+        return vec![crate::topology::extractor::WARNING.to_string()];
+    }
     if plugin_type == crate::disagg::data_parallel::TYPE_NAME {
         return vec![crate::disagg::data_parallel::WARNING.to_string()];
     }

@@ -1,6 +1,7 @@
 //! The response side of an [`Exchange`]: the response headers, body and trailers Envoy sends
 //! once a request was routed, what they say of the request's fate (the server that served it,
-//! a failure, the usage the body reports), and the request's finish.
+//! a failure, the usage the body reports), and the request's finish. The answer to the
+//! response's end carries the `request-attribute-reporter`s' values as dynamic metadata.
 
 use crate::answer::{self, Replies};
 use crate::error::ProtocolError;
@@ -9,8 +10,10 @@ use crate::hint::served_endpoint;
 use crate::options::BodyMode;
 use envoy_types::pb::envoy::config::core::v3::Metadata;
 use envoy_types::pb::envoy::service::ext_proc::v3::{HttpBody, HttpHeaders};
+use envoy_types::pb::google::protobuf::Struct;
 use shepherd_scheduler_core::completion::{Completion, RequestHandle};
 
+use super::report::reported_metadata;
 use super::{Exchange, Phase, Serving, Step};
 
 impl Exchange {
@@ -40,7 +43,10 @@ impl Exchange {
             move_to_served(&mut serving.handle, &served);
         }
         if headers.end_of_stream || self.response_mode == BodyMode::None {
-            self.finish();
+            let metadata = self.finish();
+            let replies =
+                Replies::one(answer::pass_response_headers()).with_last_metadata(metadata);
+            return Ok(Some(Step::Reply(replies)));
         }
         Ok(reply)
     }
@@ -72,29 +78,32 @@ impl Exchange {
             Phase::Done => {}
             _ => return Err(self.unexpected("response body")),
         }
-        let reply = if self.response_mode == BodyMode::FullDuplexStreamed {
+        let mut reply = if self.response_mode == BodyMode::FullDuplexStreamed {
             let chunks = answer::echo_response_body(bytes, end, self.options.chunk_size);
             Replies::new(Vec::new(), Some(chunks), None)
         } else {
             Replies::one(answer::pass_response_body())
         };
         if end {
-            self.finish();
+            reply = reply.with_last_metadata(self.finish());
         }
         Ok(Some(Step::Reply(reply)))
     }
 
     pub(super) fn on_response_trailers(&mut self) -> Result<Option<Step>, ProtocolError> {
-        match &self.phase {
+        let metadata = match &self.phase {
             Phase::Forwarded(_) => self.finish(),
-            Phase::Done => {}
+            Phase::Done => None,
             _ => return Err(self.unexpected("response trailers")),
-        }
-        Ok(Some(Step::Reply(Replies::one(answer::response_trailers()))))
+        };
+        let reply = Replies::one(answer::response_trailers()).with_last_metadata(metadata);
+        Ok(Some(Step::Reply(reply)))
     }
 
-    /// The response ended: finish the handle with what was learned.
-    pub(super) fn finish(&mut self) {
+    /// The response ended: finish the handle with what was learned, and give the
+    /// reporters' dynamic metadata for the answer to the end.
+    pub(super) fn finish(&mut self) -> Option<Struct> {
+        let mut reported = None;
         if let Phase::Forwarded(serving) = std::mem::replace(&mut self.phase, Phase::Done) {
             let Serving {
                 handle,
@@ -108,11 +117,15 @@ impl Exchange {
             } else {
                 Completion::success(scanner.usage())
             };
+            if !failed && !self.reporters.is_empty() {
+                reported = reported_metadata(&self.reporters, completion.usage.as_ref());
+            }
             if let Some(observation) = observation {
                 observation.finish(completion.usage.as_ref());
             }
             handle.finish(completion);
         }
+        reported
     }
 }
 

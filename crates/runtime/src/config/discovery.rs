@@ -59,6 +59,23 @@ pub struct DiscoveryConfig {
     /// Pods from the Kubernetes API server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<KubernetesConfig>,
+    /// Endpoints from a file of their own (upstream's `file-discovery` plugin, which
+    /// `dataLayer.discovery` names, is read into this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileDiscoveryConfig>,
+}
+
+/// `discovery.file`, and the parameters of upstream's `file-discovery` plugin: the endpoints
+/// file (see [`EndpointsFileDiscovery`](crate::discovery::EndpointsFileDiscovery)).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileDiscoveryConfig {
+    /// The file's path (required).
+    #[serde(default)]
+    pub path: String,
+    /// Whether to read it again when it changes (default false).
+    #[serde(default)]
+    pub watch_file: bool,
 }
 
 /// `discovery.kubernetes`: which pods are the pool, and how the watch behaves.

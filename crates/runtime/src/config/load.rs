@@ -14,13 +14,14 @@ use shepherd_scheduler_core::flow::config::{
     FCFS_ORDERING_POLICY, GLOBAL_STRICT_FAIRNESS_POLICY, ROUND_ROBIN_FAIRNESS_POLICY,
     SaturationDetectorConfig,
 };
+use shepherd_scheduler_core::flow::program_aware::PROGRAM_AWARE_FAIRNESS_POLICY;
 use shepherd_scheduler_core::flow::{
     ConcurrencyDetector, FlowConfigError, FlowControlConfig, UsageLimitPolicy, UtilizationDetector,
 };
 
 use super::{
-    DiscoveryConfig, EndpointSpec, GatewayConfig, LoadError, MetricsConfig, ReplicasConfig,
-    RuntimeConfig, ScrapingConfig, ServerConfig,
+    DiscoveryConfig, EndpointSpec, FileDiscoveryConfig, GatewayConfig, LoadError, MetricsConfig,
+    ReplicasConfig, RuntimeConfig, ScrapingConfig, ServerConfig,
 };
 use crate::mapping::{
     CORE_METRICS_EXTRACTOR_TYPE, CoreMetricsExtractorParams, METRICS_DATA_SOURCE_TYPE,
@@ -45,13 +46,15 @@ const FLOW_CONTROL_SECTION: &str = "flowControl";
 
 /// Plugin types that belong to flow control, not to scheduling: taken out of `plugins` and
 /// resolved by the `flowControl` section.
-const FLOW_CONTROL_PLUGIN_TYPES: [&str; 7] = [
+const FLOW_CONTROL_PLUGIN_TYPES: [&str; 9] = [
     UtilizationDetector::TYPE,
     ConcurrencyDetector::TYPE,
     UsageLimitPolicy::STATIC_TYPE,
     UsageLimitPolicy::HOLDBACK_TYPE,
+    UsageLimitPolicy::SOFT_REFLECTIVE_TYPE,
     ROUND_ROBIN_FAIRNESS_POLICY,
     GLOBAL_STRICT_FAIRNESS_POLICY,
+    PROGRAM_AWARE_FAIRNESS_POLICY,
     FCFS_ORDERING_POLICY,
 ];
 
@@ -118,6 +121,9 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
     // checked); Shepherd reads them directly.
     take_data_layer_plugins(&mut picker, &mut scraping, path)?;
 
+    let mut discovery = sections.discovery.unwrap_or_default();
+    read_file_discovery(&picker, &mut discovery, path)?;
+
     let flow_plugins = take_flow_control_plugins(&mut picker);
     let mut flow_section = sections.flow_control;
     if let (Some(section), Some(detector)) = (&mut flow_section, &picker.saturation_detector)
@@ -163,7 +169,7 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         policy,
         policy_is_preset,
         endpoints: sections.endpoints.unwrap_or_default(),
-        discovery: sections.discovery.unwrap_or_default(),
+        discovery,
         scraping,
         server: sections.server.unwrap_or_default(),
         gateway: sections.gateway.unwrap_or_default(),
@@ -246,6 +252,26 @@ fn take_data_layer_plugins(
                     })?;
                 scraping.core_metrics_extractor = Some(params);
             }
+            crate::scrape::dcgm::SOURCE_TYPE => {
+                // It stays among the plugins (the `dataLayer` section names it); the scraper
+                // runs it. A second source is ignored (a warning).
+                if scraping.dcgm_data_source.is_none() {
+                    let params: crate::scrape::dcgm::DcgmSourceParams =
+                        plugin_params(&plugin.parameters).map_err(|e| {
+                            LoadError::invalid(
+                                path,
+                                field(crate::scrape::dcgm::SOURCE_TYPE),
+                                e.to_string(),
+                            )
+                        })?;
+                    params.settings(plugin.name()).map_err(|e| {
+                        LoadError::invalid(path, field(crate::scrape::dcgm::SOURCE_TYPE), e)
+                    })?;
+                    scraping.dcgm_data_source = Some(params);
+                    scraping.dcgm_source_name = plugin.name().to_string();
+                }
+                kept.push(plugin);
+            }
             _ => kept.push(plugin),
         }
     }
@@ -253,6 +279,52 @@ fn take_data_layer_plugins(
     picker.plugins = kept;
     Ok(moved)
 }
+
+/// Reads the `file-discovery` plugin that `dataLayer.discovery` names (the core checked that
+/// it names a discovery plugin) into `discovery.file`. Another discovery type is left to the
+/// scheduler's build, which names its area.
+fn read_file_discovery(
+    picker: &EndpointPickerConfig,
+    discovery: &mut DiscoveryConfig,
+    path: Option<&Path>,
+) -> Result<(), LoadError> {
+    let Some(reference) = picker
+        .data_layer
+        .as_ref()
+        .and_then(|l| l.discovery.as_ref())
+    else {
+        return Ok(());
+    };
+    let Some((i, plugin)) = picker
+        .plugins
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.name() == reference.plugin_ref)
+    else {
+        return Ok(());
+    };
+    if plugin.plugin_type != FILE_DISCOVERY_TYPE {
+        return Ok(());
+    }
+    let field = format!("plugins[{i}] ({FILE_DISCOVERY_TYPE})");
+    if discovery.file.is_some() {
+        return Err(twice(path, &field));
+    }
+    let params: FileDiscoveryConfig = plugin_params(&plugin.parameters)
+        .map_err(|e| LoadError::invalid(path, &field, e.to_string()))?;
+    if params.path.is_empty() {
+        return Err(LoadError::invalid(
+            path,
+            field,
+            "file-discovery: 'path' parameter is required",
+        ));
+    }
+    discovery.file = Some(params);
+    Ok(())
+}
+
+/// Upstream's endpoints-file discovery plugin.
+const FILE_DISCOVERY_TYPE: &str = "file-discovery";
 
 /// Moves the flow-control plugins (saturation detectors, fairness and ordering policies) out of
 /// the picker's plugin list: the scheduler does not build them, `flowControl` refers to them.
@@ -312,6 +384,29 @@ fn validate(config: &RuntimeConfig, path: Option<&Path>) -> Result<(), LoadError
             .validate()
             .map_err(|reason| LoadError::invalid(path, "discovery.kubernetes", reason))?;
     }
+    if let Some(file) = &config.discovery.file {
+        if file.path.is_empty() {
+            return Err(LoadError::invalid(
+                path,
+                "discovery.file.path",
+                "is required",
+            ));
+        }
+        if config.discovery.kubernetes.is_some() {
+            return Err(LoadError::invalid(
+                path,
+                "discovery.file",
+                "an endpoints file and Kubernetes discovery cannot both be the pool's source",
+            ));
+        }
+        if !config.endpoints.is_empty() {
+            return Err(LoadError::invalid(
+                path,
+                "discovery.file",
+                "an endpoints file and the `endpoints` section cannot both be the pool's source",
+            ));
+        }
+    }
 
     if let Some((field, reason)) = config.replicas.as_ref().and_then(|r| r.problem()) {
         return Err(LoadError::invalid(path, field, reason));
@@ -347,6 +442,10 @@ fn validate(config: &RuntimeConfig, path: Option<&Path>) -> Result<(), LoadError
         .extractor()
         .build()
         .map_err(|e| LoadError::invalid(path, "scraping.coreMetricsExtractor", e.to_string()))?;
+    if let Some(dcgm) = &scraping.dcgm_data_source {
+        dcgm.settings(&scraping.dcgm_source_name)
+            .map_err(|e| LoadError::invalid(path, "scraping.dcgmDataSource", e))?;
+    }
 
     config
         .gateway

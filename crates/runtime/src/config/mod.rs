@@ -83,8 +83,8 @@ use shepherd_scheduler_core::flow::FlowSettings;
 
 pub use discovery::{
     ALPHA_POOL_GROUP, DEFAULT_BACKOFF_INITIAL_MS, DEFAULT_BACKOFF_MAX_MS, DEFAULT_POOL_GROUP,
-    DEFAULT_PUBLISH_INTERVAL_MS, DEFAULT_WATCH_TIMEOUT_SECS, DiscoveryConfig, KubernetesConfig,
-    LeaderElectionConfig, MAX_TARGET_PORTS,
+    DEFAULT_PUBLISH_INTERVAL_MS, DEFAULT_WATCH_TIMEOUT_SECS, DiscoveryConfig, FileDiscoveryConfig,
+    KubernetesConfig, LeaderElectionConfig, MAX_TARGET_PORTS,
 };
 pub use endpoints::EndpointSpec;
 pub use error::LoadError;
@@ -210,6 +210,32 @@ impl RuntimeConfig {
                         message: format!("`{}` ({}): {message}", plugin.name(), plugin.plugin_type),
                     }),
             );
+        }
+        if let Some(dcgm) = &self.scraping.dcgm_data_source {
+            warnings.extend(
+                dcgm.warnings(&self.scraping.dcgm_source_name)
+                    .into_iter()
+                    .map(|message| ConfigWarning {
+                        section: "plugins".into(),
+                        message,
+                    }),
+            );
+        }
+        if let Some(flow) = &self.flow_control {
+            use shepherd_scheduler_core::flow::Fairness;
+            let program_aware = [flow.default_band, flow.default_negative_band]
+                .iter()
+                .chain(flow.bands.iter().map(|(_, b)| b))
+                .any(|b| b.fairness == Fairness::ProgramAware);
+            if program_aware {
+                warnings.push(ConfigWarning {
+                    section: "flowControl".into(),
+                    message: "program-aware-fairness: a program is charged the bytes of each \
+                              request dispatched, not its prompt and completion tokens as \
+                              upstream (the flow controller does not see responses)"
+                        .into(),
+                });
+            }
         }
         warnings
     }

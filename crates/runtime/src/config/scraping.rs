@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::mapping::{CoreMetricsExtractorParams, MetricsDataSourceParams};
+use crate::scrape::dcgm::DcgmSourceParams;
 
 /// Default time between two scrapes of one endpoint: 50 ms (DESIGN §2).
 pub const DEFAULT_SCRAPE_INTERVAL_MS: u64 = 50;
@@ -50,6 +51,14 @@ pub struct ScrapingConfig {
     /// Parameters of the upstream `core-metrics-extractor` plugin (engine mappings).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub core_metrics_extractor: Option<CoreMetricsExtractorParams>,
+    /// Parameters of an upstream `dcgm-data-source` plugin: GPU utilization from each
+    /// endpoint's DCGM exporter ([`dcgm`](crate::scrape::dcgm)). Taken from the first such
+    /// plugin in `plugins` when not given here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dcgm_data_source: Option<DcgmSourceParams>,
+    /// The name of the `dcgm-data-source` plugin the parameters came from (for logs).
+    #[serde(skip)]
+    pub dcgm_source_name: String,
 }
 
 impl Default for ScrapingConfig {
@@ -60,6 +69,8 @@ impl Default for ScrapingConfig {
             clear_after_failures: DEFAULT_CLEAR_AFTER_FAILURES,
             metrics_data_source: None,
             core_metrics_extractor: None,
+            dcgm_data_source: None,
+            dcgm_source_name: String::new(),
         }
     }
 }

@@ -6,6 +6,8 @@
 //! the source, so DNS or Kubernetes discovery can be added later as one more implementation.
 //!
 //! [`StaticDiscovery`] is the list from the config file's `endpoints` section;
+//! [`EndpointsFileDiscovery`] the endpoints of a file of their own (upstream's
+//! `file-discovery`);
 //! [`kubernetes::KubernetesDiscovery`] (the `kubernetes` cargo feature) the ready pods of an
 //! InferencePool or of a label selector, watched through the API server. The runtime
 //! watches that file with a [`FileWatcher`] (polling modification time, length and a content
@@ -33,6 +35,7 @@
 //! assert_eq!(one.subscribe().borrow().len(), 1);
 //! ```
 
+mod endpoints_file;
 mod file;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
@@ -47,6 +50,9 @@ use std::sync::Arc;
 use shepherd_scheduler_core::metrics::MetricsSource;
 use tokio::sync::watch;
 
+pub use endpoints_file::{
+    EndpointsFileDiscovery, MAX_FILE_BYTES, MAX_FILE_ENDPOINTS, parse_endpoints_file,
+};
 pub use file::{DEFAULT_POLL_INTERVAL, FileWatcher, Fingerprint};
 pub use selector::{
     LabelSelector, MAX_SELECTOR_LABELS, SelectorError, is_label_key, is_label_value,

@@ -116,7 +116,7 @@ impl FlowController {
             state.queue.note_level(request.priority, now);
             if inner.uniform_ceiling.is_none()
                 && state.queue.is_empty()
-                && level < state.queue.ceiling(request.priority)
+                && state.queue.admits_now(request.priority, level)
             {
                 drop(state);
                 inner.admitted_immediately.fetch_add(1, Ordering::Relaxed);

@@ -144,6 +144,7 @@ impl Runtime {
         let (static_discovery, discovery): (Option<Arc<StaticDiscovery>>, Arc<dyn Discovery>) =
             match &options.discovery {
                 Some(discovery) => (None, Arc::clone(discovery)),
+                None if config.discovery.file.is_some() => (None, file_discovery(&config).await?),
                 None if config.discovery.kubernetes.is_some() => {
                     (None, kubernetes_discovery(&config).await?)
                 }
@@ -314,6 +315,20 @@ impl Runtime {
             tasks,
         })
     }
+}
+
+/// The config's endpoints file (`discovery.file`, or upstream's `file-discovery`), read and,
+/// with `watchFile`, followed.
+async fn file_discovery(config: &RuntimeConfig) -> Result<Arc<dyn Discovery>, RuntimeError> {
+    let Some(file) = &config.discovery.file else {
+        return Err(RuntimeError::Discovery("no discovery.file section".into()));
+    };
+    let discovery = crate::discovery::EndpointsFileDiscovery::start(file)
+        .await
+        .map_err(|e| {
+            RuntimeError::Discovery(format!("file-discovery: initial load failed: {e}"))
+        })?;
+    Ok(Arc::new(discovery))
 }
 
 /// The config's `discovery.kubernetes` source, started.

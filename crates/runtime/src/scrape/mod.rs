@@ -33,6 +33,7 @@
 //! assert_eq!(ScrapeError::Status(503).reason(), "http_status");
 //! ```
 
+pub mod dcgm;
 mod error;
 pub(crate) mod fetch;
 pub(crate) mod scraper;

@@ -33,6 +33,8 @@ pub struct ScrapeSettings {
     pub path: String,
     /// The engine mappings.
     pub mappings: EngineMappings,
+    /// The DCGM exporter source, when a `dcgm-data-source` is configured.
+    pub dcgm: Option<super::dcgm::DcgmSettings>,
 }
 
 impl ScrapeSettings {
@@ -47,6 +49,16 @@ impl ScrapeSettings {
             scheme: source.scheme,
             path: source.path,
             mappings: config.extractor().build()?,
+            dcgm: match &config.dcgm_data_source {
+                Some(params) => Some(params.settings(&config.dcgm_source_name).map_err(|_| {
+                    Error::InvalidParameter {
+                        parameter: "dcgmDataSource",
+                        value: format!("{params:?}"),
+                        reason: "invalid dcgm-data-source parameters",
+                    }
+                })?),
+                None => None,
+            },
         })
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use shepherd_scheduler_core::endpoint::{EndpointAttributes, Pool};
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
-use super::{EndpointScrapeStats, ScrapeError, ScrapeSettings, fetch};
+use super::{EndpointScrapeStats, ScrapeError, ScrapeSettings, dcgm, fetch};
 use crate::config::EndpointSpec;
 use crate::mapping::{EngineMapping, Extraction, Signal};
 use crate::prom;
@@ -40,9 +40,71 @@ impl Worker {
         let mut ticker = interval(self.settings.interval);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut log = FailureLog::default();
+        let dcgm = self.settings.dcgm.as_ref().filter(|d| d.scraped);
+        let mut dcgm_ticker = interval(
+            dcgm.and_then(|d| d.interval)
+                .unwrap_or(self.settings.interval),
+        );
+        dcgm_ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut dcgm_log = FailureLog::default();
         loop {
-            ticker.tick().await;
-            self.scrape_once(&mut log).await;
+            tokio::select! {
+                _ = ticker.tick() => self.scrape_once(&mut log).await,
+                _ = dcgm_ticker.tick(), if dcgm.is_some() => {
+                    if let Some(dcgm) = dcgm {
+                        self.scrape_dcgm(dcgm, &mut dcgm_log).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One scrape of the endpoint's DCGM exporter into its `GPUUtilization` attribute
+    /// (cleared when the scrape fails or the page lacks the metric).
+    async fn scrape_dcgm(&self, dcgm: &dcgm::DcgmSettings, log: &mut FailureLog) {
+        let Some(endpoint) = self.pool.load().get_by_address(&self.address).cloned() else {
+            return;
+        };
+        let Some(url) = dcgm.url(&self.address) else {
+            return;
+        };
+        let pod = self.spec.label(dcgm::POD_LABEL);
+        let outcome = match fetch::fetch(&self.client, &url, self.settings.timeout).await {
+            Ok(body) => dcgm::gpu_utilization(&body, pod)
+                .ok_or_else(|| format!("no {} sample for this endpoint", dcgm::GPU_UTIL_METRIC)),
+            Err(error) => Err(error.to_string()),
+        };
+        match outcome {
+            Ok(value) => {
+                self.attributes
+                    .set_value(endpoint.id(), dcgm::ATTRIBUTE, value);
+                if log.last_logged.take().is_some() {
+                    tracing::info!(endpoint = %self.address, source = %dcgm.name, "DCGM scrape recovered");
+                    *log = FailureLog::default();
+                }
+            }
+            Err(error) => {
+                self.attributes
+                    .set_value(endpoint.id(), dcgm::ATTRIBUTE, f64::NAN);
+                let now = Instant::now();
+                if log
+                    .last_logged
+                    .is_none_or(|at| now.duration_since(at) >= LOG_EVERY)
+                {
+                    tracing::warn!(
+                        endpoint = %self.address,
+                        source = %dcgm.name,
+                        url = %url,
+                        %error,
+                        not_logged = log.suppressed,
+                        "DCGM exporter scrape failed"
+                    );
+                    log.last_logged = Some(now);
+                    log.suppressed = 0;
+                } else {
+                    log.suppressed += 1;
+                }
+            }
         }
     }
 

@@ -125,7 +125,8 @@ pub fn build_scheduler_in(
 
     let mut builder = Scheduler::builder_in(shared)
         .settings(&config.scheduler)
-        .parsers(config.parser_set()?);
+        .parsers(config.parser_set()?)
+        .reporters(config.reporters()?);
     let mut profile_names = AHashSet::with_capacity(profiles.len());
     for spec in profiles {
         if !profile_names.insert(spec.name.as_str()) {

@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 18] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 26] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -147,6 +147,16 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 18] = [
         honoured_by: PARSERS,
     },
     FrameworkPlugin {
+        plugin_type: "vllmgrpc-parser",
+        kind: PluginKind::Parser,
+        honoured_by: PARSERS,
+    },
+    FrameworkPlugin {
+        plugin_type: "vertexai-parser",
+        kind: PluginKind::Parser,
+        honoured_by: PARSERS,
+    },
+    FrameworkPlugin {
         plugin_type: "metrics-data-source",
         kind: PluginKind::DataSource,
         honoured_by: "the runtime's metrics scraper (`scraping.metricsDataSource`)",
@@ -155,6 +165,24 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 18] = [
         plugin_type: "core-metrics-extractor",
         kind: PluginKind::DataExtractor,
         honoured_by: "the runtime's metrics mapping (`scraping.coreMetricsExtractor`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "file-discovery",
+        kind: PluginKind::Discovery,
+        honoured_by: "the runtime's endpoint discovery, which reads (and with `watchFile` \
+                      watches) the endpoints file that `dataLayer.discovery` names",
+    },
+    FrameworkPlugin {
+        plugin_type: "dcgm-data-source",
+        kind: PluginKind::DataSource,
+        honoured_by: "the runtime's metrics scraper, which also reads each endpoint's DCGM \
+                      exporter (`scraping.dcgmDataSource`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "dcgm-extractor",
+        kind: PluginKind::DataExtractor,
+        honoured_by: "the runtime's metrics scraper, which stores the GPU utilization as the \
+                      endpoint attribute `GPUUtilization`",
     },
     FrameworkPlugin {
         plugin_type: "endpoint-notification-source",
@@ -171,6 +199,11 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 18] = [
         plugin_type: PREFILL_HEADER_HANDLER,
         kind: PluginKind::RequestControl,
         honoured_by: DISAGG_HEADERS,
+    },
+    FrameworkPlugin {
+        plugin_type: "request-attribute-reporter",
+        kind: PluginKind::RequestControl,
+        honoured_by: "the adapters, which evaluate it when a response ends (`Scheduler::reporters`)",
     },
     FrameworkPlugin {
         plugin_type: "utilization-detector",
@@ -193,12 +226,22 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 18] = [
         honoured_by: "the flow controller (`flowControl.usageLimitPolicyPluginRef`)",
     },
     FrameworkPlugin {
+        plugin_type: "soft-reflective-ceiling-policy",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller (`flowControl.usageLimitPolicyPluginRef`)",
+    },
+    FrameworkPlugin {
         plugin_type: "round-robin-fairness-policy",
         kind: PluginKind::FlowControl,
         honoured_by: "the flow controller (`fairnessPolicyRef`)",
     },
     FrameworkPlugin {
         plugin_type: "global-strict-fairness-policy",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller (`fairnessPolicyRef`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "program-aware-fairness",
         kind: PluginKind::FlowControl,
         honoured_by: "the flow controller (`fairnessPolicyRef`)",
     },

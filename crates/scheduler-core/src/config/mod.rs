@@ -31,6 +31,7 @@ mod parsers;
 mod profile_entries;
 mod references;
 mod registry;
+mod reporters;
 mod schema;
 mod sections;
 mod stability;

@@ -33,7 +33,7 @@ impl EndpointPickerConfig {
     ///
     /// Fails when a reference names no declared plugin, or a plugin whose type is not a parser
     /// Shepherd has ([`ConfigError::NotImplemented`] for an upstream parser not implemented
-    /// yet, such as `vllmgrpc-parser`).
+    /// yet).
     pub fn parser_set(&self) -> Result<ParserSet, ConfigError> {
         let refs = self.parser_refs();
         if refs.is_empty() {

@@ -96,6 +96,10 @@ pub(super) fn check(config: &EndpointPickerConfig, text: &str) -> Result<(), Con
                 ),
             ));
         }
+        if let Some(discovery) = &layer.discovery {
+            let path = root().key("dataLayer").key("discovery").key("pluginRef");
+            reference(path, &discovery.plugin_ref, PluginKind::Discovery)?;
+        }
         for (i, source) in layer.sources.iter().enumerate() {
             let at = root().key("dataLayer").key("sources").index(i);
             reference(

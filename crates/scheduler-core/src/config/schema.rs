@@ -320,7 +320,7 @@ impl EndpointPickerConfig {
                 message: format!(
                     "`{gate}` is a deprecated gate of the Inference Extension's and the \
                      inference scheduler's pickers; it has no effect in Shepherd (its data \
-                     layer and metrics are always on)"
+                     layer, data producers and metrics are always on)"
                 ),
             });
         }

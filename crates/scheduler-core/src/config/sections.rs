@@ -6,10 +6,11 @@
 //!
 //! | section | here |
 //! |---|---|
-//! | `featureGates` | the gates upstream registers: `flowControl` (an explicit `flowControl=false` turns Shepherd's flow control off even when the section is present; otherwise the section's presence turns it on), `haPopulateNonLeaderDatastore` (no effect: Shepherd has no leader election), and the Inference Extension's and inference scheduler's `dataLayer` and `enableLegacyMetrics` (deprecated no-ops, a warning each). Any other gate is an error, as upstream. |
+//! | `featureGates` | the gates upstream registers: `flowControl` (an explicit `flowControl=false` turns Shepherd's flow control off even when the section is present; otherwise the section's presence turns it on), `haPopulateNonLeaderDatastore` (no effect: Shepherd has no leader election), and the Inference Extension's and inference scheduler's `dataLayer` and `enableLegacyMetrics`, and the Inference Extension's `prepareDataPlugins` (v1.3 and v1.4) (deprecated no-ops, a warning each). Any other gate is an error, as upstream. |
 //! | `dataLayer.sources` | each source and extractor must name a declared plugin; `metrics-data-source` / `core-metrics-extractor` are what the runtime scrapes with |
 //! | `dataLayer.injectDefaults` | accepted; Shepherd always scrapes the core metrics |
-//! | `dataLayer.discovery`, `peerDiscovery`, `crossReplicaSyncerPluginRef`, `crossReplicaSyncInterval` | not implemented yet: an error naming the area |
+//! | `dataLayer.discovery` | must name a declared discovery plugin: `file-discovery`, whose endpoints file the runtime reads (and watches with `watchFile`) |
+//! | `peerDiscovery`, `crossReplicaSyncerPluginRef`, `crossReplicaSyncInterval` | not implemented yet: an error naming the area |
 //! | `requestHandler.parsers` | each must name a declared parser plugin (see [`PluginKind::Parser`](super::PluginKind)) |
 //! | `parser` (deprecated) | becomes `requestHandler.parsers` when that is empty, as upstream |
 //! | `saturationDetector` (deprecated) | becomes `flowControl.saturationDetector` when that is unset, as upstream |
@@ -45,16 +46,25 @@ impl FeatureGates {
     /// The same pickers' gate for their older metrics-scraping path (deprecated, no effect
     /// here: it chooses how upstream scrapes, not which names it exports).
     pub const ENABLE_LEGACY_METRICS: &'static str = "enableLegacyMetrics";
+    /// The Inference Extension's gate (registered by its v1.3 and v1.4 releases, removed in
+    /// v1.5) that turned its data-producer (then "prepare data") plugins on: deprecated, no
+    /// effect here (Shepherd's producers always run).
+    pub const PREPARE_DATA_PLUGINS: &'static str = "prepareDataPlugins";
     /// Every gate upstream registers (the llm-d router's two, and the two the Inference
     /// Extension and the inference scheduler still register); others are refused.
-    pub const KNOWN: [&'static str; 4] = [
+    pub const KNOWN: [&'static str; 5] = [
         Self::FLOW_CONTROL,
         Self::HA_POPULATE_NON_LEADER_DATASTORE,
         Self::DATA_LAYER,
         Self::ENABLE_LEGACY_METRICS,
+        Self::PREPARE_DATA_PLUGINS,
     ];
     /// The gates Shepherd accepts as deprecated no-ops (a warning each when given).
-    pub const DEPRECATED: [&'static str; 2] = [Self::DATA_LAYER, Self::ENABLE_LEGACY_METRICS];
+    pub const DEPRECATED: [&'static str; 3] = [
+        Self::DATA_LAYER,
+        Self::ENABLE_LEGACY_METRICS,
+        Self::PREPARE_DATA_PLUGINS,
+    ];
 
     /// The deprecated gates given (any value), in the order given, without repeats.
     pub fn deprecated_given(&self) -> Vec<&'static str> {
@@ -126,8 +136,8 @@ pub struct PluginRef {
     pub plugin_ref: String,
 }
 
-/// `dataLayer`: which sources feed the endpoints' attributes, and (not implemented yet)
-/// discovery and replica synchronisation.
+/// `dataLayer`: which sources feed the endpoints' attributes, endpoint discovery, and (not
+/// implemented yet) peer discovery and replica synchronisation.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DataLayerConfig {
@@ -137,7 +147,8 @@ pub struct DataLayerConfig {
     /// Data sources, each with its extractors.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<DataLayerSource>,
-    /// An endpoint-discovery plugin (not implemented yet).
+    /// An endpoint-discovery plugin: `file-discovery` (the runtime reads its endpoints file
+    /// instead of the `endpoints` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discovery: Option<PluginRef>,
     /// A peer-discovery plugin (not implemented yet).
@@ -155,9 +166,6 @@ impl DataLayerConfig {
     /// The fields set that Shepherd does not implement yet, by their YAML names.
     pub fn unimplemented_fields(&self) -> Vec<&'static str> {
         let mut fields = Vec::new();
-        if self.discovery.is_some() {
-            fields.push("discovery");
-        }
         if self.peer_discovery.is_some() {
             fields.push("peerDiscovery");
         }
@@ -219,6 +227,11 @@ mod tests {
         let g = gates(&["dataLayer", "enableLegacyMetrics=false", "flowControl"]);
         assert!(g.check().is_ok());
         assert_eq!(g.deprecated_given(), ["dataLayer", "enableLegacyMetrics"]);
+        // The Inference Extension's troubleshooting guide (v1.5.0) still sets this one; its
+        // v1.3.0 and v1.4.0 runners register it.
+        let g = gates(&["prepareDataPlugins"]);
+        assert!(g.check().is_ok());
+        assert_eq!(g.deprecated_given(), ["prepareDataPlugins"]);
         assert!(gates(&["flowControl"]).deprecated_given().is_empty());
     }
 

@@ -51,6 +51,9 @@ pub struct Column(usize);
 pub struct EndpointAttributes {
     keys: RwLock<Vec<String>>,
     values: RwLock<Values>,
+    /// Columns written one value at a time by another source ([`set_value`](Self::set_value):
+    /// the DCGM exporter's), which [`set`](Self::set) leaves alone.
+    external: RwLock<Vec<usize>>,
 }
 
 /// The values, read under one lock ([`EndpointAttributes::read`]).
@@ -121,11 +124,15 @@ impl EndpointAttributes {
             .collect();
         let width = self.keys.read().len();
         let row = id.0 as usize % MAX_ROWS;
+        let external = self.external.read().clone();
         let mut values = self.values.write();
         if values.columns.len() < width {
             values.columns.resize_with(width, Vec::new);
         }
         for (c, column) in values.columns.iter_mut().enumerate() {
+            if external.contains(&c) {
+                continue;
+            }
             let value = columns
                 .iter()
                 .find(|(col, _)| col.0 == c)
@@ -138,6 +145,34 @@ impl EndpointAttributes {
             }
             column[row] = (id.0, value);
         }
+    }
+
+    /// Sets endpoint `id`'s value of the one attribute `key` (NaN clears it), for a source
+    /// other than the metrics page's custom metrics (the DCGM exporter): [`set`](Self::set)
+    /// leaves such a column alone from then on. Ignored when the table is full of other keys.
+    pub fn set_value(&self, id: EndpointId, key: &str, value: f64) {
+        let Some(column) = self.column(key) else {
+            return;
+        };
+        {
+            let mut external = self.external.write();
+            if !external.contains(&column.0) {
+                external.push(column.0);
+            }
+        }
+        let row = id.0 as usize % MAX_ROWS;
+        let mut values = self.values.write();
+        if values.columns.len() <= column.0 {
+            values.columns.resize_with(column.0 + 1, Vec::new);
+        }
+        let cells = &mut values.columns[column.0];
+        if cells.len() <= row {
+            if value.is_nan() {
+                return;
+            }
+            cells.resize(row + 1, (u32::MAX, f64::NAN));
+        }
+        cells[row] = (id.0, value);
     }
 
     /// Forgets endpoint `id` (it left the pool).
@@ -157,5 +192,30 @@ impl EndpointAttributes {
     #[inline]
     pub fn read<R>(&self, f: impl FnOnce(&Values) -> R) -> R {
         f(&self.values.read())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn a_value_from_another_source_survives_the_pages_custom_metrics() {
+        let table = EndpointAttributes::default();
+        table.set_value(EndpointId(1), "GPUUtilization", 0.4);
+        table.set(EndpointId(1), &[("queue".to_string(), 3.0)]);
+        let gpu = table.column("GPUUtilization").unwrap();
+        let queue = table.column("queue").unwrap();
+        table.read(|v| {
+            assert_eq!(v.get(gpu, EndpointId(1)), Some(0.4));
+            assert_eq!(v.get(queue, EndpointId(1)), Some(3.0));
+        });
+        table.set_value(EndpointId(1), "GPUUtilization", f64::NAN);
+        table.set(EndpointId(1), &[]);
+        table.read(|v| {
+            assert_eq!(v.get(gpu, EndpointId(1)), None);
+            assert_eq!(v.get(queue, EndpointId(1)), None);
+        });
     }
 }

@@ -43,6 +43,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use super::program_aware::{PROGRAM_AWARE_FAIRNESS_POLICY, ProgramAwareSettings};
 use super::saturation::{Detector, UtilizationDetector};
 use super::usage_limit::UsageLimitPolicy;
 use crate::config::{EndpointPickerConfig, PluginSpec};
@@ -269,6 +270,9 @@ pub enum Fairness {
     /// The band's oldest request first, whatever its flow (`global-strict-fairness-policy`
     /// over FCFS ordering: one global arrival order).
     GlobalStrict,
+    /// The flow with the least attained service first (`program-aware-fairness`; its
+    /// parameters are [`FlowSettings::program_aware`]).
+    ProgramAware,
 }
 
 /// The limits of one priority band, and its fairness policy.
@@ -322,6 +326,9 @@ pub struct FlowSettings {
     pub detector: Detector,
     /// How full the pool may get before each priority is held back.
     pub usage_limit: UsageLimitPolicy,
+    /// The parameters of `program-aware-fairness` (the first instance a band names), for
+    /// the bands whose fairness is [`Fairness::ProgramAware`].
+    pub program_aware: ProgramAwareSettings,
 }
 
 impl FlowSettings {
@@ -355,6 +362,7 @@ impl Default for FlowSettings {
             default_negative_band: BandLimits::default(),
             detector: Detector::default(),
             usage_limit: UsageLimitPolicy::default(),
+            program_aware: ProgramAwareSettings::default(),
         }
     }
 }
@@ -441,7 +449,36 @@ impl FlowControlConfig {
             default_negative_band,
             detector: self.detector(plugins)?,
             usage_limit: self.usage_limit(plugins)?,
+            program_aware: self.program_aware(plugins)?,
         })
+    }
+
+    /// The parameters of the first `program-aware-fairness` instance a band names (upstream's
+    /// defaults when none does).
+    fn program_aware(
+        &self,
+        plugins: &[PluginSpec],
+    ) -> Result<ProgramAwareSettings, FlowConfigError> {
+        let references = [
+            &self.default_priority_band,
+            &self.default_negative_priority_band,
+        ]
+        .into_iter()
+        .flatten()
+        .chain(&self.priority_bands)
+        .filter_map(|b| b.fairness_policy_ref.as_deref());
+        for reference in references {
+            match plugins.iter().find(|p| p.name() == reference) {
+                Some(p) if p.plugin_type == PROGRAM_AWARE_FAIRNESS_POLICY => {
+                    return ProgramAwareSettings::from_parameters(&p.parameters);
+                }
+                None if reference == PROGRAM_AWARE_FAIRNESS_POLICY => {
+                    return Ok(ProgramAwareSettings::default());
+                }
+                _ => {}
+            }
+        }
+        Ok(ProgramAwareSettings::default())
     }
 
     fn usage_limit(&self, plugins: &[PluginSpec]) -> Result<UsageLimitPolicy, FlowConfigError> {
@@ -492,9 +529,16 @@ fn band(
                 GLOBAL_STRICT_FAIRNESS_POLICY,
                 plugins,
             );
-            match strict {
-                Ok(()) => Fairness::GlobalStrict,
-                Err(_) => {
+            let program_aware = check_policy(
+                &fairness_path,
+                Some(reference),
+                PROGRAM_AWARE_FAIRNESS_POLICY,
+                plugins,
+            );
+            match (strict, program_aware) {
+                (Ok(()), _) => Fairness::GlobalStrict,
+                (_, Ok(())) => Fairness::ProgramAware,
+                _ => {
                     check_policy(
                         &fairness_path,
                         Some(reference),

@@ -7,7 +7,8 @@
 //!   `utilization-detector` and `concurrency-detector`);
 //! - [`queue`]: the [`FlowQueue`] state machine (bands, fair flows, limits, TTL, cancel);
 //! - [`usage_limit`]: how full the pool may get before each priority is held back
-//!   ([`UsageLimitPolicy`]: upstream's `static-usage-limit-policy` and `priority-holdback-policy`);
+//!   ([`UsageLimitPolicy`]: upstream's `static-usage-limit-policy`, `priority-holdback-policy`
+//!   and `soft-reflective-ceiling-policy`, whose schedule is [`soft_ceiling`]);
 //! - [`reason`]: why a request was dropped ([`DropReason`]: header value and HTTP status);
 //! - [`config`]: the upstream `flowControl` section ([`FlowControlConfig`]) validated into
 //!   [`FlowSettings`].
@@ -40,9 +41,11 @@
 //! ```
 
 pub mod config;
+pub mod program_aware;
 pub mod queue;
 pub mod reason;
 pub mod saturation;
+pub mod soft_ceiling;
 pub mod usage_limit;
 
 pub use config::{

@@ -60,7 +60,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::config::{Fairness, FlowSettings};
+use super::program_aware::{ProgramServices, las_pick};
 use super::reason::{DropReason, Rejected};
+use super::soft_ceiling::SoftCeilingTick;
+use super::usage_limit::UsageLimitPolicy;
 use crate::clock::Timestamp;
 
 mod band;
@@ -138,6 +141,10 @@ pub struct FlowQueue<T> {
     /// Priority levels seen lately that have no configured band, with when: active levels
     /// for the usage-limit policy until idle for [`FlowQueue::LEVEL_IDLE_TIMEOUT`].
     seen_levels: BTreeMap<i32, Timestamp>,
+    /// The soft-reflective policy's shared tick (advanced by dispatch calls).
+    soft_tick: SoftCeilingTick,
+    /// Each program's attained service, for `program-aware-fairness` bands.
+    services: ProgramServices,
 }
 
 impl<T> std::fmt::Debug for FlowQueue<T> {
@@ -180,6 +187,8 @@ impl<T> FlowQueue<T> {
             pool_empty: false,
             regime_since: Timestamp::ZERO,
             seen_levels: BTreeMap::new(),
+            soft_tick: SoftCeilingTick::default(),
+            services: ProgramServices::default(),
         }
     }
 
@@ -423,7 +432,7 @@ impl<T> FlowQueue<T> {
     /// they are moved aside for the next [`FlowQueue::expire`].
     pub fn dispatch_next(&mut self, now: Timestamp) -> Option<T> {
         self.collect_expired(now);
-        let entry = self.pop_next()?;
+        let entry = self.pop_next(now)?;
         self.counters.dispatched += 1;
         Some(entry.item)
     }
@@ -435,10 +444,20 @@ impl<T> FlowQueue<T> {
     pub fn dispatch_next_under(&mut self, now: Timestamp, level: f64) -> Option<T> {
         self.collect_expired(now);
         let top = self.bands.keys().next()?.0;
-        if level.is_nan() || level >= self.ceiling(top) {
+        let ceiling = if self.settings.usage_limit == UsageLimitPolicy::SoftReflectiveCeiling {
+            // One policy call per dispatch call, as upstream's once per dispatch cycle.
+            let open = self.soft_tick.advance(level);
+            let levels = self.active_levels(Some(top));
+            self.settings
+                .usage_limit
+                .ceiling_at(&levels, top, level, open)
+        } else {
+            self.ceiling(top)
+        };
+        if level.is_nan() || level >= ceiling {
             return None;
         }
-        let entry = self.pop_next()?;
+        let entry = self.pop_next(now)?;
         self.counters.dispatched += 1;
         Some(entry.item)
     }
@@ -452,6 +471,19 @@ impl<T> FlowQueue<T> {
             return policy.ceiling(&[], priority);
         }
         policy.ceiling(&self.active_levels(Some(priority)), priority)
+    }
+
+    /// Whether a request of `priority` may go straight through (skip the queue) at saturation
+    /// `level`: `level` is below its ceiling. Under the soft-reflective policy a band past its
+    /// reflective ceiling waits in the queue (its alternation is the dispatcher's).
+    pub fn admits_now(&self, priority: i32, level: f64) -> bool {
+        let policy = &self.settings.usage_limit;
+        let ceiling = if *policy == UsageLimitPolicy::SoftReflectiveCeiling {
+            policy.ceiling_at(&self.active_levels(Some(priority)), priority, level, false)
+        } else {
+            self.ceiling(priority)
+        };
+        level < ceiling
     }
 
     /// The active priority levels, highest first: the configured bands, the non-empty bands,
@@ -473,8 +505,11 @@ impl<T> FlowQueue<T> {
 
     /// Removes the request whose turn it is: highest band, the flow at the cursor (or, under
     /// global-strict fairness, the flow whose head arrived first), its head.
-    fn pop_next(&mut self) -> Option<Entry<T>> {
+    fn pop_next(&mut self, now: Timestamp) -> Option<Entry<T>> {
         let band = self.bands.values_mut().next()?;
+        if band.limits.fairness == Fairness::ProgramAware {
+            return self.pop_least_served(now);
+        }
         if band.limits.fairness == Fairness::GlobalStrict {
             let mut oldest: Option<(u64, u32)> = None;
             let mut flow = band.cursor;
@@ -503,6 +538,49 @@ impl<T> FlowQueue<T> {
         let next = band.flow(flow_index).ring_next;
         band.cursor = next;
         Some(self.remove_slot(head))
+    }
+
+    /// Removes the head of the top band's flow with the least attained service
+    /// (`program-aware-fairness`), charging its program the request's bytes.
+    fn pop_least_served(&mut self, now: Timestamp) -> Option<Entry<T>> {
+        let settings = &self.settings.program_aware;
+        let band = self.bands.values_mut().next()?;
+        let mut heads: Vec<(u32, u32)> = Vec::new();
+        let mut scores: Vec<(f64, f64)> = Vec::new();
+        let mut flow = band.cursor;
+        loop {
+            let f = band.flow(flow);
+            let (head, next) = (f.head, f.ring_next);
+            let waited = self
+                .slots
+                .get(head as usize)
+                .and_then(|s| s.entry.as_ref())
+                .map_or(0.0, |e| {
+                    Duration::from_nanos(now.as_nanos().saturating_sub(e.enqueued_at.as_nanos()))
+                        .as_secs_f64()
+                });
+            let service = self.services.service(&band.flow(flow).key, now, settings);
+            heads.push((flow, head));
+            scores.push((service, waited));
+            flow = next;
+            if flow == band.cursor {
+                break;
+            }
+        }
+        let best = las_pick(&scores, settings)?;
+        let (flow, head) = *heads.get(best)?;
+        let program: Box<str> = band.flow(flow).key.clone();
+        if band.cursor == flow {
+            band.cursor = band.flow(flow).ring_next;
+        }
+        let entry = self.remove_slot(head);
+        self.services.charge(
+            &program,
+            entry.bytes as f64,
+            now,
+            &self.settings.program_aware,
+        );
+        Some(entry)
     }
 
     /// Removes and returns every request whose TTL has run out at `now` (deadline `<= now`),
@@ -535,7 +613,7 @@ impl<T> FlowQueue<T> {
     /// down and must answer what it holds.
     pub fn drain(&mut self, reason: DropReason, now: Timestamp) -> Vec<(T, DropReason)> {
         let mut out: Vec<(T, DropReason)> = self.expire(now);
-        while let Some(entry) = self.pop_next() {
+        while let Some(entry) = self.pop_next(now) {
             self.counters.dropped[reason.index()] += 1;
             out.push((entry.item, reason));
         }

@@ -11,6 +11,10 @@
 //!   by rank (`domain: rank`, the default: equal steps whatever the numbers) or by value
 //!   (`domain: value`: in proportion to the priority values). `shape` is `linear`, the only
 //!   one.
+//! - `soft-reflective-ceiling-policy`: no parameters; a ceiling per rank that falls with the
+//!   saturation itself, and past it the band dispatches on one call in a period
+//!   ([`soft_ceiling`](super::soft_ceiling)). Its ceilings depend on the saturation, so read
+//!   them with [`UsageLimitPolicy::ceiling_at`].
 //!
 //! The queue dispatches from its highest non-empty band only while the saturation level is
 //! below that band's ceiling (and stops there: lower bands never overtake it), and a request
@@ -34,6 +38,7 @@ use serde::Deserialize;
 
 use super::config::FlowConfigError;
 use super::saturation::plugin_parameters;
+use super::soft_ceiling::soft_reflective_ceiling;
 
 /// How priority levels map onto the ceiling range (upstream `domain`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -62,6 +67,8 @@ pub enum UsageLimitPolicy {
         /// The highest level's ceiling.
         max_ceiling: f64,
     },
+    /// `soft-reflective-ceiling-policy`.
+    SoftReflectiveCeiling,
 }
 
 impl Default for UsageLimitPolicy {
@@ -75,6 +82,11 @@ impl Default for UsageLimitPolicy {
 struct StaticParams {
     threshold: Option<f64>,
 }
+
+/// The soft-reflective policy takes no parameters: any key is refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoParams {}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -90,6 +102,8 @@ impl UsageLimitPolicy {
     pub const STATIC_TYPE: &'static str = "static-usage-limit-policy";
     /// Upstream type of the priority-holdback policy.
     pub const HOLDBACK_TYPE: &'static str = "priority-holdback-policy";
+    /// Upstream type of the soft-reflective ceiling policy.
+    pub const SOFT_REFLECTIVE_TYPE: &'static str = "soft-reflective-ceiling-policy";
 
     /// Builds the policy of upstream type `plugin_type` from its `parameters` (`null`: none).
     pub fn from_plugin(
@@ -162,13 +176,18 @@ impl UsageLimitPolicy {
                     max_ceiling,
                 })
             }
+            Self::SOFT_REFLECTIVE_TYPE => {
+                let NoParams {} = plugin_parameters(Self::SOFT_REFLECTIVE_TYPE, parameters)?;
+                Ok(UsageLimitPolicy::SoftReflectiveCeiling)
+            }
             other => Err(FlowConfigError::Invalid {
                 field: "flowControl.usageLimitPolicyPluginRef".into(),
                 message: crate::config::not_implemented_message(other).unwrap_or_else(|| {
                     format!(
-                        "`{other}` is not a usage-limit policy (expected {} or {})",
+                        "`{other}` is not a usage-limit policy (expected {}, {} or {})",
                         Self::STATIC_TYPE,
-                        Self::HOLDBACK_TYPE
+                        Self::HOLDBACK_TYPE,
+                        Self::SOFT_REFLECTIVE_TYPE
                     )
                 }),
             }),
@@ -180,10 +199,25 @@ impl UsageLimitPolicy {
         matches!(self, UsageLimitPolicy::Static { .. })
     }
 
+    /// The ceiling of `priority` among the active `levels` at pool `saturation`, on a call
+    /// where the soft-reflective policy's alternating bands are `open` (the other policies
+    /// ignore both).
+    pub fn ceiling_at(&self, levels: &[i32], priority: i32, saturation: f64, open: bool) -> f64 {
+        match self {
+            UsageLimitPolicy::SoftReflectiveCeiling => {
+                soft_reflective_ceiling(rank_of(levels, priority), levels.len(), saturation, open)
+            }
+            _ => self.ceiling(levels, priority),
+        }
+    }
+
     /// The ceiling of `priority` among the active `levels` (distinct, highest first; it should
-    /// contain `priority`, else the nearest rank below is used).
+    /// contain `priority`, else the nearest rank below is used). The soft-reflective policy's
+    /// ceilings depend on the saturation: this gives 1 for it; use
+    /// [`ceiling_at`](Self::ceiling_at).
     pub fn ceiling(&self, levels: &[i32], priority: i32) -> f64 {
         match *self {
+            UsageLimitPolicy::SoftReflectiveCeiling => 1.0,
             UsageLimitPolicy::Static { threshold } => threshold,
             UsageLimitPolicy::PriorityHoldback {
                 domain,
@@ -196,8 +230,7 @@ impl UsageLimitPolicy {
                 let spread = max_ceiling - min_ceiling;
                 match domain {
                     HoldbackDomain::Rank => {
-                        let rank = levels.iter().take_while(|&&p| p > priority).count();
-                        let rank = rank.min(levels.len() - 1) as f64;
+                        let rank = rank_of(levels, priority).min(levels.len() - 1) as f64;
                         max_ceiling - rank * spread / (levels.len() - 1) as f64
                     }
                     HoldbackDomain::Value => {
@@ -213,6 +246,11 @@ impl UsageLimitPolicy {
             }
         }
     }
+}
+
+/// The rank of `priority` among `levels` (highest first): how many levels are above it.
+fn rank_of(levels: &[i32], priority: i32) -> usize {
+    levels.iter().take_while(|&&p| p > priority).count()
 }
 
 fn invalid(plugin: &str, field: &str, message: &str) -> FlowConfigError {

@@ -41,6 +41,10 @@ pub enum ParseError {
     /// The prompt is empty.
     #[error("the prompt is empty")]
     EmptyPrompt,
+    /// A gRPC request body is not one uncompressed, complete message of the expected type
+    /// (`vllmgrpc-parser`, `vertexai-parser`).
+    #[error("invalid gRPC request: {0}")]
+    InvalidGrpc(String),
     /// The path is not an inference API this parser knows.
     #[error("unsupported path `{0}`")]
     UnsupportedPath(String),

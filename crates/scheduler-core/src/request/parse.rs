@@ -66,6 +66,7 @@ mod anthropic;
 mod body;
 mod content;
 mod generate;
+mod grpc;
 mod json_text;
 mod keys;
 mod last_wins;
@@ -81,6 +82,7 @@ use serde::de::{DeserializeSeed, IgnoredAny};
 use super::{ChatMessages, InferenceRequest, ParseError, Prompt};
 use body::{BodyFields, BodySeed};
 pub(super) use generate::parse_generate;
+pub(super) use grpc::{parse_vertex, parse_vllm_grpc};
 use trail::Trail;
 
 /// Which inference API a request body belongs to.
@@ -261,6 +263,17 @@ pub(super) fn parse_json_body(
     body: &[u8],
     limits: &ParseLimits,
 ) -> Result<InferenceRequest, ParseError> {
+    parse_json_with(api, body, limits, true)
+}
+
+/// [`parse_json_body`], with `model` optional when `require_model` is false (an absent one is
+/// empty): Vertex AI names the model in the request's endpoint, not in the body.
+fn parse_json_with(
+    api: ApiKind,
+    body: &[u8],
+    limits: &ParseLimits,
+    require_model: bool,
+) -> Result<InferenceRequest, ParseError> {
     if matches!(
         api,
         ApiKind::VllmGenerate | ApiKind::SglangGenerate | ApiKind::Unparsed
@@ -277,7 +290,7 @@ pub(super) fn parse_json_body(
     .deserialize(&mut de)
     .and_then(|fields| de.end().map(|()| fields))
     .map_err(|e| field_error(&e, &trail))?;
-    build_request(api, fields, body.len(), limits)
+    build_request(api, fields, body.len(), limits, require_model)
 }
 
 fn build_request(
@@ -285,9 +298,14 @@ fn build_request(
     mut fields: BodyFields,
     body_size: usize,
     limits: &ParseLimits,
+    require_model: bool,
 ) -> Result<InferenceRequest, ParseError> {
-    let model = fields.model.ok_or(ParseError::MissingField("model"))?;
-    if model.is_empty() {
+    let model = match fields.model.take() {
+        Some(model) => model,
+        None if !require_model => String::new(),
+        None => return Err(ParseError::MissingField("model")),
+    };
+    if model.is_empty() && require_model {
         return Err(ParseError::InvalidField {
             field: "model".into(),
             reason: "must not be empty".into(),

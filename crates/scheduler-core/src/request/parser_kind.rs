@@ -8,6 +8,12 @@
 //! | `vllmhttp-parser` | `inference/v1/generate` | vLLM's token ids, `model`, `sampling_params.max_tokens` |
 //! | `sglanghttp-parser` | `generate` (parses `/generate` only) | SGLang's `input_ids`, `sampling_params.max_new_tokens` |
 //! | `passthrough-parser` | none: the fallback | nothing: no model, no prompt |
+//! | `vllmgrpc-parser` | `vllm.grpc.engine.VllmEngine/Generate`, `…/Embed` | vLLM's gRPC messages: text or token ids, `stream`, `max_tokens` (the `parse/grpc.rs` module) |
+//! | `vertexai-parser` | `PredictionService/ChatCompletions`, `…/RawPredict`, `…/StreamRawPredict` | the OpenAI body inside Vertex AI's gRPC message |
+//!
+//! The gRPC parsers' suffixes also match after a `.` (the method's package:
+//! `/google.cloud.aiplatform.v1.PredictionService/RawPredict`). Upstream claims them for
+//! `h2c` pools only; Shepherd claims them by path, whatever the protocol.
 //!
 //! ```
 //! use shepherd_scheduler_core::request::ParserKind;
@@ -15,12 +21,13 @@
 //! let kind = ParserKind::from_type("vllmhttp-parser").unwrap();
 //! assert_eq!(kind.claims(), ["inference/v1/generate"]);
 //! assert!(ParserKind::Passthrough.is_fallback());
-//! assert!(ParserKind::from_type("vllmgrpc-parser").is_none()); // not implemented
+//! assert!(ParserKind::from_type("vllmgrpc-parser").is_some());
+//! assert!(ParserKind::from_type("triton-parser").is_none()); // not a parser Shepherd has
 //! ```
 
 use std::fmt;
 
-use super::parse::{check_size, parse_generate, parse_json_body};
+use super::parse::{check_size, parse_generate, parse_json_body, parse_vertex, parse_vllm_grpc};
 use super::parser_set::path::{matches_suffix, normalize_path};
 use super::{ApiKind, InferenceRequest, ParseError, ParseLimits, Prompt};
 
@@ -39,6 +46,10 @@ pub enum ParserKind {
     SglangHttp,
     /// `passthrough-parser`.
     Passthrough,
+    /// `vllmgrpc-parser`: vLLM's gRPC engine API.
+    VllmGrpc,
+    /// `vertexai-parser`: Vertex AI's gRPC prediction service.
+    VertexAi,
 }
 
 /// OpenAI's suffixes with the API each means.
@@ -68,15 +79,32 @@ const VLLM_PATHS: [(&str, ApiKind); 1] = [("inference/v1/generate", ApiKind::Vll
 const VLLM_CLAIMS: [&str; 1] = [VLLM_PATHS[0].0];
 const SGLANG_PATHS: [(&str, ApiKind); 1] = [("generate", ApiKind::SglangGenerate)];
 const SGLANG_CLAIMS: [&str; 1] = [SGLANG_PATHS[0].0];
+const VLLM_GRPC_PATHS: [(&str, ApiKind); 2] = [
+    ("vllm.grpc.engine.VllmEngine/Generate", ApiKind::Completions),
+    ("vllm.grpc.engine.VllmEngine/Embed", ApiKind::Embeddings),
+];
+const VLLM_GRPC_CLAIMS: [&str; 2] = [VLLM_GRPC_PATHS[0].0, VLLM_GRPC_PATHS[1].0];
+/// Vertex AI's methods; the raw-predict ones carry a body upstream reads as OpenAI responses.
+const VERTEX_PATHS: [(&str, ApiKind); 3] = [
+    (
+        "PredictionService/ChatCompletions",
+        ApiKind::ChatCompletions,
+    ),
+    ("PredictionService/StreamRawPredict", ApiKind::Responses),
+    ("PredictionService/RawPredict", ApiKind::Responses),
+];
+const VERTEX_CLAIMS: [&str; 3] = [VERTEX_PATHS[0].0, VERTEX_PATHS[1].0, VERTEX_PATHS[2].0];
 
 impl ParserKind {
-    /// Every kind, in upstream's default order (then SGLang).
-    pub const ALL: [ParserKind; 5] = [
+    /// Every kind, in upstream's default order (then SGLang and the gRPC parsers).
+    pub const ALL: [ParserKind; 7] = [
         ParserKind::OpenAi,
         ParserKind::Anthropic,
         ParserKind::VllmHttp,
         ParserKind::Passthrough,
         ParserKind::SglangHttp,
+        ParserKind::VllmGrpc,
+        ParserKind::VertexAi,
     ];
 
     /// The kind of an upstream parser plugin type, when Shepherd has it.
@@ -94,6 +122,8 @@ impl ParserKind {
             ParserKind::VllmHttp => "vllmhttp-parser",
             ParserKind::SglangHttp => "sglanghttp-parser",
             ParserKind::Passthrough => "passthrough-parser",
+            ParserKind::VllmGrpc => "vllmgrpc-parser",
+            ParserKind::VertexAi => "vertexai-parser",
         }
     }
 
@@ -105,6 +135,8 @@ impl ParserKind {
             ParserKind::Anthropic => &ANTHROPIC_CLAIMS,
             ParserKind::VllmHttp => &VLLM_CLAIMS,
             ParserKind::SglangHttp => &SGLANG_CLAIMS,
+            ParserKind::VllmGrpc => &VLLM_GRPC_CLAIMS,
+            ParserKind::VertexAi => &VERTEX_CLAIMS,
             ParserKind::Passthrough => &[],
         }
     }
@@ -121,6 +153,8 @@ impl ParserKind {
             ParserKind::Anthropic => &ANTHROPIC_PATHS,
             ParserKind::VllmHttp => &VLLM_PATHS,
             ParserKind::SglangHttp => &SGLANG_PATHS,
+            ParserKind::VllmGrpc => &VLLM_GRPC_PATHS,
+            ParserKind::VertexAi => &VERTEX_PATHS,
             ParserKind::Passthrough => &[],
         }
     }
@@ -162,16 +196,22 @@ impl ParserKind {
         let api = self
             .api(path)
             .ok_or_else(|| ParseError::UnsupportedPath(path.into()))?;
-        read_as(api, body, limits)
+        read_as(self, api, body, limits)
     }
 }
 
-/// Reads `body` (already size-checked) as a request of `api`.
+/// Reads `body` (already size-checked) as a request of `api`, as parser `kind` does.
 pub(crate) fn read_as(
+    kind: ParserKind,
     api: ApiKind,
     body: &[u8],
     limits: &ParseLimits,
 ) -> Result<InferenceRequest, ParseError> {
+    match kind {
+        ParserKind::VllmGrpc => return parse_vllm_grpc(api, body, limits),
+        ParserKind::VertexAi => return parse_vertex(api, body, limits),
+        _ => {}
+    }
     match api {
         ApiKind::Unparsed => Ok(unparsed(body)),
         ApiKind::VllmGenerate | ApiKind::SglangGenerate => parse_generate(api, body, limits),

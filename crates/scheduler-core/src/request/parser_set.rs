@@ -248,9 +248,15 @@ impl ParserSet {
                 limit: limits.max_body_bytes,
             });
         }
-        let api = self
-            .api(path)
-            .ok_or_else(|| ParseError::UnsupportedPath(path.into()))?;
-        read_as(api, body, limits)
+        let normalized = normalize_path(path);
+        let (kind, api) = match self.claim(normalized) {
+            Some((parser, api)) if parser.kind.reads_at(normalized) => (parser.kind, api),
+            Some(_) => return Err(ParseError::UnsupportedPath(path.into())),
+            None => match &self.fallback {
+                Some(fallback) => (fallback.kind, ApiKind::Unparsed),
+                None => return Err(ParseError::UnsupportedPath(path.into())),
+            },
+        };
+        read_as(kind, api, body, limits)
     }
 }

@@ -1,6 +1,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::report::AttributeReporter;
+
 use super::{HeaderProfileSelector, PickCounter, ScheduleError, Scheduler};
 use crate::completion::{Completer, CompletionHook};
 use crate::config::SchedulerSettings;
@@ -20,6 +22,7 @@ pub struct SchedulerBuilder {
     listeners: Vec<Arc<dyn MembershipListener>>,
     metric_sources: Vec<Arc<dyn MetricsSource>>,
     parsers: ParserSet,
+    reporters: Vec<AttributeReporter>,
     disaggregation: Option<Disaggregation>,
     profile_selector: Option<HeaderProfileSelector>,
 }
@@ -35,6 +38,7 @@ impl SchedulerBuilder {
             listeners: Vec::new(),
             metric_sources: Vec::new(),
             parsers: ParserSet::upstream_default(),
+            reporters: Vec::new(),
             disaggregation: None,
             profile_selector: None,
         }
@@ -60,6 +64,13 @@ impl SchedulerBuilder {
     /// [`ParserSet::upstream_default`]).
     pub fn parsers(mut self, parsers: ParserSet) -> Self {
         self.parsers = parsers;
+        self
+    }
+
+    /// Sets the `request-attribute-reporter`s adapters evaluate when a response ends (default:
+    /// none).
+    pub fn reporters(mut self, reporters: Vec<AttributeReporter>) -> Self {
+        self.reporters = reporters;
         self
     }
 
@@ -171,6 +182,7 @@ impl SchedulerBuilder {
             listeners: self.listeners,
             metric_sources: self.metric_sources,
             parsers: Arc::new(self.parsers),
+            reporters: self.reporters.into(),
             disaggregation: self.disaggregation,
             profile_selector: self.profile_selector,
             shared: self.shared,

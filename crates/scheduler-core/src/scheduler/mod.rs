@@ -30,6 +30,7 @@ mod profile_select;
 pub(crate) mod spare;
 mod stages;
 
+use crate::report::AttributeReporter;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -90,6 +91,7 @@ pub struct Scheduler {
     listeners: Vec<Arc<dyn MembershipListener>>,
     metric_sources: Vec<Arc<dyn MetricsSource>>,
     parsers: Arc<ParserSet>,
+    reporters: Arc<[AttributeReporter]>,
     disaggregation: Option<Disaggregation>,
     profile_selector: Option<HeaderProfileSelector>,
 }
@@ -125,6 +127,12 @@ impl Scheduler {
     /// request with them, so a reload changes both together.
     pub fn parsers(&self) -> &Arc<ParserSet> {
         &self.parsers
+    }
+
+    /// The `request-attribute-reporter`s of the config this scheduler was built from
+    /// ([`crate::report`]): adapters evaluate them when a response ends.
+    pub fn reporters(&self) -> &Arc<[AttributeReporter]> {
+        &self.reporters
     }
 
     /// Starts building a scheduler over `pool`, with fresh resources and metrics.
@@ -322,6 +330,9 @@ impl Scheduler {
             None => CycleState::new(request, started, self.staleness_bound),
         };
         cycle.extensions = spare::extensions();
+        if let Some(peer) = stage.peer.clone() {
+            cycle.extensions.insert(peer);
+        }
 
         for entry in profile.admitters() {
             if let Err(reason) = entry.admitter.admit(&mut cycle, &candidates) {

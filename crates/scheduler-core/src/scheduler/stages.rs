@@ -3,7 +3,7 @@
 
 use crate::decision::Decision;
 use crate::disagg::{
-    DEFAULT_ENCODE_ENDPOINTS, Disaggregation, ENCODE_ID_SUFFIX, PREFILL_ID_SUFFIX,
+    DEFAULT_ENCODE_ENDPOINTS, Disaggregation, ENCODE_ID_SUFFIX, PREFILL_ID_SUFFIX, PeerEndpoint,
 };
 use crate::plugin::Decider;
 use crate::request::InferenceRequest;
@@ -44,6 +44,7 @@ impl Scheduler {
             let stage = Stage {
                 id: Some(format!("{}{ENCODE_ID_SUFFIX}", decision.request_id())),
                 count: Some(count),
+                peer: Some(PeerEndpoint(std::sync::Arc::clone(decision.primary()))),
                 ..Stage::default()
             };
             if let Ok((encoded, _)) = self.run_observed(request, options, encode, stage, observer) {
@@ -56,6 +57,7 @@ impl Scheduler {
         let prefill = self.profile_index(Some(&d.prefill_profile))?;
         let stage = Stage {
             id: Some(format!("{}{PREFILL_ID_SUFFIX}", decision.request_id())),
+            peer: Some(PeerEndpoint(std::sync::Arc::clone(decision.primary()))),
             ..Stage::default()
         };
         match self.run_observed(request, options, prefill, stage, observer) {
@@ -76,6 +78,8 @@ pub(super) struct Stage<'a> {
     pub(super) prefill_decider: Option<&'a dyn Decider>,
     /// Asked, with the pick, whether an encode stage follows.
     pub(super) encode_decider: Option<&'a dyn Decider>,
+    /// The decode server already picked, put in the stage's cycle for its plugins.
+    pub(super) peer: Option<PeerEndpoint>,
 }
 
 /// What the deciders said about a decode pick.

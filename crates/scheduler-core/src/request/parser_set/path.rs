@@ -3,7 +3,9 @@
 //! The path is taken without its query string, surrounding whitespace and trailing `/`; a
 //! suffix (already without leading and trailing `/`) matches when the path ends with it at a
 //! segment boundary: `/v1/chat/completions` and `/openai/v1/chat/completions` end with
-//! `chat/completions`, `/v1/xchat/completions` does not.
+//! `chat/completions`, `/v1/xchat/completions` does not. A `.` is a boundary too, for gRPC
+//! methods named by their package: `/google.cloud.aiplatform.v1.PredictionService/RawPredict`
+//! ends with `PredictionService/RawPredict`.
 
 /// `path` without its query string, surrounding whitespace and trailing `/`.
 pub(crate) fn normalize_path(path: &str) -> &str {
@@ -17,7 +19,7 @@ pub(crate) fn matches_suffix(path: &str, suffix: &str) -> bool {
         return false;
     }
     match path.strip_suffix(suffix) {
-        Some(rest) => rest.is_empty() || rest.ends_with('/'),
+        Some(rest) => rest.is_empty() || rest.ends_with('/') || rest.ends_with('.'),
         None => false,
     }
 }
@@ -40,5 +42,13 @@ mod tests {
         assert!(!matches_suffix("/v1/xcompletions", "completions"));
         assert!(!matches_suffix("/v1/completions", ""));
         assert!(!matches_suffix("/v1", "v1/completions"));
+        assert!(matches_suffix(
+            "/google.cloud.aiplatform.v1beta1.PredictionService/RawPredict",
+            "PredictionService/RawPredict"
+        ));
+        assert!(!matches_suffix(
+            "/v1/XPredictionService/RawPredict",
+            "PredictionService/RawPredict"
+        ));
     }
 }
