@@ -221,6 +221,24 @@ impl Engine {
             .count()
     }
 
+    /// Prompt tokens of the waiting requests that their next admission would compute: each
+    /// one's tokens beyond what it already computed or finds in the prefix cache now (what
+    /// SGLang's load report calls `num_waiting_uncached_tokens`).
+    pub fn waiting_uncached_tokens(&self) -> u64 {
+        let bs = self.config.block_size.max(1);
+        self.waiting
+            .iter()
+            .filter_map(|id| self.seqs.get(id))
+            .map(|seq| {
+                let prompt_blocks = (seq.req.prompt_len / bs) as usize;
+                let hashes = &seq.req.block_hashes[..prompt_blocks.min(seq.req.block_hashes.len())];
+                let cached = self.cached_prefix_blocks(hashes) as u32 * bs;
+                let done = seq.num_computed.max(cached).min(seq.num_tokens());
+                u64::from(seq.num_tokens() - done)
+            })
+            .sum()
+    }
+
     /// The configuration.
     pub fn config(&self) -> &EngineConfig {
         &self.config

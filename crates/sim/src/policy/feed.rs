@@ -1,6 +1,7 @@
 //! [`EngineFeed`]: what the simulated engines tell the peer plugins that a real deployment
 //! tells their upstream routers — when a request's first token comes back, and which prompt
-//! blocks each server's prefix cache holds (what vLLM's KV events report).
+//! blocks each server's prefix cache holds (what vLLM's KV events report), and each server's
+//! load as a periodic poll of its load endpoint reads it ([`LoadPoll`]).
 //!
 //! The runner creates one feed per run and puts it in the scheduler's shared
 //! [`Resources`](shepherd_scheduler_core::resources::Resources) under [`FEED_NAME`] before the
@@ -44,8 +45,38 @@ pub struct EngineFeed {
     state: Mutex<FeedState>,
 }
 
+/// One server's load as its load endpoint reports it at a poll (SGLang's `/get_loads`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LoadReport {
+    /// Requests waiting in the server's queue.
+    pub waiting: u32,
+    /// Requests the server is running.
+    pub running: u32,
+    /// Prompt tokens of the waiting requests not found in the prefix cache.
+    pub waiting_uncached_tokens: u64,
+    /// KV-cache utilization in `[0, 1]`.
+    pub kv_utilization: f64,
+    /// Tokens the server has generated over its life (a poller turns two polls into a rate).
+    pub generated_tokens: u64,
+}
+
+/// The servers' loads as one poll read them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadPoll {
+    /// Counts the polls, from 1.
+    pub seq: u64,
+    /// When the poll sampled the servers (ns of simulated time).
+    pub at_ns: u64,
+    /// Each server's report.
+    pub reports: Vec<(EndpointId, LoadReport)>,
+}
+
 #[derive(Default)]
 struct FeedState {
+    /// The shortest poll interval a plugin asked for (ns), and when the next poll is due.
+    poll_interval_ns: Option<u64>,
+    next_poll_ns: u64,
+    last_poll: Option<Arc<LoadPoll>>,
     listeners: Vec<Weak<dyn FirstTokenListener>>,
     cache_readers: usize,
     /// The request whose cached blocks are published, and its leading cached prompt blocks
@@ -126,5 +157,46 @@ impl EngineFeed {
             return 0;
         }
         state.cached.get(&endpoint).copied().unwrap_or(0)
+    }
+
+    /// Declares that a plugin polls the servers' loads every `interval_ns` (the shortest
+    /// interval asked for wins; the first poll is due at once).
+    pub fn poll_loads_every(&self, interval_ns: u64) {
+        let mut state = self.state.lock();
+        let interval = interval_ns.max(1);
+        state.poll_interval_ns = Some(state.poll_interval_ns.map_or(interval, |i| i.min(interval)));
+    }
+
+    /// Whether a load poll is due at `now_ns` (the runner then reads the servers and
+    /// [`EngineFeed::publish_load_poll`]s them; never when no plugin polls).
+    pub fn load_poll_due(&self, now_ns: u64) -> bool {
+        let state = self.state.lock();
+        state.poll_interval_ns.is_some() && now_ns >= state.next_poll_ns
+    }
+
+    /// Stores the servers' loads read at `now_ns`; the next poll is due one interval after
+    /// the slot this one filled.
+    pub fn publish_load_poll(
+        &self,
+        now_ns: u64,
+        reports: impl IntoIterator<Item = (EndpointId, LoadReport)>,
+    ) {
+        let mut state = self.state.lock();
+        let interval = state.poll_interval_ns.unwrap_or(u64::MAX).max(1);
+        let slots = (now_ns.saturating_sub(state.next_poll_ns) / interval).saturating_add(1);
+        state.next_poll_ns = state
+            .next_poll_ns
+            .saturating_add(slots.saturating_mul(interval));
+        let seq = state.last_poll.as_ref().map_or(1, |p| p.seq + 1);
+        state.last_poll = Some(Arc::new(LoadPoll {
+            seq,
+            at_ns: now_ns,
+            reports: reports.into_iter().collect(),
+        }));
+    }
+
+    /// The latest load poll, if any.
+    pub fn last_load_poll(&self) -> Option<Arc<LoadPoll>> {
+        self.state.lock().last_poll.clone()
     }
 }

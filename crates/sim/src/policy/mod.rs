@@ -1,10 +1,11 @@
 //! Routing policies: each one a Shepherd config (YAML) run through the same core scheduler.
 //!
 //! The built-in policies use the built-in plugins, plus sim-local ones registered into the same
-//! registry: a `round-robin-picker`, and two peers reimplemented from their upstream sources at
-//! named versions with their launch defaults (`sglang-cache-aware-scorer`,
-//! `dynamo-kv-cost-scorer`; `docs/peers.md` says what is modelled from where). The peers hear
-//! from the simulated engines through an [`EngineFeed`] (first tokens, cached blocks). A config
+//! registry: a `round-robin-picker`, and the peers reimplemented from their upstream sources at
+//! named versions with their launch defaults (`sglang-cache-aware-scorer` and
+//! `smg-cache-aware-scorer`, `dynamo-kv-cost-scorer`; `docs/peers.md` says what is modelled
+//! from where). The peers hear from the simulated engines through an [`EngineFeed`] (first
+//! tokens, cached blocks, polled loads). A config
 //! with an `adaptive` section runs with the adaptive weights controller ticking on the pool.
 //!
 //! ```
@@ -20,6 +21,7 @@ mod overlay;
 mod peer_index;
 mod round_robin;
 mod sglang;
+mod smg;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -30,11 +32,13 @@ use shepherd_scheduler_core::plugin::PluginInstance;
 use shepherd_scheduler_core::scheduler::Scheduler;
 
 pub use dynamo::block_size::follow_engine_block_size;
-pub use feed::{EngineFeed, FEED_NAME, FirstTokenListener};
+pub use feed::{EngineFeed, FEED_NAME, FirstTokenListener, LoadPoll, LoadReport};
 pub use overlay::{
     FLOW_CONTROL_NO_HOLDBACK_OVERLAY, FLOW_CONTROL_OVERLAY, FLOW_CONTROL_UTILIZATION_OVERLAY,
 };
 pub use round_robin::RoundRobinPicker;
+pub use smg::expected_wait::expected_wait_seconds as smg_expected_wait_seconds;
+pub use smg::gate::Gate as SmgSpillGate;
 
 use crate::error::SimError;
 
@@ -64,6 +68,10 @@ pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
         include_str!("../../policies/predicted-latency.yaml"),
     ),
     ("sglang", include_str!("../../policies/sglang.yaml")),
+    (
+        "sglang@1.13",
+        include_str!("../../policies/sglang-1.13.yaml"),
+    ),
     (
         "sglang-library-defaults",
         include_str!("../../policies/sglang-library-defaults.yaml"),
@@ -209,5 +217,6 @@ pub fn sim_registry() -> Registry {
     });
     registry.register(sglang::TYPE_NAME, sglang::factory);
     registry.register(dynamo::TYPE_NAME, dynamo::factory);
+    registry.register(smg::TYPE_NAME, smg::factory);
     registry
 }

@@ -11,6 +11,7 @@ use shepherd_scheduler_core::plugin::{Completion, Usage};
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 
 use crate::engine::{EngineEvent, EngineRequest};
+use crate::policy::LoadReport;
 use crate::workload::{Issue, RequestSpec, block_hashes, materialize};
 
 use super::disagg::prefill_job;
@@ -187,6 +188,21 @@ impl Sim<'_> {
                 .zip(&replica.endpoints)
                 .map(|(e, ep)| (ep.id(), e.cached_prefix_blocks(prompt_blocks) as u32));
             replica.feed.publish_cached_blocks(&request.id, cached);
+        }
+        if replica.feed.load_poll_due(now) {
+            // A peer polls the servers' load endpoints: what each reports at this instant.
+            let reports = self.engines.iter().zip(&replica.endpoints).map(|(e, ep)| {
+                let snap = e.snapshot();
+                let report = LoadReport {
+                    waiting: snap.waiting,
+                    running: snap.running,
+                    waiting_uncached_tokens: e.waiting_uncached_tokens(),
+                    kv_utilization: snap.kv_utilization,
+                    generated_tokens: e.stats().generated_tokens,
+                };
+                (ep.id(), report)
+            });
+            replica.feed.publish_load_poll(now, reports);
         }
         if self.load_sync_ns == Some(0) {
             // The instantaneous exchange (a bound): every replica's view is exact at each pick.

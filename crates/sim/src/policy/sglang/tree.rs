@@ -216,6 +216,105 @@ impl Tree {
         (idx, tenant)
     }
 
+    /// The longest prefix of `text` in the tree (in symbols) and up to `cap` tenants of the
+    /// node that match reaches, ordered by `rank(salt, tenant)` (none for an empty match).
+    /// Nothing is refreshed: the insert of the routed prompt refreshes its worker's path.
+    /// This is how SGLang Model Gateway 1.13 reads the tree (`matched_tenants`: every holder
+    /// of the deepest matched node, at most 8, in the node's map order).
+    pub(crate) fn prefix_match_holders(
+        &self,
+        text: &[u32],
+        cap: usize,
+        rank: impl Fn(u64, EndpointId) -> u64,
+    ) -> (usize, Vec<EndpointId>) {
+        let mut cur = ROOT;
+        let mut idx = 0;
+        while idx < text.len() {
+            let Some(&child) = self.node(cur).children.get(&text[idx]) else {
+                break;
+            };
+            let node = self.node(child);
+            let shared = common_prefix(&node.edge, &text[idx..]);
+            idx += shared;
+            cur = child;
+            if shared < node.edge.len() {
+                break;
+            }
+        }
+        if idx == 0 {
+            return (0, Vec::new());
+        }
+        let node = self.node(cur);
+        let mut holders: Vec<EndpointId> = node.tenants.iter().map(|(t, _)| *t).collect();
+        holders.sort_by_key(|t| (rank(node.salt, *t), *t));
+        holders.truncate(cap);
+        (idx, holders)
+    }
+
+    /// Symbols over every tenant (a symbol two tenants hold counts twice).
+    pub(crate) fn total_size(&self) -> usize {
+        self.sizes.values().sum()
+    }
+
+    /// Evicts least recently used leaves, across all tenants, until the tree-wide total
+    /// ([`Tree::total_size`]) is at most `max_size` (the shared budget of SGLang Model
+    /// Gateway 1.13).
+    pub(crate) fn evict_total_by_size(&mut self, max_size: usize) {
+        if self.total_size() <= max_size {
+            return;
+        }
+        let mut heap = BinaryHeap::new();
+        for id in 1..self.nodes.len() as NodeId {
+            if !self.node(id).alive {
+                continue;
+            }
+            let tenants: Vec<(EndpointId, u64)> = self.node(id).tenants.clone();
+            for (t, ts) in tenants {
+                if self.is_leaf_for(id, t) {
+                    heap.push(Reverse((ts, id, t)));
+                }
+            }
+        }
+        while self.total_size() > max_size {
+            let Some(Reverse((_, id, t))) = heap.pop() else {
+                break;
+            };
+            if !self.node(id).alive || !self.node(id).has(t) {
+                continue;
+            }
+            if let Some(parent) = self.remove_tenant_leaf(id, t)
+                && parent != ROOT
+                && self.is_leaf_for(parent, t)
+                && let Some(ts) = self.node(parent).last_use(t)
+            {
+                heap.push(Reverse((ts, parent, t)));
+            }
+        }
+    }
+
+    /// Unmarks `t` on leaf `id` (freeing the node when nobody is left on it); returns its
+    /// parent.
+    fn remove_tenant_leaf(&mut self, id: NodeId, t: EndpointId) -> Option<NodeId> {
+        let len = self.node(id).edge.len();
+        if let Some(size) = self.sizes.get_mut(&t) {
+            *size = size.saturating_sub(len);
+        }
+        self.node_mut(id).tenants.retain(|(x, _)| *x != t);
+        let parent = self.node(id).parent;
+        let node = self.node(id);
+        if node.children.is_empty() && node.tenants.is_empty() {
+            let first = node.edge.first().copied();
+            if let Some(first) = first {
+                self.node_mut(parent).children.remove(&first);
+            }
+            let dead = self.node_mut(id);
+            dead.alive = false;
+            dead.edge = Vec::new();
+            self.free.push(id);
+        }
+        Some(parent)
+    }
+
     fn is_leaf_for(&self, id: NodeId, t: EndpointId) -> bool {
         let node = self.node(id);
         node.alive && node.has(t) && !node.children.values().any(|c| self.node(*c).has(t))
