@@ -35,6 +35,7 @@
 #
 #   scripts/bench-extproc.sh                     # Envoy from $SHEPHERD_ENVOY, else installed
 #   BENCH_PHASES=long BENCH_LONG_ROUNDS=3 BENCH_LONG_REQUESTS=3000 scripts/bench-extproc.sh
+#   BENCH_EPP_BIN=/path/to/another/shepherd-epp BENCH_NO_BUILD=1 scripts/bench-extproc.sh
 #   BENCH_ROUNDS=1 BENCH_REQUESTS_1=1000 BENCH_REQUESTS_16=4000 BENCH_RSS_REQUESTS=5000 scripts/bench-extproc.sh
 #
 # Results: a table on stdout, JSON lines in target/bench-extproc/results.jsonl.
@@ -128,7 +129,8 @@ server:
   healthPort: $EPP_HEALTH
   metricsPort: $EPP_ADMIN
 EOF
-RUST_LOG=warn "$BIN/shepherd-epp" --config "$OUT/shepherd.yaml" 2>"$OUT/shepherd-epp.log" &
+EPP_BIN="${BENCH_EPP_BIN:-$BIN/shepherd-epp}" # another build of the picker to compare
+RUST_LOG=warn "$EPP_BIN" --config "$OUT/shepherd.yaml" 2>"$OUT/shepherd-epp.log" &
 EPP_PID=$!
 PIDS+=($EPP_PID)
 wait_http "http://127.0.0.1:$UP0/metrics"
