@@ -335,6 +335,15 @@ pub fn ext_proc_sequence(data: &[u8]) {
             }
         };
         for answer in replies {
+            // What goes on the wire (the hand-written chunk encoding included) is what prost
+            // decodes back into the same answer.
+            let mut wire = Vec::new();
+            answer.encode_to(&mut wire);
+            assert_eq!(wire.len(), answer.encoded_len());
+            let answer = answer.into_response();
+            let decoded = <ProcessingResponse as prost::Message>::decode(wire.as_slice())
+                .expect("an answer's encoding decodes");
+            assert_eq!(decoded, answer);
             check(&answer, &mut seen);
         }
         assert!(seen.decisive <= 1, "a request answered twice");

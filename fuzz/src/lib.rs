@@ -102,7 +102,29 @@ pub fn parse_body(data: &[u8]) {
         Ok(request) => check_native(&request, body, &limits),
         Err(error) => check_error(&error),
     }
+
+    // The gRPC parsers: the body as a gRPC frame (5-byte prefix and a protobuf message).
+    let grpc = ParserSet::new(
+        [ParserKind::VllmGrpc, ParserKind::VertexAi].map(|kind| (kind.type_name(), kind)),
+    );
+    let path = GRPC_PATHS[usize::from(selector) % GRPC_PATHS.len()];
+    match grpc.parse(path, body, &limits) {
+        Ok(request) => {
+            assert!(body.len() <= limits.max_body_bytes);
+            assert_eq!(request.body_size, body.len());
+        }
+        Err(error) => check_error(&error),
+    }
 }
+
+/// The gRPC methods the gRPC parsers of [`parse_body`] read.
+pub const GRPC_PATHS: [&str; 5] = [
+    "/vllm.grpc.engine.VllmEngine/Generate",
+    "/vllm.grpc.engine.VllmEngine/Embed",
+    "/google.cloud.aiplatform.v1.PredictionService/ChatCompletions",
+    "/google.cloud.aiplatform.v1.PredictionService/RawPredict",
+    "/google.cloud.aiplatform.v1.PredictionService/StreamRawPredict",
+];
 
 fn check_native(request: &InferenceRequest, body: &[u8], limits: &ParseLimits) {
     assert!(body.len() <= limits.max_body_bytes);
