@@ -84,18 +84,20 @@ impl Noop {
     /// The headers' answer: the destination, and the body's length once it is known (Envoy
     /// drops `content-length` in `FULL_DUPLEX_STREAMED` mode; the picker sets it back).
     fn route(&self, content_length: Option<usize>) -> ProcessingResponse {
-        route_headers(
-            &Route {
-                destination: &self.destination,
-                content_length,
-                remove: &[],
-                prefill: None,
-                encode: None,
-                trace: None,
-                body: None,
-            },
-            &self.options,
-        )
+        route_headers(&self.destination(content_length), &self.options)
+    }
+
+    /// The fixed destination as a route, nothing else changed.
+    fn destination(&self, content_length: Option<usize>) -> Route<'_> {
+        Route {
+            destination: &self.destination,
+            content_length,
+            remove: &[],
+            prefill: None,
+            encode: None,
+            trace: None,
+            body: None,
+        }
     }
 
     fn answer(
@@ -108,18 +110,9 @@ impl Noop {
             Some(Phase::RequestHeaders(headers)) if self.buffered && !headers.end_of_stream => {
                 out.push(pass_headers(&[]));
             }
-            Some(Phase::RequestBody(_)) if self.buffered => out.push(route_body(
-                &Route {
-                    destination: &self.destination,
-                    content_length: None,
-                    remove: &[],
-                    prefill: None,
-                    encode: None,
-                    trace: None,
-                    body: None,
-                },
-                &self.options,
-            )),
+            Some(Phase::RequestBody(_)) if self.buffered => {
+                out.push(route_body(&self.destination(None), &self.options));
+            }
             Some(Phase::RequestHeaders(headers)) if self.hold_body && !headers.end_of_stream => {}
             Some(Phase::RequestBody(body)) if self.hold_body && !held.headers_sent => {
                 held.chunks.push(body.body);

@@ -21,6 +21,7 @@
 //! symbols are characters).
 
 pub(crate) mod decide;
+pub(crate) mod sweep;
 #[cfg(test)]
 mod tests;
 pub(crate) mod tree;
@@ -35,10 +36,10 @@ use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId};
 use shepherd_scheduler_core::plugin::{
     Category, CycleState, PickHook, PluginInstance, Score, Scorer,
 };
-use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::peer_index::prompt_symbols;
 use decide::{Thresholds, decide};
+use sweep::{Sweep, holder_rank};
 use tree::Tree;
 
 /// Registry type name.
@@ -70,12 +71,11 @@ impl Default for Params {
 
 struct State {
     tree: Tree,
-    next_eviction_ns: u64,
+    sweep: Sweep,
 }
 
 struct CacheAware {
     thresholds: Thresholds,
-    eviction_interval_ns: u64,
     /// `maxTreeSize` in the tree's symbols.
     max_tree_symbols: usize,
     seed: u64,
@@ -86,21 +86,12 @@ struct CacheAware {
 impl CacheAware {
     /// A node's stable, arbitrary order of its tenants.
     fn rank(&self, salt: u64, t: EndpointId) -> u64 {
-        let mut bytes = [0u8; 12];
-        bytes[..8].copy_from_slice(&salt.to_le_bytes());
-        bytes[8..].copy_from_slice(&t.0.to_le_bytes());
-        xxh3_64_with_seed(&bytes, self.seed)
+        holder_rank(self.seed, salt, t)
     }
 
     fn evict_if_due(&self, state: &mut State, now: u64) {
-        if self.eviction_interval_ns == 0 {
-            return;
-        }
-        while now >= state.next_eviction_ns {
+        for _ in 0..state.sweep.due(now) {
             state.tree.evict_tenant_by_size(self.max_tree_symbols);
-            state.next_eviction_ns = state
-                .next_eviction_ns
-                .saturating_add(self.eviction_interval_ns);
         }
     }
 }
@@ -175,13 +166,12 @@ pub(crate) fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginErr
             balance_abs_threshold: params.balance_abs_threshold,
             balance_rel_threshold: params.balance_rel_threshold,
         },
-        eviction_interval_ns: interval_ns,
         max_tree_symbols: params.max_tree_size / params.chars_per_token,
         seed: args.seed,
         clock: Arc::clone(args.clock),
         state: Mutex::new(State {
             tree: Tree::default(),
-            next_eviction_ns: args.clock.now().as_nanos().saturating_add(interval_ns),
+            sweep: Sweep::new(args.clock.now().as_nanos(), interval_ns),
         }),
     });
     Ok(PluginInstance::scorer(plugin.clone()).with_pick_hook(plugin))

@@ -45,10 +45,10 @@ use shepherd_scheduler_core::endpoint::{Endpoint, EndpointId};
 use shepherd_scheduler_core::plugin::{
     Category, CycleState, PickHook, PluginInstance, Score, Scorer,
 };
-use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::feed::EngineFeed;
 use super::peer_index::prompt_symbols;
+use super::sglang::sweep::{Sweep, holder_rank};
 use super::sglang::tree::Tree;
 use expected_wait::{Candidate, Knobs, Selector};
 use gate::Gate;
@@ -93,14 +93,13 @@ impl Default for Params {
 
 struct State {
     tree: Tree,
-    next_eviction_ns: u64,
+    sweep: Sweep,
     selector: Selector,
 }
 
 struct CacheAware {
     cache_threshold: f32,
     gate: Gate,
-    eviction_interval_ns: u64,
     /// `maxTreeSize` in the tree's symbols.
     max_tree_symbols: usize,
     mean_prefill_tokens: u64,
@@ -113,21 +112,12 @@ struct CacheAware {
 impl CacheAware {
     /// A node's stable, arbitrary order of its holders.
     fn rank(&self, salt: u64, t: EndpointId) -> u64 {
-        let mut bytes = [0u8; 12];
-        bytes[..8].copy_from_slice(&salt.to_le_bytes());
-        bytes[8..].copy_from_slice(&t.0.to_le_bytes());
-        xxh3_64_with_seed(&bytes, self.seed)
+        holder_rank(self.seed, salt, t)
     }
 
     fn evict_if_due(&self, state: &mut State, now: u64) {
-        if self.eviction_interval_ns == 0 {
-            return;
-        }
-        while now >= state.next_eviction_ns {
+        for _ in 0..state.sweep.due(now) {
             state.tree.evict_total_by_size(self.max_tree_symbols);
-            state.next_eviction_ns = state
-                .next_eviction_ns
-                .saturating_add(self.eviction_interval_ns);
         }
     }
 }
@@ -266,7 +256,6 @@ pub(crate) fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginErr
             balance_abs_threshold: params.balance_abs_threshold,
             balance_rel_threshold: params.balance_rel_threshold,
         },
-        eviction_interval_ns: interval_ns,
         max_tree_symbols: params.max_tree_size / params.chars_per_token,
         mean_prefill_tokens: u64::from(mean_prefill_tokens),
         seed: args.seed,
@@ -274,7 +263,7 @@ pub(crate) fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginErr
         feed,
         state: Mutex::new(State {
             tree: Tree::default(),
-            next_eviction_ns: args.clock.now().as_nanos().saturating_add(interval_ns),
+            sweep: Sweep::new(args.clock.now().as_nanos(), interval_ns),
             selector: Selector::new(knobs, args.seed),
         }),
     });
