@@ -45,15 +45,7 @@ async fn replica_with(listen: SocketAddr, peers: &[SocketAddr], extra: &str) -> 
         "endpoints: [{ENDPOINT}, 127.0.0.1:10, 127.0.0.1:11]\nreplicas:\n  listen: {listen}\n  peers: [{}]\n  intervalMs: 10\n  key: {SECRET}\n{extra}",
         peers.join(", ")
     );
-    let options = RuntimeOptions {
-        scrape: false,
-        serve_admin: false,
-        watch_config: false,
-        ..RuntimeOptions::default()
-    };
-    Runtime::start(RuntimeConfig::from_yaml(&yaml).unwrap(), options)
-        .await
-        .unwrap()
+    common::replicas::start_quiet(&yaml).await
 }
 
 fn peer_requests(handle: &RuntimeHandle) -> u64 {

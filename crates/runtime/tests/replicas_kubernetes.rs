@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use common::wait_until;
 use shepherd_kube_apiserver_double::{ApiServerDouble, Resource, objects};
+use shepherd_runtime::RuntimeHandle;
 use shepherd_runtime::config::RuntimeConfig;
-use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
 use shepherd_scheduler_core::endpoint::Endpoint;
 use std::sync::Arc;
 
@@ -53,15 +53,7 @@ async fn replica(ip: &str, port: u16, kubeconfig: &Path, extra: &str) -> Runtime
          kubeconfig: {}\n      backoffInitialMs: 50\n      backoffMaxMs: 250\n{extra}",
         kubeconfig.display()
     );
-    let options = RuntimeOptions {
-        scrape: false,
-        serve_admin: false,
-        watch_config: false,
-        ..RuntimeOptions::default()
-    };
-    Runtime::start(RuntimeConfig::from_yaml(&yaml).unwrap(), options)
-        .await
-        .unwrap()
+    common::replicas::start_quiet(&yaml).await
 }
 
 fn endpoint(handle: &RuntimeHandle) -> Arc<Endpoint> {

@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use common::replicas::{counter, group_prompt, known_blocks, peer_requests, pick};
 use common::wait_until;
-use shepherd_runtime::config::RuntimeConfig;
-use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
+use shepherd_runtime::RuntimeHandle;
 use shepherd_test_util::udp_relay::UdpRelay;
 
 const ENDPOINTS: [&str; 3] = ["127.0.0.1:9", "127.0.0.1:10", "127.0.0.1:11"];
@@ -42,15 +41,7 @@ async fn replica(listen: SocketAddr, advertise: SocketAddr, peer: SocketAddr) ->
         "endpoints: [{}]\nreplicas:\n  listen: {listen}\n  advertise: {advertise}\n  peers: [{peer}]\n  intervalMs: 10\n  expireMs: 1000\n  key: {SECRET}\n",
         ENDPOINTS.join(", ")
     );
-    let options = RuntimeOptions {
-        scrape: false,
-        serve_admin: false,
-        watch_config: false,
-        ..RuntimeOptions::default()
-    };
-    Runtime::start(RuntimeConfig::from_yaml(&yaml).unwrap(), options)
-        .await
-        .unwrap()
+    common::replicas::start_quiet(&yaml).await
 }
 
 fn endpoint(

@@ -22,8 +22,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::replicas::{counter, group_prompt, known_blocks, peer_requests, pick};
-use shepherd_runtime::config::RuntimeConfig;
-use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
+use shepherd_runtime::RuntimeHandle;
 use shepherd_test_util::redis::{RedisAuth, RedisServer};
 use shepherd_test_util::tcp_relay::{Cut, TcpRelay};
 use tokio::time::Instant;
@@ -44,15 +43,7 @@ async fn replica(url: &str, name: &str) -> RuntimeHandle {
         "endpoints: [{}]\nreplicas:\n  backend: redis\n  intervalMs: 10\n  expireMs: 1000\n  redis:\n    url: {url}\n    name: {name}\n    timeoutMs: {TIMEOUT_MS}\n",
         ENDPOINTS.join(", ")
     );
-    let options = RuntimeOptions {
-        scrape: false,
-        serve_admin: false,
-        watch_config: false,
-        ..RuntimeOptions::default()
-    };
-    Runtime::start(RuntimeConfig::from_yaml(&yaml).unwrap(), options)
-        .await
-        .unwrap()
+    common::replicas::start_quiet(&yaml).await
 }
 
 /// B's picks while the test waits for something: one every 10 ms (each a fresh prompt),

@@ -1,7 +1,8 @@
 //! What the replica tests read off a runtime: its approximate index, its peer load, its
 //! counters; and the picks and prompts they make.
 
-use shepherd_runtime::RuntimeHandle;
+use shepherd_runtime::config::RuntimeConfig;
+use shepherd_runtime::{Runtime, RuntimeHandle, RuntimeOptions};
 use shepherd_scheduler_core::prefix::chain_seed;
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 use shepherd_scorers::producers::approximate_indexes;
@@ -55,4 +56,18 @@ pub(crate) fn group_prompt(g: usize, q: usize) -> Prompt {
         "{}question {q}: what is {g} times {q}?",
         format!("system prompt of group {g}: you answer briefly. ").repeat(24)
     ))
+}
+
+/// Starts a runtime from `yaml` with no scraping, no admin server and no config watch, as
+/// the replica tests run theirs.
+pub(crate) async fn start_quiet(yaml: &str) -> RuntimeHandle {
+    let options = RuntimeOptions {
+        scrape: false,
+        serve_admin: false,
+        watch_config: false,
+        ..RuntimeOptions::default()
+    };
+    Runtime::start(RuntimeConfig::from_yaml(yaml).unwrap(), options)
+        .await
+        .unwrap()
 }
