@@ -282,8 +282,8 @@ impl Tree {
             if !self.node(id).alive || !self.node(id).has(t) {
                 continue;
             }
-            if let Some(parent) = self.remove_tenant_leaf(id, t)
-                && parent != ROOT
+            let parent = self.remove_tenant_leaf(id, t);
+            if parent != ROOT
                 && self.is_leaf_for(parent, t)
                 && let Some(ts) = self.node(parent).last_use(t)
             {
@@ -294,7 +294,7 @@ impl Tree {
 
     /// Unmarks `t` on leaf `id` (freeing the node when nobody is left on it); returns its
     /// parent.
-    fn remove_tenant_leaf(&mut self, id: NodeId, t: EndpointId) -> Option<NodeId> {
+    fn remove_tenant_leaf(&mut self, id: NodeId, t: EndpointId) -> NodeId {
         let len = self.node(id).edge.len();
         if let Some(size) = self.sizes.get_mut(&t) {
             *size = size.saturating_sub(len);
@@ -312,7 +312,7 @@ impl Tree {
             dead.edge = Vec::new();
             self.free.push(id);
         }
-        Some(parent)
+        parent
     }
 
     fn is_leaf_for(&self, id: NodeId, t: EndpointId) -> bool {
@@ -346,23 +346,7 @@ impl Tree {
             if self.tenant_size(t) <= max_size || !self.node(id).alive || !self.node(id).has(t) {
                 continue;
             }
-            let len = self.node(id).edge.len();
-            if let Some(size) = self.sizes.get_mut(&t) {
-                *size = size.saturating_sub(len);
-            }
-            self.node_mut(id).tenants.retain(|(x, _)| *x != t);
-            let parent = self.node(id).parent;
-            let node = self.node(id);
-            if node.children.is_empty() && node.tenants.is_empty() {
-                let first = node.edge.first().copied();
-                if let Some(first) = first {
-                    self.node_mut(parent).children.remove(&first);
-                }
-                let dead = self.node_mut(id);
-                dead.alive = false;
-                dead.edge = Vec::new();
-                self.free.push(id);
-            }
+            let parent = self.remove_tenant_leaf(id, t);
             if parent != ROOT
                 && self.is_leaf_for(parent, t)
                 && let Some(ts) = self.node(parent).last_use(t)
