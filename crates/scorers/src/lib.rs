@@ -64,12 +64,14 @@
 
 pub mod admitters;
 pub mod attributes;
+pub mod conformance;
 mod default_config;
 pub mod disagg;
 pub mod error;
 pub mod filters;
 pub mod latency;
 mod lora;
+pub mod multicluster;
 pub mod multimodal;
 pub mod params;
 pub mod pickers;

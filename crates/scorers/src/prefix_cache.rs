@@ -349,6 +349,15 @@ impl PickHook for PrefixCacheScorer {
 /// settings keeps what the index learned. An index put there before the build is used as is
 /// when its settings match. With `prefixMatchInfoProducerName` the producer owns the index.
 pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
+    factory_linking(args, &[approx_prefix::TYPE_NAME])
+}
+
+/// [`factory`], with a bare scorer reading the first of `default_producers` the config
+/// declares (by plugin name) before falling back to an index of its own.
+pub(crate) fn factory_linking(
+    args: &PluginArgs<'_>,
+    default_producers: &[&str],
+) -> Result<PluginInstance, PluginError> {
     let parameters: PrefixCacheParameters = args.parse()?;
     let formula = parameters.formula()?;
     if let Some(producer_name) = &parameters.prefix_match_info_producer_name {
@@ -384,7 +393,7 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
         Source::Linked(ProducerLink::new(
             args.resources,
             args.pool,
-            vec![approx_prefix::TYPE_NAME.to_string()],
+            default_producers.iter().map(|n| (*n).to_string()).collect(),
             Some(Arc::clone(&own)),
         ))
     };

@@ -12,6 +12,8 @@ use crate::filters::endpoint_attribute as attribute_filter;
 use crate::filters::lora_affinity as lora_filter;
 use crate::filters::session_affinity as session_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier, utilization};
+use crate::conformance::header_filter;
+use crate::multicluster::{delegating as mc, scorers as mc_scorers};
 use crate::multimodal::{producer as mm_producer, scorer as mm_scorer};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
@@ -46,7 +48,11 @@ use crate::topology::{
 ///   `always-disagg-pd-decider`, `prefill-load-pd-decider`, `always-disagg-multimodal-decider`;
 /// - pickers: `max-score-picker`, `random-picker`, `weighted-random-picker`;
 /// - multimodal: `mm-embeddings-cache-producer`, `mm-embeddings-cache-scorer`;
-/// - topology: `topology-extractor`, `topology-affinity-filter`, `topology-affinity-scorer`.
+/// - topology: `topology-extractor`, `topology-affinity-filter`, `topology-affinity-scorer`;
+/// - multi-cluster: `multicluster-session-affinity-filter`, `multicluster-queue-scorer`,
+///   `multicluster-kv-cache-utilization-scorer`, `multicluster-prefix-cache-scorer`,
+///   `multicluster-approx-prefix-cache-producer`;
+/// - conformance tests: `header-based-testing-filter`.
 ///
 /// Earlier names of renamed types load too: `kv-cache-scorer`, and the short names of the
 /// first config-file releases (`prefix-cache`, `kv-cache`, `queue`, `max-score`, `random`).
@@ -139,7 +145,22 @@ pub fn builtin_registry() -> Registry {
         .register(mm_scorer::TYPE_NAME, mm_scorer::factory)
         .register(topology_extractor::TYPE_NAME, topology_extractor::factory)
         .register(topology_filter::TYPE_NAME, topology_filter::factory)
-        .register(topology_scorer::TYPE_NAME, topology_scorer::factory);
+        .register(topology_scorer::TYPE_NAME, topology_scorer::factory)
+        .register(
+            mc::SESSION_AFFINITY_FILTER_TYPE_NAME,
+            mc::session_affinity_filter_factory,
+        )
+        .register(
+            mc::PREFIX_CACHE_SCORER_TYPE_NAME,
+            mc::prefix_cache_scorer_factory,
+        )
+        .register(
+            mc::APPROX_PREFIX_PRODUCER_TYPE_NAME,
+            mc::approx_prefix_producer_factory,
+        )
+        .register(mc_scorers::QUEUE_TYPE_NAME, mc_scorers::queue_factory)
+        .register(mc_scorers::KV_CACHE_TYPE_NAME, mc_scorers::kv_cache_factory)
+        .register(header_filter::TYPE_NAME, header_filter::factory);
     for (old, factory) in OLD_SHORT_NAMES {
         registry.register(*old, *factory);
     }
