@@ -81,6 +81,8 @@ pub mod http;
 pub mod kv_events;
 pub mod mapping;
 #[cfg(feature = "runtime")]
+pub mod multicluster;
+#[cfg(feature = "runtime")]
 pub mod policies;
 pub mod prom;
 #[cfg(feature = "runtime")]

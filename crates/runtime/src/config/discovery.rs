@@ -76,6 +76,10 @@ pub struct FileDiscoveryConfig {
     /// Whether to read it again when it changes (default false).
     #[serde(default)]
     pub watch_file: bool,
+    /// The file lists peer clusters (upstream's `multicluster-file-discovery`): addresses may
+    /// be hostnames or IPv6 ([`multicluster::discovery`](crate::multicluster::discovery)).
+    #[serde(skip)]
+    pub multicluster: bool,
 }
 
 /// `discovery.kubernetes`: which pods are the pool, and how the watch behaves.

@@ -123,6 +123,7 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
 
     let mut discovery = sections.discovery.unwrap_or_default();
     read_file_discovery(&picker, &mut discovery, path)?;
+    scraping.metrics_host_from_labels = discovery.file.as_ref().is_some_and(|f| f.multicluster);
 
     let flow_plugins = take_flow_control_plugins(&mut picker);
     let mut flow_section = sections.flow_control;
@@ -272,8 +273,56 @@ fn take_data_layer_plugins(
                 }
                 kept.push(plugin);
             }
+            crate::multicluster::SOURCE_TYPE => {
+                // Kept among the plugins (the `dataLayer` section names it); the scraper
+                // reads the clusters with it. A second source is ignored.
+                let params: crate::multicluster::MultiClusterSourceParams =
+                    plugin_params(&plugin.parameters).map_err(|e| {
+                        LoadError::invalid(path, field(crate::multicluster::SOURCE_TYPE), e.to_string())
+                    })?;
+                params.check().map_err(|e| {
+                    LoadError::invalid(path, field(crate::multicluster::SOURCE_TYPE), e)
+                })?;
+                if scraping.multicluster_data_source.is_none() {
+                    scraping.multicluster_data_source = Some(params);
+                    scraping.multicluster_source_name = plugin.name().to_string();
+                }
+                kept.push(plugin);
+            }
+            crate::multicluster::EXTRACTOR_TYPE => {
+                let params: crate::multicluster::MultiClusterExtractorParams =
+                    plugin_params(&plugin.parameters).map_err(|e| {
+                        LoadError::invalid(path, field(crate::multicluster::EXTRACTOR_TYPE), e.to_string())
+                    })?;
+                params.mapping().map_err(|e| {
+                    LoadError::invalid(path, field(crate::multicluster::EXTRACTOR_TYPE), e)
+                })?;
+                if scraping.multicluster_metrics_extractor.is_none() {
+                    scraping.multicluster_metrics_extractor = Some(params);
+                }
+                kept.push(plugin);
+            }
             _ => kept.push(plugin),
         }
+    }
+    // Upstream's load-time guard: the multicluster metric scorers read attributes only the
+    // multicluster extractor writes.
+    if scraping.multicluster_metrics_extractor.is_none()
+        && let Some((i, plugin)) = kept.iter().enumerate().find(|(_, p)| {
+            shepherd_scorers::multicluster::METRIC_SCORER_TYPES.contains(&p.plugin_type.as_str())
+        })
+    {
+        return Err(LoadError::invalid(
+            path,
+            format!("plugins[{i}] ({})", plugin.plugin_type),
+            format!(
+                "`{}` reads the pool metrics a `{}` writes, and the config declares none \
+                 (declare it with a `{}` in `dataLayer.sources`)",
+                plugin.name(),
+                crate::multicluster::EXTRACTOR_TYPE,
+                crate::multicluster::SOURCE_TYPE,
+            ),
+        ));
     }
     let moved = kept.len() < before;
     picker.plugins = kept;
@@ -303,22 +352,24 @@ fn read_file_discovery(
     else {
         return Ok(());
     };
-    if plugin.plugin_type != FILE_DISCOVERY_TYPE {
+    let multicluster = plugin.plugin_type == crate::multicluster::DISCOVERY_TYPE;
+    if plugin.plugin_type != FILE_DISCOVERY_TYPE && !multicluster {
         return Ok(());
     }
-    let field = format!("plugins[{i}] ({FILE_DISCOVERY_TYPE})");
+    let field = format!("plugins[{i}] ({})", plugin.plugin_type);
     if discovery.file.is_some() {
         return Err(twice(path, &field));
     }
-    let params: FileDiscoveryConfig = plugin_params(&plugin.parameters)
+    let mut params: FileDiscoveryConfig = plugin_params(&plugin.parameters)
         .map_err(|e| LoadError::invalid(path, &field, e.to_string()))?;
     if params.path.is_empty() {
         return Err(LoadError::invalid(
             path,
             field,
-            "file-discovery: 'path' parameter is required",
+            format!("{}: 'path' parameter is required", plugin.plugin_type),
         ));
     }
+    params.multicluster = multicluster;
     discovery.file = Some(params);
     Ok(())
 }

@@ -221,6 +221,14 @@ impl RuntimeConfig {
                     }),
             );
         }
+        warnings.extend(
+            crate::multicluster::warnings(&self.scraping, &self.discovery)
+                .into_iter()
+                .map(|message| ConfigWarning {
+                    section: "plugins".into(),
+                    message,
+                }),
+        );
         if let Some(flow) = &self.flow_control {
             use shepherd_scheduler_core::flow::Fairness;
             let program_aware = [flow.default_band, flow.default_negative_band]

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::mapping::{CoreMetricsExtractorParams, MetricsDataSourceParams};
+use crate::multicluster::{MultiClusterExtractorParams, MultiClusterSourceParams};
 use crate::scrape::dcgm::DcgmSourceParams;
 
 /// Default time between two scrapes of one endpoint: 50 ms (DESIGN §2).
@@ -59,6 +60,21 @@ pub struct ScrapingConfig {
     /// The name of the `dcgm-data-source` plugin the parameters came from (for logs).
     #[serde(skip)]
     pub dcgm_source_name: String,
+    /// Parameters of an upstream `multicluster-metrics-data-source` plugin (from `plugins`
+    /// only; see [`multicluster`](crate::multicluster)).
+    #[serde(skip)]
+    pub multicluster_data_source: Option<MultiClusterSourceParams>,
+    /// The name of that plugin (for logs).
+    #[serde(skip)]
+    pub multicluster_source_name: String,
+    /// Parameters of an upstream `multicluster-metrics-extractor` plugin: when set, every
+    /// endpoint is a cluster and is read with its mapping.
+    #[serde(skip)]
+    pub multicluster_metrics_extractor: Option<MultiClusterExtractorParams>,
+    /// Scrape each endpoint at its `metricsAddress` / `metricsPort` labels (set when the
+    /// endpoints come from `multicluster-file-discovery`).
+    #[serde(skip)]
+    pub metrics_host_from_labels: bool,
 }
 
 impl Default for ScrapingConfig {
@@ -71,6 +87,10 @@ impl Default for ScrapingConfig {
             core_metrics_extractor: None,
             dcgm_data_source: None,
             dcgm_source_name: String::new(),
+            multicluster_data_source: None,
+            multicluster_source_name: String::new(),
+            multicluster_metrics_extractor: None,
+            metrics_host_from_labels: false,
         }
     }
 }

@@ -149,10 +149,21 @@ pub fn parse_endpoints_file(bytes: &[u8]) -> Result<(EndpointSet, Vec<String>), 
     Ok((EndpointSet::new(specs), skipped))
 }
 
+/// Parses a file of pods, or with `multicluster` of clusters (hostnames resolved).
+async fn parse_for(bytes: &[u8], multicluster: bool) -> Result<(EndpointSet, Vec<String>), String> {
+    if !multicluster {
+        return parse_endpoints_file(bytes);
+    }
+    let (clusters, mut skipped) = crate::multicluster::parse_clusters_file(bytes)?;
+    let (set, unresolved) = crate::multicluster::discovery::resolve(clusters).await;
+    skipped.extend(unresolved);
+    Ok((set, skipped))
+}
+
 /// Reads `path` and parses it, logging each skipped entry; also returns the bytes read.
-async fn load(path: &PathBuf) -> Result<(EndpointSet, Vec<u8>), String> {
+async fn load(path: &PathBuf, multicluster: bool) -> Result<(EndpointSet, Vec<u8>), String> {
     let bytes = read_bounded(path).await?;
-    let (set, skipped) = parse_endpoints_file(&bytes)?;
+    let (set, skipped) = parse_for(&bytes, multicluster).await?;
     for reason in &skipped {
         tracing::warn!(path = %path.display(), "endpoints file: {reason}; skipped");
     }
@@ -189,7 +200,8 @@ impl EndpointsFileDiscovery {
     /// The file cannot be read or parsed (as upstream, the start fails).
     pub async fn start(config: &FileDiscoveryConfig) -> Result<Self, String> {
         let path = PathBuf::from(&config.path);
-        let (set, loaded) = load(&path).await?;
+        let multicluster = config.multicluster;
+        let (set, loaded) = load(&path, multicluster).await?;
         tracing::info!(
             path = %path.display(),
             endpoints = set.len(),
@@ -205,7 +217,7 @@ impl EndpointsFileDiscovery {
                 watcher.assume(&loaded);
                 loop {
                     let loaded = match watcher.changed().await {
-                        Ok(text) => parse_endpoints_file(text.as_bytes()),
+                        Ok(text) => parse_for(text.as_bytes(), multicluster).await,
                         Err(error) => Err(error.to_string()),
                     };
                     match loaded {

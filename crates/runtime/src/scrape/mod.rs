@@ -42,5 +42,5 @@ mod stats;
 mod worker;
 
 pub use error::ScrapeError;
-pub use settings::ScrapeSettings;
+pub use settings::{MultiClusterScrape, ScrapeSettings};
 pub use stats::{EndpointScrapeStats, ScrapeStats};

@@ -35,6 +35,25 @@ pub struct ScrapeSettings {
     pub mappings: EngineMappings,
     /// The DCGM exporter source, when a `dcgm-data-source` is configured.
     pub dcgm: Option<super::dcgm::DcgmSettings>,
+    /// Every endpoint is a cluster, read as a `multicluster-metrics-extractor` says.
+    pub multicluster: Option<MultiClusterScrape>,
+    /// Scrape an endpoint at its `metricsAddress` / `metricsPort` labels.
+    pub metrics_host_from_labels: bool,
+}
+
+/// How clusters are scraped (`multicluster-metrics-data-source` and `-extractor`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MultiClusterScrape {
+    /// The mapping every cluster's page is read with.
+    pub mapping: EngineMapping,
+    /// Whether the clusters are scraped at all (`http` only).
+    pub scraped: bool,
+    /// The metrics page's path.
+    pub path: String,
+    /// A port replacing every endpoint's port.
+    pub port: Option<u16>,
+    /// The period, when not the scrape interval.
+    pub interval: Option<Duration>,
 }
 
 impl ScrapeSettings {
@@ -59,7 +78,62 @@ impl ScrapeSettings {
                 })?),
                 None => None,
             },
+            multicluster: match &config.multicluster_metrics_extractor {
+                Some(extractor) => {
+                    let invalid = |reason: String| Error::InvalidParameter {
+                        parameter: "multicluster",
+                        value: reason,
+                        reason: "invalid multicluster metrics parameters",
+                    };
+                    let mapping = extractor.mapping().map_err(invalid)?;
+                    let source = config.multicluster_data_source.as_ref();
+                    Some(MultiClusterScrape {
+                        mapping,
+                        scraped: source.is_some_and(|s| s.scraped()),
+                        path: source.map_or_else(|| "/metrics".to_string(), |s| s.path.clone()),
+                        port: source.map(|s| s.port()).transpose().map_err(invalid)?.flatten(),
+                        interval: source
+                            .map(|s| s.interval())
+                            .transpose()
+                            .map_err(invalid)?
+                            .flatten(),
+                    })
+                }
+                None => None,
+            },
+            metrics_host_from_labels: config.metrics_host_from_labels,
         })
+    }
+
+    /// The metrics page of the endpoint `spec` at `address`; `None` when it is not scraped
+    /// (a cluster source over https).
+    pub fn url_for(&self, address: &str, spec: &EndpointSpec) -> Option<String> {
+        match &self.multicluster {
+            Some(mc) if !mc.scraped => None,
+            Some(mc) => {
+                let target = if self.metrics_host_from_labels || mc.port.is_some() {
+                    crate::multicluster::metrics_target(spec, mc.port)
+                } else {
+                    address.to_string()
+                };
+                Some(format!("http://{target}{}", mc.path))
+            }
+            None if self.metrics_host_from_labels => Some(format!(
+                "{}://{}{}",
+                self.scheme,
+                crate::multicluster::metrics_target(spec, None),
+                self.path
+            )),
+            None => Some(self.url(address)),
+        }
+    }
+
+    /// Time between two scrapes of one endpoint (a cluster source's own interval, if any).
+    pub fn scrape_interval(&self) -> Duration {
+        self.multicluster
+            .as_ref()
+            .and_then(|mc| mc.interval)
+            .unwrap_or(self.interval)
     }
 
     /// The metrics page of the endpoint at `address`.
@@ -70,6 +144,9 @@ impl ScrapeSettings {
     /// The mapping for an endpoint: the one its engine label names (the configured label
     /// key, then upstream's older key), else the default engine's.
     pub fn mapping_for(&self, endpoint: Option<&EndpointSpec>) -> &EngineMapping {
+        if let Some(mc) = &self.multicluster {
+            return &mc.mapping;
+        }
         let engine = endpoint.and_then(|e| {
             e.label(self.mappings.engine_label_key())
                 .or_else(|| e.label(LEGACY_ENGINE_LABEL_KEY))

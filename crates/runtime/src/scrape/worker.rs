@@ -37,7 +37,7 @@ struct FailureLog {
 
 impl Worker {
     pub(crate) async fn run(self) {
-        let mut ticker = interval(self.settings.interval);
+        let mut ticker = interval(self.settings.scrape_interval());
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut log = FailureLog::default();
         let dcgm = self.settings.dcgm.as_ref().filter(|d| d.scraped);
@@ -116,7 +116,9 @@ impl Worker {
         };
         let mapping = self.settings.mapping_for(Some(&self.spec));
         let started = Instant::now();
-        let url = self.settings.url(&self.address);
+        let Some(url) = self.settings.url_for(&self.address, &self.spec) else {
+            return;
+        };
         let outcome = match fetch::fetch(&self.client, &url, self.settings.timeout).await {
             Ok(body) => read_page(&body, mapping),
             Err(error) => Err((error, 0)),

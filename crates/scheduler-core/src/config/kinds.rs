@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 26] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 29] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -183,6 +183,23 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 26] = [
         kind: PluginKind::DataExtractor,
         honoured_by: "the runtime's metrics scraper, which stores the GPU utilization as the \
                       endpoint attribute `GPUUtilization`",
+    },
+    FrameworkPlugin {
+        plugin_type: "multicluster-file-discovery",
+        kind: PluginKind::Discovery,
+        honoured_by: "the runtime's endpoint discovery, which reads (and with `watchFile` \
+                      watches) the clusters file that `dataLayer.discovery` names",
+    },
+    FrameworkPlugin {
+        plugin_type: "multicluster-metrics-data-source",
+        kind: PluginKind::DataSource,
+        honoured_by: "the runtime's metrics scraper, which reads every cluster's metrics page",
+    },
+    FrameworkPlugin {
+        plugin_type: "multicluster-metrics-extractor",
+        kind: PluginKind::DataExtractor,
+        honoured_by: "the runtime's metrics scraper, which stores each cluster's pool averages \
+                      as the endpoint attributes the `multicluster-*` scorers read",
     },
     FrameworkPlugin {
         plugin_type: "endpoint-notification-source",

@@ -213,8 +213,8 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("destination-endpoint-served-verifier", Test, NotYet(ConformanceTests)),
     noted("metrics-data-source", DataSource, Framework, "https scraping is not built in; the runtime scrapes every endpoint itself"),
     entry("core-metrics-extractor", DataExtractor, Framework),
-    entry("multicluster-metrics-data-source", DataSource, NotYet(MultiCluster)),
-    entry("multicluster-metrics-extractor", DataExtractor, NotYet(MultiCluster)),
+    noted("multicluster-metrics-data-source", DataSource, Framework, "the runtime's scraper reads each cluster at its `metricsAddress`/`metricsPort` labels (else its address) over http; with `https` (upstream's default) the clusters are not scraped, a warning at start (https scraping is not built in, and never downgraded to clear text); TLS parameters checked and unused; Alpha upstream: needs `--allow-experimental-plugins`"),
+    noted("multicluster-metrics-extractor", DataExtractor, Framework, "writes `llm-d.ai/multicluster-kv-cache-utilization` and `llm-d.ai/multicluster-queue-size`; every endpoint is then read as a cluster: the two averages are also its load metrics (waiting, KV utilization) and no engine mapping applies; Alpha upstream: needs `--allow-experimental-plugins`"),
     entry("k8s-notification-source", DataSource, NotYet(DataLayer)),
     noted("endpoint-notification-source", DataSource, Framework, "the pool's membership does its job: the KV-event subscriptions and the producers hear of endpoints added and removed; its extractors (`precise-prefix-cache-producer`, `mm-embeddings-cache-producer`) are the producers declared in `plugins`"),
     noted("request-attribute-reporter", Control, Framework, "expressions in a CEL subset (numbers, strings, `usage.FIELD` paths, `has()`, arithmetic, comparison, logic, `?:`; integers and doubles are one number type); others are refused at load naming the subset. `shepherd-epp` sends the value as dynamic metadata with its answer to the response's end, as upstream (the usage is read from OpenAI-style JSON or SSE bodies, not from gRPC responses); `shepherd-gateway` evaluates it and logs the value at debug level (it has no dynamic metadata to set)"),
@@ -228,7 +228,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("concurrency-detector", Flow, Framework),
     entry("utilization-detector", Flow, Framework),
     noted("file-discovery", Discovery, Framework, "the endpoints file is polled every second with `watchFile` (upstream: fsnotify events); `name` and `namespace` are checked and not kept (Shepherd names endpoints by `ip:port`); a file that does not load on a reload keeps the endpoints in force; not combined with the `endpoints` section or Kubernetes discovery"),
-    entry("multicluster-file-discovery", Discovery, NotYet(MultiCluster)),
+    noted("multicluster-file-discovery", Discovery, Framework, "`file-discovery` with hostnames and IPv6 accepted; a hostname is resolved when the file is read (start and reloads) to its first address, which the picker routes to (upstream hands Envoy the hostname); `metricsAddress`/`metricsPort` labels move the scrape target; Alpha upstream: needs `--allow-experimental-plugins`"),
     noted("agent-identity", Control, Registry, "publishes the `agent-identity` attribute for session-affinity `attribute` sources; Shepherd's flow control does not take it as the fairness id (upstream's director does when no fairness header is sent); Alpha upstream: needs `--allow-experimental-plugins`"),
 ];
 

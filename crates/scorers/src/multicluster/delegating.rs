@@ -155,7 +155,7 @@ mod tests {
         pool.set_members(["127.0.0.1:8443", "127.0.0.2:8443"]);
         let scheduler = build_scheduler(&config, &builtin_registry(), pool).unwrap();
         let prompt = "x".repeat(4096);
-        scheduler
+        let _decision = scheduler
             .schedule(&InferenceRequest::new("r0", "m", Prompt::Text(prompt)))
             .unwrap();
         let producer = scheduler
