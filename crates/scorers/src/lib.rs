@@ -79,6 +79,7 @@ pub mod prefix_cache;
 pub mod producers;
 mod registry;
 pub mod scorers;
+pub mod screener;
 pub mod topology;
 mod warnings;
 

@@ -13,6 +13,7 @@ use crate::filters::lora_affinity as lora_filter;
 use crate::filters::session_affinity as session_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier, utilization};
 use crate::conformance::header_filter;
+use crate::screener::rollout;
 use crate::multicluster::{delegating as mc, scorers as mc_scorers};
 use crate::multimodal::{producer as mm_producer, scorer as mm_scorer};
 use crate::pickers::{max_score, random, weighted_random};
@@ -52,7 +53,8 @@ use crate::topology::{
 /// - multi-cluster: `multicluster-session-affinity-filter`, `multicluster-queue-scorer`,
 ///   `multicluster-kv-cache-utilization-scorer`, `multicluster-prefix-cache-scorer`,
 ///   `multicluster-approx-prefix-cache-producer`;
-/// - conformance tests: `header-based-testing-filter`.
+/// - conformance tests: `header-based-testing-filter`;
+/// - screeners: `disaggregatedset-rollout-screener`.
 ///
 /// Earlier names of renamed types load too: `kv-cache-scorer`, and the short names of the
 /// first config-file releases (`prefix-cache`, `kv-cache`, `queue`, `max-score`, `random`).
@@ -160,7 +162,8 @@ pub fn builtin_registry() -> Registry {
         )
         .register(mc_scorers::QUEUE_TYPE_NAME, mc_scorers::queue_factory)
         .register(mc_scorers::KV_CACHE_TYPE_NAME, mc_scorers::kv_cache_factory)
-        .register(header_filter::TYPE_NAME, header_filter::factory);
+        .register(header_filter::TYPE_NAME, header_filter::factory)
+        .register(rollout::TYPE_NAME, rollout::factory);
     for (old, factory) in OLD_SHORT_NAMES {
         registry.register(*old, *factory);
     }

@@ -33,6 +33,9 @@ pub fn parameter_warnings(plugin_type: &str, parameters: &serde_json::Value) -> 
     if plugin_type == crate::topology::extractor::TYPE_NAME {
         return vec![crate::topology::extractor::WARNING.to_string()];
     }
+    if plugin_type == crate::screener::rollout::TYPE_NAME {
+        return vec![crate::screener::rollout::WARNING.to_string()];
+    }
     if plugin_type == crate::disagg::data_parallel::TYPE_NAME {
         return vec![crate::disagg::data_parallel::WARNING.to_string()];
     }

@@ -123,6 +123,16 @@ pub fn build_scheduler_in(
         })
         .collect();
 
+    // Screeners run first in every profile, in declaration order.
+    let screeners: Vec<(&str, Arc<dyn crate::plugin::Filter>)> = config
+        .plugins
+        .iter()
+        .filter_map(|spec| {
+            let screener = instances.get(spec.name())?.as_screener()?;
+            Some((spec.name(), Arc::clone(screener)))
+        })
+        .collect();
+
     let mut builder = Scheduler::builder_in(shared)
         .settings(&config.scheduler)
         .parsers(config.parser_set()?)
@@ -138,6 +148,9 @@ pub fn build_scheduler_in(
                 profile = profile.admitter(*name, Arc::clone(admitter));
             }
         }
+        for (name, screener) in &screeners {
+            profile = profile.filter(*name, Arc::clone(screener));
+        }
         let mut picker_name: Option<String> = None;
         for r in &spec.plugins {
             let Some(instance) = instances.get(&r.plugin_ref) else {
@@ -149,7 +162,8 @@ pub fn build_scheduler_in(
                     plugin_ref: r.plugin_ref.clone(),
                 });
             };
-            let mut used = false;
+            // A screener listed in a profile already runs there (first).
+            let mut used = instance.as_screener().is_some();
             if let Some(admitter) = instance.as_admitter() {
                 profile = profile.admitter(r.plugin_ref.as_str(), Arc::clone(admitter));
                 used = true;

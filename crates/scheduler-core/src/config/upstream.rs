@@ -10,13 +10,13 @@
 //! written out, and a test keeps the two and the built-in registry in step.
 //!
 //! ```
-//! use shepherd_scheduler_core::config::{Area, Status, upstream_type};
+//! use shepherd_scheduler_core::config::{Area, Status, UPSTREAM_TYPES, upstream_type};
 //!
 //! assert_eq!(upstream_type("queue-scorer").unwrap().status, Status::Registry);
-//! assert_eq!(
-//!     upstream_type("disaggregatedset-rollout-screener").unwrap().status,
-//!     Status::NotYet(Area::Disaggregation)
-//! );
+//! assert!(UPSTREAM_TYPES.iter().all(|t| match t.status {
+//!     Status::NotYet(area) => area != Area::MultiCluster,
+//!     _ => true,
+//! }));
 //! assert!(upstream_type("my-own-scorer").is_none());
 //! ```
 
@@ -133,7 +133,7 @@ use Status::{Framework, NotYet, Registry};
 /// Every type `registerInTreePlugins` registers, in its order (llm-d router at `ebab68792`).
 #[rustfmt::skip]
 pub const UPSTREAM_TYPES: &[UpstreamType] = &[
-    entry("disaggregatedset-rollout-screener", Control, NotYet(Disaggregation)),
+    noted("disaggregatedset-rollout-screener", Control, Registry, "runs first in every profile (a screener); ready pods are counted from the pool's members (labels from discovery, one per IP) that accept requests, not from a watch of every pod the scope selects; the revision draw is a hash of the request id and the scheduler's seed; response headers are not stamped and the `llm_d_epp_disaggregatedset_*` metrics are not exported (a warning at start); Alpha upstream: needs `--allow-experimental-plugins`"),
     noted("label-selector-filter", Filter, Registry, "endpoint labels come from the `endpoints` section's `labels` (or an embedder's discovery)"),
     noted("by-label-selector", Filter, Registry, "deprecated upstream name of `label-selector-filter`"),
     noted("by-label", Filter, Registry, "upstream's single-label filter (`label`, `validValues`, `allowsNoLabel`)"),

@@ -36,6 +36,7 @@ pub struct PluginInstance {
     completion_hook: Option<Arc<dyn CompletionHook>>,
     membership: Option<Arc<dyn MembershipListener>>,
     metrics: Option<Arc<dyn MetricsSource>>,
+    screener: Option<Arc<dyn Filter>>,
 }
 
 impl PluginInstance {
@@ -77,6 +78,21 @@ impl PluginInstance {
             filter: Some(filter),
             ..Default::default()
         }
+    }
+
+    /// A plugin that is a *screener*: a filter that runs first in every profile of the
+    /// config, listed in one or not (upstream's request-control screeners run once before the
+    /// scheduling profiles, so no profile can undo them).
+    pub fn screener(filter: Arc<dyn Filter>) -> Self {
+        PluginInstance {
+            screener: Some(filter),
+            ..Default::default()
+        }
+    }
+
+    /// The screener facet.
+    pub fn as_screener(&self) -> Option<&Arc<dyn Filter>> {
+        self.screener.as_ref()
     }
 
     /// A plugin that is a scorer.
