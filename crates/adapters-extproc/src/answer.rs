@@ -197,6 +197,27 @@ pub fn pass_response_headers() -> ProcessingResponse {
     }
 }
 
+/// An answer to the response headers that adds `headers` to the response (plugins'
+/// response headers, [`shepherd_scheduler_core::response_headers`]); with none, as
+/// [`pass_response_headers`].
+pub fn stamp_response_headers(headers: &[(String, String)]) -> ProcessingResponse {
+    if headers.is_empty() {
+        return pass_response_headers();
+    }
+    ProcessingResponse {
+        response: Some(Response::ResponseHeaders(HeadersResponse {
+            response: Some(CommonResponse {
+                header_mutation: Some(HeaderMutation {
+                    set_headers: headers.iter().map(|(n, v)| set_header(n, v)).collect(),
+                    remove_headers: Vec::new(),
+                }),
+                ..Default::default()
+            }),
+        })),
+        ..Default::default()
+    }
+}
+
 /// An empty answer to a response body message (`BUFFERED` or `STREAMED` mode): the chunk
 /// passes unchanged.
 pub fn pass_response_body() -> ProcessingResponse {

@@ -60,6 +60,7 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{HttpBody, HttpHeaders, Proce
 use shepherd_scheduler_core::completion::RequestHandle;
 use shepherd_scheduler_core::decision::Decision;
 use shepherd_scheduler_core::report::AttributeReporter;
+use shepherd_scheduler_core::response_headers::ResponseHeader;
 use shepherd_scheduler_core::request::{InferenceRequest, ParserSet};
 
 use crate::answer::{self, BodyChunks, Replies, Route};
@@ -182,6 +183,8 @@ pub struct Exchange {
     configured_headers: Arc<Vec<String>>,
     /// The config's `request-attribute-reporter`s, evaluated when the response ends.
     reporters: Arc<[AttributeReporter]>,
+    /// Headers the config's plugins add to responses.
+    response_headers: Arc<[ResponseHeader]>,
 }
 
 impl Exchange {
@@ -206,6 +209,7 @@ impl Exchange {
             observation: None,
             configured_headers: Arc::default(),
             reporters: Arc::new([]),
+            response_headers: Arc::new([]),
         }
     }
 
@@ -243,6 +247,14 @@ impl Exchange {
     /// see [`shepherd_scheduler_core::report`]).
     pub fn with_reporters(mut self, reporters: Arc<[AttributeReporter]>) -> Self {
         self.reporters = reporters;
+        self
+    }
+
+    /// Adds `headers` to responses once the serving endpoint is known (the service passes
+    /// those of the scheduler in force when the stream opens; see
+    /// [`shepherd_scheduler_core::response_headers`]).
+    pub fn with_response_headers(mut self, headers: Arc<[ResponseHeader]>) -> Self {
+        self.response_headers = headers;
         self
     }
 

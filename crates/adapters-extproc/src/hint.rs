@@ -72,6 +72,35 @@ pub fn served_endpoint(metadata: Option<&Metadata>, keys: &MetadataKeys) -> Opti
     entries.into_iter().next()
 }
 
+/// What the gateway's metadata says of the served endpoint, in the terms of upstream's
+/// conformance verifier: no `envoy.lb` namespace, the namespace without the served key, or
+/// the first endpoint it names.
+pub fn served_report(metadata: Option<&Metadata>, keys: &MetadataKeys) -> ServedReport<String> {
+    let Some(namespace) = metadata.and_then(|m| m.filter_metadata.get(&keys.namespace)) else {
+        return ServedReport::NoNamespace;
+    };
+    let Some(value) = namespace.fields.get(&keys.served) else {
+        return ServedReport::NoServedKey;
+    };
+    let mut entries = Vec::new();
+    collect_entries(value, &mut entries, 0);
+    match entries.into_iter().next() {
+        Some(address) => ServedReport::Address(address),
+        None => ServedReport::NoServedKey,
+    }
+}
+
+/// [`served_report`]'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServedReport<T> {
+    /// No `envoy.lb` metadata.
+    NoNamespace,
+    /// The metadata without a served endpoint.
+    NoServedKey,
+    /// The served endpoint.
+    Address(T),
+}
+
 /// Pushes every non-empty `ip[:port]` named by `value`: strings (split at commas) and lists
 /// of them, nested at most a few levels.
 fn collect_entries(value: &Value, out: &mut Vec<String>, depth: usize) {

@@ -372,10 +372,12 @@ impl ExtProcService {
         // The parsers of the config in force when the stream opens read its request.
         let parsers = Arc::clone(self.shared.scheduler.load().parsers());
         let reporters = Arc::clone(self.shared.scheduler.load().reporters());
+        let response_headers = Arc::clone(self.shared.scheduler.load().response_headers());
         let configured = ConfiguredHeaders::of(&self.shared.scheduler.shared().resources).names();
         let mut exchange = Exchange::new(Arc::clone(&self.shared.options))
             .with_parsers(parsers)
             .with_reporters(reporters)
+            .with_response_headers(response_headers)
             .with_configured_headers(configured)
             .with_body_budget(Arc::clone(&self.shared.budget));
         if let Some(upstream) = &self.shared.upstream {

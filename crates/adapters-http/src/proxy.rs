@@ -123,6 +123,8 @@ async fn forward(
     let scheduler = inner.scheduler.load();
     // The reporters of the config that reads the request evaluate its response.
     let reporters = std::sync::Arc::clone(scheduler.reporters());
+    // And its plugins' response headers (the conformance verifier, a screener's selectors).
+    let stamps = std::sync::Arc::clone(scheduler.response_headers());
     let parsed = scheduler.parsers().parse(path, &body, &inner.parse_limits);
     drop(scheduler);
     let mut request = parsed.map_err(|e| ApiError::bad_body(&e))?;
@@ -308,6 +310,23 @@ async fn forward(
     let mut response_headers = headers::client_response_headers(&head.headers);
     if !response_headers.contains_key(REQUEST_ID) {
         response_headers.insert(REQUEST_ID, request_id);
+    }
+    if !stamps.is_empty() {
+        // The gateway forwarded the request itself: the endpoint it reached is the report.
+        let served = handle.endpoint();
+        let stamped = shepherd_scheduler_core::response_headers::stamp(
+            &stamps,
+            shepherd_scheduler_core::response_headers::ServedReport::Address(served.address()),
+            |key| served.labels().get(key).cloned(),
+        );
+        for (name, value) in stamped {
+            if let (Ok(name), Ok(value)) = (
+                header::HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(&value),
+            ) {
+                response_headers.insert(name, value);
+            }
+        }
     }
     head.headers = response_headers;
     let body = TrackedBody::new(

@@ -47,6 +47,7 @@ pub mod reload;
 pub mod report;
 pub mod request;
 pub mod resources;
+pub mod response_headers;
 pub mod rng;
 pub mod scheduler;
 pub mod shared;

@@ -12,7 +12,7 @@ use crate::filters::endpoint_attribute as attribute_filter;
 use crate::filters::lora_affinity as lora_filter;
 use crate::filters::session_affinity as session_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier, utilization};
-use crate::conformance::header_filter;
+use crate::conformance::{header_filter, served_verifier};
 use crate::screener::rollout;
 use crate::multicluster::{delegating as mc, scorers as mc_scorers};
 use crate::multimodal::{producer as mm_producer, scorer as mm_scorer};
@@ -53,7 +53,7 @@ use crate::topology::{
 /// - multi-cluster: `multicluster-session-affinity-filter`, `multicluster-queue-scorer`,
 ///   `multicluster-kv-cache-utilization-scorer`, `multicluster-prefix-cache-scorer`,
 ///   `multicluster-approx-prefix-cache-producer`;
-/// - conformance tests: `header-based-testing-filter`;
+/// - conformance tests: `header-based-testing-filter`, `destination-endpoint-served-verifier`;
 /// - screeners: `disaggregatedset-rollout-screener`.
 ///
 /// Earlier names of renamed types load too: `kv-cache-scorer`, and the short names of the
@@ -163,6 +163,7 @@ pub fn builtin_registry() -> Registry {
         .register(mc_scorers::QUEUE_TYPE_NAME, mc_scorers::queue_factory)
         .register(mc_scorers::KV_CACHE_TYPE_NAME, mc_scorers::kv_cache_factory)
         .register(header_filter::TYPE_NAME, header_filter::factory)
+        .register(served_verifier::TYPE_NAME, served_verifier::factory)
         .register(rollout::TYPE_NAME, rollout::factory);
     for (old, factory) in OLD_SHORT_NAMES {
         registry.register(*old, *factory);

@@ -6,12 +6,13 @@
 use crate::answer::{self, Replies};
 use crate::error::ProtocolError;
 use crate::headers::header_value;
-use crate::hint::served_endpoint;
+use crate::hint::{ServedReport, served_endpoint, served_report};
 use crate::options::BodyMode;
 use envoy_types::pb::envoy::config::core::v3::Metadata;
 use envoy_types::pb::envoy::service::ext_proc::v3::{HttpBody, HttpHeaders};
 use envoy_types::pb::google::protobuf::Struct;
 use shepherd_scheduler_core::completion::{Completion, RequestHandle};
+use shepherd_scheduler_core::response_headers::{ServedReport as StampReport, stamp};
 
 use super::report::reported_metadata;
 use super::{Exchange, Phase, Serving, Step};
@@ -22,10 +23,13 @@ impl Exchange {
         headers: HttpHeaders,
         metadata: Option<&Metadata>,
     ) -> Result<Option<Step>, ProtocolError> {
-        let reply = Some(Step::Reply(Replies::one(answer::pass_response_headers())));
         let serving = match &mut self.phase {
             Phase::Forwarded(serving) => serving,
-            Phase::Done => return Ok(reply),
+            Phase::Done => {
+                return Ok(Some(Step::Reply(Replies::one(
+                    answer::pass_response_headers(),
+                ))));
+            }
             _ => return Err(self.unexpected("response headers")),
         };
         let map = headers.headers.as_ref();
@@ -42,13 +46,27 @@ impl Exchange {
         if let Some(served) = served {
             move_to_served(&mut serving.handle, &served);
         }
+        let stamped = if self.response_headers.is_empty() {
+            Vec::new()
+        } else {
+            let report = served_report(metadata, &self.options.metadata);
+            let report = match &report {
+                ServedReport::NoNamespace => StampReport::NoNamespace,
+                ServedReport::NoServedKey => StampReport::NoServedKey,
+                ServedReport::Address(a) => StampReport::Address(a),
+            };
+            let endpoint = serving.handle.endpoint();
+            stamp(&self.response_headers, report, |key| {
+                endpoint.labels().get(key).cloned()
+            })
+        };
+        let answer = answer::stamp_response_headers(&stamped);
         if headers.end_of_stream || self.response_mode == BodyMode::None {
             let metadata = self.finish();
-            let replies =
-                Replies::one(answer::pass_response_headers()).with_last_metadata(metadata);
+            let replies = Replies::one(answer).with_last_metadata(metadata);
             return Ok(Some(Step::Reply(replies)));
         }
-        Ok(reply)
+        Ok(Some(Step::Reply(Replies::one(answer))))
     }
 
     pub(super) fn on_response_body(

@@ -136,7 +136,15 @@ pub fn build_scheduler_in(
     let mut builder = Scheduler::builder_in(shared)
         .settings(&config.scheduler)
         .parsers(config.parser_set()?)
-        .reporters(config.reporters()?);
+        .reporters(config.reporters()?)
+        .response_headers(
+            config
+                .plugins
+                .iter()
+                .filter_map(|spec| instances.get(spec.name()))
+                .flat_map(|i| i.response_headers().iter().cloned())
+                .collect(),
+        );
     let mut profile_names = AHashSet::with_capacity(profiles.len());
     for spec in profiles {
         if !profile_names.insert(spec.name.as_str()) {

@@ -133,7 +133,7 @@ use Status::{Framework, NotYet, Registry};
 /// Every type `registerInTreePlugins` registers, in its order (llm-d router at `ebab68792`).
 #[rustfmt::skip]
 pub const UPSTREAM_TYPES: &[UpstreamType] = &[
-    noted("disaggregatedset-rollout-screener", Control, Registry, "runs first in every profile (a screener); ready pods are counted from the pool's members (labels from discovery, one per IP) that accept requests, not from a watch of every pod the scope selects; the revision draw is a hash of the request id and the scheduler's seed; response headers are not stamped and the `llm_d_epp_disaggregatedset_*` metrics are not exported (a warning at start); Alpha upstream: needs `--allow-experimental-plugins`"),
+    noted("disaggregatedset-rollout-screener", Control, Registry, "runs first in every profile (a screener); ready pods are counted from the pool's members (labels from discovery, one per IP) that accept requests, not from a watch of every pod the scope selects; the revision draw is a hash of the request id and the scheduler's seed; the `llm_d_epp_disaggregatedset_*` metrics are not exported (a warning at start); Alpha upstream: needs `--allow-experimental-plugins`"),
     noted("label-selector-filter", Filter, Registry, "endpoint labels come from the `endpoints` section's `labels` (or an embedder's discovery)"),
     noted("by-label-selector", Filter, Registry, "deprecated upstream name of `label-selector-filter`"),
     noted("by-label", Filter, Registry, "upstream's single-label filter (`label`, `validValues`, `allowsNoLabel`)"),
@@ -210,7 +210,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     noted("slo-headroom-tier-filter", Filter, Registry, "the exploration draw is a hash of the request id and the scheduler's seed; Shepherd's `latencyPredictionInfoProducerName` names the producer"),
     noted("latency-scorer", Scorer, Registry, "upstream's headroom tiers, idle preference, deficit buckets and composite fallback over the in-process `predicted-latency-producer` (one with the defaults is created when the config declares none)"),
     noted("header-based-testing-filter", Test, Registry, "a conformance-test plugin: keeps the endpoints the `test-epp-endpoint-selection` header names; no header keeps nothing (HTTP 503), as upstream"),
-    entry("destination-endpoint-served-verifier", Test, NotYet(ConformanceTests)),
+    noted("destination-endpoint-served-verifier", Test, Registry, "a conformance-test plugin: `shepherd-epp` answers the response headers with `x-conformance-test-served-endpoint` from Envoy's served-endpoint metadata (or upstream's failure text); `shepherd-gateway` names the endpoint it forwarded to"),
     noted("metrics-data-source", DataSource, Framework, "https scraping is not built in; the runtime scrapes every endpoint itself"),
     entry("core-metrics-extractor", DataExtractor, Framework),
     noted("multicluster-metrics-data-source", DataSource, Framework, "the runtime's scraper reads each cluster at its `metricsAddress`/`metricsPort` labels (else its address) over http; with `https` (upstream's default) the clusters are not scraped, a warning at start (https scraping is not built in, and never downgraded to clear text); TLS parameters checked and unused; Alpha upstream: needs `--allow-experimental-plugins`"),

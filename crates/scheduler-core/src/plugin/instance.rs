@@ -37,6 +37,7 @@ pub struct PluginInstance {
     membership: Option<Arc<dyn MembershipListener>>,
     metrics: Option<Arc<dyn MetricsSource>>,
     screener: Option<Arc<dyn Filter>>,
+    response_headers: Vec<crate::response_headers::ResponseHeader>,
 }
 
 impl PluginInstance {
@@ -88,6 +89,21 @@ impl PluginInstance {
             screener: Some(filter),
             ..Default::default()
         }
+    }
+
+    /// Adds response headers the adapters write once the serving endpoint is known
+    /// ([`crate::response_headers`]).
+    pub fn with_response_headers(
+        mut self,
+        headers: Vec<crate::response_headers::ResponseHeader>,
+    ) -> Self {
+        self.response_headers = headers;
+        self
+    }
+
+    /// The response headers this plugin asks for.
+    pub fn response_headers(&self) -> &[crate::response_headers::ResponseHeader] {
+        &self.response_headers
     }
 
     /// The screener facet.

@@ -2,6 +2,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::report::AttributeReporter;
+use crate::response_headers::ResponseHeader;
 
 use super::{HeaderProfileSelector, PickCounter, ScheduleError, Scheduler};
 use crate::completion::{Completer, CompletionHook};
@@ -23,6 +24,7 @@ pub struct SchedulerBuilder {
     metric_sources: Vec<Arc<dyn MetricsSource>>,
     parsers: ParserSet,
     reporters: Vec<AttributeReporter>,
+    response_headers: Vec<ResponseHeader>,
     disaggregation: Option<Disaggregation>,
     profile_selector: Option<HeaderProfileSelector>,
 }
@@ -39,6 +41,7 @@ impl SchedulerBuilder {
             metric_sources: Vec::new(),
             parsers: ParserSet::upstream_default(),
             reporters: Vec::new(),
+            response_headers: Vec::new(),
             disaggregation: None,
             profile_selector: None,
         }
@@ -71,6 +74,13 @@ impl SchedulerBuilder {
     /// none).
     pub fn reporters(mut self, reporters: Vec<AttributeReporter>) -> Self {
         self.reporters = reporters;
+        self
+    }
+
+    /// Sets the response headers adapters add once the serving endpoint is known (default:
+    /// none; see [`crate::response_headers`]).
+    pub fn response_headers(mut self, headers: Vec<ResponseHeader>) -> Self {
+        self.response_headers = headers;
         self
     }
 
@@ -183,6 +193,7 @@ impl SchedulerBuilder {
             metric_sources: self.metric_sources,
             parsers: Arc::new(self.parsers),
             reporters: self.reporters.into(),
+            response_headers: self.response_headers.into(),
             disaggregation: self.disaggregation,
             profile_selector: self.profile_selector,
             shared: self.shared,

@@ -92,6 +92,7 @@ pub struct Scheduler {
     metric_sources: Vec<Arc<dyn MetricsSource>>,
     parsers: Arc<ParserSet>,
     reporters: Arc<[AttributeReporter]>,
+    response_headers: Arc<[crate::response_headers::ResponseHeader]>,
     disaggregation: Option<Disaggregation>,
     profile_selector: Option<HeaderProfileSelector>,
 }
@@ -133,6 +134,12 @@ impl Scheduler {
     /// ([`crate::report`]): adapters evaluate them when a response ends.
     pub fn reporters(&self) -> &Arc<[AttributeReporter]> {
         &self.reporters
+    }
+
+    /// The response headers the plugins of the config this scheduler was built from ask for
+    /// ([`crate::response_headers`]): adapters add them once the serving endpoint is known.
+    pub fn response_headers(&self) -> &Arc<[crate::response_headers::ResponseHeader]> {
+        &self.response_headers
     }
 
     /// Starts building a scheduler over `pool`, with fresh resources and metrics.

@@ -18,11 +18,13 @@
 //! The draw is a hash of the request id and the scheduler's seed (upstream: a global random
 //! generator), so the decode and prefill stages of one request draw the same revision.
 //!
+//! Every header selector (strict or prefer) also stamps its header on the response, with the
+//! serving endpoint's `labelKey` label, as upstream
+//! ([`ResponseHeader::EndpointLabel`]).
+//!
 //! Differences from upstream, said at start: the pods counted are the pool's members (their
-//! labels from discovery), not a separate watch of every pod the scope selects; response
-//! headers are not stamped (Shepherd's adapters write no plugin response headers), so the
-//! two-picker protocol, which upstream does not support end to end either, is out of reach;
-//! the `llm_d_epp_disaggregatedset_*` metrics are not exported.
+//! labels from discovery), not a separate watch of every pod the scope selects; the
+//! `llm_d_epp_disaggregatedset_*` metrics are not exported.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -67,6 +69,7 @@ use shepherd_scheduler_core::config::{PluginArgs, PluginError};
 use shepherd_scheduler_core::endpoint::{Endpoint, Pool};
 use shepherd_scheduler_core::plugin::{CycleState, Filter, PluginInstance};
 use shepherd_scheduler_core::request::ConfiguredHeaders;
+use shepherd_scheduler_core::response_headers::ResponseHeader;
 
 use super::config::{GatingMode, HeaderSelector, RolloutParameters, SelectorMode};
 use super::selector::Selector;
@@ -77,9 +80,7 @@ pub const TYPE_NAME: &str = "disaggregatedset-rollout-screener";
 /// What the screener does differently from upstream, logged at start.
 pub const WARNING: &str = "disaggregatedset-rollout-screener: ready pods are counted from the \
      pool's members (their labels from discovery), one per IP, not from a watch of every pod \
-     the scope selects; the header selectors' response headers are not stamped (Shepherd's \
-     adapters write no plugin response headers); the llm_d_epp_disaggregatedset_* metrics are \
-     not exported";
+     the scope selects; the llm_d_epp_disaggregatedset_* metrics are not exported";
 
 /// Ready pods per revision, then per role.
 type Counts = BTreeMap<String, BTreeMap<String, usize>>;
@@ -287,13 +288,20 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
             revision_key: g.revision_label_key.clone(),
             role_key: g.role_label_key.clone(),
         });
+    // Every selector stamps its header from the endpoint that served.
+    let stamps = parameters
+        .header_selectors
+        .iter()
+        .map(|s| ResponseHeader::endpoint_label(&s.header_name, &s.label_key))
+        .collect();
     Ok(PluginInstance::screener(Arc::new(RolloutScreener {
         pool: Arc::clone(args.pool),
         scope,
         strict,
         gating,
         hasher: ahash::RandomState::with_seeds(args.seed, 0xD15A, 0x6E7, 0x5E7),
-    })))
+    }))
+    .with_response_headers(stamps))
 }
 
 #[cfg(test)]
