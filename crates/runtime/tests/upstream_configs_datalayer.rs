@@ -468,12 +468,9 @@ fn file_discovery_is_checked_as_upstream_checks_it() {
     let both = format!("{text}\nendpoints: [127.0.0.1:8000]\n");
     let error = RuntimeConfig::from_yaml(&both).unwrap_err().to_string();
     assert!(error.contains("cannot both"), "{error}");
-    // The multi-cluster variant is named as not implemented yet.
+    // The multi-cluster variant reads the same file, as clusters.
     let multi = text.replace("type: file-discovery", "type: multicluster-file-discovery");
     let config = RuntimeConfig::from_yaml(&multi).unwrap();
-    let error = build_scheduler(&config.policy, &builtin_registry(), Arc::new(Pool::new()))
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(error.contains("does not implement yet"), "{error}");
+    assert!(config.discovery.file.as_ref().unwrap().multicluster);
+    assert!(build_scheduler(&config.policy, &builtin_registry(), Arc::new(Pool::new())).is_ok());
 }
