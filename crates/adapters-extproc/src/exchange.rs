@@ -60,8 +60,8 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{HttpBody, HttpHeaders, Proce
 use shepherd_scheduler_core::completion::RequestHandle;
 use shepherd_scheduler_core::decision::Decision;
 use shepherd_scheduler_core::report::AttributeReporter;
-use shepherd_scheduler_core::response_headers::ResponseHeader;
 use shepherd_scheduler_core::request::{InferenceRequest, ParserSet};
+use shepherd_scheduler_core::response_headers::ResponseHeader;
 
 use crate::answer::{self, BodyChunks, Replies, Route};
 use crate::assembly::RequestAssembly;

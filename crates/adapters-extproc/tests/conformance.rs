@@ -44,35 +44,54 @@ fn response_header(answer: &ProcessingResponse, name: &str) -> Option<String> {
 
 /// Sends one chat request with `extra` headers; the routing answer.
 async fn route(stream: &mut EnvoyStream, extra: &[(&str, &str)]) -> ProcessingResponse {
-    let body = serde_json::json!({"model": "llama", "messages": [{"role": "user", "content": "hi"}]})
-        .to_string();
+    let body =
+        serde_json::json!({"model": "llama", "messages": [{"role": "user", "content": "hi"}]})
+            .to_string();
     stream
         .request_headers(&post(CHAT, extra), false, None, duplex())
         .await;
-    stream.request_body_chunked(body.as_bytes(), 16 * 1024).await;
+    stream
+        .request_body_chunked(body.as_bytes(), 16 * 1024)
+        .await;
     stream.next().await
 }
 
 #[tokio::test]
 async fn the_conformance_config_routes_by_header_and_reports_the_served_endpoint() {
-    let picker = Picker::start_configured(3, ExtProcOptions::default(), conformance_config, |s| s).await;
+    let picker =
+        Picker::start_configured(3, ExtProcOptions::default(), conformance_config, |s| s).await;
 
     // The header names the endpoint; the served report comes back as the header.
     let mut stream = picker.open().await;
-    let answer = route(&mut stream, &[("test-epp-endpoint-selection", "127.0.0.1:8002")]).await;
+    let answer = route(
+        &mut stream,
+        &[("test-epp-endpoint-selection", "127.0.0.1:8002")],
+    )
+    .await;
     assert_eq!(
         set_value(headers_answer(&answer), "x-gateway-destination-endpoint").as_deref(),
         Some("127.0.0.1:8002")
     );
     let _echo = stream.streamed_request_body().await;
-    let served = string_metadata("envoy.lb", "x-gateway-destination-endpoint-served", "127.0.0.1:8002");
+    let served = string_metadata(
+        "envoy.lb",
+        "x-gateway-destination-endpoint-served",
+        "127.0.0.1:8002",
+    );
     stream.response_headers("200", false, Some(served)).await;
     let answer = stream.next().await;
-    assert_eq!(response_header(&answer, SERVED).as_deref(), Some("127.0.0.1:8002"));
+    assert_eq!(
+        response_header(&answer, SERVED).as_deref(),
+        Some("127.0.0.1:8002")
+    );
 
     // No served report: upstream's failure texts.
     let mut stream = picker.open().await;
-    let _answer = route(&mut stream, &[("test-epp-endpoint-selection", "127.0.0.1:8000")]).await;
+    let _answer = route(
+        &mut stream,
+        &[("test-epp-endpoint-selection", "127.0.0.1:8000")],
+    )
+    .await;
     let _echo = stream.streamed_request_body().await;
     stream.response_headers("200", false, None).await;
     assert_eq!(
@@ -80,7 +99,11 @@ async fn the_conformance_config_routes_by_header_and_reports_the_served_endpoint
         Some("fail: missing envoy lb metadata")
     );
     let mut stream = picker.open().await;
-    let _answer = route(&mut stream, &[("test-epp-endpoint-selection", "127.0.0.1:8001")]).await;
+    let _answer = route(
+        &mut stream,
+        &[("test-epp-endpoint-selection", "127.0.0.1:8001")],
+    )
+    .await;
     let _echo = stream.streamed_request_body().await;
     let other = string_metadata("envoy.lb", "some-other-key", "x");
     stream.response_headers("200", false, Some(other)).await;
@@ -115,8 +138,12 @@ plugins:
 
 #[tokio::test]
 async fn the_rollout_screener_pins_a_strict_revision_and_stamps_the_served_labels() {
-    let picker = Picker::start_configured(3, ExtProcOptions::default(), rollout_config, |s| s).await;
-    for (i, (revision, slice)) in [("rev-a", "s0"), ("rev-b", "s1"), ("rev-b", "s2")].iter().enumerate() {
+    let picker =
+        Picker::start_configured(3, ExtProcOptions::default(), rollout_config, |s| s).await;
+    for (i, (revision, slice)) in [("rev-a", "s0"), ("rev-b", "s1"), ("rev-b", "s2")]
+        .iter()
+        .enumerate()
+    {
         let labels = [
             ("disaggregatedset.x-k8s.io/name", "my-set"),
             ("disaggregatedset.x-k8s.io/revision", *revision),
@@ -124,19 +151,35 @@ async fn the_rollout_screener_pins_a_strict_revision_and_stamps_the_served_label
         ];
         picker
             .endpoint(&format!("127.0.0.1:{}", 8000 + i))
-            .set_labels(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+            .set_labels(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
     }
     for n in 0..6 {
         let mut stream = picker.open().await;
         let id = format!("r{n}");
-        let answer = route(&mut stream, &[("x-disagg-revision", "rev-a"), ("x-request-id", &id)]).await;
-        let destination = set_value(headers_answer(&answer), "x-gateway-destination-endpoint").unwrap();
+        let answer = route(
+            &mut stream,
+            &[("x-disagg-revision", "rev-a"), ("x-request-id", &id)],
+        )
+        .await;
+        let destination =
+            set_value(headers_answer(&answer), "x-gateway-destination-endpoint").unwrap();
         assert!(destination.starts_with("127.0.0.1:8000"), "{destination}");
         let _echo = stream.streamed_request_body().await;
         stream.response_headers("200", false, None).await;
         let answer = stream.next().await;
-        assert_eq!(response_header(&answer, "x-disagg-revision").as_deref(), Some("rev-a"));
-        assert_eq!(response_header(&answer, "x-disagg-slice").as_deref(), Some("s0"));
+        assert_eq!(
+            response_header(&answer, "x-disagg-revision").as_deref(),
+            Some("rev-a")
+        );
+        assert_eq!(
+            response_header(&answer, "x-disagg-slice").as_deref(),
+            Some("s0")
+        );
     }
     // A revision no endpoint has fails closed.
     let mut stream = picker.open().await;

@@ -46,12 +46,19 @@ fn the_multicluster_wiring_loads_and_builds() {
     // https is not scraped: said at start, never silently.
     let warnings: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
     assert!(
-        warnings.iter().any(|w| w.contains("metrics-source") && w.contains("not scraped")),
+        warnings
+            .iter()
+            .any(|w| w.contains("metrics-source") && w.contains("not scraped")),
         "{warnings:?}"
     );
-    assert!(warnings.iter().any(|w| w.contains("resolved")), "{warnings:?}");
+    assert!(
+        warnings.iter().any(|w| w.contains("resolved")),
+        "{warnings:?}"
+    );
     // Alpha upstream: refused without the flag, naming the first by name.
-    let refused = check_stability(&config.policy, false).unwrap_err().to_string();
+    let refused = check_stability(&config.policy, false)
+        .unwrap_err()
+        .to_string();
     assert!(refused.contains("'discovery'"), "{refused}");
     assert!(check_stability(&config.policy, true).is_ok());
     let pool = Arc::new(Pool::new());
@@ -67,8 +74,14 @@ fn the_multicluster_wiring_loads_and_builds() {
 #[test]
 fn the_metric_scorers_without_the_extractor_are_refused() {
     let text = fixture("multicluster-wiring.yaml")
-        .replace("  - type: multicluster-metrics-extractor\n    name: metrics-extractor\n", "")
-        .replace("      extractors:\n        - pluginRef: metrics-extractor\n", "");
+        .replace(
+            "  - type: multicluster-metrics-extractor\n    name: metrics-extractor\n",
+            "",
+        )
+        .replace(
+            "      extractors:\n        - pluginRef: metrics-extractor\n",
+            "",
+        );
     let error = RuntimeConfig::from_yaml(&text).unwrap_err().to_string();
     assert!(error.contains("multicluster-metrics-extractor"), "{error}");
     assert!(error.contains("kv-cache"), "{error}");
@@ -78,18 +91,32 @@ fn the_metric_scorers_without_the_extractor_are_refused() {
 fn bad_multicluster_parameters_are_refused() {
     let text = fixture("multicluster-wiring.yaml");
     for (from, to, says) in [
-        ("      scheme: https\n", "      scheme: ftp\n", "unsupported scheme"),
-        ("      caCertPath: /etc/epp/tls/ca.crt\n", "      caCertPath: /c\n      interval: nope\n", "interval"),
+        (
+            "      scheme: https\n",
+            "      scheme: ftp\n",
+            "unsupported scheme",
+        ),
+        (
+            "      caCertPath: /etc/epp/tls/ca.crt\n",
+            "      caCertPath: /c\n      interval: nope\n",
+            "interval",
+        ),
         ("      scheme: https\n", "      schema: https\n", "schema"),
         (
             "    name: metrics-extractor\n",
             "    name: metrics-extractor\n    parameters: {kvCacheUtilizationMetric: 1_bad}\n",
             "not a valid metric specification",
         ),
-        ("      path: /etc/epp/clusters.yaml\n", "      watch: true\n", "watch"),
+        (
+            "      path: /etc/epp/clusters.yaml\n",
+            "      watch: true\n",
+            "watch",
+        ),
     ] {
         assert!(text.contains(from), "{from}");
-        let error = RuntimeConfig::from_yaml(&text.replace(from, to)).unwrap_err().to_string();
+        let error = RuntimeConfig::from_yaml(&text.replace(from, to))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains(says), "{to}: {error}");
     }
 }
@@ -102,15 +129,27 @@ fn the_prefix_affinity_variant_loads_and_reads_its_producer() {
     let scheduler = build_scheduler(&config.policy, &builtin_registry(), pool).unwrap();
     let prompt = "the same long system prompt of one tenant ".repeat(40);
     let first = scheduler
-        .schedule(&InferenceRequest::new("r0", "m", Prompt::Text(prompt.clone())))
+        .schedule(&InferenceRequest::new(
+            "r0",
+            "m",
+            Prompt::Text(prompt.clone()),
+        ))
         .unwrap();
     let home = first.primary().address().to_string();
     first.finish(Completion::success(None));
     for i in 1..5 {
         let d = scheduler
-            .schedule(&InferenceRequest::new(format!("r{i}"), "m", Prompt::Text(prompt.clone())))
+            .schedule(&InferenceRequest::new(
+                format!("r{i}"),
+                "m",
+                Prompt::Text(prompt.clone()),
+            ))
             .unwrap();
-        assert_eq!(d.primary().address(), home, "a repeated prefix goes back to its cluster");
+        assert_eq!(
+            d.primary().address(),
+            home,
+            "a repeated prefix goes back to its cluster"
+        );
         d.finish(Completion::success(None));
     }
 }
@@ -181,9 +220,19 @@ async fn clusters_are_discovered_scraped_and_scored() {
         .map(|e| e.address().to_string())
         .collect();
     assert_eq!(members.len(), 2, "{members:?}");
-    assert!(members.contains(&"127.0.0.2:18443".to_string()), "{members:?}");
-    let b = members.iter().find(|m| m.ends_with(":18444")).unwrap().clone();
-    assert!(b == "127.0.0.1:18444" || b == "[::1]:18444", "localhost resolved: {b}");
+    assert!(
+        members.contains(&"127.0.0.2:18443".to_string()),
+        "{members:?}"
+    );
+    let b = members
+        .iter()
+        .find(|m| m.ends_with(":18444"))
+        .unwrap()
+        .clone();
+    assert!(
+        b == "127.0.0.1:18444" || b == "[::1]:18444",
+        "localhost resolved: {b}"
+    );
 
     let table = EndpointAttributes::of(&handle.shared().resources);
     let value = |address: &str, key: &str| {
@@ -192,21 +241,35 @@ async fn clusters_are_discovered_scraped_and_scored() {
         table.read(|v| v.get(column, id))
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while (value("127.0.0.2:18443", QUEUE_SIZE_KEY).is_none() || value(&b, QUEUE_SIZE_KEY).is_none())
+    while (value("127.0.0.2:18443", QUEUE_SIZE_KEY).is_none()
+        || value(&b, QUEUE_SIZE_KEY).is_none())
         && std::time::Instant::now() < deadline
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(value("127.0.0.2:18443", QUEUE_SIZE_KEY), Some(9.0));
-    assert_eq!(value("127.0.0.2:18443", KV_CACHE_UTILIZATION_KEY), Some(0.8));
+    assert_eq!(
+        value("127.0.0.2:18443", KV_CACHE_UTILIZATION_KEY),
+        Some(0.8)
+    );
     assert_eq!(value(&b, QUEUE_SIZE_KEY), Some(1.0));
     // The pool averages are the clusters' load metrics too.
-    let metrics = handle.pool().snapshot().get_by_address("127.0.0.2:18443").unwrap().metrics();
+    let metrics = handle
+        .pool()
+        .snapshot()
+        .get_by_address("127.0.0.2:18443")
+        .unwrap()
+        .metrics();
     assert_eq!(metrics.waiting, 9);
     for i in 0..3 {
-        let request = InferenceRequest::new(format!("q{i}"), "m", Prompt::Text(format!("question {i}")));
+        let request =
+            InferenceRequest::new(format!("q{i}"), "m", Prompt::Text(format!("question {i}")));
         let d = handle.scheduler().schedule(&request).unwrap();
-        assert_eq!(d.primary().address(), b, "the cluster with the shorter queue");
+        assert_eq!(
+            d.primary().address(),
+            b,
+            "the cluster with the shorter queue"
+        );
         d.finish(Completion::success(None));
     }
     handle.shutdown(Duration::from_secs(5)).await;
@@ -218,14 +281,26 @@ async fn clusters_are_discovered_scraped_and_scored() {
 #[test]
 fn the_conformance_config_loads() {
     let config = load("conformance-plugins.yaml").unwrap();
-    assert!(check_stability(&config.policy, false).is_ok(), "Beta upstream");
+    assert!(
+        check_stability(&config.policy, false).is_ok(),
+        "Beta upstream"
+    );
     let pool = Arc::new(Pool::new());
     pool.set_members(["127.0.0.1:3000", "127.0.0.2:3000"]);
     let scheduler = build_scheduler(&config.policy, &builtin_registry(), pool).unwrap();
-    assert_eq!(&scheduler.response_headers()[..], [ResponseHeader::served_endpoint()]);
+    assert_eq!(
+        &scheduler.response_headers()[..],
+        [ResponseHeader::served_endpoint()]
+    );
     let mut request = InferenceRequest::new("r", "m", Prompt::Text("hi".into()));
-    request.headers.push(("test-epp-endpoint-selection".into(), "127.0.0.2:3000".into()));
-    assert_eq!(scheduler.schedule(&request).unwrap().primary().address(), "127.0.0.2:3000");
+    request.headers.push((
+        "test-epp-endpoint-selection".into(),
+        "127.0.0.2:3000".into(),
+    ));
+    assert_eq!(
+        scheduler.schedule(&request).unwrap().primary().address(),
+        "127.0.0.2:3000"
+    );
     let bare = InferenceRequest::new("r2", "m", Prompt::Text("hi".into()));
     assert!(scheduler.schedule(&bare).is_err(), "no header: no endpoint");
 }
@@ -235,14 +310,22 @@ fn the_conformance_config_loads() {
 fn rollout_pool() -> Arc<Pool> {
     let pool = Arc::new(Pool::new());
     let mut n = 0;
-    for (revision, role, count) in [("A", "prefill", 2), ("A", "decode", 9), ("B", "prefill", 1), ("B", "decode", 1)] {
+    for (revision, role, count) in [
+        ("A", "prefill", 2),
+        ("A", "decode", 9),
+        ("B", "prefill", 1),
+        ("B", "decode", 1),
+    ] {
         for _ in 0..count {
             n += 1;
             let labels: BTreeMap<String, String> = [
                 ("disaggregatedset.x-k8s.io/name", "my-set"),
                 ("disaggregatedset.x-k8s.io/revision", revision),
                 ("disaggregatedset.x-k8s.io/role", role),
-                ("disaggregatedset.x-k8s.io/slice", if n % 2 == 0 { "s0" } else { "s1" }),
+                (
+                    "disaggregatedset.x-k8s.io/slice",
+                    if n % 2 == 0 { "s0" } else { "s1" },
+                ),
             ]
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -257,14 +340,23 @@ fn rollout_pool() -> Arc<Pool> {
 // revision header pins the revision; every request stays on one revision.
 #[test]
 fn the_rollout_screener_fixtures_load_and_shape_traffic_by_revision() {
-    for name in ["rollout-screener.yaml", "rollout-screener-slice-affinity.yaml"] {
+    for name in [
+        "rollout-screener.yaml",
+        "rollout-screener-slice-affinity.yaml",
+    ] {
         let config = load(name).unwrap();
-        let refused = check_stability(&config.policy, false).unwrap_err().to_string();
+        let refused = check_stability(&config.policy, false)
+            .unwrap_err()
+            .to_string();
         assert!(refused.contains("rollout-screener"), "{refused}");
         let warnings: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
-        assert!(warnings.iter().any(|w| w.contains("pool's members")), "{warnings:?}");
+        assert!(
+            warnings.iter().any(|w| w.contains("pool's members")),
+            "{warnings:?}"
+        );
         let pool = rollout_pool();
-        let scheduler = build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+        let scheduler =
+            build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
         let revision_of = |address: &str| {
             pool.snapshot()
                 .get_by_address(address)
@@ -279,8 +371,15 @@ fn the_rollout_screener_fixtures_load_and_shape_traffic_by_revision() {
         for i in 0..total {
             let request = InferenceRequest::new(format!("r{i}"), "m", Prompt::Text("hi".into()));
             let d = scheduler.schedule(&request).unwrap();
-            let revisions: Vec<String> = d.endpoints().iter().map(|e| revision_of(e.address())).collect();
-            assert!(revisions.windows(2).all(|w| w[0] == w[1]), "one revision per request: {revisions:?}");
+            let revisions: Vec<String> = d
+                .endpoints()
+                .iter()
+                .map(|e| revision_of(e.address()))
+                .collect();
+            assert!(
+                revisions.windows(2).all(|w| w[0] == w[1]),
+                "one revision per request: {revisions:?}"
+            );
             if revisions[0] == "B" {
                 b += 1;
             }
@@ -290,8 +389,11 @@ fn the_rollout_screener_fixtures_load_and_shape_traffic_by_revision() {
         assert!((0.07..0.13).contains(&share), "{name}: B got {share}");
         // A strict header pins the revision, whatever the weights.
         for i in 0..20 {
-            let mut request = InferenceRequest::new(format!("s{i}"), "m", Prompt::Text("hi".into()));
-            request.headers.push(("x-disagg-revision".into(), "B".into()));
+            let mut request =
+                InferenceRequest::new(format!("s{i}"), "m", Prompt::Text("hi".into()));
+            request
+                .headers
+                .push(("x-disagg-revision".into(), "B".into()));
             let d = scheduler.schedule(&request).unwrap();
             assert_eq!(revision_of(d.primary().address()), "B");
             d.finish(Completion::success(None));
@@ -306,7 +408,9 @@ fn the_rollout_screener_fixtures_load_and_shape_traffic_by_revision() {
             d.finish(Completion::success(None));
         }
         let mut request = InferenceRequest::new("u", "m", Prompt::Text("hi".into()));
-        request.headers.push(("x-disagg-revision".into(), "B".into()));
+        request
+            .headers
+            .push(("x-disagg-revision".into(), "B".into()));
         assert!(scheduler.schedule(&request).is_err());
     }
 }

@@ -125,7 +125,10 @@ mod tests {
     fn upstreams_verifier_cases() {
         let rules = [ResponseHeader::served_endpoint()];
         let value = |report| stamp(&rules, report, |_| None)[0].1.clone();
-        assert_eq!(value(ServedReport::Address("10.0.0.1:8080")), "10.0.0.1:8080");
+        assert_eq!(
+            value(ServedReport::Address("10.0.0.1:8080")),
+            "10.0.0.1:8080"
+        );
         assert_eq!(value(ServedReport::NoNamespace), MISSING_NAMESPACE);
         assert_eq!(value(ServedReport::NoServedKey), MISSING_SERVED_KEY);
     }

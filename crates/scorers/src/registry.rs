@@ -4,6 +4,7 @@ use shepherd_scheduler_core::config::Registry;
 
 use crate::admitters::{latency_slo, probabilistic};
 use crate::attributes::{agent_identity, session_id};
+use crate::conformance::{header_filter, served_verifier};
 use crate::disagg::{
     data_parallel, deciders, header_profile_handler, load_decider, pd_profile_handler,
     profile_handler,
@@ -12,8 +13,6 @@ use crate::filters::endpoint_attribute as attribute_filter;
 use crate::filters::lora_affinity as lora_filter;
 use crate::filters::session_affinity as session_filter;
 use crate::filters::{by_label, label_selector, prefix_affinity, slo_headroom_tier, utilization};
-use crate::conformance::{header_filter, served_verifier};
-use crate::screener::rollout;
 use crate::multicluster::{delegating as mc, scorers as mc_scorers};
 use crate::multimodal::{producer as mm_producer, scorer as mm_scorer};
 use crate::pickers::{max_score, random, weighted_random};
@@ -24,6 +23,7 @@ use crate::scorers::{
     kv_cache, latency, load_aware, lora_affinity, no_hit_lru, prefill_duty, prefill_load, queue,
     rendezvous, running_requests, session_affinity, slo_class, token_load,
 };
+use crate::screener::rollout;
 use crate::topology::{
     extractor as topology_extractor, filter as topology_filter, scorer as topology_scorer,
 };

@@ -278,7 +278,11 @@ fn take_data_layer_plugins(
                 // reads the clusters with it. A second source is ignored.
                 let params: crate::multicluster::MultiClusterSourceParams =
                     plugin_params(&plugin.parameters).map_err(|e| {
-                        LoadError::invalid(path, field(crate::multicluster::SOURCE_TYPE), e.to_string())
+                        LoadError::invalid(
+                            path,
+                            field(crate::multicluster::SOURCE_TYPE),
+                            e.to_string(),
+                        )
                     })?;
                 params.check().map_err(|e| {
                     LoadError::invalid(path, field(crate::multicluster::SOURCE_TYPE), e)
@@ -292,7 +296,11 @@ fn take_data_layer_plugins(
             crate::multicluster::EXTRACTOR_TYPE => {
                 let params: crate::multicluster::MultiClusterExtractorParams =
                     plugin_params(&plugin.parameters).map_err(|e| {
-                        LoadError::invalid(path, field(crate::multicluster::EXTRACTOR_TYPE), e.to_string())
+                        LoadError::invalid(
+                            path,
+                            field(crate::multicluster::EXTRACTOR_TYPE),
+                            e.to_string(),
+                        )
                     })?;
                 params.mapping().map_err(|e| {
                     LoadError::invalid(path, field(crate::multicluster::EXTRACTOR_TYPE), e)

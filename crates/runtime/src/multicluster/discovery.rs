@@ -246,13 +246,13 @@ mod tests {
     #[test]
     fn upstreams_metrics_host_cases() {
         let spec = || EndpointSpec::new("10.0.0.12:8080".parse().unwrap());
-        let with = |labels: &[(&str, &str)]| {
-            labels
-                .iter()
-                .fold(spec(), |s, (k, v)| s.with_label(*k, *v))
-        };
+        let with =
+            |labels: &[(&str, &str)]| labels.iter().fold(spec(), |s, (k, v)| s.with_label(*k, *v));
         assert_eq!(
-            metrics_target(&with(&[("metricsAddress", "10.0.0.11"), ("metricsPort", "9090")]), None),
+            metrics_target(
+                &with(&[("metricsAddress", "10.0.0.11"), ("metricsPort", "9090")]),
+                None
+            ),
             "10.0.0.11:9090"
         );
         assert_eq!(
@@ -266,7 +266,10 @@ mod tests {
         );
         assert_eq!(metrics_target(&spec(), None), "10.0.0.12:8080");
         assert_eq!(
-            metrics_target(&with(&[("metricsAddress", "gw.example.com"), ("metricsPort", "443")]), None),
+            metrics_target(
+                &with(&[("metricsAddress", "gw.example.com"), ("metricsPort", "443")]),
+                None
+            ),
             "gw.example.com:443"
         );
     }
@@ -321,10 +324,23 @@ mod tests {
 
     #[test]
     fn host_validation_is_upstreams() {
-        for ok in ["10.0.0.1", "fd00::1", "gw.cluster-a.example.com", "a", "a-b.c"] {
+        for ok in [
+            "10.0.0.1",
+            "fd00::1",
+            "gw.cluster-a.example.com",
+            "a",
+            "a-b.c",
+        ] {
             assert!(is_host_or_ip(ok), "{ok}");
         }
-        for bad in ["", "Gw.example.com", "gw_a.example.com", "gw..example.com", "gw-.x", "[fd00::1]"] {
+        for bad in [
+            "",
+            "Gw.example.com",
+            "gw_a.example.com",
+            "gw..example.com",
+            "gw-.x",
+            "[fd00::1]",
+        ] {
             assert!(!is_host_or_ip(bad), "{bad}");
         }
         assert!(!is_host_or_ip(&"a".repeat(254)));

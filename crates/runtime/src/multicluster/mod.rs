@@ -57,7 +57,9 @@ pub mod discovery;
 pub mod extractor;
 pub mod source;
 
-pub use discovery::{ClusterEntry, METRICS_ADDRESS_LABEL, METRICS_PORT_LABEL, metrics_target, parse_clusters_file};
+pub use discovery::{
+    ClusterEntry, METRICS_ADDRESS_LABEL, METRICS_PORT_LABEL, metrics_target, parse_clusters_file,
+};
 pub use extractor::{EXTRACTOR_TYPE, MultiClusterExtractorParams};
 pub use source::{MultiClusterSourceParams, SOURCE_TYPE};
 

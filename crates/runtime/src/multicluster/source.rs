@@ -183,7 +183,12 @@ mod tests {
         assert!(params(r#"{"scheme":"ftp"}"#).unwrap().check().is_err());
         assert!(params(r#"{"path":"metrics"}"#).unwrap().check().is_err());
         assert!(params(r#"{"port":0}"#).unwrap().check().is_err());
-        assert!(params(r#"{"clientCertPath":"/c.pem"}"#).unwrap().check().is_err());
+        assert!(
+            params(r#"{"clientCertPath":"/c.pem"}"#)
+                .unwrap()
+                .check()
+                .is_err()
+        );
         assert!(params(r#"{"schema":"http"}"#).is_err(), "strict keys");
     }
 }

@@ -91,7 +91,11 @@ impl ScrapeSettings {
                         mapping,
                         scraped: source.is_some_and(|s| s.scraped()),
                         path: source.map_or_else(|| "/metrics".to_string(), |s| s.path.clone()),
-                        port: source.map(|s| s.port()).transpose().map_err(invalid)?.flatten(),
+                        port: source
+                            .map(|s| s.port())
+                            .transpose()
+                            .map_err(invalid)?
+                            .flatten(),
                         interval: source
                             .map(|s| s.interval())
                             .transpose()

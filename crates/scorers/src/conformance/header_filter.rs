@@ -69,7 +69,10 @@ fn address_of(endpoint: &Endpoint) -> Option<SocketAddr> {
 }
 
 /// The candidates the header names, in its order (see the module docs).
-pub fn select<'a>(header: Option<&str>, candidates: &[&'a Arc<Endpoint>]) -> Vec<&'a Arc<Endpoint>> {
+pub fn select<'a>(
+    header: Option<&str>,
+    candidates: &[&'a Arc<Endpoint>],
+) -> Vec<&'a Arc<Endpoint>> {
     let Some(header) = header.filter(|h| !h.trim().is_empty()) else {
         return Vec::new();
     };
@@ -85,7 +88,9 @@ pub fn select<'a>(header: Option<&str>, candidates: &[&'a Arc<Endpoint>]) -> Vec
             Some(port) => addresses
                 .iter()
                 .position(|a| *a == Some(SocketAddr::new(ip, port))),
-            None => addresses.iter().rposition(|a| a.is_some_and(|a| a.ip() == ip)),
+            None => addresses
+                .iter()
+                .rposition(|a| a.is_some_and(|a| a.ip() == ip)),
         };
         if let Some(i) = found
             && !kept_ips.contains(&ip)
@@ -143,8 +148,14 @@ mod tests {
     #[test]
     fn upstreams_cases() {
         assert!(kept(None, &["10.0.0.1:3000"]).is_empty(), "header unset");
-        assert!(kept(Some("10.0.0.99"), &["10.0.0.1:3000"]).is_empty(), "no IP match");
-        assert_eq!(kept(Some("10.0.0.1"), &["10.0.0.1:3002"]), ["10.0.0.1:3002"]);
+        assert!(
+            kept(Some("10.0.0.99"), &["10.0.0.1:3000"]).is_empty(),
+            "no IP match"
+        );
+        assert_eq!(
+            kept(Some("10.0.0.1"), &["10.0.0.1:3002"]),
+            ["10.0.0.1:3002"]
+        );
         assert_eq!(
             kept(
                 Some("10.0.0.1:3002"),
@@ -161,7 +172,10 @@ mod tests {
             ["10.0.0.3:3004", "10.0.0.2:3002"]
         );
         assert_eq!(
-            kept(Some("[fd00::1]:3002"), &["[fd00::1]:3002", "[fd00::2]:3002"]),
+            kept(
+                Some("[fd00::1]:3002"),
+                &["[fd00::1]:3002", "[fd00::2]:3002"]
+            ),
             ["[fd00::1]:3002"]
         );
         assert_eq!(

@@ -118,10 +118,26 @@ mod tests {
         let shared = SharedState::new(Arc::new(Pool::new()));
         let none = serde_json::Value::Null;
         let args = PluginArgs::new("mc", PREFIX_CACHE_SCORER_TYPE_NAME, &none, &shared, 1);
-        assert!(prefix_cache_scorer_factory(&args).unwrap().as_scorer().is_some());
-        let args = PluginArgs::new("mc-producer", APPROX_PREFIX_PRODUCER_TYPE_NAME, &none, &shared, 1);
+        assert!(
+            prefix_cache_scorer_factory(&args)
+                .unwrap()
+                .as_scorer()
+                .is_some()
+        );
+        let args = PluginArgs::new(
+            "mc-producer",
+            APPROX_PREFIX_PRODUCER_TYPE_NAME,
+            &none,
+            &shared,
+            1,
+        );
         approx_prefix_producer_factory(&args).unwrap();
-        assert!(shared.resources.get::<PrefixProducer>("mc-producer").is_some());
+        assert!(
+            shared
+                .resources
+                .get::<PrefixProducer>("mc-producer")
+                .is_some()
+        );
     }
 
     // A session pinned to a cluster stays there (the filter over cluster-endpoints).
@@ -136,10 +152,18 @@ mod tests {
         let scheduler = build_scheduler(&config, &builtin_registry(), pool).unwrap();
         let mut request = InferenceRequest::new("r0", "m", Prompt::Text("hi".into()));
         request.session_key = Some("tenant-7".into());
-        let first = scheduler.schedule(&request).unwrap().primary().address().to_string();
+        let first = scheduler
+            .schedule(&request)
+            .unwrap()
+            .primary()
+            .address()
+            .to_string();
         for i in 1..20 {
             request.id = format!("r{i}");
-            assert_eq!(scheduler.schedule(&request).unwrap().primary().address(), first);
+            assert_eq!(
+                scheduler.schedule(&request).unwrap().primary().address(),
+                first
+            );
         }
     }
 
@@ -163,6 +187,9 @@ mod tests {
             .resources
             .get::<PrefixProducer>(APPROX_PREFIX_PRODUCER_TYPE_NAME)
             .unwrap();
-        assert!(producer.index().entries() > 0, "the pick was recorded in its index");
+        assert!(
+            producer.index().entries() > 0,
+            "the pick was recorded in its index"
+        );
     }
 }

@@ -54,7 +54,9 @@ pub const KV_CACHE_TYPE_NAME: &str = "multicluster-kv-cache-utilization-scorer";
 /// # Errors
 ///
 /// The table already holds its most keys.
-pub fn queue_scorer(table: Arc<EndpointAttributes>) -> Result<EndpointAttributeScorer, PluginError> {
+pub fn queue_scorer(
+    table: Arc<EndpointAttributes>,
+) -> Result<EndpointAttributeScorer, PluginError> {
     let column = column_of(&table, "attribute", QUEUE_SIZE_KEY)?;
     Ok(EndpointAttributeScorer::new(
         table,
@@ -132,7 +134,11 @@ mod tests {
     #[test]
     fn queue_is_min_max_normalized_over_the_clusters() {
         assert_eq!(
-            scores(queue_scorer, QUEUE_SIZE_KEY, &[Some(0.0), Some(5.0), Some(10.0)]),
+            scores(
+                queue_scorer,
+                QUEUE_SIZE_KEY,
+                &[Some(0.0), Some(5.0), Some(10.0)]
+            ),
             [1.0, 0.5, 0.0]
         );
     }
@@ -153,7 +159,10 @@ mod tests {
             scores(queue_scorer, QUEUE_SIZE_KEY, &[Some(2.0), None, Some(6.0)]),
             [1.0, 0.0, 0.0]
         );
-        assert_eq!(scores(queue_scorer, QUEUE_SIZE_KEY, &[None, None]), [0.0, 0.0]);
+        assert_eq!(
+            scores(queue_scorer, QUEUE_SIZE_KEY, &[None, None]),
+            [0.0, 0.0]
+        );
     }
 
     // kvcacheutilization/multicluster_test.go: 1 - utilization.

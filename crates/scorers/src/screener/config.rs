@@ -189,7 +189,11 @@ impl RolloutParameters {
         match gating.mode {
             Some(GatingMode::Disabled) => {}
             Some(mode @ (GatingMode::Sum | GatingMode::MaxRole)) => {
-                let name = if mode == GatingMode::Sum { "sum" } else { "max-role" };
+                let name = if mode == GatingMode::Sum {
+                    "sum"
+                } else {
+                    "max-role"
+                };
                 let Some(roles) = &gating.require_roles else {
                     return Err(format!(
                         "revisionGating.requireRoles is required when revisionGating.mode={name}"
@@ -201,7 +205,9 @@ impl RolloutParameters {
                     );
                 }
                 if roles.values.len() > MAX_ROLES {
-                    return Err(format!("revisionGating.requireRoles.values: at most {MAX_ROLES}"));
+                    return Err(format!(
+                        "revisionGating.requireRoles.values: at most {MAX_ROLES}"
+                    ));
                 }
                 let mut seen = BTreeSet::new();
                 for (i, role) in roles.values.iter().enumerate() {
@@ -218,9 +224,7 @@ impl RolloutParameters {
                 }
             }
             None => {
-                return Err(
-                    "revisionGating.mode \"\" must be one of sum|max-role|disabled".into(),
-                );
+                return Err("revisionGating.mode \"\" must be one of sum|max-role|disabled".into());
             }
         }
         Ok(scope)
@@ -233,8 +237,7 @@ mod tests {
     use super::*;
 
     fn check(json: serde_json::Value) -> Result<RolloutParameters, String> {
-        let mut p: RolloutParameters =
-            serde_json::from_value(json).map_err(|e| e.to_string())?;
+        let mut p: RolloutParameters = serde_json::from_value(json).map_err(|e| e.to_string())?;
         p.validate()?;
         Ok(p)
     }
@@ -252,19 +255,39 @@ mod tests {
         assert!(check(base()).is_ok());
         let mut no_scope = base();
         no_scope["scope"]["labelSelector"] = "".into();
-        assert!(check(no_scope).unwrap_err().contains("scope.labelSelector is required"));
+        assert!(
+            check(no_scope)
+                .unwrap_err()
+                .contains("scope.labelSelector is required")
+        );
         let mut bad_scope = base();
         bad_scope["scope"]["labelSelector"] = "a in b".into();
-        assert!(check(bad_scope).unwrap_err().contains("not a valid label selector"));
+        assert!(
+            check(bad_scope)
+                .unwrap_err()
+                .contains("not a valid label selector")
+        );
         let mut no_gating = base();
         no_gating.as_object_mut().unwrap().remove("revisionGating");
-        assert!(check(no_gating).unwrap_err().contains("revisionGating is required"));
+        assert!(
+            check(no_gating)
+                .unwrap_err()
+                .contains("revisionGating is required")
+        );
         let mut no_roles = base();
         no_roles["revisionGating"] = serde_json::json!({"mode": "max-role"});
-        assert!(check(no_roles).unwrap_err().contains("requireRoles is required"));
+        assert!(
+            check(no_roles)
+                .unwrap_err()
+                .contains("requireRoles is required")
+        );
         let mut empty_roles = base();
         empty_roles["revisionGating"]["requireRoles"]["values"] = serde_json::json!([]);
-        assert!(check(empty_roles).unwrap_err().contains("at least one role"));
+        assert!(
+            check(empty_roles)
+                .unwrap_err()
+                .contains("at least one role")
+        );
         let mut dup_roles = base();
         dup_roles["revisionGating"]["requireRoles"]["values"] = serde_json::json!(["a", "a"]);
         assert!(check(dup_roles).unwrap_err().contains("duplicate role"));
@@ -279,10 +302,19 @@ mod tests {
             {"name": "a", "headerName": "X-A", "labelKey": "k", "mode": "strict"},
             {"name": "b", "headerName": "x-a", "labelKey": "k", "mode": "prefer"}
         ]);
-        assert!(check(selectors.clone()).unwrap_err().contains("duplicate headerName"));
+        assert!(
+            check(selectors.clone())
+                .unwrap_err()
+                .contains("duplicate headerName")
+        );
         selectors["headerSelectors"][1]["name"] = "a".into();
-        assert!(check(selectors.clone()).unwrap_err().contains("duplicate name"));
-        selectors["headerSelectors"][1] = serde_json::json!({"name": "b", "headerName": "x-b", "labelKey": "k", "mode": "loose"});
+        assert!(
+            check(selectors.clone())
+                .unwrap_err()
+                .contains("duplicate name")
+        );
+        selectors["headerSelectors"][1] =
+            serde_json::json!({"name": "b", "headerName": "x-b", "labelKey": "k", "mode": "loose"});
         assert!(check(selectors.clone()).is_err());
         selectors["headerSelectors"][1] = serde_json::json!({"name": "b", "headerName": "x-b", "labelKey": "k", "mode": "prefer", "weight": 3});
         assert!(check(selectors).is_err(), "unknown keys are refused");

@@ -108,7 +108,11 @@ struct Gating {
 pub fn shares(counts: &Counts, roles: &[String], mode: GatingMode) -> BTreeMap<String, f64> {
     let covered: Vec<(&String, &BTreeMap<String, usize>)> = counts
         .iter()
-        .filter(|(_, per_role)| roles.iter().all(|r| per_role.get(r).is_some_and(|n| *n > 0)))
+        .filter(|(_, per_role)| {
+            roles
+                .iter()
+                .all(|r| per_role.get(r).is_some_and(|n| *n > 0))
+        })
         .collect();
     let weight = |per_role: &BTreeMap<String, usize>, role: &str| *per_role.get(role).unwrap_or(&0);
     let weights: Vec<(&String, usize)> = if mode == GatingMode::MaxRole {
@@ -194,14 +198,17 @@ impl RolloutScreener {
         counts
     }
 
-    fn strict_header<'r>(&self, cycle: &CycleState<'r>) -> bool {
-        self.strict
-            .iter()
-            .any(|s| cycle.request.header(&s.header_name).is_some_and(|v| !v.is_empty()))
+    fn strict_header(&self, cycle: &CycleState<'_>) -> bool {
+        self.strict.iter().any(|s| {
+            cycle
+                .request
+                .header(&s.header_name)
+                .is_some_and(|v| !v.is_empty())
+        })
     }
 }
 
-fn label_of<'e>(endpoint: &'e Endpoint, key: &str) -> Option<String> {
+fn label_of(endpoint: &Endpoint, key: &str) -> Option<String> {
     endpoint.labels().get(key).cloned()
 }
 
@@ -242,7 +249,9 @@ impl Filter for RolloutScreener {
             else {
                 continue;
             };
-            candidates.retain(|e| e.labels().get(&selector.label_key).map(String::as_str) == Some(wanted));
+            candidates.retain(|e| {
+                e.labels().get(&selector.label_key).map(String::as_str) == Some(wanted)
+            });
             if candidates.is_empty() {
                 return; // fails closed: the scheduler answers no endpoint
             }
@@ -312,7 +321,9 @@ mod tests {
     fn counts(rows: &[(&str, &str, usize)]) -> Counts {
         let mut c = Counts::new();
         for (rev, role, n) in rows {
-            c.entry(rev.to_string()).or_default().insert(role.to_string(), *n);
+            c.entry(rev.to_string())
+                .or_default()
+                .insert(role.to_string(), *n);
         }
         c
     }
@@ -324,7 +335,12 @@ mod tests {
     // README: the 2P:10D rollout, A = {prefill 2, decode 9}, B = {prefill 1, decode 1}.
     #[test]
     fn the_readmes_shares() {
-        let c = counts(&[("A", "prefill", 2), ("A", "decode", 9), ("B", "prefill", 1), ("B", "decode", 1)]);
+        let c = counts(&[
+            ("A", "prefill", 2),
+            ("A", "decode", 9),
+            ("B", "prefill", 1),
+            ("B", "decode", 1),
+        ]);
         let max_role = shares(&c, &roles(), GatingMode::MaxRole);
         assert!((max_role["A"] - 0.9).abs() < 1e-12);
         assert!((max_role["B"] - 0.1).abs() < 1e-12);
@@ -338,7 +354,12 @@ mod tests {
     fn the_readmes_rollout_steps() {
         let step = |old_d, old_p, new_d, new_p| {
             shares(
-                &counts(&[("old", "decode", old_d), ("old", "prefill", old_p), ("new", "decode", new_d), ("new", "prefill", new_p)]),
+                &counts(&[
+                    ("old", "decode", old_d),
+                    ("old", "prefill", old_p),
+                    ("new", "decode", new_d),
+                    ("new", "prefill", new_p),
+                ]),
                 &roles(),
                 GatingMode::MaxRole,
             )
@@ -346,9 +367,11 @@ mod tests {
         let s = step(8, 2, 2, 0);
         assert_eq!(s.get("new"), None);
         assert_eq!(s["old"], 1.0);
-        for ((old_d, old_p, new_d, new_p), old_share) in
-            [((6, 1, 4, 1), 0.6), ((4, 1, 6, 1), 0.4), ((2, 1, 8, 1), 0.2)]
-        {
+        for ((old_d, old_p, new_d, new_p), old_share) in [
+            ((6, 1, 4, 1), 0.6),
+            ((4, 1, 6, 1), 0.4),
+            ((2, 1, 8, 1), 0.2),
+        ] {
             let s = step(old_d, old_p, new_d, new_p);
             assert!((s["old"] - old_share).abs() < 1e-12, "{s:?}");
         }
@@ -357,7 +380,12 @@ mod tests {
     // Equal role totals: the first listed role wins the tie.
     #[test]
     fn a_tie_goes_to_the_first_role() {
-        let c = counts(&[("A", "prefill", 3), ("A", "decode", 1), ("B", "prefill", 1), ("B", "decode", 3)]);
+        let c = counts(&[
+            ("A", "prefill", 3),
+            ("A", "decode", 1),
+            ("B", "prefill", 1),
+            ("B", "decode", 3),
+        ]);
         let s = shares(&c, &roles(), GatingMode::MaxRole);
         assert!((s["A"] - 0.75).abs() < 1e-12, "prefill dominates: {s:?}");
     }

@@ -122,10 +122,16 @@ fn requirement(part: &str) -> Result<Requirement, String> {
         return Ok(Requirement::NotExists(key_checked(key)?));
     }
     if let Some((key, value)) = part.split_once("!=") {
-        return Ok(Requirement::NotEquals(key_checked(key)?, value_checked(value)?));
+        return Ok(Requirement::NotEquals(
+            key_checked(key)?,
+            value_checked(value)?,
+        ));
     }
     if let Some((key, value)) = part.split_once("==").or_else(|| part.split_once('=')) {
-        return Ok(Requirement::Equals(key_checked(key)?, value_checked(value)?));
+        return Ok(Requirement::Equals(
+            key_checked(key)?,
+            value_checked(value)?,
+        ));
     }
     let mut words = part.splitn(2, char::is_whitespace);
     let key = words.next().unwrap_or_default();
@@ -200,7 +206,15 @@ mod tests {
 
     #[test]
     fn bad_selectors_are_refused() {
-        for bad in ["a b", "a in b", "x=(", "=v", "k=v v", "a in (b", "Bad/Prefix=x"] {
+        for bad in [
+            "a b",
+            "a in b",
+            "x=(",
+            "=v",
+            "k=v v",
+            "a in (b",
+            "Bad/Prefix=x",
+        ] {
             assert!(bad.parse::<Selector>().is_err(), "{bad}");
         }
     }
