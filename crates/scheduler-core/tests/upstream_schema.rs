@@ -77,17 +77,6 @@ fn not_yet_types_name_their_area_and_unknown_types_say_unknown() {
         "{err}"
     );
     assert!(err.to_string().contains("precise prefix cache"), "{err}");
-    let err = build("plugins:\n- type: disaggregatedset-rollout-screener\n").unwrap_err();
-    assert!(
-        matches!(
-            &err,
-            ConfigError::NotImplemented {
-                area: Area::Disaggregation,
-                ..
-            }
-        ),
-        "{err}"
-    );
     let err = build("plugins:\n- type: made-up-scorer\n").unwrap_err();
     assert!(
         matches!(&err, ConfigError::UnknownPluginType { .. }),
