@@ -13,7 +13,7 @@
 //! p.validate().unwrap();
 //! assert_eq!(p.header_selectors[0].header_name, "x-disagg-revision");
 //! let gating = p.revision_gating.as_ref().unwrap();
-//! assert_eq!(gating.mode, GatingMode::MaxRole);
+//! assert_eq!(gating.mode, Some(GatingMode::MaxRole));
 //! assert_eq!(gating.role_label_key, "disaggregatedset.x-k8s.io/role"); // the default
 //! ```
 
