@@ -11,8 +11,8 @@ use shepherd_scheduler_core::config::{
     ConfigError, EndpointPickerConfig, FeatureGates, PluginSpec,
 };
 use shepherd_scheduler_core::flow::config::{
-    FCFS_ORDERING_POLICY, GLOBAL_STRICT_FAIRNESS_POLICY, ROUND_ROBIN_FAIRNESS_POLICY,
-    SaturationDetectorConfig,
+    EDF_ORDERING_POLICY, FCFS_ORDERING_POLICY, GLOBAL_STRICT_FAIRNESS_POLICY,
+    ROUND_ROBIN_FAIRNESS_POLICY, SLO_DEADLINE_ORDERING_POLICY, SaturationDetectorConfig,
 };
 use shepherd_scheduler_core::flow::program_aware::PROGRAM_AWARE_FAIRNESS_POLICY;
 use shepherd_scheduler_core::flow::{
@@ -46,7 +46,7 @@ const FLOW_CONTROL_SECTION: &str = "flowControl";
 
 /// Plugin types that belong to flow control, not to scheduling: taken out of `plugins` and
 /// resolved by the `flowControl` section.
-const FLOW_CONTROL_PLUGIN_TYPES: [&str; 9] = [
+const FLOW_CONTROL_PLUGIN_TYPES: [&str; 11] = [
     UtilizationDetector::TYPE,
     ConcurrencyDetector::TYPE,
     UsageLimitPolicy::STATIC_TYPE,
@@ -56,6 +56,8 @@ const FLOW_CONTROL_PLUGIN_TYPES: [&str; 9] = [
     GLOBAL_STRICT_FAIRNESS_POLICY,
     PROGRAM_AWARE_FAIRNESS_POLICY,
     FCFS_ORDERING_POLICY,
+    EDF_ORDERING_POLICY,
+    SLO_DEADLINE_ORDERING_POLICY,
 ];
 
 /// Shepherd's sections, read straight from the YAML text so that their errors carry a line.

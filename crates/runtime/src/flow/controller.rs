@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use shepherd_scheduler_core::clock::Timestamp;
 use shepherd_scheduler_core::endpoint::Pool;
 use shepherd_scheduler_core::flow::{
-    Detector, DropReason, FlowQueue, FlowSettings, Pending, SaturationDetector, Ticket,
+    Arrival, Detector, DropReason, FlowQueue, FlowSettings, Pending, SaturationDetector, Ticket,
     is_saturated_level,
 };
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
@@ -132,15 +132,16 @@ impl FlowController {
                 enqueued_at: now,
                 prompt_tokens: request.prompt_tokens,
             };
+            let arrival = Arrival {
+                priority: request.priority,
+                flow_id: request.flow_id,
+                bytes: request.bytes,
+                ttl: state.queue.settings().ttl,
+                slo_ttft: request.slo_ttft,
+            };
             let ticket = state
                 .queue
-                .enqueue(
-                    waiter,
-                    request.priority,
-                    request.flow_id,
-                    request.bytes,
-                    now,
-                )
+                .enqueue_arrival(waiter, arrival, now)
                 .map_err(|rejected| rejected.reason)?;
             // Requests are queued and the pool may have room: serve them in order now.
             inner.pump(&mut state, now);

@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 26] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 28] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -247,6 +247,16 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 26] = [
     },
     FrameworkPlugin {
         plugin_type: "fcfs-ordering-policy",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller (`orderingPolicyRef`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "edf-ordering-policy",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller (`orderingPolicyRef`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "slo-deadline-ordering-policy",
         kind: PluginKind::FlowControl,
         honoured_by: "the flow controller (`orderingPolicyRef`)",
     },

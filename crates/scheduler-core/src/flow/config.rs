@@ -14,7 +14,7 @@
 //! | `usageLimitPolicyPluginRef` | a `static-usage-limit-policy` (default: threshold 1) or `priority-holdback-policy` plugin |
 //! | `saturationDetector.pluginRef` | a `utilization-detector` (default) or `concurrency-detector` plugin |
 //! | `fairnessPolicyRef` | `round-robin-fairness-policy` (Shepherd's default) or `global-strict-fairness-policy` (the oldest request of the band first, whatever its flow) |
-//! | `orderingPolicyRef` | `fcfs-ordering-policy` (the only one Shepherd has) |
+//! | `orderingPolicyRef` | `fcfs-ordering-policy` (default), `edf-ordering-policy` or `slo-deadline-ordering-policy` ([`OrderingPolicy`]) |
 //!
 //! Quantities accept numbers or Kubernetes quantity strings (`"1k"`, `"500M"`, `"1Gi"`);
 //! durations accept Go duration strings (`"60s"`, `"1m30s"`, `"200ms"`). Upstream defaults the
@@ -43,6 +43,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use super::ordering::OrderingPolicy;
 use super::program_aware::{PROGRAM_AWARE_FAIRNESS_POLICY, ProgramAwareSettings};
 use super::saturation::{Detector, UtilizationDetector};
 use super::usage_limit::UsageLimitPolicy;
@@ -284,6 +285,8 @@ pub struct BandLimits {
     pub max_bytes: u64,
     /// How the band chooses among its flows.
     pub fairness: Fairness,
+    /// Which request of a flow goes first.
+    pub ordering: OrderingPolicy,
 }
 
 impl BandLimits {
@@ -299,6 +302,7 @@ impl Default for BandLimits {
             max_requests: Self::DEFAULT_MAX_REQUESTS,
             max_bytes: Self::DEFAULT_MAX_BYTES,
             fairness: Fairness::RoundRobin,
+            ordering: OrderingPolicy::Fcfs,
         }
     }
 }
@@ -510,8 +514,9 @@ impl FlowControlConfig {
 pub const ROUND_ROBIN_FAIRNESS_POLICY: &str = "round-robin-fairness-policy";
 /// Upstream's default fairness policy (one arrival order across the band's flows).
 pub const GLOBAL_STRICT_FAIRNESS_POLICY: &str = "global-strict-fairness-policy";
-/// The ordering policy Shepherd implements.
-pub const FCFS_ORDERING_POLICY: &str = "fcfs-ordering-policy";
+pub use super::ordering::{
+    EDF_ORDERING_POLICY, FCFS_ORDERING_POLICY, SLO_DEADLINE_ORDERING_POLICY,
+};
 
 fn band(
     path: &str,
@@ -550,18 +555,42 @@ fn band(
             }
         }
     };
-    check_policy(
-        &format!("{path}.orderingPolicyRef"),
-        b.ordering_policy_ref.as_deref(),
-        FCFS_ORDERING_POLICY,
-        plugins,
-    )?;
+    let ordering = match b.ordering_policy_ref.as_deref() {
+        None => fallback.ordering,
+        Some(reference) => {
+            ordering_policy(&format!("{path}.orderingPolicyRef"), reference, plugins)?
+        }
+    };
     let pick = |q: Option<Quantity>, d: u64| q.map(|q| q.0).filter(|&n| n > 0).unwrap_or(d);
     Ok(BandLimits {
         max_requests: pick(b.max_requests, fallback.max_requests),
         max_bytes: pick(b.max_bytes, fallback.max_bytes),
         fairness,
+        ordering,
     })
+}
+
+/// The ordering policy a reference names: a plugin instance of an ordering type or, as a
+/// shorthand, the type itself.
+fn ordering_policy(
+    path: &str,
+    reference: &str,
+    plugins: &[PluginSpec],
+) -> Result<OrderingPolicy, FlowConfigError> {
+    let plugin_type = plugins
+        .iter()
+        .find(|p| p.name() == reference)
+        .map_or(reference, |p| p.plugin_type.as_str());
+    if let Some(policy) = OrderingPolicy::from_type(plugin_type) {
+        return Ok(policy);
+    }
+    let message = match crate::config::not_implemented_message(plugin_type) {
+        Some(not_yet) => format!("`{reference}`: {not_yet}"),
+        None => format!(
+            "`{reference}` ({plugin_type}) is not an ordering policy (expected {FCFS_ORDERING_POLICY}, {EDF_ORDERING_POLICY} or {SLO_DEADLINE_ORDERING_POLICY})"
+        ),
+    };
+    Err(invalid(path, &message))
 }
 
 /// A policy reference names a plugin instance (or, as a shorthand, a type); its type must be

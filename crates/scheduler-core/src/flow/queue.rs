@@ -9,7 +9,9 @@
 //!   every higher band is empty). Negative priorities are sheddable: see [`FlowQueue::admit`].
 //! - **Flows**: within a band, requests are grouped by a fairness id (`""` is the default
 //!   flow); the band serves its non-empty flows in turn, one request each (round robin), and a
-//!   flow's requests in arrival order (FCFS). A flow that appears joins the end of the round.
+//!   flow's requests in the order of the band's ordering policy ([`OrderingPolicy`]: arrival
+//!   order by default, or earliest deadline first). A flow that appears joins the end of the
+//!   round.
 //! - **Limits**: per band, queued requests and bytes ([`BandLimits`](super::BandLimits)); over all bands, the
 //!   global limits of [`FlowSettings`]. A request over a limit is refused with
 //!   [`DropReason::QueueFull`].
@@ -23,7 +25,9 @@
 //!   counted as a drop.
 //!
 //! Every operation is O(log n) (the expiry index and the band lookup are ordered maps; flows
-//! and requests are intrusive lists in slabs), and memory is bounded by the limits: requests
+//! and requests are intrusive lists in slabs), except that queueing under a deadline ordering
+//! walks back past the flow's requests ranked after the new one
+//! ([`ordering`](super::ordering)); memory is bounded by the limits: requests
 //! and flows live in slabs whose free slots are reused, and empty flows and bands are removed.
 //!
 //! ```
@@ -60,6 +64,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::config::{Fairness, FlowSettings};
+#[cfg(doc)]
+use super::ordering::OrderingPolicy;
 use super::program_aware::{ProgramServices, las_pick};
 use super::reason::{DropReason, Rejected};
 use super::soft_ceiling::SoftCeilingTick;
@@ -79,6 +85,23 @@ const NIL: u32 = u32::MAX;
 pub struct Ticket {
     slot: u32,
     generation: u32,
+}
+
+/// A request as the queue files it: [`FlowQueue::enqueue_arrival`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Arrival<'a> {
+    /// Its band: higher first; negative is sheddable.
+    pub priority: i32,
+    /// Its flow within the band (`""`: the default flow).
+    pub flow_id: &'a str,
+    /// Its size, counted against the limits.
+    pub bytes: u64,
+    /// Its time-to-live while the pool has endpoints (`None`: none); the
+    /// `edf-ordering-policy` orders by it.
+    pub ttl: Option<Duration>,
+    /// Its time-to-first-token objective (`x-llm-d-slo-ttft-ms`), which the
+    /// `slo-deadline-ordering-policy` orders by.
+    pub slo_ttft: Option<Duration>,
 }
 
 /// What the queue has counted since it was created.
@@ -106,6 +129,8 @@ struct Entry<T> {
     priority: i32,
     flow: u32,
     seq: u64,
+    /// Its place in its flow under the band's ordering policy (then `seq`).
+    rank: Timestamp,
     enqueued_at: Timestamp,
     /// Its budget while the pool has endpoints.
     own_ttl: Option<Duration>,
@@ -346,6 +371,32 @@ impl<T> FlowQueue<T> {
         now: Timestamp,
         ttl: Option<Duration>,
     ) -> Result<Ticket, Rejected<T>> {
+        let arrival = Arrival {
+            priority,
+            flow_id,
+            bytes,
+            ttl,
+            slo_ttft: None,
+        };
+        self.enqueue_arrival(item, arrival, now)
+    }
+
+    /// Queues `item` as `arrival` describes it (its band, flow, size, time-to-live and TTFT
+    /// objective, which the `slo-deadline-ordering-policy` orders by). Refused with
+    /// [`DropReason::QueueFull`] (and counted) if its band or the whole queue has no room.
+    pub fn enqueue_arrival(
+        &mut self,
+        item: T,
+        arrival: Arrival<'_>,
+        now: Timestamp,
+    ) -> Result<Ticket, Rejected<T>> {
+        let Arrival {
+            priority,
+            flow_id,
+            bytes,
+            ttl,
+            slo_ttft,
+        } = arrival;
         let total = self.len + self.expired.len() as u64;
         let global_bytes_ok = self
             .bytes
@@ -388,17 +439,29 @@ impl<T> FlowQueue<T> {
                 (self.slots.len() - 1) as u32
             }
         };
-        // Append to the flow's list.
+        // Into the flow's list, after every request ranked at or before it (at the tail under
+        // FCFS, where every rank is equal).
+        let rank = band.limits.ordering.rank(now, ttl, slo_ttft);
         let flow = band.flow(flow_index);
-        let prev = flow.tail;
-        flow.tail = slot;
-        if prev == NIL {
-            flow.head = slot;
+        let mut prev = flow.tail;
+        while prev != NIL {
+            match self.slots[prev as usize].entry.as_ref() {
+                Some(e) if e.rank > rank => prev = e.prev,
+                _ => break,
+            }
         }
-        if prev != NIL
-            && let Some(e) = self.slots[prev as usize].entry.as_mut()
-        {
-            e.next = slot;
+        let next = if prev == NIL {
+            std::mem::replace(&mut flow.head, slot)
+        } else {
+            match self.slots[prev as usize].entry.as_mut() {
+                Some(e) => std::mem::replace(&mut e.next, slot),
+                None => NIL,
+            }
+        };
+        if next == NIL {
+            flow.tail = slot;
+        } else if let Some(e) = self.slots[next as usize].entry.as_mut() {
+            e.prev = slot;
         }
         band.len += 1;
         band.bytes += bytes;
@@ -409,11 +472,12 @@ impl<T> FlowQueue<T> {
             priority,
             flow: flow_index,
             seq,
+            rank,
             enqueued_at: now,
             own_ttl: ttl,
             deadline,
             prev,
-            next: NIL,
+            next,
         });
         if let Some(d) = deadline {
             self.deadlines.insert((d, seq, slot));
@@ -511,18 +575,21 @@ impl<T> FlowQueue<T> {
             return self.pop_least_served(now);
         }
         if band.limits.fairness == Fairness::GlobalStrict {
-            let mut oldest: Option<(u64, u32)> = None;
+            // The head that the band's ordering policy puts first (under FCFS: the oldest).
+            let mut oldest: Option<((Timestamp, u64), u32)> = None;
             let mut flow = band.cursor;
             loop {
                 let f = band.flow(flow);
                 let (head, next) = (f.head, f.ring_next);
-                let seq = self
+                let key = self
                     .slots
                     .get(head as usize)
                     .and_then(|s| s.entry.as_ref())
-                    .map_or(u64::MAX, |e| e.seq);
-                if oldest.is_none_or(|(best, _)| seq < best) {
-                    oldest = Some((seq, head));
+                    .map_or((Timestamp::from_nanos(u64::MAX), u64::MAX), |e| {
+                        (e.rank, e.seq)
+                    });
+                if oldest.is_none_or(|(best, _)| key < best) {
+                    oldest = Some((key, head));
                 }
                 flow = next;
                 if flow == band.cursor {
