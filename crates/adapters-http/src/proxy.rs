@@ -31,7 +31,6 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderValue, Response, header};
 use axum::response::IntoResponse;
-use shepherd_runtime::flow::FlowRequest;
 use shepherd_runtime::telemetry::{RequestTrace, TRACEPARENT, TRACESTATE, names};
 use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, error_code};
 use shepherd_scheduler_core::completion::Completion;
@@ -186,7 +185,7 @@ async fn forward(
                 observation.flow_enter(body.len());
             }
             let wait = trace.flow_control(request.priority.into(), request.fairness_id.as_deref());
-            let admitted = flow.admit(FlowRequest::of(&request)).await;
+            let admitted = flow.admit(flow.request_of(&request)).await;
             match &admitted {
                 Ok(_) => wait.set_str(names::FLOW_OUTCOME, "dispatched"),
                 Err(reason) => {

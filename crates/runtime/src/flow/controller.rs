@@ -14,6 +14,9 @@ use shepherd_scheduler_core::flow::{
     is_saturated_level,
 };
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
+use shepherd_scheduler_core::request::InferenceRequest;
+use shepherd_scorers::attributes::RequestAttributes;
+use shepherd_scorers::attributes::agent_identity::AgentIdentity;
 use tokio::sync::{Notify, oneshot};
 
 use super::permit::{FlowPermit, PendingLoad};
@@ -49,6 +52,9 @@ struct Inner {
     uniform_ceiling: Option<f64>,
     pending: Arc<PendingLoad>,
     wake: Notify,
+    /// Where a declared `agent-identity` publishes the request's agent session: the fairness
+    /// id of a request that sends no fairness header.
+    attributes: Option<Arc<RequestAttributes>>,
 }
 
 /// Holds requests while the pool is saturated; see the [module docs](super).
@@ -62,6 +68,14 @@ pub struct FlowController {
 impl FlowController {
     /// A controller with these settings over `pool` (time is the pool's clock).
     pub fn new(settings: FlowSettings, pool: Arc<Pool>) -> Self {
+        Self::build(settings, pool, None)
+    }
+
+    fn build(
+        settings: FlowSettings,
+        pool: Arc<Pool>,
+        attributes: Option<Arc<RequestAttributes>>,
+    ) -> Self {
         let detector = settings.detector.clone();
         let uniform_ceiling = settings
             .usage_limit
@@ -81,8 +95,35 @@ impl FlowController {
                 uniform_ceiling,
                 pending: Arc::new(PendingLoad::default()),
                 wake: Notify::new(),
+                attributes,
             }),
         }
+    }
+
+    /// A controller that takes a request's fairness id, when it sends no fairness header,
+    /// from the `agent-identity` attribute in `attributes` (the plugin publishes it there when
+    /// the config declares it), as upstream's director does.
+    pub fn with_request_attributes(
+        settings: FlowSettings,
+        pool: Arc<Pool>,
+        attributes: Arc<RequestAttributes>,
+    ) -> Self {
+        Self::build(settings, pool, Some(attributes))
+    }
+
+    /// The flow-control view of `request` ([`FlowRequest::of`]), its fairness id the
+    /// fairness header's (`x-llm-d-inference-fairness-id`) or else, when an `agent-identity`
+    /// plugin is declared, the agent session it resolves (upstream's director does the same);
+    /// else the default flow.
+    pub fn request_of<'a>(&self, request: &'a InferenceRequest) -> FlowRequest<'a> {
+        let mut flow = FlowRequest::of(request);
+        if request.fairness_id.as_deref().is_none_or(str::is_empty)
+            && let Some(attributes) = &self.inner.attributes
+            && let Some(agent) = attributes.value(&AgentIdentity::key(), request)
+        {
+            flow.flow_id = agent;
+        }
+        flow
     }
 
     /// The settings in force.

@@ -174,10 +174,13 @@ impl Runtime {
             None => None,
         };
 
-        let flow = config
-            .flow_control
-            .clone()
-            .map(|settings| FlowController::new(settings, Arc::clone(&shared.pool)));
+        let flow = config.flow_control.clone().map(|settings| {
+            FlowController::with_request_attributes(
+                settings,
+                Arc::clone(&shared.pool),
+                shepherd_scorers::attributes::RequestAttributes::of(&shared.resources),
+            )
+        });
 
         let mut upstream_settings = config.metrics.settings();
         if let Some(legacy) = options.legacy_metric_names {

@@ -229,7 +229,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("utilization-detector", Flow, Framework),
     noted("file-discovery", Discovery, Framework, "the endpoints file is polled every second with `watchFile` (upstream: fsnotify events); `name` and `namespace` are checked and not kept (Shepherd names endpoints by `ip:port`); a file that does not load on a reload keeps the endpoints in force; not combined with the `endpoints` section or Kubernetes discovery"),
     entry("multicluster-file-discovery", Discovery, NotYet(MultiCluster)),
-    noted("agent-identity", Control, Registry, "publishes the `agent-identity` attribute for session-affinity `attribute` sources; Shepherd's flow control does not take it as the fairness id (upstream's director does when no fairness header is sent); Alpha upstream: needs `--allow-experimental-plugins`"),
+    noted("agent-identity", Control, Registry, "publishes the `agent-identity` attribute for session-affinity `attribute` sources and, as upstream's director, flow control takes it as the fairness id when no fairness header is sent (the `llm_d_epp_*` request metrics still label such a request with an empty `fairness_id`; a reload that drops the plugin keeps its identity in use until restart); Alpha upstream: needs `--allow-experimental-plugins`"),
 ];
 
 /// Type names Shepherd registers that upstream used to register (the Gateway API Inference
