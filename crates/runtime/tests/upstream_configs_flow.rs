@@ -14,7 +14,6 @@ use shepherd_scheduler_core::config::build_scheduler;
 use shepherd_scheduler_core::endpoint::{EndpointMetrics, Pool};
 use shepherd_scheduler_core::flow::OrderingPolicy;
 use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
-use shepherd_scorers::attributes::RequestAttributes;
 use shepherd_scorers::builtin_registry;
 
 fn fixture_path(name: &str) -> PathBuf {
@@ -111,11 +110,7 @@ async fn agent_identity_is_the_fairness_id_without_a_fairness_header() {
     let pool = Arc::new(Pool::with_clock(Arc::new(TokioClock::new())));
     let endpoint = pool.add("127.0.0.1:8000");
     endpoint.set_metrics(busy());
-    let flow = FlowController::with_request_attributes(
-        settings,
-        Arc::clone(&pool),
-        RequestAttributes::of(scheduler.resources()),
-    );
+    let flow = FlowController::with_resources(settings, Arc::clone(&pool), scheduler.resources());
 
     let mut fairness = request("t", &[("x-another-agent-id", "mine")]);
     fairness.fairness_id = Some("tenant".into());
@@ -163,6 +158,76 @@ async fn agent_identity_is_the_fairness_id_without_a_fairness_header() {
         order.push(rx.recv().await.unwrap());
     }
     assert_eq!(order, ["claude-1", "opencode-1", "claude-2", "claude-3"]);
+    stop_tx.send(()).unwrap();
+    driver.await.unwrap();
+}
+
+/// `program-aware-fairness` charges a program `prompt + 2 × completion` tokens of each of its
+/// requests when the request completes (upstream's `OnCompleted`), through the ledger every
+/// scheduler runs as a completion hook, also for a request that never waited: program `a`,
+/// which has been served 1000 tokens, yields to `b` although its queued request is older.
+#[tokio::test(start_paused = true)]
+async fn program_aware_fairness_charges_tokens_when_requests_complete() {
+    use shepherd_scheduler_core::completion::{Completion, Usage};
+    use shepherd_scheduler_core::flow::ProgramLedger;
+    use shepherd_scheduler_core::shared::SharedState;
+
+    let config = load("sim-program-aware.yaml").unwrap();
+    let settings = config.flow_control.clone().expect("flow control is on");
+    let pool = Arc::new(Pool::with_clock(Arc::new(TokioClock::new())));
+    let endpoint = pool.add("127.0.0.1:8000");
+    endpoint.set_metrics(EndpointMetrics::default());
+    let shared = SharedState::new(Arc::clone(&pool));
+    let ledger = ProgramLedger::install(&shared.resources, settings.program_aware.clone());
+    let scheduler = shepherd_scheduler_core::config::build_scheduler_in(
+        &config.policy,
+        &builtin_registry(),
+        &shared,
+    )
+    .unwrap();
+    let flow = FlowController::with_resources(settings, Arc::clone(&pool), &shared.resources);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let driver = tokio::spawn(flow.clone().run_until(async move {
+        let _ = stop_rx.await;
+    }));
+
+    // a-1 goes straight through, is scheduled and completes with usage.
+    let mut first = request("a-1", &[]);
+    first.fairness_id = Some("a".into());
+    let permit = flow.admit(flow.request_of(&first)).await.unwrap();
+    let handle = scheduler.schedule(&first).unwrap().into_handle();
+    drop(permit);
+    assert_eq!(
+        ledger.service("a", pool.clock().now()),
+        0.0,
+        "not at dispatch"
+    );
+    handle.finish(Completion::success(Some(Usage {
+        prompt_tokens: 100,
+        completion_tokens: 450,
+        cached_tokens: None,
+    })));
+    assert!((ledger.service("a", pool.clock().now()) - 1000.0).abs() < 1e-6);
+
+    // Saturated: a-2 queues first, then b-1; when room returns b (0 tokens) goes first.
+    endpoint.set_metrics(busy());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for (id, program) in [("a-2", "a"), ("b-1", "b")] {
+        let flow = flow.clone();
+        let tx = tx.clone();
+        let mut r = request(id, &[]);
+        r.fairness_id = Some(program.into());
+        tokio::spawn(async move {
+            let permit = flow.admit(flow.request_of(&r)).await.unwrap();
+            tx.send(id).unwrap();
+            drop(permit);
+        });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(flow.stats().queued, 2);
+    endpoint.set_metrics(EndpointMetrics::default());
+    assert_eq!(rx.recv().await.unwrap(), "b-1");
+    assert_eq!(rx.recv().await.unwrap(), "a-2");
     stop_tx.send(()).unwrap();
     driver.await.unwrap();
 }

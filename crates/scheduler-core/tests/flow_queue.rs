@@ -91,25 +91,45 @@ fn global_strict_serves_the_bands_arrival_order() {
 /// Upstream's `program-aware-fairness` (llm-d router @ ebab68792,
 /// `pkg/epp/framework/plugins/flowcontrol/fairness/program-aware/`): the program with the
 /// least attained service goes first, so a program of many small requests is not held behind
-/// one of large ones (round robin would alternate a1 b1 a2 b2 b3).
+/// one of large ones. As upstream, a program is charged `prompt + 2 × completion` tokens when
+/// a request completes (`strategy_las.go` `OnCompleted`), not at dispatch.
 #[test]
-fn program_aware_fairness_serves_the_least_served_program_first() {
+fn program_aware_fairness_charges_tokens_at_completion() {
     use shepherd_scheduler_core::flow::Fairness;
     let mut s = settings();
     s.default_band.fairness = Fairness::ProgramAware;
     let mut q = FlowQueue::new(s);
-    q.enqueue("a1", 0, "a", 1000, t(0)).unwrap();
-    q.enqueue("a2", 0, "a", 1000, t(0)).unwrap();
-    for item in ["b1", "b2", "b3"] {
-        q.enqueue(item, 0, "b", 10, t(0)).unwrap();
+    let ledger = std::sync::Arc::clone(q.ledger());
+    for item in ["a1", "a2", "a3"] {
+        q.enqueue(item, 0, "a", 1000, t(0)).unwrap();
     }
-    // Cold start: equal service and waits, the first in the round (a) goes.
-    assert_eq!(drain(&mut q, t(1)), vec!["a1", "b1", "b2", "b3", "a2"]);
-    // With equal service, the head that waited longer wins (a fresh c after old d).
-    q.enqueue("d1", 0, "d", 0, t(100)).unwrap();
-    q.enqueue("c1", 0, "c", 0, t(200)).unwrap();
-    q.enqueue("d2", 0, "d", 0, t(200)).unwrap();
-    assert_eq!(q.dispatch_next(t(300)), Some("d1"));
+    for item in ["b1", "b2"] {
+        q.enqueue(item, 0, "b", 10, t(50)).unwrap();
+    }
+    // Cold start: equal service, a's head waited longer.
+    assert_eq!(q.dispatch_next(t(100)), Some("a1"));
+    ledger.expect("a1", "a");
+    // a1 is in flight, not complete: a has attained nothing yet, and its head still waited
+    // longest (charged at dispatch, a would have lost its turn to b here).
+    assert_eq!(q.dispatch_next(t(100)), Some("a2"));
+    ledger.expect("a2", "a");
+    // a1 completes: 100 prompt + 2 × 450 completion tokens = 1000 for a.
+    ledger.complete("a1", Some((100, 450)), t(150));
+    assert!((ledger.service("a", t(150)) - 1000.0).abs() < 1e-6);
+    assert_eq!(q.dispatch_next(t(200)), Some("b1"));
+    ledger.expect("b1", "b");
+    ledger.complete("b1", Some((10, 5)), t(210));
+    assert_eq!(
+        q.dispatch_next(t(220)),
+        Some("b2"),
+        "b (20) is still behind a (1000)"
+    );
+    // A completion without usage (a failure, a cancellation) costs nothing.
+    ledger.expect("b2", "b");
+    ledger.complete("b2", None, t(230));
+    assert!((ledger.service("b", t(230)) - 20.0).abs() < 0.01);
+    assert_eq!(ledger.expected_len(), 1, "a2 still in flight");
+    assert_eq!(q.dispatch_next(t(240)), Some("a3"));
 }
 
 /// Two flows with equal demand (random arrivals at the same mean rate, together above the

@@ -221,22 +221,6 @@ impl RuntimeConfig {
                     }),
             );
         }
-        if let Some(flow) = &self.flow_control {
-            use shepherd_scheduler_core::flow::Fairness;
-            let program_aware = [flow.default_band, flow.default_negative_band]
-                .iter()
-                .chain(flow.bands.iter().map(|(_, b)| b))
-                .any(|b| b.fairness == Fairness::ProgramAware);
-            if program_aware {
-                warnings.push(ConfigWarning {
-                    section: "flowControl".into(),
-                    message: "program-aware-fairness: a program is charged the bytes of each \
-                              request dispatched, not its prompt and completion tokens as \
-                              upstream (the flow controller does not see responses)"
-                        .into(),
-                });
-            }
-        }
         warnings
     }
 

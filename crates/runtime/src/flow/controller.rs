@@ -9,12 +9,14 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use shepherd_scheduler_core::clock::Timestamp;
 use shepherd_scheduler_core::endpoint::Pool;
+use shepherd_scheduler_core::flow::ProgramLedger;
 use shepherd_scheduler_core::flow::{
     Arrival, Detector, DropReason, FlowQueue, FlowSettings, Pending, SaturationDetector, Ticket,
     is_saturated_level,
 };
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::request::InferenceRequest;
+use shepherd_scheduler_core::resources::Resources;
 use shepherd_scorers::attributes::RequestAttributes;
 use shepherd_scorers::attributes::agent_identity::AgentIdentity;
 use tokio::sync::{Notify, oneshot};
@@ -33,6 +35,8 @@ struct Waiter {
     answer: oneshot::Sender<Answer>,
     enqueued_at: Timestamp,
     prompt_tokens: u64,
+    /// Its id and program, for the program-aware ledger (when one is kept).
+    program: Option<(Box<str>, Box<str>)>,
 }
 
 struct State {
@@ -55,6 +59,9 @@ struct Inner {
     /// Where a declared `agent-identity` publishes the request's agent session: the fairness
     /// id of a request that sends no fairness header.
     attributes: Option<Arc<RequestAttributes>>,
+    /// The program-aware ledger, when a band uses `program-aware-fairness`: each admitted
+    /// request is noted there so that its completion is charged to its program.
+    ledger: Option<Arc<ProgramLedger>>,
 }
 
 /// Holds requests while the pool is saturated; see the [module docs](super).
@@ -68,23 +75,45 @@ pub struct FlowController {
 impl FlowController {
     /// A controller with these settings over `pool` (time is the pool's clock).
     pub fn new(settings: FlowSettings, pool: Arc<Pool>) -> Self {
-        Self::build(settings, pool, None)
+        Self::build(settings, pool, None, None)
+    }
+
+    /// A controller in a runtime whose schedulers share `resources`:
+    ///
+    /// - a request that sends no fairness header takes its fairness id from the
+    ///   `agent-identity` attribute (a declared `agent-identity` plugin publishes it there), as
+    ///   upstream's director does;
+    /// - when a band uses `program-aware-fairness`, the [`ProgramLedger`] in `resources`
+    ///   ([`ProgramLedger::install`]; install it before building the schedulers, which run it
+    ///   as a completion hook) charges each admitted request's tokens to its program when it
+    ///   completes.
+    pub fn with_resources(settings: FlowSettings, pool: Arc<Pool>, resources: &Resources) -> Self {
+        let attributes = RequestAttributes::of(resources);
+        let ledger = settings
+            .uses_program_aware()
+            .then(|| ProgramLedger::install(resources, settings.program_aware.clone()));
+        Self::build(settings, pool, Some(attributes), ledger)
     }
 
     fn build(
         settings: FlowSettings,
         pool: Arc<Pool>,
         attributes: Option<Arc<RequestAttributes>>,
+        ledger: Option<Arc<ProgramLedger>>,
     ) -> Self {
         let detector = settings.detector.clone();
         let uniform_ceiling = settings
             .usage_limit
             .is_uniform()
             .then(|| settings.usage_limit.ceiling(&[], 0));
+        let queue = match &ledger {
+            Some(ledger) => FlowQueue::with_ledger(settings, Arc::clone(ledger)),
+            None => FlowQueue::new(settings),
+        };
         FlowController {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
-                    queue: FlowQueue::new(settings),
+                    queue,
                     waits: WaitHistogram::default(),
                     closed: false,
                 }),
@@ -96,19 +125,9 @@ impl FlowController {
                 pending: Arc::new(PendingLoad::default()),
                 wake: Notify::new(),
                 attributes,
+                ledger,
             }),
         }
-    }
-
-    /// A controller that takes a request's fairness id, when it sends no fairness header,
-    /// from the `agent-identity` attribute in `attributes` (the plugin publishes it there when
-    /// the config declares it), as upstream's director does.
-    pub fn with_request_attributes(
-        settings: FlowSettings,
-        pool: Arc<Pool>,
-        attributes: Arc<RequestAttributes>,
-    ) -> Self {
-        Self::build(settings, pool, Some(attributes))
     }
 
     /// The flow-control view of `request` ([`FlowRequest::of`]), its fairness id the
@@ -150,6 +169,7 @@ impl FlowController {
             && inner.queued.load(Ordering::Acquire) == 0
         {
             inner.admitted_immediately.fetch_add(1, Ordering::Relaxed);
+            inner.expect(&request);
             return Ok(FlowPermit::new(&inner.pending, request.prompt_tokens));
         }
         let (ticket, answer) = {
@@ -161,6 +181,7 @@ impl FlowController {
             {
                 drop(state);
                 inner.admitted_immediately.fetch_add(1, Ordering::Relaxed);
+                inner.expect(&request);
                 return Ok(FlowPermit::new(&inner.pending, request.prompt_tokens));
             }
             state.queue.admit(request.priority, saturated)?;
@@ -172,6 +193,10 @@ impl FlowController {
                 answer: tx,
                 enqueued_at: now,
                 prompt_tokens: request.prompt_tokens,
+                program: inner
+                    .ledger
+                    .as_ref()
+                    .map(|_| (request.id.into(), request.flow_id.into())),
             };
             let arrival = Arrival {
                 priority: request.priority,
@@ -263,6 +288,13 @@ impl FlowController {
 }
 
 impl Inner {
+    /// Notes an admitted request in the program-aware ledger, if one is kept.
+    fn expect(&self, request: &FlowRequest<'_>) {
+        if let Some(ledger) = &self.ledger {
+            ledger.expect(request.id, request.flow_id);
+        }
+    }
+
     fn pending(&self) -> Pending {
         Pending {
             requests: self.pending.requests.load(Ordering::Relaxed),
@@ -294,6 +326,9 @@ impl Inner {
             };
             let waited = now.as_nanos().saturating_sub(waiter.enqueued_at.as_nanos());
             state.waits.observe(waited as f64 / 1e9);
+            if let (Some(ledger), Some((id, program))) = (&self.ledger, &waiter.program) {
+                ledger.expect(id, program);
+            }
             let permit = FlowPermit::new(&self.pending, waiter.prompt_tokens);
             // A client that left just now drops the permit with the channel.
             let _ = waiter.answer.send(Ok(permit));

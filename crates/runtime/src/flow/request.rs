@@ -21,6 +21,8 @@ use shepherd_scheduler_core::request::InferenceRequest;
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlowRequest<'a> {
+    /// Its request id (the program-aware ledger charges its completion by it).
+    pub id: &'a str,
     /// Its priority band: higher first; negative is sheddable.
     pub priority: i32,
     /// Its fairness id (`""`: the default flow).
@@ -38,6 +40,7 @@ impl<'a> FlowRequest<'a> {
     /// The flow-control view of a parsed request (its body size, priority, fairness id).
     pub fn of(request: &'a InferenceRequest) -> Self {
         FlowRequest {
+            id: &request.id,
             priority: request.priority,
             flow_id: request.fairness_id.as_deref().unwrap_or(""),
             bytes: request.body_size as u64,

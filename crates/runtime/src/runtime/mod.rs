@@ -129,6 +129,17 @@ impl Runtime {
         let registry = options.registry.clone().unwrap_or_else(builtin_registry);
         check_stability(&config.policy, options.allow_experimental_plugins)
             .map_err(RuntimeError::Policy)?;
+        // The program-aware ledger is a completion hook of every scheduler: in place first.
+        if let Some(flow) = config
+            .flow_control
+            .as_ref()
+            .filter(|f| f.uses_program_aware())
+        {
+            shepherd_scheduler_core::flow::ProgramLedger::install(
+                &shared.resources,
+                flow.program_aware.clone(),
+            );
+        }
         let scheduler = Arc::new(
             ReloadableScheduler::build(&config.policy, &registry, shared.clone())
                 .map_err(RuntimeError::Policy)?,
@@ -175,11 +186,7 @@ impl Runtime {
         };
 
         let flow = config.flow_control.clone().map(|settings| {
-            FlowController::with_request_attributes(
-                settings,
-                Arc::clone(&shared.pool),
-                shepherd_scorers::attributes::RequestAttributes::of(&shared.resources),
-            )
+            FlowController::with_resources(settings, Arc::clone(&shared.pool), &shared.resources)
         });
 
         let mut upstream_settings = config.metrics.settings();

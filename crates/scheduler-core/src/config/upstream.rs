@@ -188,7 +188,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("multicluster-approx-prefix-cache-producer", Producer, NotYet(MultiCluster)),
     noted("global-strict-fairness-policy", Flow, Framework, "upstream's default fairness policy: a band whose `fairnessPolicyRef` names it serves its oldest request first, whatever its flow; Shepherd's default is round-robin"),
     noted("round-robin-fairness-policy", Flow, Framework, "Shepherd's default fairness policy"),
-    noted("program-aware-fairness", Flow, Framework, "least attained service (`las`) with upstream's parameters, score, half-life decay and idle eviction, but a program is charged each dispatched request's size in bytes at dispatch, not `prompt + 2 × completion` tokens at completion (the flow queue does not see responses); at most 65,536 programs tracked; no `program_aware_*` metrics"),
+    noted("program-aware-fairness", Flow, Framework, "least attained service (`las`) with upstream's parameters, score, half-life decay and idle eviction; a program is charged `prompt + 2 × completion` tokens of each request's `usage` when it completes, as upstream; at most 65,536 programs tracked and 65,536 admitted requests awaited; no `program_aware_*` metrics"),
     entry("fcfs-ordering-policy", Flow, Framework),
     entry("edf-ordering-policy", Flow, Framework),
     entry("slo-deadline-ordering-policy", Flow, Framework),

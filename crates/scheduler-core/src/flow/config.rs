@@ -344,6 +344,14 @@ impl FlowSettings {
         self.no_endpoint_ttl.unwrap_or(self.ttl)
     }
 
+    /// Whether any band uses `program-aware-fairness`.
+    pub fn uses_program_aware(&self) -> bool {
+        [self.default_band, self.default_negative_band]
+            .iter()
+            .chain(self.bands.iter().map(|(_, b)| b))
+            .any(|b| b.fairness == Fairness::ProgramAware)
+    }
+
     /// The limits of the band for `priority`.
     pub fn band_limits(&self, priority: i32) -> BandLimits {
         match self.bands.iter().find(|(p, _)| *p == priority) {

@@ -56,6 +56,7 @@ pub use config::{
     SaturationDetectorConfig, parse_go_duration,
 };
 pub use ordering::OrderingPolicy;
+pub use program_aware::ProgramLedger;
 pub use queue::{Arrival, FlowCounters, FlowQueue, Ticket};
 pub use reason::{DropReason, Rejected};
 pub use saturation::{

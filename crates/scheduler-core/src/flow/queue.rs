@@ -61,12 +61,13 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::config::{Fairness, FlowSettings};
 #[cfg(doc)]
 use super::ordering::OrderingPolicy;
-use super::program_aware::{ProgramServices, las_pick};
+use super::program_aware::{ProgramLedger, las_pick};
 use super::reason::{DropReason, Rejected};
 use super::soft_ceiling::SoftCeilingTick;
 use super::usage_limit::UsageLimitPolicy;
@@ -168,8 +169,9 @@ pub struct FlowQueue<T> {
     seen_levels: BTreeMap<i32, Timestamp>,
     /// The soft-reflective policy's shared tick (advanced by dispatch calls).
     soft_tick: SoftCeilingTick,
-    /// Each program's attained service, for `program-aware-fairness` bands.
-    services: ProgramServices,
+    /// Each program's attained service, for `program-aware-fairness` bands (charged at
+    /// completion, through the ledger's completion hook).
+    ledger: Arc<ProgramLedger>,
 }
 
 impl<T> std::fmt::Debug for FlowQueue<T> {
@@ -195,6 +197,14 @@ impl<T> FlowQueue<T> {
 
     /// An empty queue with these settings.
     pub fn new(settings: FlowSettings) -> Self {
+        let ledger = Arc::new(ProgramLedger::new(settings.program_aware.clone()));
+        Self::with_ledger(settings, ledger)
+    }
+
+    /// An empty queue whose `program-aware-fairness` bands read each program's attained
+    /// service from `ledger` (which the schedulers charge at completion; see
+    /// [`ProgramLedger::install`]).
+    pub fn with_ledger(settings: FlowSettings, ledger: Arc<ProgramLedger>) -> Self {
         FlowQueue {
             global_max_requests: settings
                 .max_requests
@@ -213,7 +223,7 @@ impl<T> FlowQueue<T> {
             regime_since: Timestamp::ZERO,
             seen_levels: BTreeMap::new(),
             soft_tick: SoftCeilingTick::default(),
-            services: ProgramServices::default(),
+            ledger,
         }
     }
 
@@ -608,11 +618,11 @@ impl<T> FlowQueue<T> {
     }
 
     /// Removes the head of the top band's flow with the least attained service
-    /// (`program-aware-fairness`), charging its program the request's bytes.
+    /// (`program-aware-fairness`; the service is charged at completion, not here).
     fn pop_least_served(&mut self, now: Timestamp) -> Option<Entry<T>> {
-        let settings = &self.settings.program_aware;
+        let settings = self.ledger.settings();
         let band = self.bands.values_mut().next()?;
-        let mut heads: Vec<(u32, u32)> = Vec::new();
+        let mut heads: Vec<u32> = Vec::new();
         let mut scores: Vec<(f64, f64)> = Vec::new();
         let mut flow = band.cursor;
         loop {
@@ -626,8 +636,8 @@ impl<T> FlowQueue<T> {
                     Duration::from_nanos(now.as_nanos().saturating_sub(e.enqueued_at.as_nanos()))
                         .as_secs_f64()
                 });
-            let service = self.services.service(&band.flow(flow).key, now, settings);
-            heads.push((flow, head));
+            let service = self.ledger.service(&band.flow(flow).key, now);
+            heads.push(flow);
             scores.push((service, waited));
             flow = next;
             if flow == band.cursor {
@@ -635,19 +645,17 @@ impl<T> FlowQueue<T> {
             }
         }
         let best = las_pick(&scores, settings)?;
-        let (flow, head) = *heads.get(best)?;
-        let program: Box<str> = band.flow(flow).key.clone();
+        let flow = *heads.get(best)?;
+        let head = band.flow(flow).head;
         if band.cursor == flow {
             band.cursor = band.flow(flow).ring_next;
         }
-        let entry = self.remove_slot(head);
-        self.services.charge(
-            &program,
-            entry.bytes as f64,
-            now,
-            &self.settings.program_aware,
-        );
-        Some(entry)
+        Some(self.remove_slot(head))
+    }
+
+    /// The ledger of the programs' attained service.
+    pub fn ledger(&self) -> &Arc<ProgramLedger> {
+        &self.ledger
     }
 
     /// Removes and returns every request whose TTL has run out at `now` (deadline `<= now`),
