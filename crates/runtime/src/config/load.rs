@@ -14,6 +14,9 @@ use shepherd_scheduler_core::flow::config::{
     EDF_ORDERING_POLICY, FCFS_ORDERING_POLICY, GLOBAL_STRICT_FAIRNESS_POLICY,
     ROUND_ROBIN_FAIRNESS_POLICY, SLO_DEADLINE_ORDERING_POLICY, SaturationDetectorConfig,
 };
+use shepherd_scheduler_core::flow::eviction::{
+    PRIORITY_THEN_TIME_EVICTION_ORDER_POLICY, SHEDDABLE_EVICTION_FILTER,
+};
 use shepherd_scheduler_core::flow::program_aware::PROGRAM_AWARE_FAIRNESS_POLICY;
 use shepherd_scheduler_core::flow::{
     ConcurrencyDetector, FlowConfigError, FlowControlConfig, UsageLimitPolicy, UtilizationDetector,
@@ -46,7 +49,7 @@ const FLOW_CONTROL_SECTION: &str = "flowControl";
 
 /// Plugin types that belong to flow control, not to scheduling: taken out of `plugins` and
 /// resolved by the `flowControl` section.
-const FLOW_CONTROL_PLUGIN_TYPES: [&str; 11] = [
+const FLOW_CONTROL_PLUGIN_TYPES: [&str; 13] = [
     UtilizationDetector::TYPE,
     ConcurrencyDetector::TYPE,
     UsageLimitPolicy::STATIC_TYPE,
@@ -58,6 +61,8 @@ const FLOW_CONTROL_PLUGIN_TYPES: [&str; 11] = [
     FCFS_ORDERING_POLICY,
     EDF_ORDERING_POLICY,
     SLO_DEADLINE_ORDERING_POLICY,
+    SHEDDABLE_EVICTION_FILTER,
+    PRIORITY_THEN_TIME_EVICTION_ORDER_POLICY,
 ];
 
 /// Shepherd's sections, read straight from the YAML text so that their errors carry a line.

@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 28] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 30] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -259,6 +259,16 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 28] = [
         plugin_type: "slo-deadline-ordering-policy",
         kind: PluginKind::FlowControl,
         honoured_by: "the flow controller (`orderingPolicyRef`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "sheddable-eviction-filter",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller's in-flight eviction (`flowControl.enableEviction`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "priority-then-time-eviction-order-policy",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller's in-flight eviction (`flowControl.enableEviction`)",
     },
 ];
 

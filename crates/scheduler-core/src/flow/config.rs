@@ -21,8 +21,8 @@
 //! fairness policy to `global-strict-fairness-policy`; Shepherd's default is round-robin
 //! (DESIGN.md section 6): a band gets global-strict when its `fairnessPolicyRef` names it.
 //! `usageLimitPolicyPluginRef` names a `static-usage-limit-policy` or `priority-holdback-policy`
-//! plugin ([`UsageLimitPolicy`]); `enableEviction` is rejected when
-//! set: not supported yet.
+//! plugin ([`UsageLimitPolicy`]); `enableEviction: true` turns on in-flight eviction of
+//! sheddable requests ([`eviction`](super::eviction)).
 //!
 //! ```
 //! use std::time::Duration;
@@ -257,7 +257,7 @@ pub struct FlowControlConfig {
     /// Which saturation detector to use (absent: `utilization-detector` with defaults).
     #[serde(default)]
     pub saturation_detector: Option<SaturationDetectorConfig>,
-    /// Not supported yet: rejected when true.
+    /// Evict in-flight sheddable requests when a higher band is blocked (default false).
     #[serde(default)]
     pub enable_eviction: bool,
 }
@@ -333,6 +333,9 @@ pub struct FlowSettings {
     /// The parameters of `program-aware-fairness` (the first instance a band names), for
     /// the bands whose fairness is [`Fairness::ProgramAware`].
     pub program_aware: ProgramAwareSettings,
+    /// Whether in-flight sheddable requests are evicted for blocked higher bands
+    /// (`enableEviction`; see [`eviction`](super::eviction)).
+    pub enable_eviction: bool,
 }
 
 impl FlowSettings {
@@ -375,6 +378,7 @@ impl Default for FlowSettings {
             detector: Detector::default(),
             usage_limit: UsageLimitPolicy::default(),
             program_aware: ProgramAwareSettings::default(),
+            enable_eviction: false,
         }
     }
 }
@@ -405,12 +409,6 @@ impl FlowControlConfig {
     /// Validates the section; `plugins` are the config's plugin instances, against which
     /// `saturationDetector.pluginRef` is resolved (a bare detector type name also works).
     pub fn validate(&self, plugins: &[PluginSpec]) -> Result<FlowSettings, FlowConfigError> {
-        if self.enable_eviction {
-            return Err(invalid(
-                "flowControl.enableEviction",
-                "not supported by Shepherd yet",
-            ));
-        }
         let ttl = match self.default_request_ttl {
             None => Some(FlowSettings::DEFAULT_TTL),
             Some(GoDuration(d)) if d.is_zero() => None,
@@ -462,6 +460,7 @@ impl FlowControlConfig {
             detector: self.detector(plugins)?,
             usage_limit: self.usage_limit(plugins)?,
             program_aware: self.program_aware(plugins)?,
+            enable_eviction: self.enable_eviction,
         })
     }
 

@@ -9,6 +9,8 @@
 //! - [`usage_limit`]: how full the pool may get before each priority is held back
 //!   ([`UsageLimitPolicy`]: upstream's `static-usage-limit-policy`, `priority-holdback-policy`
 //!   and `soft-reflective-ceiling-policy`, whose schedule is [`soft_ceiling`]);
+//! - [`eviction`]: in-flight eviction of sheddable requests for blocked higher bands
+//!   ([`Evictor`]: upstream's `enableEviction`);
 //! - [`ordering`]: which request of a flow goes first ([`OrderingPolicy`]: FCFS, EDF, SLO
 //!   deadline);
 //! - [`reason`]: why a request was dropped ([`DropReason`]: header value and HTTP status);
@@ -43,6 +45,7 @@
 //! ```
 
 pub mod config;
+pub mod eviction;
 pub mod ordering;
 pub mod program_aware;
 pub mod queue;
@@ -55,6 +58,7 @@ pub use config::{
     BandLimits, Fairness, FlowConfigError, FlowControlConfig, FlowSettings, PriorityBandConfig,
     SaturationDetectorConfig, parse_go_duration,
 };
+pub use eviction::{Demand, EvictionSettings, Evictor};
 pub use ordering::OrderingPolicy;
 pub use program_aware::ProgramLedger;
 pub use queue::{Arrival, FlowCounters, FlowQueue, Ticket};
