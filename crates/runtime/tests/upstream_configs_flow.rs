@@ -231,3 +231,76 @@ async fn program_aware_fairness_charges_tokens_when_requests_complete() {
     stop_tx.send(()).unwrap();
     driver.await.unwrap();
 }
+
+/// `enableEviction` with upstream's two eviction types: a band-0 request blocked by
+/// saturation gets room by the eviction of the sheddable request in flight (never the
+/// priority-0 one), whose client is answered 429 `evicted`; once that stream has ended, the
+/// blocked request is dispatched — none is lost.
+#[tokio::test(start_paused = true)]
+async fn eviction_ends_a_sheddable_request_in_flight_for_a_blocked_higher_band() {
+    use shepherd_scheduler_core::flow::DropReason;
+
+    let config = load("flow-eviction.yaml").unwrap();
+    let settings = config.flow_control.clone().expect("flow control is on");
+    assert!(settings.enable_eviction);
+    let pool = Arc::new(Pool::with_clock(Arc::new(TokioClock::new())));
+    pool.add("127.0.0.1:8000")
+        .set_metrics(EndpointMetrics::default());
+    let scheduler =
+        build_scheduler(&config.policy, &builtin_registry(), Arc::clone(&pool)).unwrap();
+    let flow = FlowController::with_resources(settings, Arc::clone(&pool), scheduler.resources());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let driver = tokio::spawn(flow.clone().run_until(async move {
+        let _ = stop_rx.await;
+    }));
+
+    // Two in flight (maxConcurrency 2): a sheddable batch request, then a standard one.
+    let mut served = Vec::new();
+    for (id, priority) in [("batch", -1), ("chat-1", 0)] {
+        let mut r = request(id, &[]);
+        r.priority = priority;
+        let mut permit = flow.admit(flow.request_of(&r)).await.unwrap();
+        let lease = permit.take_lease().expect("eviction is on");
+        let handle = scheduler.schedule(&r).unwrap().into_handle();
+        drop(permit);
+        served.push((lease, handle));
+    }
+    assert!(flow.saturation() >= 1.0);
+
+    // A standard request arrives: it waits, and the batch request is evicted for it.
+    let waiting = {
+        let flow = flow.clone();
+        tokio::spawn(async move {
+            let r = request("chat-2", &[]);
+            flow.admit(flow.request_of(&r)).await.map(|_| ())
+        })
+    };
+    let (mut chat_1, mut batch) = (served.pop().unwrap(), served.pop().unwrap());
+    tokio::time::timeout(Duration::from_secs(1), batch.0.evicted())
+        .await
+        .expect("the sheddable request is evicted");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), chat_1.0.evicted())
+            .await
+            .is_err(),
+        "priority 0 is never evicted"
+    );
+    assert_eq!(flow.stats().dropped(DropReason::Evicted), 1);
+    assert_eq!(DropReason::Evicted.http_status(), 429);
+    assert!(
+        !waiting.is_finished(),
+        "still no room until the evicted stream ends"
+    );
+
+    // The adapter answers the evicted client and ends its response: room for chat-2.
+    drop(batch);
+    tokio::time::timeout(Duration::from_secs(1), waiting)
+        .await
+        .expect("the blocked request is dispatched")
+        .unwrap()
+        .unwrap();
+    assert_eq!(flow.stats().queued, 0);
+    drop(chat_1);
+    stop_tx.send(()).unwrap();
+    driver.await.unwrap();
+}

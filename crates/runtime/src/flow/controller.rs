@@ -1,9 +1,10 @@
 //! The async flow controller: admission on the request path, dispatch and expiry in a loop.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -11,8 +12,8 @@ use shepherd_scheduler_core::clock::Timestamp;
 use shepherd_scheduler_core::endpoint::Pool;
 use shepherd_scheduler_core::flow::ProgramLedger;
 use shepherd_scheduler_core::flow::{
-    Arrival, Detector, DropReason, FlowQueue, FlowSettings, Pending, SaturationDetector, Ticket,
-    is_saturated_level,
+    Arrival, Demand, Detector, DropReason, EvictionSettings, Evictor, FlowCounters, FlowQueue,
+    FlowSettings, Pending, SaturationDetector, Ticket, is_saturated_level,
 };
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::request::InferenceRequest;
@@ -21,6 +22,7 @@ use shepherd_scorers::attributes::RequestAttributes;
 use shepherd_scorers::attributes::agent_identity::AgentIdentity;
 use tokio::sync::{Notify, oneshot};
 
+use super::lease::{EvictionLease, Untrack};
 use super::permit::{FlowPermit, PendingLoad};
 use super::request::FlowRequest;
 use super::stats::{FlowStats, WaitHistogram};
@@ -37,12 +39,16 @@ struct Waiter {
     prompt_tokens: u64,
     /// Its id and program, for the program-aware ledger (when one is kept).
     program: Option<(Box<str>, Box<str>)>,
+    priority: i32,
 }
 
 struct State {
     queue: FlowQueue<Waiter>,
     waits: WaitHistogram,
     closed: bool,
+    /// In-flight eviction (`enableEviction`), and the signal of each tracked request.
+    evictor: Option<Evictor>,
+    signals: HashMap<u64, oneshot::Sender<()>>,
 }
 
 struct Inner {
@@ -62,6 +68,8 @@ struct Inner {
     /// The program-aware ledger, when a band uses `program-aware-fairness`: each admitted
     /// request is noted there so that its completion is charged to its program.
     ledger: Option<Arc<ProgramLedger>>,
+    /// Itself, for the eviction leases.
+    me: Weak<Inner>,
 }
 
 /// Holds requests while the pool is saturated; see the [module docs](super).
@@ -106,16 +114,30 @@ impl FlowController {
             .usage_limit
             .is_uniform()
             .then(|| settings.usage_limit.ceiling(&[], 0));
+        let enable_eviction = settings.enable_eviction;
         let queue = match &ledger {
             Some(ledger) => FlowQueue::with_ledger(settings, Arc::clone(ledger)),
             None => FlowQueue::new(settings),
         };
+        let evictor = enable_eviction.then(|| {
+            let lag = match &detector {
+                // Its counts drop as soon as a stream ends.
+                Detector::Concurrency(_) => None,
+                // Scraped: the freed room shows after a scrape and the staleness bound.
+                Detector::Utilization(u) => {
+                    Some(SCRAPE_INTERVAL_BOUND.saturating_add(u.staleness_threshold()))
+                }
+            };
+            Evictor::new(EvictionSettings::for_sensor(lag))
+        });
         FlowController {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|me| Inner {
                 state: Mutex::new(State {
                     queue,
                     waits: WaitHistogram::default(),
                     closed: false,
+                    evictor,
+                    signals: HashMap::new(),
                 }),
                 queued: AtomicU64::new(0),
                 admitted_immediately: AtomicU64::new(0),
@@ -126,6 +148,7 @@ impl FlowController {
                 wake: Notify::new(),
                 attributes,
                 ledger,
+                me: me.clone(),
             }),
         }
     }
@@ -170,7 +193,12 @@ impl FlowController {
         {
             inner.admitted_immediately.fetch_add(1, Ordering::Relaxed);
             inner.expect(&request);
-            return Ok(FlowPermit::new(&inner.pending, request.prompt_tokens));
+            let lease = inner.lease_unlocked(request.priority, now);
+            return Ok(FlowPermit::new(
+                &inner.pending,
+                request.prompt_tokens,
+                lease,
+            ));
         }
         let (ticket, answer) = {
             let mut state = inner.state.lock();
@@ -179,10 +207,15 @@ impl FlowController {
                 && state.queue.is_empty()
                 && state.queue.admits_now(request.priority, level)
             {
+                let lease = inner.lease(&mut state, request.priority, now);
                 drop(state);
                 inner.admitted_immediately.fetch_add(1, Ordering::Relaxed);
                 inner.expect(&request);
-                return Ok(FlowPermit::new(&inner.pending, request.prompt_tokens));
+                return Ok(FlowPermit::new(
+                    &inner.pending,
+                    request.prompt_tokens,
+                    lease,
+                ));
             }
             state.queue.admit(request.priority, saturated)?;
             if state.closed {
@@ -197,6 +230,7 @@ impl FlowController {
                     .ledger
                     .as_ref()
                     .map(|_| (request.id.into(), request.flow_id.into())),
+                priority: request.priority,
             };
             let arrival = Arrival {
                 priority: request.priority,
@@ -280,7 +314,7 @@ impl FlowController {
         let state = self.inner.state.lock();
         FlowStats {
             admitted_immediately: self.inner.admitted_immediately.load(Ordering::Relaxed),
-            counters: state.queue.counters(),
+            counters: state.counters(),
             queued: state.queue.len() as u64,
             queued_bytes: state.queue.bytes(),
         }
@@ -329,10 +363,68 @@ impl Inner {
             if let (Some(ledger), Some((id, program))) = (&self.ledger, &waiter.program) {
                 ledger.expect(id, program);
             }
-            let permit = FlowPermit::new(&self.pending, waiter.prompt_tokens);
+            let lease = self.lease(state, waiter.priority, now);
+            let permit = FlowPermit::new(&self.pending, waiter.prompt_tokens, lease);
             // A client that left just now drops the permit with the channel.
             let _ = waiter.answer.send(Ok(permit));
         }
+        if !state.queue.is_empty() && !state.closed {
+            self.evict_for_blocked(state, now);
+        }
+    }
+
+    /// Requests wait for room: evict sheddable requests in flight for them, as
+    /// `enableEviction` says (nothing when it is off).
+    fn evict_for_blocked(&self, state: &mut State, now: Timestamp) {
+        let Some(evictor) = state.evictor.as_mut() else {
+            return;
+        };
+        if evictor.victim_priority().is_none() {
+            return;
+        }
+        let level = self.saturation(now);
+        let demand: Vec<Demand> = state
+            .queue
+            .queued_priorities()
+            .map(|priority| Demand {
+                priority,
+                ceiling: state.queue.ceiling(priority),
+                queued: true,
+            })
+            .collect();
+        for id in evictor.reclaim(now, level, &demand) {
+            tracing::info!(
+                saturation = level,
+                blocked_priority = demand.first().map_or(0, |d| d.priority),
+                "flow control evicted an in-flight sheddable request"
+            );
+            if let Some(signal) = state.signals.remove(&id) {
+                let _ = signal.send(());
+            }
+        }
+    }
+
+    /// A lease for a request of `priority` dispatched at `now`, when eviction is on.
+    fn lease(&self, state: &mut State, priority: i32, now: Timestamp) -> Option<EvictionLease> {
+        let evictor = state.evictor.as_mut()?;
+        let id = evictor.track(priority, now);
+        let (tx, rx) = oneshot::channel();
+        state.signals.insert(id, tx);
+        let owner: Weak<dyn Untrack> = self.me.clone();
+        Some(EvictionLease::new(owner, id, rx))
+    }
+
+    /// [`Inner::lease`], taking the lock only when eviction is on.
+    fn lease_unlocked(&self, priority: i32, now: Timestamp) -> Option<EvictionLease> {
+        if !self.eviction_on() {
+            return None;
+        }
+        let mut state = self.state.lock();
+        self.lease(&mut state, priority, now)
+    }
+
+    fn eviction_on(&self) -> bool {
+        self.state.lock().evictor.is_some()
     }
 
     /// Stops: answers every queued request, refuses new ones that would wait.
@@ -346,6 +438,36 @@ impl Inner {
         self.queued.store(0, Ordering::Release);
     }
 }
+
+impl State {
+    /// The queue's counters, with the evictions of requests in flight.
+    fn counters(&self) -> FlowCounters {
+        let mut counters = self.queue.counters();
+        if let Some(evictor) = &self.evictor {
+            counters.add_dropped(DropReason::Evicted, evictor.counters().evicted);
+        }
+        counters
+    }
+}
+
+impl Untrack for Inner {
+    fn untrack(&self, id: u64) {
+        let now = self.pool.clock().now();
+        {
+            let mut state = self.state.lock();
+            if let Some(evictor) = state.evictor.as_mut() {
+                evictor.untrack(id, now);
+            }
+            state.signals.remove(&id);
+        }
+        // Room may have returned.
+        self.wake.notify_one();
+    }
+}
+
+/// A bound on the metrics scrape interval, for the eviction pacing of a scraped detector
+/// (Shepherd's default interval is 50 ms; upstream's refresh interval is the same order).
+const SCRAPE_INTERVAL_BOUND: Duration = Duration::from_millis(50);
 
 /// Takes a waiting request out of the queue when its `admit` future is dropped.
 struct CancelOnDrop<'a> {
@@ -411,7 +533,7 @@ impl MetricsSource for FlowController {
             let state = self.inner.state.lock();
             let stats = FlowStats {
                 admitted_immediately: self.inner.admitted_immediately.load(Ordering::Relaxed),
-                counters: state.queue.counters(),
+                counters: state.counters(),
                 queued: state.queue.len() as u64,
                 queued_bytes: state.queue.bytes(),
             };

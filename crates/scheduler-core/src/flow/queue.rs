@@ -122,6 +122,12 @@ impl FlowCounters {
     pub fn dropped(&self, reason: DropReason) -> u64 {
         self.dropped[reason.index()]
     }
+
+    /// Counts `n` more drops for `reason` (for the drops decided outside the queue: the
+    /// evictions of requests in flight).
+    pub fn add_dropped(&mut self, reason: DropReason, n: u64) {
+        self.dropped[reason.index()] += n;
+    }
 }
 
 struct Entry<T> {
@@ -334,6 +340,11 @@ impl<T> FlowQueue<T> {
         self.bands
             .get(&Reverse(priority))
             .map_or(0, |b| b.len as usize)
+    }
+
+    /// The priorities of the bands with requests queued, highest first.
+    pub fn queued_priorities(&self) -> impl Iterator<Item = i32> + '_ {
+        self.bands.keys().map(|k| k.0)
     }
 
     /// Bytes queued in the band of `priority`.
