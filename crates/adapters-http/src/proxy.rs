@@ -31,6 +31,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderValue, Response, header};
 use axum::response::IntoResponse;
+use shepherd_runtime::flow::{DropReason, FlowPermit};
 use shepherd_runtime::telemetry::{RequestTrace, TRACEPARENT, TRACESTATE, names};
 use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, error_code};
 use shepherd_scheduler_core::completion::Completion;
@@ -179,7 +180,7 @@ async fn forward(
 
     // Flow control: wait while the pool is saturated (dropped with this future if the client
     // goes away), or be refused.
-    let permit = match &inner.flow {
+    let mut permit = match &inner.flow {
         Some(flow) => {
             if let Some(observation) = observation.as_mut() {
                 observation.flow_enter(body.len());
@@ -237,6 +238,8 @@ async fn forward(
         );
     }
     let decision = scheduled.map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds));
+    // With `enableEviction`, the request's lease lives as long as its response.
+    let mut lease = permit.as_mut().and_then(FlowPermit::take_lease);
     drop(permit);
     let decision = decision?;
     trace.set_str(names::ENDPOINT, decision.primary().address());
@@ -282,14 +285,30 @@ async fn forward(
         body,
         settings,
     };
-    let answer =
-        match upstream::send(&inner.client, &inner.stats, &mut handle, &outgoing, trace).await {
-            Ok(answer) => answer,
-            Err(error) => {
-                handle.finish(Completion::failed());
-                return Err(error);
-            }
-        };
+    let sent = upstream::send(&inner.client, &inner.stats, &mut handle, &outgoing, trace);
+    let evicted = async {
+        match lease.as_mut() {
+            Some(lease) => lease.evicted().await,
+            None => std::future::pending().await,
+        }
+    };
+    let answer = tokio::select! {
+        sent = sent => sent,
+        () = evicted => {
+            // Flow control ended this sheddable request for a higher band: 429, as upstream.
+            tracing::info!(request_id = %handle.id(), "flow control evicted a request in flight");
+            trace.set_error("evicted", "request evicted by flow control");
+            handle.finish(Completion::cancelled());
+            return Err(ApiError::flow_dropped(DropReason::Evicted, settings.retry_after_seconds));
+        }
+    };
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            handle.finish(Completion::failed());
+            return Err(error);
+        }
+    };
     drop(outgoing);
     // The server has answered: the body's bytes leave the budget.
     drop(read);
@@ -319,6 +338,7 @@ async fn forward(
         std::mem::take(trace),
     )
     .observed(observation)
-    .reporting(reporters);
+    .reporting(reporters)
+    .evictable(lease);
     Ok(Response::from_parts(head, Body::new(body)))
 }

@@ -1,7 +1,10 @@
 //! What a dispatched request holds while it is served, when eviction is on.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Weak;
+use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
 
@@ -36,21 +39,30 @@ impl EvictionLease {
     /// Completes when flow control evicts the request (at once if it already has); never if
     /// it is not evicted. Cancel-safe.
     pub async fn evicted(&mut self) {
+        std::future::poll_fn(|cx| self.poll_evicted(cx)).await;
+    }
+
+    /// [`EvictionLease::evicted`] for a hand-written future (a response body's
+    /// `poll_frame`): ready once the request is evicted.
+    pub fn poll_evicted(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.evicted {
-            return;
+            return Poll::Ready(());
         }
-        match self.signal.as_mut() {
-            Some(signal) => {
-                if signal.await.is_ok() {
-                    self.evicted = true;
-                    self.signal = None;
-                    return;
-                }
+        let Some(signal) = self.signal.as_mut() else {
+            return Poll::Pending;
+        };
+        match Pin::new(signal).poll(cx) {
+            Poll::Ready(Ok(())) => {
+                self.evicted = true;
+                self.signal = None;
+                Poll::Ready(())
+            }
+            Poll::Ready(Err(_)) => {
                 // The controller went away: nothing will evict the request any more.
                 self.signal = None;
-                std::future::pending().await
+                Poll::Pending
             }
-            None => std::future::pending().await,
+            Poll::Pending => Poll::Pending,
         }
     }
 
