@@ -310,6 +310,21 @@ impl Exchange {
         matches!(self.phase, Phase::Picking(_))
     }
 
+    /// Flow control evicted the request in flight (`enableEviction`): the answer is an
+    /// immediate 429 `evicted` (Envoy ends the response there, as upstream's picker does),
+    /// and the request's handle ends as cancelled. Nothing once the exchange is over.
+    pub fn evict(&mut self) -> Replies {
+        if matches!(self.phase, Phase::Done) {
+            return Replies::none();
+        }
+        match self.reject(&Rejection::Dropped(
+            shepherd_scheduler_core::flow::DropReason::Evicted,
+        )) {
+            Some(Step::Reply(replies)) => replies,
+            _ => Replies::none(),
+        }
+    }
+
     /// The handle of the request being served, once routed and until its response ends.
     pub fn handle(&self) -> Option<&RequestHandle> {
         match &self.phase {
