@@ -319,7 +319,11 @@ async fn eviction_cuts_a_sheddable_stream_short_for_a_blocked_standard_request()
     let standard = gateway
         .post("/v1/completions", &completion("Interactive", 4, false))
         .await;
-    assert_eq!(standard.status(), 200, "served once the batch stream was evicted");
+    assert_eq!(
+        standard.status(),
+        200,
+        "served once the batch stream was evicted"
+    );
     // The batch stream is broken off: an error, not the orderly end of a 4000-token stream.
     let end = loop {
         match batch.chunk().await {
