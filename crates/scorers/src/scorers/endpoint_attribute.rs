@@ -106,14 +106,54 @@ impl Normalization {
 /// Upstream's score of `value` over `range` (1 when the range is a single value).
 #[inline]
 pub fn normalized(value: f64, range: Option<(f64, f64)>, lower_is_better: bool) -> f64 {
-    let Some((min, max)) = range else {
-        return 0.0;
-    };
-    if max == min {
-        return 1.0;
+    Linear::over(range, lower_is_better).score(value)
+}
+
+/// [`normalized`] with its range worked out once for a pick: the span's reciprocal
+/// precomputed, so each candidate costs a multiplication instead of a division.
+#[derive(Debug, Clone, Copy)]
+struct Linear {
+    min: f64,
+    shape: Shape,
+    lower_is_better: bool,
+}
+
+/// How a [`Linear`] maps values.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    /// No value known: every score 0.
+    Unknown,
+    /// max = min: every score 1.
+    Flat,
+    /// `1 / (max − min)`.
+    Scaled(f64),
+}
+
+impl Linear {
+    #[inline]
+    fn over(range: Option<(f64, f64)>, lower_is_better: bool) -> Linear {
+        let (min, shape) = match range {
+            None => (0.0, Shape::Unknown),
+            Some((min, max)) if max == min => (min, Shape::Flat),
+            Some((min, max)) => (min, Shape::Scaled(1.0 / (max - min))),
+        };
+        Linear {
+            min,
+            shape,
+            lower_is_better,
+        }
     }
-    let n = ((value - min) / (max - min)).clamp(0.0, 1.0);
-    if lower_is_better { 1.0 - n } else { n }
+
+    #[inline]
+    fn score(self, value: f64) -> f64 {
+        let scale = match self.shape {
+            Shape::Unknown => return 0.0,
+            Shape::Flat => return 1.0,
+            Shape::Scaled(scale) => scale,
+        };
+        let n = ((value - self.min) * scale).clamp(0.0, 1.0);
+        if self.lower_is_better { 1.0 - n } else { n }
+    }
 }
 
 /// Checks upstream's attribute/producer rule: an attribute with a `/` needs `producer` set.
@@ -157,8 +197,36 @@ pub(crate) fn column_of(
     })
 }
 
-/// Candidates whose values an adaptive range keeps on the stack while it is found.
-const ON_STACK: usize = 256;
+/// A judged score of a value [`Linear::score`] returned: in `[0, 1]`, or NaN (infinite
+/// values), which scores 0.
+#[inline]
+fn judged(value: f64) -> Score {
+    Score {
+        value: if value.is_nan() { 0.0 } else { value },
+        neutral: false,
+    }
+}
+
+/// The smallest and largest of the slots' values, NaN ones skipped; `None` when every value
+/// is NaN. Four running pairs, so that the comparisons do not wait on one another.
+fn range_of(slots: &[Score]) -> Option<(f64, f64)> {
+    let mut lo = [f64::INFINITY; 4];
+    let mut hi = [f64::NEG_INFINITY; 4];
+    for chunk in slots.chunks(4) {
+        for ((slot, lo), hi) in chunk.iter().zip(&mut lo).zip(&mut hi) {
+            // A NaN compares false both ways: skipped.
+            if slot.value < *lo {
+                *lo = slot.value;
+            }
+            if slot.value > *hi {
+                *hi = slot.value;
+            }
+        }
+    }
+    let lo = lo.into_iter().fold(f64::INFINITY, f64::min);
+    let hi = hi.into_iter().fold(f64::NEG_INFINITY, f64::max);
+    (lo <= hi).then_some((lo, hi))
+}
 
 /// The scorer (see the module docs).
 #[derive(Debug)]
@@ -192,39 +260,36 @@ impl Scorer for EndpointAttributeScorer {
     }
 
     fn score(&self, _cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
+        let lower_is_better = self.lower_is_better;
         self.table.read(|values| {
             let column = values.column(self.column);
-            let value = |e: &&Arc<Endpoint>| column.get(e.id());
-            let score = |v: Option<f64>, range| {
-                Score::new(v.map_or(0.0, |v| normalized(v, range, self.lower_is_better)))
-            };
             match self.normalization {
                 Normalization::Fixed(..) => {
-                    let range = self.normalization.range(std::iter::empty());
+                    let linear = Linear::over(
+                        self.normalization.range(std::iter::empty()),
+                        lower_is_better,
+                    );
                     for (endpoint, slot) in candidates.iter().zip(out.iter_mut()) {
-                        *slot = score(value(endpoint), range);
+                        let value = column.get(endpoint.id()).map_or(0.0, |v| linear.score(v));
+                        *slot = judged(value);
                     }
                 }
                 // The candidates' range needs every value before the first score: each is
-                // looked up once, kept on the stack (NaN: none), for the pools that fit.
-                Normalization::Adaptive if candidates.len() <= ON_STACK => {
-                    let mut seen = [f64::NAN; ON_STACK];
-                    for (endpoint, v) in candidates.iter().zip(seen.iter_mut()) {
-                        *v = value(endpoint).unwrap_or(f64::NAN);
-                    }
-                    let seen = &seen[..candidates.len()];
-                    let known = seen.iter().copied().filter(|v| !v.is_nan());
-                    let range = self.normalization.range(known);
-                    for (v, slot) in seen.iter().zip(out.iter_mut()) {
-                        *slot = score(Some(*v).filter(|v| !v.is_nan()), range);
-                    }
-                }
+                // looked up once and kept in its output slot (NaN: none) until the range is
+                // known, then turned into its score in place.
                 Normalization::Adaptive => {
-                    let range = self
-                        .normalization
-                        .range(candidates.iter().filter_map(value));
+                    let n = candidates.len().min(out.len());
                     for (endpoint, slot) in candidates.iter().zip(out.iter_mut()) {
-                        *slot = score(value(endpoint), range);
+                        slot.value = column.get(endpoint.id()).unwrap_or(f64::NAN);
+                    }
+                    let linear = Linear::over(range_of(&out[..n]), lower_is_better);
+                    for slot in &mut out[..n] {
+                        let value = slot.value;
+                        *slot = judged(if value.is_nan() {
+                            0.0
+                        } else {
+                            linear.score(value)
+                        });
                     }
                 }
             }
