@@ -172,7 +172,7 @@ enum Labelled {
 }
 
 /// How many distinct ranges a pick scores once each (pools have a handful).
-const MEMO: usize = 64;
+const MEMO: usize = 16;
 
 /// [`Labelled::Range`]'s slot of a range not in the memo.
 const NO_SLOT: u8 = u8::MAX;
@@ -262,7 +262,9 @@ impl Scorer for ContextLengthAware {
         let mut memo = [f64::NAN; MEMO];
         self.for_each_range(candidates, |i, said| {
             if let Some(slot) = out.get_mut(i) {
-                *slot = Score::new(match said {
+                // Every value below is in [0, 1] by construction.
+                slot.neutral = false;
+                slot.value = match said {
                     Labelled::None => 0.5,
                     Labelled::Bad => 0.0,
                     Labelled::Range(range, width, memo_slot) => {
@@ -275,7 +277,7 @@ impl Scorer for ContextLengthAware {
                             None => scored(length, range, width),
                         }
                     }
-                });
+                };
             }
         });
     }

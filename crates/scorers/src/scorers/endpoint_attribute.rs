@@ -144,6 +144,29 @@ impl Linear {
         }
     }
 
+    /// Turns each slot's value (NaN: none, scoring 0) into its score.
+    fn score_in_place(self, slots: &mut [Score]) {
+        let scale = match self.shape {
+            Shape::Unknown => {
+                slots.fill(judged(0.0));
+                return;
+            }
+            Shape::Flat => {
+                for slot in slots {
+                    *slot = judged(if slot.value.is_nan() { 0.0 } else { 1.0 });
+                }
+                return;
+            }
+            Shape::Scaled(scale) => scale,
+        };
+        for slot in slots {
+            let value = slot.value;
+            let n = ((value - self.min) * scale).clamp(0.0, 1.0);
+            // A NaN value stays NaN through the arithmetic: `judged` scores it 0.
+            *slot = judged(if self.lower_is_better { 1.0 - n } else { n });
+        }
+    }
+
     #[inline]
     fn score(self, value: f64) -> f64 {
         let scale = match self.shape {
@@ -210,21 +233,40 @@ fn judged(value: f64) -> Score {
 /// The smallest and largest of the slots' values, NaN ones skipped; `None` when every value
 /// is NaN. Four running pairs, so that the comparisons do not wait on one another.
 fn range_of(slots: &[Score]) -> Option<(f64, f64)> {
-    let mut lo = [f64::INFINITY; 4];
-    let mut hi = [f64::NEG_INFINITY; 4];
-    for chunk in slots.chunks(4) {
-        for ((slot, lo), hi) in chunk.iter().zip(&mut lo).zip(&mut hi) {
-            // A NaN compares false both ways: skipped.
-            if slot.value < *lo {
-                *lo = slot.value;
-            }
-            if slot.value > *hi {
-                *hi = slot.value;
-            }
-        }
+    // `if v < lo { v } else { lo }` is one `minsd`; a NaN compares false: skipped.
+    #[inline(always)]
+    fn low(lo: f64, v: f64) -> f64 {
+        if v < lo { v } else { lo }
     }
-    let lo = lo.into_iter().fold(f64::INFINITY, f64::min);
-    let hi = hi.into_iter().fold(f64::NEG_INFINITY, f64::max);
+    #[inline(always)]
+    fn high(hi: f64, v: f64) -> f64 {
+        if v > hi { v } else { hi }
+    }
+    let (mut l0, mut l1, mut l2, mut l3) =
+        (f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    let (mut h0, mut h1, mut h2, mut h3) = (
+        f64::NEG_INFINITY,
+        f64::NEG_INFINITY,
+        f64::NEG_INFINITY,
+        f64::NEG_INFINITY,
+    );
+    let mut quads = slots.chunks_exact(4);
+    for q in &mut quads {
+        l0 = low(l0, q[0].value);
+        h0 = high(h0, q[0].value);
+        l1 = low(l1, q[1].value);
+        h1 = high(h1, q[1].value);
+        l2 = low(l2, q[2].value);
+        h2 = high(h2, q[2].value);
+        l3 = low(l3, q[3].value);
+        h3 = high(h3, q[3].value);
+    }
+    for slot in quads.remainder() {
+        l0 = low(l0, slot.value);
+        h0 = high(h0, slot.value);
+    }
+    let lo = low(low(l0, l1), low(l2, l3));
+    let hi = high(high(h0, h1), high(h2, h3));
     (lo <= hi).then_some((lo, hi))
 }
 
@@ -283,14 +325,7 @@ impl Scorer for EndpointAttributeScorer {
                         slot.value = column.get(endpoint.id()).unwrap_or(f64::NAN);
                     }
                     let linear = Linear::over(range_of(&out[..n]), lower_is_better);
-                    for slot in &mut out[..n] {
-                        let value = slot.value;
-                        *slot = judged(if value.is_nan() {
-                            0.0
-                        } else {
-                            linear.score(value)
-                        });
-                    }
+                    linear.score_in_place(&mut out[..n]);
                 }
             }
         });
@@ -352,7 +387,51 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_scorer_gives_each_candidate_its_normalized_value() {
+        use shepherd_scheduler_core::clock::Timestamp;
+        use shepherd_scheduler_core::endpoint::Pool;
+        use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
+        use std::time::Duration;
+
+        let pool = Pool::new();
+        pool.set_members((0..23).map(|i| format!("10.0.0.{i}:8000")));
+        let snapshot = pool.snapshot();
+        let candidates: Vec<&Arc<Endpoint>> = snapshot.endpoints().iter().collect();
+        let table = Arc::new(EndpointAttributes::default());
+        let column = table.column("q").unwrap();
+        // Every third endpoint has no value (scores 0); the others spread over [-7, 40].
+        let value_of = |i: usize| (!i.is_multiple_of(3)).then(|| (i * 37 % 48) as f64 - 7.0);
+        for (i, e) in candidates.iter().enumerate() {
+            if let Some(v) = value_of(i) {
+                table.set(e.id(), &[("q".to_string(), v)]);
+            }
+        }
+        let request = InferenceRequest::new("r", "m", Prompt::Text("x".into()));
+        for lower_is_better in [true, false] {
+            for normalization in [Normalization::Adaptive, Normalization::Fixed(0.0, 30.0)] {
+                let scorer = EndpointAttributeScorer::new(
+                    Arc::clone(&table),
+                    column,
+                    lower_is_better,
+                    normalization,
+                );
+                let mut cycle = CycleState::new(&request, Timestamp::ZERO, Duration::from_secs(1));
+                let mut out = vec![Score::NEUTRAL; candidates.len()];
+                scorer.score(&mut cycle, &candidates, &mut out);
+                let range = normalization.range((0..candidates.len()).filter_map(value_of));
+                for (i, score) in out.iter().enumerate() {
+                    let expected =
+                        value_of(i).map_or(0.0, |v| normalized(v, range, lower_is_better));
+                    assert_eq!(score.value, expected, "endpoint {i}");
+                    assert!(!score.neutral);
+                }
+            }
+        }
+    }
 
     #[test]
     fn upstreams_adaptive_and_fixed_examples() {
