@@ -7,7 +7,7 @@ use super::{
     ConfigError, EndpointPickerConfig, PluginArgs, PluginError, ProfilePluginRef, ProfileSpec,
     Registry, Status, framework_plugin, upstream_type,
 };
-use crate::disagg::Disaggregation;
+use crate::disagg::{Disaggregation, StageOrder};
 use crate::endpoint::Pool;
 use crate::plugin::PluginInstance;
 use crate::profile::Profile;
@@ -119,7 +119,11 @@ pub fn build_scheduler_in(
                 .as_ref()
                 .map(|_| h.prefill_profile.as_str());
             let encode = h.encode_decider.as_ref().map(|_| h.encode_profile.as_str());
-            [prefill, encode].into_iter().flatten()
+            // `prefill-first`: the prefill stage admits the request when its profile exists.
+            let decode = (h.stage_order == StageOrder::PrefillFirst
+                && profiles.iter().any(|p| p.name == h.prefill_profile))
+            .then_some(h.decode_profile.as_str());
+            [prefill, encode, decode].into_iter().flatten()
         })
         .collect();
 
@@ -243,7 +247,8 @@ pub fn build_scheduler_in(
                 handler.prefill_profile.as_str(),
                 prefill_decider,
             )
-            .with_encode(handler.encode_profile.as_str(), encode_decider),
+            .with_encode(handler.encode_profile.as_str(), encode_decider)
+            .with_stage_order(handler.stage_order),
         );
     }
 
