@@ -264,3 +264,36 @@ fn the_models_sources_https_form_loads_and_says_it_is_not_polled() {
     let error = RuntimeConfig::from_yaml(&missing).unwrap_err().to_string();
     assert!(error.contains("caCertPath"), "{error}");
 }
+
+#[test]
+fn the_p2p_source_readme_loads_with_the_experimental_flag() {
+    let config = load("p2p-source-producer.yaml").unwrap();
+    // Alpha upstream.
+    let refused = check_stability(&config.policy, false)
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("p2p-source-producer"), "{refused}");
+    assert!(check_stability(&config.policy, true).is_ok());
+    let scheduler = rig(&config, &[&[], &[]]);
+    // Nothing is cached yet: no source.
+    let d = scheduler
+        .schedule(&completion("r", &"a long prompt ".repeat(100)))
+        .unwrap();
+    assert_eq!(d.kv_cache_source(), None);
+    d.finish(Completion::success(None));
+    // A renamed prefill profile is not needed: said at start.
+    let text = std::fs::read_to_string(fixture_path("p2p-source-producer.yaml"))
+        .unwrap()
+        .replace(
+            "prefillProfileName: prefill",
+            "prefillProfileName: my-prefill",
+        );
+    let config = RuntimeConfig::from_yaml(&text).unwrap();
+    assert!(
+        warnings(&config)
+            .iter()
+            .any(|w| w.contains("my-prefill") && w.contains("not needed")),
+        "{:?}",
+        warnings(&config)
+    );
+}

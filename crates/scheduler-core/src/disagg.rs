@@ -83,6 +83,19 @@ pub const PREFILL_ENDPOINT_HEADER: &str = "x-prefiller-host-port";
 /// decode side (llm-d's routing sidecar reads it).
 pub const ENCODER_ENDPOINTS_HEADER: &str = "x-encoder-hosts-ports";
 
+/// The request header naming a server that holds more of the prompt's KV cache than the one
+/// that computes it (`ip:port`), for llm-d's routing sidecar to pull those blocks from over
+/// the P2P connector instead of recomputing them. A plugin sets it by leaving a
+/// [`KvCacheSource`] in its stage's cycle (`p2p-source-producer`).
+pub const KV_CACHE_SOURCE_HEADER: &str = "x-kv-cache-source-host-port";
+
+/// The server to pull the prompt's cached KV blocks from, as a pick hook leaves it in a
+/// stage's [`Extensions`](crate::plugin::Extensions); the decision keeps the one of the stage
+/// that computes the prompt (the prefill stage when there is one, else the decode stage), and
+/// the adapters send it in [`KV_CACHE_SOURCE_HEADER`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvCacheSource(pub String);
+
 /// The encode profile's name when a profile handler names none (upstream's default).
 pub const DEFAULT_ENCODE_PROFILE: &str = "encode";
 
@@ -259,6 +272,7 @@ pub struct PeerEndpoint(pub Arc<Endpoint>);
 #[derive(Debug)]
 pub struct PrefillStage {
     pub(crate) endpoint: Arc<Endpoint>,
+    pub(crate) kv_cache_source: Option<String>,
     /// Every prefill scorer's score for every prefill candidate.
     pub breakdown: Breakdown,
 }

@@ -142,6 +142,15 @@ pub fn build_scheduler_in(
                 profile = profile.admitter(*name, Arc::clone(admitter));
             }
         }
+        // Request-level producers (`p2p-source-producer`): every profile, listed or not.
+        for declared in &config.plugins {
+            if let Some(hook) = instances
+                .get(declared.name())
+                .and_then(PluginInstance::as_every_profile_hook)
+            {
+                profile = profile.pick_hook(Arc::clone(hook));
+            }
+        }
         let mut picker_name: Option<String> = None;
         for r in &spec.plugins {
             let Some(instance) = instances.get(&r.plugin_ref) else {
@@ -196,6 +205,8 @@ pub fn build_scheduler_in(
                 profile = profile.pick_hook(Arc::clone(hook));
                 used = true;
             }
+            // Already in every profile (above).
+            used |= instance.as_every_profile_hook().is_some();
             if !used {
                 return Err(ConfigError::NotUsable {
                     profile: spec.name.clone(),

@@ -180,7 +180,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     noted("endpoint-attribute-scorer", Scorer, Registry, "the attribute is a custom metric of the `core-metrics-extractor` (`engineConfigs[].customMetrics`), read at every scrape; `producer` is accepted, and any producer reads the same attributes (the extractor's custom metrics are Shepherd's only ones); Alpha upstream: needs `--allow-experimental-plugins`"),
     noted("topology-affinity-scorer", Scorer, Registry, "the peer is the decode pick, in the prefill and encode stages; topology comes from endpoint labels (see `topology-extractor`)"),
     entry("burst-prefix-cache-producer", Producer, NotYet(PrecisePrefixCache)),
-    entry("p2p-source-producer", Producer, NotYet(PrecisePrefixCache)),
+    noted("p2p-source-producer", Producer, Registry, "after each stage's pick, reads the named producer's prefix match for every endpoint of the pool, samples a source within one block of the most cached tokens (weights `1/(1+waiting)`, the request id's FNV-1a hash as coordinate) and, when it out-caches the computing server (the prefill pick, else the destination) by `minCachedTokenDelta`, the adapters send `x-kv-cache-source-host-port` (a client's value removed); every cached block counts (Shepherd's indexes have no CPU tier); `prefillProfileName` is not needed (a warning when set otherwise)"),
     entry("multicluster-session-affinity-filter", Filter, NotYet(MultiCluster)),
     entry("multicluster-queue-scorer", Scorer, NotYet(MultiCluster)),
     entry("multicluster-kv-cache-utilization-scorer", Scorer, NotYet(MultiCluster)),
