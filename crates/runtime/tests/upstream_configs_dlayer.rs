@@ -297,3 +297,39 @@ fn the_p2p_source_readme_loads_with_the_experimental_flag() {
         warnings(&config)
     );
 }
+
+#[test]
+fn the_burst_sample_keeps_a_rollout_groups_samples_together() {
+    let config = load("burst-prefix-cache.yaml").unwrap();
+    let refused = check_stability(&config.policy, false)
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("burst-prefix-cache-producer"), "{refused}");
+    // What Shepherd does instead of holding requests for the window: said at start.
+    assert!(
+        warnings(&config)
+            .iter()
+            .any(|w| w.contains("burst-prefix-cache-producer") && w.contains("not held")),
+        "{:?}",
+        warnings(&config)
+    );
+    let scheduler = rig(&config, &[&[], &[], &[], &[]]);
+    // Two rollout groups of eight samples each, all in flight together (no token-producer
+    // server is reachable: prompts are hashed as the approximate producer hashes them).
+    let mut decisions = Vec::new();
+    for group in ["prove that 17 is prime", "sort these numbers: 9 4 7 1"] {
+        let prompt = format!("{group}. Think step by step. ").repeat(40);
+        let mut servers = std::collections::BTreeSet::new();
+        for i in 0..8 {
+            let d = scheduler
+                .schedule(&completion(&format!("{group}-{i}"), &prompt))
+                .unwrap();
+            servers.insert(d.primary().address().to_string());
+            decisions.push(d);
+        }
+        assert_eq!(servers.len(), 1, "{group}: {servers:?}");
+    }
+    for d in decisions {
+        d.finish(Completion::success(None));
+    }
+}

@@ -16,7 +16,8 @@ use crate::multimodal::{producer as mm_producer, scorer as mm_scorer};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
 use crate::producers::{
-    approx_prefix, inflight_load, p2p_source, precise_prefix, predicted_latency, token,
+    approx_prefix, burst_prefix, inflight_load, p2p_source, precise_prefix, predicted_latency,
+    token,
 };
 use crate::scorers::{
     active_request, context_length, endpoint_attribute, header_label_affinity, hot_prefix,
@@ -89,6 +90,7 @@ pub fn builtin_registry() -> Registry {
         .register(context_length::TYPE_NAME, context_length::factory)
         .register(inflight_load::TYPE_NAME, inflight_load::factory)
         .register(p2p_source::TYPE_NAME, p2p_source::factory)
+        .register(burst_prefix::TYPE_NAME, burst_prefix::factory)
         .register(prefill_duty::TYPE_NAME, prefill_duty::factory)
         .register(lora_affinity::TYPE_NAME, lora_affinity::factory)
         .register(session_affinity::TYPE_NAME, session_affinity::factory)
