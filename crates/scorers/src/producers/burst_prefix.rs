@@ -23,8 +23,8 @@
 //!   share is of the whole batch, known when it seals; this one grows as the window fills,
 //!   so early in a window prefix-sharing prompts co-locate less than upstream's would.
 //! - At most `maxBatchSize` requests are placed per window (upstream fails the request past
-//!   it; Shepherd gives it no affinity and counts it); the window's memory is bounded by it
-//!   and by [`MAX_WINDOW_BLOCKS`] remembered blocks.
+//!   it; Shepherd gives it no affinity and counts it); the window's memory is bounded by it,
+//!   by [`MAX_WINDOW_GROUPS`] prompts and by [`MAX_WINDOW_BLOCKS`] remembered blocks.
 //!
 //! So no request waits, the first of each group is placed by the load scorers rather than by
 //! the batch, and longer prompts are not placed before shorter ones. Prompts are hashed as
@@ -107,6 +107,10 @@ const DEFAULT_MAX_BLOCKS: usize = 2048;
 /// Block hashes a window remembers for prefix co-location; past it, new blocks are not
 /// remembered (later prompts match less) until the window ends.
 pub const MAX_WINDOW_BLOCKS: usize = 262_144;
+
+/// Distinct prompts a window places; a new prompt past it gets no affinity until the window
+/// ends (with `maxBatchSize: -1` this is what bounds a window's memory).
+pub const MAX_WINDOW_GROUPS: usize = 65_536;
 
 /// The `burst-prefix-cache-producer` parameters, as upstream (strictly decoded).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -440,6 +444,9 @@ impl BurstWindow {
     }
 
     fn place(&self, w: &mut Window, key: (u64, usize), keys: &[BlockKey], on: EndpointId) {
+        if !w.groups.contains_key(&key) && w.groups.len() >= MAX_WINDOW_GROUPS {
+            return;
+        }
         let first_touch = w.groups.entry(key).or_default().add(on);
         let charge = if !self.settings.by_tokens {
             1

@@ -282,7 +282,7 @@ fn spill(balance_by: &str) -> String {
         3,
         serde_json::json!({"balanceBy": balance_by, "maxPerReplica": 1}),
     );
-    let mut place = |blocks: &[u32], on: usize| {
+    let place = |blocks: &[u32], on: usize| {
         let k = keys(blocks);
         assert_eq!(w.assign(&k, T0), None);
         w.anchor(&k, servers[on].id());
