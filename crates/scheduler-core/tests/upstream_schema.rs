@@ -76,7 +76,10 @@ fn not_yet_types_name_their_area_and_unknown_types_say_unknown() {
         ),
         "{err}"
     );
-    assert!(err.to_string().contains("conformance-test plugins"), "{err}");
+    assert!(
+        err.to_string().contains("conformance-test plugins"),
+        "{err}"
+    );
     let err = build("plugins:\n- type: disaggregatedset-rollout-screener\n").unwrap_err();
     assert!(
         matches!(
