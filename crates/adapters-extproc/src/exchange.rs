@@ -566,6 +566,7 @@ impl Exchange {
             .prefill()
             .map(|stage| stage.endpoint().address().to_string());
         let encode = decision.encode().map(|stage| stage.header_value());
+        let kv_source = decision.kv_cache_source().map(str::to_string);
         let handle = decision.into_handle();
         let trace = self.trace.propagation();
         let options = &self.options;
@@ -576,6 +577,7 @@ impl Exchange {
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
                 encode: encode.as_deref(),
+                kv_source: kv_source.as_deref(),
                 trace: trace.as_ref(),
                 body: pending.rewritten.then_some(pending.body.as_slice()),
             };
@@ -591,6 +593,7 @@ impl Exchange {
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
                 encode: encode.as_deref(),
+                kv_source: kv_source.as_deref(),
                 trace: trace.as_ref(),
                 body: None,
             };
@@ -602,6 +605,7 @@ impl Exchange {
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
                 encode: encode.as_deref(),
+                kv_source: kv_source.as_deref(),
                 trace: trace.as_ref(),
                 body: None,
             };

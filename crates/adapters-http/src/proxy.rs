@@ -35,7 +35,9 @@ use shepherd_runtime::flow::{DropReason, FlowPermit};
 use shepherd_runtime::telemetry::{RequestTrace, TRACEPARENT, TRACESTATE, names};
 use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, error_code};
 use shepherd_scheduler_core::completion::Completion;
-use shepherd_scheduler_core::disagg::{ENCODER_ENDPOINTS_HEADER, PREFILL_ENDPOINT_HEADER};
+use shepherd_scheduler_core::disagg::{
+    ENCODER_ENDPOINTS_HEADER, KV_CACHE_SOURCE_HEADER, PREFILL_ENDPOINT_HEADER,
+};
 use shepherd_scheduler_core::request::{ApiKind, ConfiguredHeaders};
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
@@ -252,6 +254,10 @@ async fn forward(
     let encode = decision
         .encode()
         .and_then(|stage| HeaderValue::from_str(&stage.header_value()).ok());
+    // A server holding more of the prompt's KV cache: the sidecar pulls the blocks from it.
+    let kv_source = decision
+        .kv_cache_source()
+        .and_then(|source| HeaderValue::from_str(source).ok());
     let mut handle = decision.into_handle();
     let request_id = HeaderValue::from_str(handle.id())
         .unwrap_or_else(|_| HeaderValue::from_static("invalid-request-id"));
@@ -277,6 +283,9 @@ async fn forward(
             }
             if let Some(encode) = encode {
                 headers.insert(ENCODER_ENDPOINTS_HEADER, encode);
+            }
+            if let Some(source) = kv_source {
+                headers.insert(KV_CACHE_SOURCE_HEADER, source);
             }
             headers
         },

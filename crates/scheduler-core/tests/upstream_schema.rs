@@ -65,18 +65,21 @@ fn framework_plugins_are_accepted_and_not_built() {
 
 #[test]
 fn not_yet_types_name_their_area_and_unknown_types_say_unknown() {
-    let err = build("plugins:\n- type: burst-prefix-cache-producer\n").unwrap_err();
+    let err = build("plugins:\n- type: header-based-testing-filter\n").unwrap_err();
     assert!(
         matches!(
             &err,
             ConfigError::NotImplemented {
-                area: Area::PrecisePrefixCache,
+                area: Area::ConformanceTests,
                 ..
             }
         ),
         "{err}"
     );
-    assert!(err.to_string().contains("precise prefix cache"), "{err}");
+    assert!(
+        err.to_string().contains("conformance-test plugins"),
+        "{err}"
+    );
     let err = build("plugins:\n- type: disaggregatedset-rollout-screener\n").unwrap_err();
     assert!(
         matches!(

@@ -127,6 +127,8 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
     // Upstream wires those plugins together in `dataLayer` (whose references the core has
     // checked); Shepherd reads them directly.
     take_data_layer_plugins(&mut picker, &mut scraping, path)?;
+    super::notifications::check(&picker)
+        .map_err(|(field, reason)| LoadError::invalid(path, field, reason))?;
 
     let mut discovery = sections.discovery.unwrap_or_default();
     read_file_discovery(&picker, &mut discovery, path)?;
@@ -276,6 +278,26 @@ fn take_data_layer_plugins(
                     })?;
                     scraping.dcgm_data_source = Some(params);
                     scraping.dcgm_source_name = plugin.name().to_string();
+                }
+                kept.push(plugin);
+            }
+            crate::scrape::models::SOURCE_TYPE => {
+                // As the DCGM source: it stays among the plugins, the scraper polls it, a
+                // second one is ignored (a warning).
+                if scraping.models_data_source.is_none() {
+                    let params: crate::scrape::models::ModelsSourceParams =
+                        plugin_params(&plugin.parameters).map_err(|e| {
+                            LoadError::invalid(
+                                path,
+                                field(crate::scrape::models::SOURCE_TYPE),
+                                e.to_string(),
+                            )
+                        })?;
+                    params.settings(plugin.name()).map_err(|e| {
+                        LoadError::invalid(path, field(crate::scrape::models::SOURCE_TYPE), e)
+                    })?;
+                    scraping.models_data_source = Some(params);
+                    scraping.models_source_name = plugin.name().to_string();
                 }
                 kept.push(plugin);
             }
@@ -452,6 +474,11 @@ fn validate(config: &RuntimeConfig, path: Option<&Path>) -> Result<(), LoadError
     if let Some(dcgm) = &scraping.dcgm_data_source {
         dcgm.settings(&scraping.dcgm_source_name)
             .map_err(|e| LoadError::invalid(path, "scraping.dcgmDataSource", e))?;
+    }
+    if let Some(models) = &scraping.models_data_source {
+        models
+            .settings(&scraping.models_source_name)
+            .map_err(|e| LoadError::invalid(path, "scraping.modelsDataSource", e))?;
     }
 
     config

@@ -68,6 +68,7 @@ mod error;
 mod gateway;
 mod load;
 mod metrics;
+pub mod notifications;
 mod replicas;
 mod replicas_peers;
 mod replicas_redis;
@@ -214,6 +215,25 @@ impl RuntimeConfig {
         if let Some(dcgm) = &self.scraping.dcgm_data_source {
             warnings.extend(
                 dcgm.warnings(&self.scraping.dcgm_source_name)
+                    .into_iter()
+                    .map(|message| ConfigWarning {
+                        section: "plugins".into(),
+                        message,
+                    }),
+            );
+        }
+        warnings.extend(
+            notifications::warnings(&self.policy)
+                .into_iter()
+                .map(|message| ConfigWarning {
+                    section: "plugins".into(),
+                    message,
+                }),
+        );
+        if let Some(models) = &self.scraping.models_data_source {
+            warnings.extend(
+                models
+                    .warnings(&self.scraping.models_source_name)
                     .into_iter()
                     .map(|message| ConfigWarning {
                         section: "plugins".into(),

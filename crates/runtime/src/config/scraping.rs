@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::mapping::{CoreMetricsExtractorParams, MetricsDataSourceParams};
 use crate::scrape::dcgm::DcgmSourceParams;
+use crate::scrape::models::ModelsSourceParams;
 
 /// Default time between two scrapes of one endpoint: 50 ms (DESIGN §2).
 pub const DEFAULT_SCRAPE_INTERVAL_MS: u64 = 50;
@@ -59,6 +60,14 @@ pub struct ScrapingConfig {
     /// The name of the `dcgm-data-source` plugin the parameters came from (for logs).
     #[serde(skip)]
     pub dcgm_source_name: String,
+    /// Parameters of an upstream `models-data-source` plugin: each endpoint's `/v1/models`
+    /// ([`models`](crate::scrape::models)). Taken from the first such plugin in `plugins` when
+    /// not given here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub models_data_source: Option<ModelsSourceParams>,
+    /// The name of the `models-data-source` plugin the parameters came from (for logs).
+    #[serde(skip)]
+    pub models_source_name: String,
 }
 
 impl Default for ScrapingConfig {
@@ -71,6 +80,8 @@ impl Default for ScrapingConfig {
             core_metrics_extractor: None,
             dcgm_data_source: None,
             dcgm_source_name: String::new(),
+            models_data_source: None,
+            models_source_name: String::new(),
         }
     }
 }

@@ -225,6 +225,7 @@ impl Runtime {
                 stats: Arc::clone(&scrape_stats),
                 client,
                 attributes: EndpointAttributes::of(&shared.resources),
+                models: crate::scrape::models::EndpointModels::of(&shared.resources),
             };
             tasks.spawn(scraper.run(signal.clone()));
         }

@@ -35,6 +35,8 @@ pub struct ScrapeSettings {
     pub mappings: EngineMappings,
     /// The DCGM exporter source, when a `dcgm-data-source` is configured.
     pub dcgm: Option<super::dcgm::DcgmSettings>,
+    /// The models source, when a `models-data-source` is configured.
+    pub models: Option<super::models::ModelsSettings>,
 }
 
 impl ScrapeSettings {
@@ -57,6 +59,18 @@ impl ScrapeSettings {
                         reason: "invalid dcgm-data-source parameters",
                     }
                 })?),
+                None => None,
+            },
+            models: match &config.models_data_source {
+                Some(params) => {
+                    Some(params.settings(&config.models_source_name).map_err(|_| {
+                        Error::InvalidParameter {
+                            parameter: "modelsDataSource",
+                            value: format!("{params:?}"),
+                            reason: "invalid models-data-source parameters",
+                        }
+                    })?)
+                }
                 None => None,
             },
         })

@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 30] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 33] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -183,6 +183,24 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 30] = [
         kind: PluginKind::DataExtractor,
         honoured_by: "the runtime's metrics scraper, which stores the GPU utilization as the \
                       endpoint attribute `GPUUtilization`",
+    },
+    FrameworkPlugin {
+        plugin_type: "models-data-source",
+        kind: PluginKind::DataSource,
+        honoured_by: "the runtime's metrics scraper, which also polls each endpoint's \
+                      `/v1/models` (`scraping.modelsDataSource`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "models-data-extractor",
+        kind: PluginKind::DataExtractor,
+        honoured_by: "the runtime's metrics scraper, which keeps each endpoint's model list \
+                      (`EndpointModels`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "k8s-notification-source",
+        kind: PluginKind::DataSource,
+        honoured_by: "the runtime's config loader, which checks it as upstream and logs that \
+                      it watches nothing (no notification extractor exists to read it)",
     },
     FrameworkPlugin {
         plugin_type: "endpoint-notification-source",
