@@ -123,6 +123,12 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         picker.other.remove(section);
     }
 
+    // Before the runtime takes its own plugins out: the stability check sees them all.
+    let declared_plugins: Vec<(String, String)> = picker
+        .plugins
+        .iter()
+        .map(|p| (p.name().to_string(), p.plugin_type.clone()))
+        .collect();
     let mut scraping = sections.scraping.unwrap_or_default();
     // Upstream wires those plugins together in `dataLayer` (whose references the core has
     // checked); Shepherd reads them directly.
@@ -185,6 +191,7 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         metrics: sections.metrics.unwrap_or_default(),
         replicas: sections.replicas,
         flow_control,
+        declared_plugins,
         path: owned_path(),
     };
     validate(&config, path)?;

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use shepherd_scheduler_core::config::check_stability;
 use shepherd_scheduler_core::endpoint::{EndpointAttributes, Pool};
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use shepherd_scheduler_core::shared::SharedState;
@@ -127,7 +126,8 @@ impl Runtime {
             .unwrap_or_else(|| Arc::new(TokioClock::new()));
         let shared = SharedState::new(Arc::new(Pool::with_clock(clock)));
         let registry = options.registry.clone().unwrap_or_else(builtin_registry);
-        check_stability(&config.policy, options.allow_experimental_plugins)
+        config
+            .check_stability(options.allow_experimental_plugins)
             .map_err(RuntimeError::Policy)?;
         // The program-aware ledger is a completion hook of every scheduler: in place first.
         if let Some(flow) = config
