@@ -95,6 +95,7 @@ impl Noop {
             remove: &[],
             prefill: None,
             encode: None,
+            kv_source: None,
             trace: None,
             body: None,
         }

@@ -58,6 +58,9 @@ pub struct Route<'a> {
     /// The encode servers' `ip:port[,ip:port…]` of a request whose media are encoded
     /// separately, sent in `x-encoder-hosts-ports` to the decode side.
     pub encode: Option<&'a str>,
+    /// The server to pull the prompt's cached KV blocks from (`x-kv-cache-source-host-port`),
+    /// when a `p2p-source-producer` found one.
+    pub kv_source: Option<&'a str>,
     /// The trace context to hand the model server (`traceparent`, `tracestate`), when the
     /// request is traced: the picker's `gateway.request` span becomes the server's parent.
     pub trace: Option<&'a Propagation>,
@@ -84,6 +87,12 @@ fn route_mutation(route: &Route<'_>, options: &ExtProcOptions) -> HeaderMutation
         set_headers.push(set_header(
             shepherd_scheduler_core::disagg::ENCODER_ENDPOINTS_HEADER,
             encode,
+        ));
+    }
+    if let Some(source) = route.kv_source {
+        set_headers.push(set_header(
+            shepherd_scheduler_core::disagg::KV_CACHE_SOURCE_HEADER,
+            source,
         ));
     }
     let mut remove_headers = route.remove.to_vec();
@@ -518,6 +527,7 @@ mod tests {
             remove: &[],
             prefill: Some("10.0.0.1:8000"),
             encode: None,
+            kv_source: None,
             trace: None,
             body: None,
         };
@@ -550,6 +560,7 @@ mod tests {
             remove: &[],
             prefill: None,
             encode: Some("10.0.0.1:8000,10.0.0.2:8000"),
+            kv_source: None,
             trace: None,
             body: None,
         };
@@ -571,6 +582,42 @@ mod tests {
                 .owned
                 .iter()
                 .any(|h| h == "x-encoder-hosts-ports")
+        );
+    }
+
+    #[test]
+    fn a_route_with_a_kv_source_names_it_to_the_model_server_side() {
+        let options = ExtProcOptions::default();
+        let mut route = Route {
+            destination: "10.0.0.2:8000",
+            content_length: None,
+            remove: &[],
+            prefill: None,
+            encode: None,
+            kv_source: Some("10.0.0.7:8000"),
+            trace: None,
+            body: None,
+        };
+        let m = route_mutation(&route, &options);
+        assert_eq!(
+            header(&m, "x-kv-cache-source-host-port").as_deref(),
+            Some("10.0.0.7:8000")
+        );
+        route.kv_source = None;
+        assert_eq!(
+            header(
+                &route_mutation(&route, &options),
+                "x-kv-cache-source-host-port"
+            ),
+            None
+        );
+        // A client's value is removed: the picker owns the header, as upstream deletes it.
+        assert!(
+            options
+                .headers
+                .owned
+                .iter()
+                .any(|h| h == "x-kv-cache-source-host-port")
         );
     }
 

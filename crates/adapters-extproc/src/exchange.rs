@@ -322,6 +322,21 @@ impl Exchange {
         matches!(self.phase, Phase::Picking(_))
     }
 
+    /// Flow control evicted the request in flight (`enableEviction`): the answer is an
+    /// immediate 429 `evicted` (Envoy ends the response there, as upstream's picker does),
+    /// and the request's handle ends as cancelled. Nothing once the exchange is over.
+    pub fn evict(&mut self) -> Replies {
+        if matches!(self.phase, Phase::Done) {
+            return Replies::none();
+        }
+        match self.reject(&Rejection::Dropped(
+            shepherd_scheduler_core::flow::DropReason::Evicted,
+        )) {
+            Some(Step::Reply(replies)) => replies,
+            _ => Replies::none(),
+        }
+    }
+
     /// The handle of the request being served, once routed and until its response ends.
     pub fn handle(&self) -> Option<&RequestHandle> {
         match &self.phase {
@@ -563,6 +578,7 @@ impl Exchange {
             .prefill()
             .map(|stage| stage.endpoint().address().to_string());
         let encode = decision.encode().map(|stage| stage.header_value());
+        let kv_source = decision.kv_cache_source().map(str::to_string);
         let handle = decision.into_handle();
         let trace = self.trace.propagation();
         let options = &self.options;
@@ -573,6 +589,7 @@ impl Exchange {
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
                 encode: encode.as_deref(),
+                kv_source: kv_source.as_deref(),
                 trace: trace.as_ref(),
                 body: pending.rewritten.then_some(pending.body.as_slice()),
             };
@@ -588,6 +605,7 @@ impl Exchange {
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
                 encode: encode.as_deref(),
+                kv_source: kv_source.as_deref(),
                 trace: trace.as_ref(),
                 body: None,
             };
@@ -599,6 +617,7 @@ impl Exchange {
                 remove: &pending.remove,
                 prefill: prefill.as_deref(),
                 encode: encode.as_deref(),
+                kv_source: kv_source.as_deref(),
                 trace: trace.as_ref(),
                 body: None,
             };

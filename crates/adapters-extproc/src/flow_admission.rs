@@ -3,7 +3,7 @@
 use std::fmt;
 
 use shepherd_adapters_extproc::{Admission, Admitted, BoxFuture, Rejection};
-use shepherd_runtime::flow::{FlowController, FlowRequest};
+use shepherd_runtime::flow::FlowController;
 use shepherd_scheduler_core::request::InferenceRequest;
 
 /// Asks the flow controller before each request is scheduled: it waits while the pool is
@@ -16,7 +16,7 @@ impl Admission for FlowAdmission {
         request: &'a InferenceRequest,
     ) -> BoxFuture<'a, Result<Admitted, Rejection>> {
         Box::pin(async move {
-            match self.0.admit(FlowRequest::of(request)).await {
+            match self.0.admit(self.0.request_of(request)).await {
                 Ok(permit) => Ok(Admitted::holding(permit)),
                 Err(reason) => {
                     tracing::info!(

@@ -133,6 +133,7 @@ impl Default for HeaderNames {
                 // Set by the picker itself for a disaggregated request, never by a client.
                 shepherd_scheduler_core::disagg::PREFILL_ENDPOINT_HEADER.into(),
                 shepherd_scheduler_core::disagg::ENCODER_ENDPOINTS_HEADER.into(),
+                shepherd_scheduler_core::disagg::KV_CACHE_SOURCE_HEADER.into(),
             ],
         }
     }

@@ -44,6 +44,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ext_proc::v3::ProcessingRequest;
+use shepherd_runtime::flow::{EvictionLease, FlowPermit};
 use shepherd_runtime::policies::RequestPolicies;
 use shepherd_runtime::telemetry::{RequestTrace, RequestTracing, names};
 use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, UpstreamMetrics};
@@ -99,6 +100,14 @@ impl Admitted {
     /// A yes holding `guard` until the request is scheduled.
     pub fn holding<T: Send + Sync + 'static>(guard: T) -> Self {
         Admitted(Some(Box::new(guard)))
+    }
+}
+
+impl Admitted {
+    /// The flow controller's eviction lease, when the hook holds a flow permit that has one
+    /// (`enableEviction`): kept by the stream until the response is over.
+    fn take_lease(&mut self) -> Option<EvictionLease> {
+        self.0.as_mut()?.downcast_mut::<FlowPermit>()?.take_lease()
     }
 }
 
@@ -284,10 +293,24 @@ impl ExtProcService {
         observation: &mut Option<RequestObservation>,
         trace: &RequestTrace,
     ) -> Result<Decision, Rejection> {
+        self.pick_leased(job, body, observation, trace, &mut None)
+            .await
+    }
+
+    /// [`Self::pick_with`], putting the request's eviction lease (with `enableEviction`) in
+    /// `lease`.
+    async fn pick_leased(
+        &self,
+        job: PickJob,
+        body: &[u8],
+        observation: &mut Option<RequestObservation>,
+        trace: &RequestTrace,
+        lease: &mut Option<EvictionLease>,
+    ) -> Result<Decision, Rejection> {
         let request = &job.request;
         trace.set_str(names::MODEL, request.target_model());
         trace.set_str(names::REQUEST_ID, &request.id);
-        let admitted = match &self.shared.admission {
+        let mut admitted = match &self.shared.admission {
             Some(admission) => {
                 if let Some(observation) = observation.as_mut() {
                     observation.flow_enter(request.body_size);
@@ -337,7 +360,11 @@ impl ExtProcService {
                 decision.as_ref().ok().map(|d| d.primary().address()),
             );
         }
-        // Scheduled (or not): the scheduler now counts it; the admission's hold ends.
+        // Scheduled (or not): the scheduler now counts it; the admission's hold ends (its
+        // eviction lease, if any, lasts as long as the response).
+        if decision.is_ok() {
+            *lease = admitted.take_lease();
+        }
         drop(admitted);
         if let Ok(decision) = &decision {
             trace.set_str(names::ENDPOINT, decision.primary().address());
@@ -392,13 +419,42 @@ impl ExtProcService {
         let mut code = 0usize;
         // While a body is being received: when it must be whole.
         let mut body_deadline: Option<tokio::time::Instant> = None;
+        // The request's eviction lease while its response lasts (`enableEviction`).
+        let mut lease: Option<EvictionLease> = None;
         'stream: loop {
-            let next = match body_deadline {
-                Some(deadline) => tokio::select! {
-                    next = inbound.message() => Some(next),
-                    () = tokio::time::sleep_until(deadline) => None,
-                },
-                None => Some(inbound.message().await),
+            let deadline = async {
+                match body_deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let evicted = async {
+                match lease.as_mut() {
+                    Some(lease) => lease.evicted().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let next = tokio::select! {
+                next = inbound.message() => Some(next),
+                () = deadline => None,
+                () = evicted => {
+                    drop(lease.take());
+                    if exchange.is_done() {
+                        // The response was over already: nothing to end.
+                        continue 'stream;
+                    }
+                    let replies = exchange.evict();
+                    // Flow control ended this sheddable request for a higher band: an
+                    // immediate 429, as upstream's picker answers.
+                    tracing::info!("flow control evicted a request in flight; answered 429");
+                    for reply in replies {
+                        if tx.send(Ok(reply)).await.is_err() {
+                            break;
+                        }
+                    }
+                    drain_after_rejection(&mut inbound).await;
+                    break;
+                }
             };
             let Some(next) = next else {
                 // The body stalled: 408, and the stream is over.
@@ -436,7 +492,7 @@ impl ExtProcService {
                         .start(job.traceparent.as_deref(), job.tracestate.as_deref());
                     let body = exchange.pending_body().unwrap_or_default();
                     let outcome = tokio::select! {
-                        outcome = trace.in_span(self.pick_with(job, body, &mut observation, &trace)) => outcome,
+                        outcome = trace.in_span(self.pick_leased(job, body, &mut observation, &trace, &mut lease)) => outcome,
                         () = tx.closed() => {
                             code = tonic::Code::Cancelled as usize;
                             break 'stream;
@@ -461,6 +517,10 @@ impl ExtProcService {
                 if tx.send(Ok(reply)).await.is_err() {
                     break 'stream;
                 }
+            }
+            if exchange.is_done() {
+                // The response is over: the request is no longer in flight.
+                lease = None;
             }
             body_deadline = match (exchange.is_receiving_body(), body_deadline) {
                 (true, None) => {

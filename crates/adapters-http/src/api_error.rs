@@ -229,8 +229,8 @@ impl ApiError {
         .with_retry_after(retry_after)
     }
 
-    /// Flow control dropped the request: 429 (`shed`, `queue_full`) or 503 (`ttl_expired`,
-    /// `shutting_down`), with `Retry-After` and `x-shepherd-dropped-reason`.
+    /// Flow control dropped the request: 429 (`shed`, `queue_full`, `evicted`) or 503
+    /// (`ttl_expired`, `shutting_down`), with `Retry-After` and `x-shepherd-dropped-reason`.
     pub fn flow_dropped(reason: DropReason, retry_after: u64) -> Self {
         let (status, kind, message) = match reason {
             DropReason::Shed => (
@@ -252,6 +252,11 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 SERVER_ERROR,
                 "The gateway is shutting down; retry on another replica.",
+            ),
+            DropReason::Evicted => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "request evicted by flow control: this sheddable request (negative priority) was ended to make room for higher-priority requests; retry later.",
             ),
         };
         let mut error =

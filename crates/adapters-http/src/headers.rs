@@ -31,7 +31,9 @@
 //! ```
 
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use shepherd_scheduler_core::disagg::{ENCODER_ENDPOINTS_HEADER, PREFILL_ENDPOINT_HEADER};
+use shepherd_scheduler_core::disagg::{
+    ENCODER_ENDPOINTS_HEADER, KV_CACHE_SOURCE_HEADER, PREFILL_ENDPOINT_HEADER,
+};
 use shepherd_scheduler_core::request::{MAX_PLUGIN_HEADER_LEN, PLUGIN_HEADERS};
 
 /// The caller's request id.
@@ -92,8 +94,9 @@ fn connection_named(headers: &HeaderMap) -> Vec<String> {
 
 /// The headers to send a model server: the client's forwardable ones without `Host`,
 /// `Content-Length`, `Expect` (the body is already here), `Accept-Encoding`, `Authorization`
-/// (the caller sets those it wants), `x-prefiller-host-port` and `x-encoder-hosts-ports` (only
-/// the scheduler names prefill and encode servers).
+/// (the caller sets those it wants), `x-prefiller-host-port`, `x-encoder-hosts-ports` and
+/// `x-kv-cache-source-host-port` (only the scheduler names prefill, encode and KV-source
+/// servers).
 pub fn upstream_request_headers(client: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(client.len());
     for (name, value) in forwardable(client) {
@@ -105,6 +108,7 @@ pub fn upstream_request_headers(client: &HeaderMap) -> HeaderMap {
             || name.as_str() == REQUEST_ID
             || name.as_str() == PREFILL_ENDPOINT_HEADER
             || name.as_str() == ENCODER_ENDPOINTS_HEADER
+            || name.as_str() == KV_CACHE_SOURCE_HEADER
         {
             continue;
         }
@@ -159,6 +163,17 @@ mod tests {
         let sent = upstream_request_headers(&client);
         assert!(sent.get("x-prefiller-host-port").is_none());
         assert!(sent.get("content-type").is_some());
+    }
+
+    #[test]
+    fn a_client_cannot_name_a_kv_cache_source() {
+        let mut client = HeaderMap::new();
+        client.insert(
+            "x-kv-cache-source-host-port",
+            HeaderValue::from_static("10.9.9.9:1"),
+        );
+        let sent = upstream_request_headers(&client);
+        assert!(sent.get("x-kv-cache-source-host-port").is_none());
     }
 
     #[test]

@@ -31,11 +31,13 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderValue, Response, header};
 use axum::response::IntoResponse;
-use shepherd_runtime::flow::FlowRequest;
+use shepherd_runtime::flow::{DropReason, FlowPermit};
 use shepherd_runtime::telemetry::{RequestTrace, TRACEPARENT, TRACESTATE, names};
 use shepherd_runtime::upstream::{FlowOutcome, RequestObservation, error_code};
 use shepherd_scheduler_core::completion::Completion;
-use shepherd_scheduler_core::disagg::{ENCODER_ENDPOINTS_HEADER, PREFILL_ENDPOINT_HEADER};
+use shepherd_scheduler_core::disagg::{
+    ENCODER_ENDPOINTS_HEADER, KV_CACHE_SOURCE_HEADER, PREFILL_ENDPOINT_HEADER,
+};
 use shepherd_scheduler_core::request::{ApiKind, ConfiguredHeaders};
 use shepherd_scheduler_core::scheduler::ScheduleOptions;
 
@@ -182,13 +184,13 @@ async fn forward(
 
     // Flow control: wait while the pool is saturated (dropped with this future if the client
     // goes away), or be refused.
-    let permit = match &inner.flow {
+    let mut permit = match &inner.flow {
         Some(flow) => {
             if let Some(observation) = observation.as_mut() {
                 observation.flow_enter(body.len());
             }
             let wait = trace.flow_control(request.priority.into(), request.fairness_id.as_deref());
-            let admitted = flow.admit(FlowRequest::of(&request)).await;
+            let admitted = flow.admit(flow.request_of(&request)).await;
             match &admitted {
                 Ok(_) => wait.set_str(names::FLOW_OUTCOME, "dispatched"),
                 Err(reason) => {
@@ -240,6 +242,8 @@ async fn forward(
         );
     }
     let decision = scheduled.map_err(|e| ApiError::unscheduled(&e, settings.retry_after_seconds));
+    // With `enableEviction`, the request's lease lives as long as its response.
+    let mut lease = permit.as_mut().and_then(FlowPermit::take_lease);
     drop(permit);
     let decision = decision?;
     trace.set_str(names::ENDPOINT, decision.primary().address());
@@ -252,6 +256,10 @@ async fn forward(
     let encode = decision
         .encode()
         .and_then(|stage| HeaderValue::from_str(&stage.header_value()).ok());
+    // A server holding more of the prompt's KV cache: the sidecar pulls the blocks from it.
+    let kv_source = decision
+        .kv_cache_source()
+        .and_then(|source| HeaderValue::from_str(source).ok());
     let mut handle = decision.into_handle();
     let request_id = HeaderValue::from_str(handle.id())
         .unwrap_or_else(|_| HeaderValue::from_static("invalid-request-id"));
@@ -278,6 +286,9 @@ async fn forward(
             if let Some(encode) = encode {
                 headers.insert(ENCODER_ENDPOINTS_HEADER, encode);
             }
+            if let Some(source) = kv_source {
+                headers.insert(KV_CACHE_SOURCE_HEADER, source);
+            }
             headers
         },
         client_authorization,
@@ -285,14 +296,30 @@ async fn forward(
         body,
         settings,
     };
-    let answer =
-        match upstream::send(&inner.client, &inner.stats, &mut handle, &outgoing, trace).await {
-            Ok(answer) => answer,
-            Err(error) => {
-                handle.finish(Completion::failed());
-                return Err(error);
-            }
-        };
+    let sent = upstream::send(&inner.client, &inner.stats, &mut handle, &outgoing, trace);
+    let evicted = async {
+        match lease.as_mut() {
+            Some(lease) => lease.evicted().await,
+            None => std::future::pending().await,
+        }
+    };
+    let answer = tokio::select! {
+        sent = sent => sent,
+        () = evicted => {
+            // Flow control ended this sheddable request for a higher band: 429, as upstream.
+            tracing::info!(request_id = %handle.id(), "flow control evicted a request in flight");
+            trace.set_error("evicted", "request evicted by flow control");
+            handle.finish(Completion::cancelled());
+            return Err(ApiError::flow_dropped(DropReason::Evicted, settings.retry_after_seconds));
+        }
+    };
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            handle.finish(Completion::failed());
+            return Err(error);
+        }
+    };
     drop(outgoing);
     // The server has answered: the body's bytes leave the budget.
     drop(read);
@@ -339,6 +366,7 @@ async fn forward(
         std::mem::take(trace),
     )
     .observed(observation)
-    .reporting(reporters);
+    .reporting(reporters)
+    .evictable(lease);
     Ok(Response::from_parts(head, Body::new(body)))
 }

@@ -15,7 +15,11 @@
 //!   at debug level (the gateway has no dynamic metadata to send them in, as `shepherd-epp`
 //!   does);
 //! - when the client goes away first, is dropped by the HTTP server, and the unfinished
-//!   handle ends as *cancelled*.
+//!   handle ends as *cancelled*;
+//! - with `flowControl.enableEviction`, holds the request's [`EvictionLease`]: when flow
+//!   control evicts the (sheddable) request mid-response, the body ends there with an error
+//!   (`request evicted by flow control`: the status line is already sent, so the HTTP server
+//!   cuts the response short), the handle ends as *cancelled*, and the lease is released.
 //!
 //! Either way the request's in-flight counts on its endpoint and its place under the
 //! gateway's concurrency cap are released at that moment, not later.
@@ -32,7 +36,11 @@ use shepherd_runtime::usage::UsageScanner;
 use shepherd_scheduler_core::completion::{Completion, Outcome, RequestHandle};
 use shepherd_scheduler_core::report::AttributeReporter;
 
+use shepherd_runtime::flow::EvictionLease;
+
 use crate::GatewayStats;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 use crate::limit::Admitted;
 
 /// A model server's response body, tracked until it ends. See the [module docs](self).
@@ -57,6 +65,8 @@ struct Tracking {
     trace: RequestTrace,
     /// The config's `request-attribute-reporter`s.
     reporters: Arc<[AttributeReporter]>,
+    /// The request's eviction lease, with `enableEviction`.
+    lease: Option<EvictionLease>,
 }
 
 impl TrackedBody {
@@ -82,6 +92,7 @@ impl TrackedBody {
                 _admitted: admitted,
                 trace,
                 reporters: Arc::new([]),
+                lease: None,
             }),
         };
         if body.inner.is_end_stream() {
@@ -111,6 +122,37 @@ impl TrackedBody {
             tracking.reporters = reporters;
         }
         self
+    }
+
+    /// Ends the body when flow control evicts the request (see the [module docs](self)).
+    pub(crate) fn evictable(mut self, lease: Option<EvictionLease>) -> Self {
+        if let Some(tracking) = &mut self.tracking {
+            tracking.lease = lease;
+        }
+        self
+    }
+
+    /// Whether flow control evicted the request now (it is then over: cancelled).
+    fn evicted(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(tracking) = &mut self.tracking else {
+            return false;
+        };
+        let Some(lease) = &mut tracking.lease else {
+            return false;
+        };
+        if lease.poll_evicted(cx).is_pending() {
+            return false;
+        }
+        tracing::info!(request_id = %tracking.handle.id(), "flow control evicted a request mid-response");
+        tracking
+            .trace
+            .set_error("evicted", "request evicted by flow control");
+        if let Some(observation) = tracking.observation.take() {
+            observation.finish(None);
+        }
+        // Dropping the unfinished handle ends it as cancelled; the lease goes with it.
+        self.tracking = None;
+        true
     }
 
     fn finish(&mut self, broken: bool) {
@@ -173,13 +215,16 @@ impl TrackedBody {
 
 impl Body for TrackedBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
+        if this.evicted(cx) {
+            return Poll::Ready(Some(Err("request evicted by flow control".into())));
+        }
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
@@ -208,7 +253,7 @@ impl Body for TrackedBody {
             Poll::Ready(None) => this.finish(false),
             Poll::Pending => {}
         }
-        polled
+        polled.map_err(BoxError::from)
     }
 
     fn is_end_stream(&self) -> bool {

@@ -292,3 +292,45 @@ async fn with_no_endpoint_a_request_waits_its_ttl_then_gets_503() {
         (1, 0)
     );
 }
+
+/// `enableEviction`: a sheddable request streaming on the only server is evicted when a
+/// standard request is blocked behind it; its response is cut short (its status was sent),
+/// and the standard request is then served — counted as one `evicted` drop.
+#[tokio::test]
+async fn eviction_cuts_a_sheddable_stream_short_for_a_blocked_standard_request() {
+    let pool = sims(1, 1.0).await;
+    let yaml = format!("{FLOW_CONTROL}  enableEviction: true\n");
+    let gateway = Setup::new(pool.addrs().iter().copied())
+        .yaml(&yaml)
+        .start()
+        .await;
+    let mut batch = gateway
+        .http
+        .post(gateway.url("/v1/completions"))
+        .header("x-shepherd-priority", "-1")
+        .json(&completion("A long batch job", 4000, true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(batch.status(), 200);
+    assert!(batch.chunk().await.unwrap().is_some());
+    assert!(flow(&gateway).saturation() >= 1.0);
+
+    let standard = gateway
+        .post("/v1/completions", &completion("Interactive", 4, false))
+        .await;
+    assert_eq!(
+        standard.status(),
+        200,
+        "served once the batch stream was evicted"
+    );
+    // The batch stream is broken off: an error, not the orderly end of a 4000-token stream.
+    let end = loop {
+        match batch.chunk().await {
+            Ok(Some(_)) => {}
+            other => break other,
+        }
+    };
+    assert!(end.is_err(), "{end:?}");
+    assert_eq!(flow(&gateway).stats().dropped(DropReason::Evicted), 1);
+}

@@ -71,6 +71,7 @@ impl Fixture {
                 flow_id,
                 bytes: 100,
                 prompt_tokens: 10,
+                ..FlowRequest::default()
             })
             .await
         })

@@ -25,6 +25,7 @@ pub struct Decision {
     pub breakdown: Breakdown,
     prefill: Option<PrefillStage>,
     encode: Option<EncodeStage>,
+    kv_cache_source: Option<String>,
 }
 
 impl Decision {
@@ -34,6 +35,24 @@ impl Decision {
             breakdown,
             prefill: None,
             encode: None,
+            kv_cache_source: None,
+        }
+    }
+
+    /// Records the stage's [`KvCacheSource`](crate::disagg::KvCacheSource).
+    pub(crate) fn with_kv_cache_source(mut self, source: Option<String>) -> Self {
+        self.kv_cache_source = source;
+        self
+    }
+
+    /// The server to pull the prompt's cached KV blocks from
+    /// ([`KV_CACHE_SOURCE_HEADER`](crate::disagg::KV_CACHE_SOURCE_HEADER)): the one the
+    /// stage that computes the prompt found — the prefill stage when there is one, else the
+    /// decode stage. `None` when no plugin set one.
+    pub fn kv_cache_source(&self) -> Option<&str> {
+        match &self.prefill {
+            Some(prefill) => prefill.kv_cache_source.as_deref(),
+            None => self.kv_cache_source.as_deref(),
         }
     }
 
@@ -62,12 +81,16 @@ impl Decision {
     /// Adds the prefill stage `prefill` (its handle ends with this request's first token).
     pub(crate) fn with_prefill(mut self, prefill: Decision) -> Self {
         let Decision {
-            handle, breakdown, ..
+            handle,
+            breakdown,
+            kv_cache_source,
+            ..
         } = prefill;
         let endpoint = Arc::clone(handle.endpoint());
         self.handle.attach_prefill(handle);
         self.prefill = Some(PrefillStage {
             endpoint,
+            kv_cache_source,
             breakdown,
         });
         self

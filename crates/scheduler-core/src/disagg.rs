@@ -21,6 +21,13 @@
 //! comma-separated `ip:port` list in [`ENCODER_ENDPOINTS_HEADER`]. An encode profile that finds
 //! no server leaves the request unencoded, like a prefill that finds none.
 //!
+//! Upstream's `prefill-first` stage order ([`StageOrder::PrefillFirst`]) turns the order
+//! around: the prefill profile runs first, for every request, whenever it exists (no decider
+//! is asked); the decode profile then runs with the prefill pick as its
+//! [`PeerEndpoint`], so its plugins (topology affinity) can keep the decode server near the
+//! prefill one. A prefill stage that finds no server leaves the request aggregated, as in the
+//! default order.
+//!
 //! Role filters (`decode-filter`, `prefill-filter`, `encode-filter`, from endpoint labels) in
 //! each profile keep each stage on its own servers.
 //!
@@ -76,6 +83,19 @@ pub const PREFILL_ENDPOINT_HEADER: &str = "x-prefiller-host-port";
 /// decode side (llm-d's routing sidecar reads it).
 pub const ENCODER_ENDPOINTS_HEADER: &str = "x-encoder-hosts-ports";
 
+/// The request header naming a server that holds more of the prompt's KV cache than the one
+/// that computes it (`ip:port`), for llm-d's routing sidecar to pull those blocks from over
+/// the P2P connector instead of recomputing them. A plugin sets it by leaving a
+/// [`KvCacheSource`] in its stage's cycle (`p2p-source-producer`).
+pub const KV_CACHE_SOURCE_HEADER: &str = "x-kv-cache-source-host-port";
+
+/// The server to pull the prompt's cached KV blocks from, as a pick hook leaves it in a
+/// stage's [`Extensions`](crate::plugin::Extensions); the decision keeps the one of the stage
+/// that computes the prompt (the prefill stage when there is one, else the decode stage), and
+/// the adapters send it in [`KV_CACHE_SOURCE_HEADER`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvCacheSource(pub String);
+
 /// The encode profile's name when a profile handler names none (upstream's default).
 pub const DEFAULT_ENCODE_PROFILE: &str = "encode";
 
@@ -90,9 +110,54 @@ pub const ENCODE_ID_SUFFIX: &str = ":encode";
 /// of the two stages never collides.
 pub const PREFILL_ID_SUFFIX: &str = ":prefill";
 
+/// The order of a disaggregated request's stages (upstream's `stageOrder`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StageOrder {
+    /// Decode, then encode and prefill when their deciders say so (upstream's default).
+    #[default]
+    DecodeFirst,
+    /// Prefill (whenever its profile exists), then decode with the prefill pick as its peer;
+    /// encode when its decider says so.
+    PrefillFirst,
+}
+
+impl StageOrder {
+    /// Upstream's spelling: `decode-first` or `prefill-first`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StageOrder::DecodeFirst => "decode-first",
+            StageOrder::PrefillFirst => "prefill-first",
+        }
+    }
+
+    /// Parses upstream's spellings: case, `-` and `_` ignored; `decode-first`, `decode` or
+    /// empty, `prefill-first` or `prefill` (`None` for anything else).
+    ///
+    /// ```
+    /// use shepherd_scheduler_core::disagg::StageOrder;
+    /// assert_eq!(StageOrder::parse("PrefillFirst"), Some(StageOrder::PrefillFirst));
+    /// assert_eq!(StageOrder::parse("decode_first"), Some(StageOrder::DecodeFirst));
+    /// assert_eq!(StageOrder::parse(""), Some(StageOrder::DecodeFirst));
+    /// assert_eq!(StageOrder::parse("sideways"), None);
+    /// ```
+    pub fn parse(text: &str) -> Option<StageOrder> {
+        let folded: String = text
+            .chars()
+            .filter(|c| *c != '-' && *c != '_')
+            .collect::<String>()
+            .to_ascii_lowercase();
+        match folded.as_str() {
+            "" | "decodefirst" | "decode" => Some(StageOrder::DecodeFirst),
+            "prefillfirst" | "prefill" => Some(StageOrder::PrefillFirst),
+            _ => None,
+        }
+    }
+}
+
 /// How a scheduler disaggregates: the profiles by name, and the deciders (none: never).
 #[derive(Clone)]
 pub struct Disaggregation {
+    pub(crate) stage_order: StageOrder,
     pub(crate) decode_profile: String,
     pub(crate) prefill_profile: String,
     pub(crate) decider: Option<Arc<dyn Decider>>,
@@ -108,6 +173,7 @@ impl Disaggregation {
         decider: Option<Arc<dyn Decider>>,
     ) -> Self {
         Disaggregation {
+            stage_order: StageOrder::DecodeFirst,
             decode_profile: decode_profile.into(),
             prefill_profile: prefill_profile.into(),
             decider,
@@ -127,6 +193,18 @@ impl Disaggregation {
         self.encode_profile = encode_profile.into();
         self.encode_decider = decider;
         self
+    }
+
+    /// Runs the stages in `order`. With [`StageOrder::PrefillFirst`] the prefill profile runs
+    /// first whenever it exists, and no prefill decider is asked.
+    pub fn with_stage_order(mut self, order: StageOrder) -> Self {
+        self.stage_order = order;
+        self
+    }
+
+    /// The stage order.
+    pub fn stage_order(&self) -> StageOrder {
+        self.stage_order
     }
 
     /// The encode profile's name.
@@ -153,6 +231,7 @@ impl Disaggregation {
 impl fmt::Debug for Disaggregation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Disaggregation")
+            .field("stage_order", &self.stage_order)
             .field("decode_profile", &self.decode_profile)
             .field("prefill_profile", &self.prefill_profile)
             .field("decider", &self.decider.is_some())
@@ -177,12 +256,15 @@ pub struct ProfileHandlerSpec {
     pub encode_profile: String,
     /// The encode decider's plugin name (none: encode disaggregation disabled).
     pub encode_decider: Option<String>,
+    /// The stage order.
+    pub stage_order: StageOrder,
 }
 
-/// The decode server already picked, as the encode and prefill stages' cycles carry it in
-/// their [`Extensions`](crate::plugin::Extensions) (upstream's `peer-endpoint` request
-/// attribute, which its `disagg-profile-handler` publishes before running the prefill
-/// profile): what the topology-affinity plugins compare candidates with.
+/// The endpoint an earlier stage picked, as a later stage's cycle carries it in its
+/// [`Extensions`](crate::plugin::Extensions) (upstream's `peer-endpoint` request attribute,
+/// which its `disagg-profile-handler` publishes before running the later profile): the decode
+/// pick in the encode and prefill stages (`decode-first`), the prefill pick in the decode
+/// stage (`prefill-first`). What the topology-affinity plugins compare candidates with.
 #[derive(Debug, Clone)]
 pub struct PeerEndpoint(pub Arc<Endpoint>);
 
@@ -190,6 +272,7 @@ pub struct PeerEndpoint(pub Arc<Endpoint>);
 #[derive(Debug)]
 pub struct PrefillStage {
     pub(crate) endpoint: Arc<Endpoint>,
+    pub(crate) kv_cache_source: Option<String>,
     /// Every prefill scorer's score for every prefill candidate.
     pub breakdown: Breakdown,
 }

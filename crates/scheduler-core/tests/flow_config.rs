@@ -164,14 +164,17 @@ fn errors_name_the_field() {
         e.contains("flowControl.priorityBands[1].fairnessPolicyRef"),
         "{e}"
     );
-    let e =
-        err("flowControl:\n  defaultPriorityBand:\n    orderingPolicyRef: edf-ordering-policy\n");
+    let e = err("flowControl:\n  defaultPriorityBand:\n    orderingPolicyRef: queue-scorer\n");
     assert!(
         e.contains("flowControl.defaultPriorityBand.orderingPolicyRef"),
         "{e}"
     );
-    let e = err("flowControl:\n  enableEviction: true\n");
-    assert!(e.contains("flowControl.enableEviction"), "{e}");
+    assert!(
+        load("flowControl:\n  enableEviction: true\n")
+            .unwrap()
+            .unwrap()
+            .enable_eviction
+    );
     let e = err("flowControl:\n  usageLimitPolicyPluginRef: static\n");
     assert!(e.contains("flowControl.usageLimitPolicyPluginRef"), "{e}");
     let e = err(
@@ -232,25 +235,18 @@ fn policy_references_resolve_through_plugin_instances() {
     assert_eq!(s.default_negative_band.fairness, Fairness::GlobalStrict);
 }
 
+/// A flow-control type named in the wrong place says what was expected.
 #[test]
-fn policies_shepherd_lacks_get_the_common_not_implemented_words() {
-    for (yaml, policy) in [
-        (
-            "plugins:\n- type: edf-ordering-policy\nflowControl:\n  priorityBands:\n  - priority: 1\n    orderingPolicyRef: edf-ordering-policy\n",
-            "edf-ordering-policy",
-        ),
-        (
-            "plugins:\n- type: sheddable-eviction-filter\nflowControl:\n  usageLimitPolicyPluginRef: sheddable-eviction-filter\n",
-            "sheddable-eviction-filter",
-        ),
-    ] {
-        let e = err(yaml);
-        assert!(
-            e.contains(&format!("type `{policy}` is an upstream plugin type Shepherd does not implement yet (area: flow-control policies)")),
-            "{e}"
-        );
-        assert!(!e.contains("is not a usage-limit policy"), "{e}");
-    }
+fn a_flow_control_type_in_the_wrong_place_says_what_was_expected() {
+    let e = err(
+        "plugins:\n- type: sheddable-eviction-filter\nflowControl:\n  usageLimitPolicyPluginRef: sheddable-eviction-filter\n",
+    );
+    assert!(
+        e.contains("flowControl.usageLimitPolicyPluginRef")
+            && e.contains("sheddable-eviction-filter"),
+        "{e}"
+    );
+    assert!(!e.contains("does not implement yet"), "{e}");
 }
 
 #[test]
@@ -271,4 +267,36 @@ fn the_no_endpoint_ttl_follows_the_default_unless_given() {
         .unwrap();
     assert_eq!(s.ttl, Some(Duration::from_secs(60)));
     assert_eq!(s.no_endpoint_budget(), None);
+}
+
+/// `orderingPolicyRef` names an ordering plugin instance or type; a band without one takes
+/// the default band's, as the fairness policy does.
+#[test]
+fn ordering_policies_resolve_by_instance_and_type() {
+    use shepherd_scheduler_core::flow::OrderingPolicy;
+    let s = load(
+        "plugins:\n- name: deadline\n  type: edf-ordering-policy\n- type: slo-deadline-ordering-policy\nflowControl:\n  defaultPriorityBand:\n    orderingPolicyRef: deadline\n  priorityBands:\n  - priority: 1\n    orderingPolicyRef: slo-deadline-ordering-policy\n  - priority: 2\n    orderingPolicyRef: fcfs-ordering-policy\n",
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(s.default_band.ordering, OrderingPolicy::Edf);
+    assert_eq!(s.default_negative_band.ordering, OrderingPolicy::Edf);
+    assert_eq!(s.band_limits(1).ordering, OrderingPolicy::SloDeadline);
+    assert_eq!(s.band_limits(2).ordering, OrderingPolicy::Fcfs);
+    assert_eq!(
+        load("flowControl: {}\n")
+            .unwrap()
+            .unwrap()
+            .default_band
+            .ordering,
+        OrderingPolicy::Fcfs
+    );
+    let e = err(
+        "plugins:\n- name: rr\n  type: round-robin-fairness-policy\nflowControl:\n  priorityBands:\n  - priority: 1\n    orderingPolicyRef: rr\n",
+    );
+    assert!(
+        e.contains("flowControl.priorityBands[0].orderingPolicyRef")
+            && e.contains("is not an ordering policy"),
+        "{e}"
+    );
 }

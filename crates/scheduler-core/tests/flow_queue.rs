@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use shepherd_scheduler_core::clock::Timestamp;
-use shepherd_scheduler_core::flow::{BandLimits, DropReason, FlowQueue, FlowSettings};
+use shepherd_scheduler_core::flow::{
+    Arrival, BandLimits, DropReason, Fairness, FlowQueue, FlowSettings, OrderingPolicy,
+};
 
 fn settings() -> FlowSettings {
     FlowSettings::default()
@@ -89,25 +91,45 @@ fn global_strict_serves_the_bands_arrival_order() {
 /// Upstream's `program-aware-fairness` (llm-d router @ ebab68792,
 /// `pkg/epp/framework/plugins/flowcontrol/fairness/program-aware/`): the program with the
 /// least attained service goes first, so a program of many small requests is not held behind
-/// one of large ones (round robin would alternate a1 b1 a2 b2 b3).
+/// one of large ones. As upstream, a program is charged `prompt + 2 × completion` tokens when
+/// a request completes (`strategy_las.go` `OnCompleted`), not at dispatch.
 #[test]
-fn program_aware_fairness_serves_the_least_served_program_first() {
+fn program_aware_fairness_charges_tokens_at_completion() {
     use shepherd_scheduler_core::flow::Fairness;
     let mut s = settings();
     s.default_band.fairness = Fairness::ProgramAware;
     let mut q = FlowQueue::new(s);
-    q.enqueue("a1", 0, "a", 1000, t(0)).unwrap();
-    q.enqueue("a2", 0, "a", 1000, t(0)).unwrap();
-    for item in ["b1", "b2", "b3"] {
-        q.enqueue(item, 0, "b", 10, t(0)).unwrap();
+    let ledger = std::sync::Arc::clone(q.ledger());
+    for item in ["a1", "a2", "a3"] {
+        q.enqueue(item, 0, "a", 1000, t(0)).unwrap();
     }
-    // Cold start: equal service and waits, the first in the round (a) goes.
-    assert_eq!(drain(&mut q, t(1)), vec!["a1", "b1", "b2", "b3", "a2"]);
-    // With equal service, the head that waited longer wins (a fresh c after old d).
-    q.enqueue("d1", 0, "d", 0, t(100)).unwrap();
-    q.enqueue("c1", 0, "c", 0, t(200)).unwrap();
-    q.enqueue("d2", 0, "d", 0, t(200)).unwrap();
-    assert_eq!(q.dispatch_next(t(300)), Some("d1"));
+    for item in ["b1", "b2"] {
+        q.enqueue(item, 0, "b", 10, t(50)).unwrap();
+    }
+    // Cold start: equal service, a's head waited longer.
+    assert_eq!(q.dispatch_next(t(100)), Some("a1"));
+    ledger.expect("a1", "a");
+    // a1 is in flight, not complete: a has attained nothing yet, and its head still waited
+    // longest (charged at dispatch, a would have lost its turn to b here).
+    assert_eq!(q.dispatch_next(t(100)), Some("a2"));
+    ledger.expect("a2", "a");
+    // a1 completes: 100 prompt + 2 × 450 completion tokens = 1000 for a.
+    ledger.complete("a1", Some((100, 450)), t(150));
+    assert!((ledger.service("a", t(150)) - 1000.0).abs() < 1e-6);
+    assert_eq!(q.dispatch_next(t(200)), Some("b1"));
+    ledger.expect("b1", "b");
+    ledger.complete("b1", Some((10, 5)), t(210));
+    assert_eq!(
+        q.dispatch_next(t(220)),
+        Some("b2"),
+        "b (20) is still behind a (1000)"
+    );
+    // A completion without usage (a failure, a cancellation) costs nothing.
+    ledger.expect("b2", "b");
+    ledger.complete("b2", None, t(230));
+    assert!((ledger.service("b", t(230)) - 20.0).abs() < 0.01);
+    assert_eq!(ledger.expected_len(), 1, "a2 still in flight");
+    assert_eq!(q.dispatch_next(t(240)), Some("a3"));
 }
 
 /// Two flows with equal demand (random arrivals at the same mean rate, together above the
@@ -481,4 +503,99 @@ fn a_zero_no_endpoint_ttl_waits_for_an_endpoint_forever() {
     // Once an endpoint exists the default budget runs from that moment.
     q.set_pool_empty(false, Timestamp::from_millis(3_600_000));
     assert_eq!(q.next_deadline(), Some(Timestamp::from_millis(3_600_100)));
+}
+
+fn ordered(ordering: OrderingPolicy, fairness: Fairness) -> FlowSettings {
+    let mut s = settings();
+    s.default_band = BandLimits {
+        ordering,
+        fairness,
+        ..BandLimits::default()
+    };
+    s
+}
+
+fn arrival(flow_id: &str, ttl: Option<u64>, slo_ms: Option<u64>) -> Arrival<'_> {
+    Arrival {
+        flow_id,
+        bytes: 1,
+        ttl: ttl.map(Duration::from_secs),
+        slo_ttft: slo_ms.map(Duration::from_millis),
+        ..Arrival::default()
+    }
+}
+
+/// `edf-ordering-policy`: a flow serves the earliest `enqueue + TTL` first; a request
+/// without a TTL after every one with; equal deadlines in arrival order. Under FCFS the
+/// same arrivals leave in arrival order.
+#[test]
+fn edf_serves_the_earliest_deadline_of_a_flow_first() {
+    let arrivals = [
+        ("a", t(0), Some(10)),    // deadline 10 s
+        ("none", t(0), None),     // no deadline
+        ("b", t(1_000), Some(5)), // 6 s
+        ("d", t(2_000), Some(4)), // 6 s, after b
+        ("c", t(3_000), Some(1)), // 4 s
+    ];
+    let run = |ordering| {
+        let mut q = FlowQueue::new(ordered(ordering, Fairness::RoundRobin));
+        for (name, at, ttl) in arrivals {
+            q.enqueue_arrival(name, arrival("", ttl, None), at).unwrap();
+        }
+        drain(&mut q, t(3_500))
+    };
+    assert_eq!(run(OrderingPolicy::Edf), ["c", "b", "d", "a", "none"]);
+    assert_eq!(run(OrderingPolicy::Fcfs), ["a", "none", "b", "d", "c"]);
+}
+
+/// `slo-deadline-ordering-policy`: arrival + the TTFT objective; without one, last, in
+/// arrival order. The TTL does not count.
+#[test]
+fn slo_deadline_serves_the_tightest_objective_first() {
+    let mut q = FlowQueue::new(ordered(OrderingPolicy::SloDeadline, Fairness::RoundRobin));
+    q.enqueue_arrival("loose", arrival("", Some(1), Some(5_000)), t(0))
+        .unwrap();
+    q.enqueue_arrival("plain", arrival("", Some(1), None), t(10))
+        .unwrap();
+    q.enqueue_arrival("tight", arrival("", Some(60), Some(100)), t(20))
+        .unwrap();
+    q.enqueue_arrival("plain-2", arrival("", None, None), t(30))
+        .unwrap();
+    q.enqueue_arrival("mid", arrival("", None, Some(1_000)), t(40))
+        .unwrap();
+    assert_eq!(
+        drain(&mut q, t(50)),
+        ["tight", "mid", "loose", "plain", "plain-2"]
+    );
+}
+
+/// Under `global-strict-fairness-policy` the band serves the flow whose head the ordering
+/// policy puts first (upstream compares the heads with the ordering's `Less`); cancel and
+/// expiry keep a sorted flow intact.
+#[test]
+fn global_strict_compares_flow_heads_by_deadline() {
+    let mut q = FlowQueue::new(ordered(OrderingPolicy::Edf, Fairness::GlobalStrict));
+    q.enqueue_arrival("a-late", arrival("a", Some(30), None), t(0))
+        .unwrap();
+    q.enqueue_arrival("b-soon", arrival("b", Some(2), None), t(100))
+        .unwrap();
+    let gone = q
+        .enqueue_arrival("a-gone", arrival("a", Some(3), None), t(200))
+        .unwrap();
+    q.enqueue_arrival("a-soon", arrival("a", Some(1), None), t(300))
+        .unwrap();
+    q.enqueue_arrival("b-mid", arrival("b", Some(20), None), t(400))
+        .unwrap();
+    assert_eq!(q.cancel(gone), Some("a-gone"));
+    assert_eq!(
+        drain(&mut q, t(500)),
+        ["a-soon", "b-soon", "b-mid", "a-late"]
+    );
+    // The tightest deadline expires first, the others stay in order.
+    for (name, ttl) in [("x", 9), ("y", 1), ("z", 5)] {
+        q.enqueue_arrival(name, arrival("a", Some(ttl), None), t(0))
+            .unwrap();
+    }
+    assert_eq!(q.expire(t(1_000)), vec![("y", DropReason::TtlExpired)]);
+    assert_eq!(drain(&mut q, t(1_000)), ["z", "x"]);
 }

@@ -17,7 +17,10 @@ use crate::multicluster::{delegating as mc, scorers as mc_scorers};
 use crate::multimodal::{producer as mm_producer, scorer as mm_scorer};
 use crate::pickers::{max_score, random, weighted_random};
 use crate::prefix_cache;
-use crate::producers::{approx_prefix, inflight_load, precise_prefix, predicted_latency, token};
+use crate::producers::{
+    approx_prefix, burst_prefix, inflight_load, p2p_source, precise_prefix, predicted_latency,
+    token,
+};
 use crate::scorers::{
     active_request, context_length, endpoint_attribute, header_label_affinity, hot_prefix,
     kv_cache, latency, load_aware, lora_affinity, no_hit_lru, prefill_duty, prefill_load, queue,
@@ -94,6 +97,8 @@ pub fn builtin_registry() -> Registry {
         .register(token_load::TYPE_NAME, token_load::factory)
         .register(context_length::TYPE_NAME, context_length::factory)
         .register(inflight_load::TYPE_NAME, inflight_load::factory)
+        .register(p2p_source::TYPE_NAME, p2p_source::factory)
+        .register(burst_prefix::TYPE_NAME, burst_prefix::factory)
         .register(prefill_duty::TYPE_NAME, prefill_duty::factory)
         .register(lora_affinity::TYPE_NAME, lora_affinity::factory)
         .register(session_affinity::TYPE_NAME, session_affinity::factory)

@@ -30,6 +30,16 @@ pub fn parameter_warnings(plugin_type: &str, parameters: &serde_json::Value) -> 
             .map(|p| p.warnings_in(&hub_cache_roots()))
             .unwrap_or_default();
     }
+    if plugin_type == crate::producers::burst_prefix::TYPE_NAME {
+        return vec![crate::producers::burst_prefix::WARNING.to_string()];
+    }
+    if plugin_type == crate::producers::p2p_source::TYPE_NAME {
+        return serde_json::from_value::<crate::producers::p2p_source::P2pSourceParameters>(
+            parameters.clone(),
+        )
+        .map(|p| p.warnings())
+        .unwrap_or_default();
+    }
     if plugin_type == crate::topology::extractor::TYPE_NAME {
         return vec![crate::topology::extractor::WARNING.to_string()];
     }

@@ -323,3 +323,35 @@ fn on_dual_role_servers_decodes_keep_off_the_servers_prefilling_for_others() {
     assert!(rows[6].tpot_p99_ms <= 1.05 * rows[0].tpot_p99_ms);
     assert!(rows[6].slo_attainment >= rows[0].slo_attainment - 0.02);
 }
+
+#[test]
+fn with_one_prefill_server_behind_long_prompts_stay_where_they_decode() {
+    // pd-long-prompt on 1P:3D, seed 42: 3.5 long prompts a second are more than one prefill
+    // server prefills, so "always" queues them there (under half meet TTFT <= 1.5 s). The
+    // decider disaggregates a long prompt only while the prefill server has at most
+    // `longQueueTokens` pending beyond its decode server: the rest are prefilled where they
+    // decode, and its attainment is within 2 points of aggregated serving's.
+    let long = builtin_scenario("pd-long-prompt").unwrap();
+    let study = pd(
+        std::slice::from_ref(&long),
+        &sim_registry(),
+        &PdOptions::default(),
+    )
+    .unwrap();
+    let rows = &study.report.scenarios[0].rows;
+    let (never, always, decider) = (&rows[0], &rows[1], &rows[3]);
+    assert_eq!(always.label, "always 1P:3D");
+    assert_eq!(decider.label, "decider 1P:3D");
+    assert!(always.slo_attainment < 0.6, "{}", always.slo_attainment);
+    assert!(
+        decider.disaggregated_share > 0.3 && decider.disaggregated_share < 1.0,
+        "{}",
+        decider.disaggregated_share
+    );
+    assert!(
+        decider.slo_attainment >= never.slo_attainment - 0.02,
+        "{} vs {}",
+        decider.slo_attainment,
+        never.slo_attainment
+    );
+}

@@ -11,8 +11,11 @@ use shepherd_scheduler_core::config::{
     ConfigError, EndpointPickerConfig, FeatureGates, PluginSpec,
 };
 use shepherd_scheduler_core::flow::config::{
-    FCFS_ORDERING_POLICY, GLOBAL_STRICT_FAIRNESS_POLICY, ROUND_ROBIN_FAIRNESS_POLICY,
-    SaturationDetectorConfig,
+    EDF_ORDERING_POLICY, FCFS_ORDERING_POLICY, GLOBAL_STRICT_FAIRNESS_POLICY,
+    ROUND_ROBIN_FAIRNESS_POLICY, SLO_DEADLINE_ORDERING_POLICY, SaturationDetectorConfig,
+};
+use shepherd_scheduler_core::flow::eviction::{
+    PRIORITY_THEN_TIME_EVICTION_ORDER_POLICY, SHEDDABLE_EVICTION_FILTER,
 };
 use shepherd_scheduler_core::flow::program_aware::PROGRAM_AWARE_FAIRNESS_POLICY;
 use shepherd_scheduler_core::flow::{
@@ -46,7 +49,7 @@ const FLOW_CONTROL_SECTION: &str = "flowControl";
 
 /// Plugin types that belong to flow control, not to scheduling: taken out of `plugins` and
 /// resolved by the `flowControl` section.
-const FLOW_CONTROL_PLUGIN_TYPES: [&str; 9] = [
+const FLOW_CONTROL_PLUGIN_TYPES: [&str; 13] = [
     UtilizationDetector::TYPE,
     ConcurrencyDetector::TYPE,
     UsageLimitPolicy::STATIC_TYPE,
@@ -56,6 +59,10 @@ const FLOW_CONTROL_PLUGIN_TYPES: [&str; 9] = [
     GLOBAL_STRICT_FAIRNESS_POLICY,
     PROGRAM_AWARE_FAIRNESS_POLICY,
     FCFS_ORDERING_POLICY,
+    EDF_ORDERING_POLICY,
+    SLO_DEADLINE_ORDERING_POLICY,
+    SHEDDABLE_EVICTION_FILTER,
+    PRIORITY_THEN_TIME_EVICTION_ORDER_POLICY,
 ];
 
 /// Shepherd's sections, read straight from the YAML text so that their errors carry a line.
@@ -116,10 +123,18 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         picker.other.remove(section);
     }
 
+    // Before the runtime takes its own plugins out: the stability check sees them all.
+    let declared_plugins: Vec<(String, String)> = picker
+        .plugins
+        .iter()
+        .map(|p| (p.name().to_string(), p.plugin_type.clone()))
+        .collect();
     let mut scraping = sections.scraping.unwrap_or_default();
     // Upstream wires those plugins together in `dataLayer` (whose references the core has
     // checked); Shepherd reads them directly.
     take_data_layer_plugins(&mut picker, &mut scraping, path)?;
+    super::notifications::check(&picker)
+        .map_err(|(field, reason)| LoadError::invalid(path, field, reason))?;
 
     let mut discovery = sections.discovery.unwrap_or_default();
     read_file_discovery(&picker, &mut discovery, path)?;
@@ -177,6 +192,7 @@ pub(super) fn parse(text: &str, path: Option<&Path>) -> Result<RuntimeConfig, Lo
         metrics: sections.metrics.unwrap_or_default(),
         replicas: sections.replicas,
         flow_control,
+        declared_plugins,
         path: owned_path(),
     };
     validate(&config, path)?;
@@ -307,6 +323,26 @@ fn take_data_layer_plugins(
                 })?;
                 if scraping.multicluster_metrics_extractor.is_none() {
                     scraping.multicluster_metrics_extractor = Some(params);
+                }
+                kept.push(plugin);
+            }
+            crate::scrape::models::SOURCE_TYPE => {
+                // As the DCGM source: it stays among the plugins, the scraper polls it, a
+                // second one is ignored (a warning).
+                if scraping.models_data_source.is_none() {
+                    let params: crate::scrape::models::ModelsSourceParams =
+                        plugin_params(&plugin.parameters).map_err(|e| {
+                            LoadError::invalid(
+                                path,
+                                field(crate::scrape::models::SOURCE_TYPE),
+                                e.to_string(),
+                            )
+                        })?;
+                    params.settings(plugin.name()).map_err(|e| {
+                        LoadError::invalid(path, field(crate::scrape::models::SOURCE_TYPE), e)
+                    })?;
+                    scraping.models_data_source = Some(params);
+                    scraping.models_source_name = plugin.name().to_string();
                 }
                 kept.push(plugin);
             }
@@ -504,6 +540,11 @@ fn validate(config: &RuntimeConfig, path: Option<&Path>) -> Result<(), LoadError
     if let Some(dcgm) = &scraping.dcgm_data_source {
         dcgm.settings(&scraping.dcgm_source_name)
             .map_err(|e| LoadError::invalid(path, "scraping.dcgmDataSource", e))?;
+    }
+    if let Some(models) = &scraping.models_data_source {
+        models
+            .settings(&scraping.models_source_name)
+            .map_err(|e| LoadError::invalid(path, "scraping.modelsDataSource", e))?;
     }
 
     config

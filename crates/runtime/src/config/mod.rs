@@ -68,6 +68,7 @@ mod error;
 mod gateway;
 mod load;
 mod metrics;
+pub mod notifications;
 mod replicas;
 mod replicas_peers;
 mod replicas_redis;
@@ -78,7 +79,9 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use shepherd_scheduler_core::config::{ConfigWarning, EndpointPickerConfig};
+use shepherd_scheduler_core::config::{
+    ConfigError, ConfigWarning, EndpointPickerConfig, check_stability_of,
+};
 use shepherd_scheduler_core::flow::FlowSettings;
 
 pub use discovery::{
@@ -143,6 +146,10 @@ pub struct RuntimeConfig {
     /// detector and policy plugins are taken out of `plugins`).
     #[serde(skip)]
     pub flow_control: Option<FlowSettings>,
+    /// Every plugin the file declared, as `(name, type)`, before the runtime took its own
+    /// (flow-control policies, data-layer sources) out of `policy.plugins`: what
+    /// [`RuntimeConfig::check_stability`] checks.
+    pub declared_plugins: Vec<(String, String)>,
     /// The file this config was read from, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
@@ -163,12 +170,32 @@ impl Default for RuntimeConfig {
             metrics: MetricsConfig::default(),
             replicas: None,
             flow_control: None,
+            declared_plugins: Vec::new(),
             path: None,
         })
     }
 }
 
 impl RuntimeConfig {
+    /// Upstream's stability check ([`check_stability_of`]) over every declared plugin and
+    /// the scheduling policy's: an Alpha type is refused unless `allow_experimental`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::ExperimentalPlugin`] naming the first such plugin by name.
+    pub fn check_stability(&self, allow_experimental: bool) -> Result<(), ConfigError> {
+        let declared = self
+            .declared_plugins
+            .iter()
+            .map(|(name, plugin_type)| (name.as_str(), plugin_type.as_str()));
+        let policy = self
+            .policy
+            .plugins
+            .iter()
+            .map(|p| (p.name(), p.plugin_type.as_str()));
+        check_stability_of(declared.chain(policy), allow_experimental)
+    }
+
     /// Parses a config given as text (errors say `config`, not a file name).
     pub fn from_yaml(text: &str) -> Result<Self, LoadError> {
         load::parse(text, None)
@@ -229,21 +256,24 @@ impl RuntimeConfig {
                     message,
                 }),
         );
-        if let Some(flow) = &self.flow_control {
-            use shepherd_scheduler_core::flow::Fairness;
-            let program_aware = [flow.default_band, flow.default_negative_band]
-                .iter()
-                .chain(flow.bands.iter().map(|(_, b)| b))
-                .any(|b| b.fairness == Fairness::ProgramAware);
-            if program_aware {
-                warnings.push(ConfigWarning {
-                    section: "flowControl".into(),
-                    message: "program-aware-fairness: a program is charged the bytes of each \
-                              request dispatched, not its prompt and completion tokens as \
-                              upstream (the flow controller does not see responses)"
-                        .into(),
-                });
-            }
+        warnings.extend(
+            notifications::warnings(&self.policy)
+                .into_iter()
+                .map(|message| ConfigWarning {
+                    section: "plugins".into(),
+                    message,
+                }),
+        );
+        if let Some(models) = &self.scraping.models_data_source {
+            warnings.extend(
+                models
+                    .warnings(&self.scraping.models_source_name)
+                    .into_iter()
+                    .map(|message| ConfigWarning {
+                        section: "plugins".into(),
+                        message,
+                    }),
+            );
         }
         warnings
     }

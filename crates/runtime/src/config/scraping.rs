@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::mapping::{CoreMetricsExtractorParams, MetricsDataSourceParams};
 use crate::multicluster::{MultiClusterExtractorParams, MultiClusterSourceParams};
 use crate::scrape::dcgm::DcgmSourceParams;
+use crate::scrape::models::ModelsSourceParams;
 
 /// Default time between two scrapes of one endpoint: 50 ms (DESIGN §2).
 pub const DEFAULT_SCRAPE_INTERVAL_MS: u64 = 50;
@@ -75,6 +76,14 @@ pub struct ScrapingConfig {
     /// endpoints come from `multicluster-file-discovery`).
     #[serde(skip)]
     pub metrics_host_from_labels: bool,
+    /// Parameters of an upstream `models-data-source` plugin: each endpoint's `/v1/models`
+    /// ([`models`](crate::scrape::models)). Taken from the first such plugin in `plugins` when
+    /// not given here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub models_data_source: Option<ModelsSourceParams>,
+    /// The name of the `models-data-source` plugin the parameters came from (for logs).
+    #[serde(skip)]
+    pub models_source_name: String,
 }
 
 impl Default for ScrapingConfig {
@@ -91,6 +100,8 @@ impl Default for ScrapingConfig {
             multicluster_source_name: String::new(),
             multicluster_metrics_extractor: None,
             metrics_host_from_labels: false,
+            models_data_source: None,
+            models_source_name: String::new(),
         }
     }
 }

@@ -1,21 +1,28 @@
 //! The async flow controller: admission on the request path, dispatch and expiry in a loop.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use shepherd_scheduler_core::clock::Timestamp;
 use shepherd_scheduler_core::endpoint::Pool;
+use shepherd_scheduler_core::flow::ProgramLedger;
 use shepherd_scheduler_core::flow::{
-    Detector, DropReason, FlowQueue, FlowSettings, Pending, SaturationDetector, Ticket,
-    is_saturated_level,
+    Arrival, Demand, Detector, DropReason, EvictionSettings, Evictor, FlowCounters, FlowQueue,
+    FlowSettings, Pending, SaturationDetector, Ticket, is_saturated_level,
 };
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
+use shepherd_scheduler_core::request::InferenceRequest;
+use shepherd_scheduler_core::resources::Resources;
+use shepherd_scorers::attributes::RequestAttributes;
+use shepherd_scorers::attributes::agent_identity::AgentIdentity;
 use tokio::sync::{Notify, oneshot};
 
+use super::lease::{EvictionLease, Untrack};
 use super::permit::{FlowPermit, PendingLoad};
 use super::request::FlowRequest;
 use super::stats::{FlowStats, WaitHistogram};
@@ -30,12 +37,18 @@ struct Waiter {
     answer: oneshot::Sender<Answer>,
     enqueued_at: Timestamp,
     prompt_tokens: u64,
+    /// Its id and program, for the program-aware ledger (when one is kept).
+    program: Option<(Box<str>, Box<str>)>,
+    priority: i32,
 }
 
 struct State {
     queue: FlowQueue<Waiter>,
     waits: WaitHistogram,
     closed: bool,
+    /// In-flight eviction (`enableEviction`), and the signal of each tracked request.
+    evictor: Option<Evictor>,
+    signals: HashMap<u64, oneshot::Sender<()>>,
 }
 
 struct Inner {
@@ -49,6 +62,14 @@ struct Inner {
     uniform_ceiling: Option<f64>,
     pending: Arc<PendingLoad>,
     wake: Notify,
+    /// Where a declared `agent-identity` publishes the request's agent session: the fairness
+    /// id of a request that sends no fairness header.
+    attributes: Option<Arc<RequestAttributes>>,
+    /// The program-aware ledger, when a band uses `program-aware-fairness`: each admitted
+    /// request is noted there so that its completion is charged to its program.
+    ledger: Option<Arc<ProgramLedger>>,
+    /// Itself, for the eviction leases.
+    me: Weak<Inner>,
 }
 
 /// Holds requests while the pool is saturated; see the [module docs](super).
@@ -62,17 +83,61 @@ pub struct FlowController {
 impl FlowController {
     /// A controller with these settings over `pool` (time is the pool's clock).
     pub fn new(settings: FlowSettings, pool: Arc<Pool>) -> Self {
+        Self::build(settings, pool, None, None)
+    }
+
+    /// A controller in a runtime whose schedulers share `resources`:
+    ///
+    /// - a request that sends no fairness header takes its fairness id from the
+    ///   `agent-identity` attribute (a declared `agent-identity` plugin publishes it there), as
+    ///   upstream's director does;
+    /// - when a band uses `program-aware-fairness`, the [`ProgramLedger`] in `resources`
+    ///   ([`ProgramLedger::install`]; install it before building the schedulers, which run it
+    ///   as a completion hook) charges each admitted request's tokens to its program when it
+    ///   completes.
+    pub fn with_resources(settings: FlowSettings, pool: Arc<Pool>, resources: &Resources) -> Self {
+        let attributes = RequestAttributes::of(resources);
+        let ledger = settings
+            .uses_program_aware()
+            .then(|| ProgramLedger::install(resources, settings.program_aware.clone()));
+        Self::build(settings, pool, Some(attributes), ledger)
+    }
+
+    fn build(
+        settings: FlowSettings,
+        pool: Arc<Pool>,
+        attributes: Option<Arc<RequestAttributes>>,
+        ledger: Option<Arc<ProgramLedger>>,
+    ) -> Self {
         let detector = settings.detector.clone();
         let uniform_ceiling = settings
             .usage_limit
             .is_uniform()
             .then(|| settings.usage_limit.ceiling(&[], 0));
+        let enable_eviction = settings.enable_eviction;
+        let queue = match &ledger {
+            Some(ledger) => FlowQueue::with_ledger(settings, Arc::clone(ledger)),
+            None => FlowQueue::new(settings),
+        };
+        let evictor = enable_eviction.then(|| {
+            let lag = match &detector {
+                // Its counts drop as soon as a stream ends.
+                Detector::Concurrency(_) => None,
+                // Scraped: the freed room shows after a scrape and the staleness bound.
+                Detector::Utilization(u) => {
+                    Some(SCRAPE_INTERVAL_BOUND.saturating_add(u.staleness_threshold()))
+                }
+            };
+            Evictor::new(EvictionSettings::for_sensor(lag))
+        });
         FlowController {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|me| Inner {
                 state: Mutex::new(State {
-                    queue: FlowQueue::new(settings),
+                    queue,
                     waits: WaitHistogram::default(),
                     closed: false,
+                    evictor,
+                    signals: HashMap::new(),
                 }),
                 queued: AtomicU64::new(0),
                 admitted_immediately: AtomicU64::new(0),
@@ -81,8 +146,26 @@ impl FlowController {
                 uniform_ceiling,
                 pending: Arc::new(PendingLoad::default()),
                 wake: Notify::new(),
+                attributes,
+                ledger,
+                me: me.clone(),
             }),
         }
+    }
+
+    /// The flow-control view of `request` ([`FlowRequest::of`]), its fairness id the
+    /// fairness header's (`x-llm-d-inference-fairness-id`) or else, when an `agent-identity`
+    /// plugin is declared, the agent session it resolves (upstream's director does the same);
+    /// else the default flow.
+    pub fn request_of<'a>(&self, request: &'a InferenceRequest) -> FlowRequest<'a> {
+        let mut flow = FlowRequest::of(request);
+        if request.fairness_id.as_deref().is_none_or(str::is_empty)
+            && let Some(attributes) = &self.inner.attributes
+            && let Some(agent) = attributes.value(&AgentIdentity::key(), request)
+        {
+            flow.flow_id = agent;
+        }
+        flow
     }
 
     /// The settings in force.
@@ -109,7 +192,13 @@ impl FlowController {
             && inner.queued.load(Ordering::Acquire) == 0
         {
             inner.admitted_immediately.fetch_add(1, Ordering::Relaxed);
-            return Ok(FlowPermit::new(&inner.pending, request.prompt_tokens));
+            inner.expect(&request);
+            let lease = inner.lease_unlocked(request.priority, now);
+            return Ok(FlowPermit::new(
+                &inner.pending,
+                request.prompt_tokens,
+                lease,
+            ));
         }
         let (ticket, answer) = {
             let mut state = inner.state.lock();
@@ -118,9 +207,15 @@ impl FlowController {
                 && state.queue.is_empty()
                 && state.queue.admits_now(request.priority, level)
             {
+                let lease = inner.lease(&mut state, request.priority, now);
                 drop(state);
                 inner.admitted_immediately.fetch_add(1, Ordering::Relaxed);
-                return Ok(FlowPermit::new(&inner.pending, request.prompt_tokens));
+                inner.expect(&request);
+                return Ok(FlowPermit::new(
+                    &inner.pending,
+                    request.prompt_tokens,
+                    lease,
+                ));
             }
             state.queue.admit(request.priority, saturated)?;
             if state.closed {
@@ -131,16 +226,22 @@ impl FlowController {
                 answer: tx,
                 enqueued_at: now,
                 prompt_tokens: request.prompt_tokens,
+                program: inner
+                    .ledger
+                    .as_ref()
+                    .map(|_| (request.id.into(), request.flow_id.into())),
+                priority: request.priority,
+            };
+            let arrival = Arrival {
+                priority: request.priority,
+                flow_id: request.flow_id,
+                bytes: request.bytes,
+                ttl: state.queue.settings().ttl,
+                slo_ttft: request.slo_ttft,
             };
             let ticket = state
                 .queue
-                .enqueue(
-                    waiter,
-                    request.priority,
-                    request.flow_id,
-                    request.bytes,
-                    now,
-                )
+                .enqueue_arrival(waiter, arrival, now)
                 .map_err(|rejected| rejected.reason)?;
             // Requests are queued and the pool may have room: serve them in order now.
             inner.pump(&mut state, now);
@@ -213,7 +314,7 @@ impl FlowController {
         let state = self.inner.state.lock();
         FlowStats {
             admitted_immediately: self.inner.admitted_immediately.load(Ordering::Relaxed),
-            counters: state.queue.counters(),
+            counters: state.counters(),
             queued: state.queue.len() as u64,
             queued_bytes: state.queue.bytes(),
         }
@@ -221,6 +322,13 @@ impl FlowController {
 }
 
 impl Inner {
+    /// Notes an admitted request in the program-aware ledger, if one is kept.
+    fn expect(&self, request: &FlowRequest<'_>) {
+        if let Some(ledger) = &self.ledger {
+            ledger.expect(request.id, request.flow_id);
+        }
+    }
+
     fn pending(&self) -> Pending {
         Pending {
             requests: self.pending.requests.load(Ordering::Relaxed),
@@ -252,10 +360,71 @@ impl Inner {
             };
             let waited = now.as_nanos().saturating_sub(waiter.enqueued_at.as_nanos());
             state.waits.observe(waited as f64 / 1e9);
-            let permit = FlowPermit::new(&self.pending, waiter.prompt_tokens);
+            if let (Some(ledger), Some((id, program))) = (&self.ledger, &waiter.program) {
+                ledger.expect(id, program);
+            }
+            let lease = self.lease(state, waiter.priority, now);
+            let permit = FlowPermit::new(&self.pending, waiter.prompt_tokens, lease);
             // A client that left just now drops the permit with the channel.
             let _ = waiter.answer.send(Ok(permit));
         }
+        if !state.queue.is_empty() && !state.closed {
+            self.evict_for_blocked(state, now);
+        }
+    }
+
+    /// Requests wait for room: evict sheddable requests in flight for them, as
+    /// `enableEviction` says (nothing when it is off).
+    fn evict_for_blocked(&self, state: &mut State, now: Timestamp) {
+        let Some(evictor) = state.evictor.as_mut() else {
+            return;
+        };
+        if evictor.victim_priority().is_none() {
+            return;
+        }
+        let level = self.saturation(now);
+        let demand: Vec<Demand> = state
+            .queue
+            .queued_priorities()
+            .map(|priority| Demand {
+                priority,
+                ceiling: state.queue.ceiling(priority),
+                queued: true,
+            })
+            .collect();
+        for id in evictor.reclaim(now, level, &demand) {
+            tracing::info!(
+                saturation = level,
+                blocked_priority = demand.first().map_or(0, |d| d.priority),
+                "flow control evicted an in-flight sheddable request"
+            );
+            if let Some(signal) = state.signals.remove(&id) {
+                let _ = signal.send(());
+            }
+        }
+    }
+
+    /// A lease for a request of `priority` dispatched at `now`, when eviction is on.
+    fn lease(&self, state: &mut State, priority: i32, now: Timestamp) -> Option<EvictionLease> {
+        let evictor = state.evictor.as_mut()?;
+        let id = evictor.track(priority, now);
+        let (tx, rx) = oneshot::channel();
+        state.signals.insert(id, tx);
+        let owner: Weak<dyn Untrack> = self.me.clone();
+        Some(EvictionLease::new(owner, id, rx))
+    }
+
+    /// [`Inner::lease`], taking the lock only when eviction is on.
+    fn lease_unlocked(&self, priority: i32, now: Timestamp) -> Option<EvictionLease> {
+        if !self.eviction_on() {
+            return None;
+        }
+        let mut state = self.state.lock();
+        self.lease(&mut state, priority, now)
+    }
+
+    fn eviction_on(&self) -> bool {
+        self.state.lock().evictor.is_some()
     }
 
     /// Stops: answers every queued request, refuses new ones that would wait.
@@ -269,6 +438,36 @@ impl Inner {
         self.queued.store(0, Ordering::Release);
     }
 }
+
+impl State {
+    /// The queue's counters, with the evictions of requests in flight.
+    fn counters(&self) -> FlowCounters {
+        let mut counters = self.queue.counters();
+        if let Some(evictor) = &self.evictor {
+            counters.add_dropped(DropReason::Evicted, evictor.counters().evicted);
+        }
+        counters
+    }
+}
+
+impl Untrack for Inner {
+    fn untrack(&self, id: u64) {
+        let now = self.pool.clock().now();
+        {
+            let mut state = self.state.lock();
+            if let Some(evictor) = state.evictor.as_mut() {
+                evictor.untrack(id, now);
+            }
+            state.signals.remove(&id);
+        }
+        // Room may have returned.
+        self.wake.notify_one();
+    }
+}
+
+/// A bound on the metrics scrape interval, for the eviction pacing of a scraped detector
+/// (Shepherd's default interval is 50 ms; upstream's refresh interval is the same order).
+const SCRAPE_INTERVAL_BOUND: Duration = Duration::from_millis(50);
 
 /// Takes a waiting request out of the queue when its `admit` future is dropped.
 struct CancelOnDrop<'a> {
@@ -334,7 +533,7 @@ impl MetricsSource for FlowController {
             let state = self.inner.state.lock();
             let stats = FlowStats {
                 admitted_immediately: self.inner.admitted_immediately.load(Ordering::Relaxed),
-                counters: state.queue.counters(),
+                counters: state.counters(),
                 queued: state.queue.len() as u64,
                 queued_bytes: state.queue.bytes(),
             };

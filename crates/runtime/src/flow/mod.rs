@@ -19,6 +19,11 @@
 //! - [`FlowPermit`]: what an admitted request holds until it is scheduled; until then it
 //!   counts as [`Pending`](shepherd_scheduler_core::flow::Pending) load, so a burst of
 //!   dispatches does not overshoot before the pool's figures show it.
+//! - [`EvictionLease`]: with `enableEviction`, what a dispatched request holds until its
+//!   response is over ([`FlowPermit::take_lease`]); when a band with queued requests is held
+//!   back by saturation, flow control evicts sheddable requests in flight
+//!   ([`shepherd_scheduler_core::flow::eviction`]) and the adapter answers each 429
+//!   ([`DropReason::Evicted`]).
 //! - [`FlowStats`]: the counters and gauges exported on `/metrics`.
 //!
 //! Flow control is on when the config has a `flowControl` section (the upstream name and
@@ -51,11 +56,13 @@
 //! ```
 
 mod controller;
+mod lease;
 mod permit;
 mod request;
 mod stats;
 
 pub use controller::{DISPATCH_POLL, FlowController};
+pub use lease::EvictionLease;
 pub use permit::FlowPermit;
 pub use request::FlowRequest;
 pub use stats::FlowStats;

@@ -36,7 +36,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use shepherd_scheduler_core::config::check_stability;
 use shepherd_scheduler_core::endpoint::Pool;
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use shepherd_scheduler_core::shared::SharedState;
@@ -101,7 +100,8 @@ impl Runtime {
             ConfigSource::Config(config) => *config,
         };
         let warnings = config.warnings().iter().map(ToString::to_string).collect();
-        check_stability(&config.policy, options.allow_experimental_plugins)
+        config
+            .check_stability(options.allow_experimental_plugins)
             .map_err(RuntimeError::Policy)?;
         let registry = options.registry.clone().unwrap_or_else(builtin_registry);
         let shared = SharedState::new(Arc::new(Pool::new()));

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use shepherd_scheduler_core::config::check_stability;
 use shepherd_scheduler_core::endpoint::{EndpointAttributes, Pool};
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use shepherd_scheduler_core::shared::SharedState;
@@ -127,8 +126,20 @@ impl Runtime {
             .unwrap_or_else(|| Arc::new(TokioClock::new()));
         let shared = SharedState::new(Arc::new(Pool::with_clock(clock)));
         let registry = options.registry.clone().unwrap_or_else(builtin_registry);
-        check_stability(&config.policy, options.allow_experimental_plugins)
+        config
+            .check_stability(options.allow_experimental_plugins)
             .map_err(RuntimeError::Policy)?;
+        // The program-aware ledger is a completion hook of every scheduler: in place first.
+        if let Some(flow) = config
+            .flow_control
+            .as_ref()
+            .filter(|f| f.uses_program_aware())
+        {
+            shepherd_scheduler_core::flow::ProgramLedger::install(
+                &shared.resources,
+                flow.program_aware.clone(),
+            );
+        }
         let scheduler = Arc::new(
             ReloadableScheduler::build(&config.policy, &registry, shared.clone())
                 .map_err(RuntimeError::Policy)?,
@@ -174,10 +185,9 @@ impl Runtime {
             None => None,
         };
 
-        let flow = config
-            .flow_control
-            .clone()
-            .map(|settings| FlowController::new(settings, Arc::clone(&shared.pool)));
+        let flow = config.flow_control.clone().map(|settings| {
+            FlowController::with_resources(settings, Arc::clone(&shared.pool), &shared.resources)
+        });
 
         let mut upstream_settings = config.metrics.settings();
         if let Some(legacy) = options.legacy_metric_names {
@@ -215,6 +225,7 @@ impl Runtime {
                 stats: Arc::clone(&scrape_stats),
                 client,
                 attributes: EndpointAttributes::of(&shared.resources),
+                models: crate::scrape::models::EndpointModels::of(&shared.resources),
             };
             tasks.spawn(scraper.run(signal.clone()));
         }

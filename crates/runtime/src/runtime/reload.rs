@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use shepherd_scheduler_core::config::{Registry, build_scheduler_in, check_stability};
+use shepherd_scheduler_core::config::{Registry, build_scheduler_in};
 use shepherd_scheduler_core::metrics::{MetricDesc, MetricsSource, MetricsVisitor};
 use shepherd_scheduler_core::reload::ReloadableScheduler;
 use tokio::sync::watch;
@@ -168,9 +168,12 @@ impl Applier {
             return Ok(outcome);
         }
 
+        // Every reload: an Alpha flow-control or data-layer plugin may come without a
+        // policy change.
+        next.check_stability(self.allow_experimental)
+            .map_err(RuntimeError::Policy)?;
         let mut rebuilt = None;
         if outcome.policy_changed {
-            check_stability(&next.policy, self.allow_experimental).map_err(RuntimeError::Policy)?;
             let scheduler =
                 build_scheduler_in(&next.policy, &self.registry, self.scheduler.shared())
                     .map_err(RuntimeError::Policy)?;

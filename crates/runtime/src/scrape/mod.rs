@@ -36,6 +36,7 @@
 pub mod dcgm;
 mod error;
 pub(crate) mod fetch;
+pub mod models;
 pub(crate) mod scraper;
 mod settings;
 mod stats;

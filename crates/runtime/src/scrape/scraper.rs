@@ -22,6 +22,8 @@ pub(crate) struct Scraper {
     pub(crate) stats: Arc<ScrapeStats>,
     pub(crate) client: reqwest::Client,
     pub(crate) attributes: Arc<EndpointAttributes>,
+    /// The models each endpoint serves (`models-data-source`).
+    pub(crate) models: Arc<super::models::EndpointModels>,
 }
 
 impl Scraper {
@@ -84,6 +86,7 @@ impl Scraper {
                 handle.abort();
                 if set.get(address).is_none() {
                     self.stats.remove(address);
+                    self.models.forget(address);
                 }
             }
             keep
@@ -101,6 +104,7 @@ impl Scraper {
                 client: self.client.clone(),
                 stats: self.stats.endpoint(&address),
                 attributes: Arc::clone(&self.attributes),
+                models: Arc::clone(&self.models),
             };
             let handle = tasks.spawn(worker.run());
             workers.insert(address, (spec.clone(), handle));

@@ -39,6 +39,8 @@ pub struct ScrapeSettings {
     pub multicluster: Option<MultiClusterScrape>,
     /// Scrape an endpoint at its `metricsAddress` / `metricsPort` labels.
     pub metrics_host_from_labels: bool,
+    /// The models source, when a `models-data-source` is configured.
+    pub models: Option<super::models::ModelsSettings>,
 }
 
 /// How clusters are scraped (`multicluster-metrics-data-source` and `-extractor`).
@@ -106,6 +108,18 @@ impl ScrapeSettings {
                 None => None,
             },
             metrics_host_from_labels: config.metrics_host_from_labels,
+            models: match &config.models_data_source {
+                Some(params) => {
+                    Some(params.settings(&config.models_source_name).map_err(|_| {
+                        Error::InvalidParameter {
+                            parameter: "modelsDataSource",
+                            value: format!("{params:?}"),
+                            reason: "invalid models-data-source parameters",
+                        }
+                    })?)
+                }
+                None => None,
+            },
         })
     }
 

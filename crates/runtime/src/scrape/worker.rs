@@ -6,7 +6,8 @@ use std::time::Duration;
 use shepherd_scheduler_core::endpoint::{EndpointAttributes, Pool};
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
-use super::{EndpointScrapeStats, ScrapeError, ScrapeSettings, dcgm, fetch};
+use super::models::EndpointModels;
+use super::{EndpointScrapeStats, ScrapeError, ScrapeSettings, dcgm, fetch, models};
 use crate::config::EndpointSpec;
 use crate::mapping::{EngineMapping, Extraction, Signal};
 use crate::prom;
@@ -25,6 +26,8 @@ pub(crate) struct Worker {
     pub(crate) stats: Arc<EndpointScrapeStats>,
     /// Where custom metrics go (`endpoint-attribute-*` read them).
     pub(crate) attributes: Arc<EndpointAttributes>,
+    /// Where the models each endpoint serves go (`models-data-source`).
+    pub(crate) models: Arc<EndpointModels>,
 }
 
 /// Logs a failure streak without flooding: the first failure, then one line every
@@ -47,6 +50,14 @@ impl Worker {
         );
         dcgm_ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut dcgm_log = FailureLog::default();
+        let models = self.settings.models.as_ref().filter(|m| m.polled);
+        let mut models_ticker = interval(
+            models
+                .and_then(|m| m.interval)
+                .unwrap_or(self.settings.interval),
+        );
+        models_ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut models_log = FailureLog::default();
         loop {
             tokio::select! {
                 _ = ticker.tick() => self.scrape_once(&mut log).await,
@@ -54,6 +65,55 @@ impl Worker {
                     if let Some(dcgm) = dcgm {
                         self.scrape_dcgm(dcgm, &mut dcgm_log).await;
                     }
+                }
+                _ = models_ticker.tick(), if models.is_some() => {
+                    if let Some(models) = models {
+                        self.poll_models(models, &mut models_log).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One poll of the endpoint's `/v1/models` into its model list (kept as it was when the
+    /// poll fails, as upstream keeps the last attribute).
+    async fn poll_models(&self, source: &models::ModelsSettings, log: &mut FailureLog) {
+        let Some(url) = source.url(&self.address) else {
+            return;
+        };
+        let outcome = match fetch::fetch(&self.client, &url, self.settings.timeout).await {
+            Ok(body) => models::parse_models(&body).map_err(|e| e.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        match outcome {
+            Ok(list) => {
+                if log.last_logged.take().is_some() {
+                    tracing::info!(endpoint = %self.address, source = %source.name, "models poll recovered");
+                    *log = FailureLog::default();
+                }
+                let ids: Vec<String> = list.iter().map(|m| m.id.clone()).collect();
+                if self.models.set(&self.address, list) {
+                    tracing::info!(endpoint = %self.address, source = %source.name, models = ?ids, "endpoint's models");
+                }
+            }
+            Err(error) => {
+                let now = Instant::now();
+                if log
+                    .last_logged
+                    .is_none_or(|at| now.duration_since(at) >= LOG_EVERY)
+                {
+                    tracing::warn!(
+                        endpoint = %self.address,
+                        source = %source.name,
+                        url = %url,
+                        %error,
+                        not_logged = log.suppressed,
+                        "models poll failed; keeping the last list"
+                    );
+                    log.last_logged = Some(now);
+                    log.suppressed = 0;
+                } else {
+                    log.suppressed += 1;
                 }
             }
         }

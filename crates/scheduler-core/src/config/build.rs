@@ -7,7 +7,7 @@ use super::{
     ConfigError, EndpointPickerConfig, PluginArgs, PluginError, ProfilePluginRef, ProfileSpec,
     Registry, Status, framework_plugin, upstream_type,
 };
-use crate::disagg::Disaggregation;
+use crate::disagg::{Disaggregation, StageOrder};
 use crate::endpoint::Pool;
 use crate::plugin::PluginInstance;
 use crate::profile::Profile;
@@ -119,7 +119,11 @@ pub fn build_scheduler_in(
                 .as_ref()
                 .map(|_| h.prefill_profile.as_str());
             let encode = h.encode_decider.as_ref().map(|_| h.encode_profile.as_str());
-            [prefill, encode].into_iter().flatten()
+            // `prefill-first`: the prefill stage admits the request when its profile exists.
+            let decode = (h.stage_order == StageOrder::PrefillFirst
+                && profiles.iter().any(|p| p.name == h.prefill_profile))
+            .then_some(h.decode_profile.as_str());
+            [prefill, encode, decode].into_iter().flatten()
         })
         .collect();
 
@@ -158,6 +162,15 @@ pub fn build_scheduler_in(
         }
         for (name, screener) in &screeners {
             profile = profile.filter(*name, Arc::clone(screener));
+        }
+        // Request-level producers (`p2p-source-producer`): every profile, listed or not.
+        for declared in &config.plugins {
+            if let Some(hook) = instances
+                .get(declared.name())
+                .and_then(PluginInstance::as_every_profile_hook)
+            {
+                profile = profile.pick_hook(Arc::clone(hook));
+            }
         }
         let mut picker_name: Option<String> = None;
         for r in &spec.plugins {
@@ -214,6 +227,8 @@ pub fn build_scheduler_in(
                 profile = profile.pick_hook(Arc::clone(hook));
                 used = true;
             }
+            // Already in every profile (above).
+            used |= instance.as_every_profile_hook().is_some();
             if !used {
                 return Err(ConfigError::NotUsable {
                     profile: spec.name.clone(),
@@ -265,7 +280,8 @@ pub fn build_scheduler_in(
                 handler.prefill_profile.as_str(),
                 prefill_decider,
             )
-            .with_encode(handler.encode_profile.as_str(), encode_decider),
+            .with_encode(handler.encode_profile.as_str(), encode_decider)
+            .with_stage_order(handler.stage_order),
         );
     }
 

@@ -115,7 +115,7 @@ const DISAGG_HEADERS: &str = "the adapters, which send `x-prefiller-host-port` f
 /// What honours every request parser type.
 const PARSERS: &str = "the adapters' request parsers (`ParserSet`, from `requestHandler.parsers`)";
 
-const FRAMEWORK_PLUGINS: [FrameworkPlugin; 29] = [
+const FRAMEWORK_PLUGINS: [FrameworkPlugin; 36] = [
     FrameworkPlugin {
         plugin_type: SINGLE_PROFILE_HANDLER,
         kind: PluginKind::ProfileHandler,
@@ -202,6 +202,24 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 29] = [
                       as the endpoint attributes the `multicluster-*` scorers read",
     },
     FrameworkPlugin {
+        plugin_type: "models-data-source",
+        kind: PluginKind::DataSource,
+        honoured_by: "the runtime's metrics scraper, which also polls each endpoint's \
+                      `/v1/models` (`scraping.modelsDataSource`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "models-data-extractor",
+        kind: PluginKind::DataExtractor,
+        honoured_by: "the runtime's metrics scraper, which keeps each endpoint's model list \
+                      (`EndpointModels`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "k8s-notification-source",
+        kind: PluginKind::DataSource,
+        honoured_by: "the runtime's config loader, which checks it as upstream and logs that \
+                      it watches nothing (no notification extractor exists to read it)",
+    },
+    FrameworkPlugin {
         plugin_type: "endpoint-notification-source",
         kind: PluginKind::DataSource,
         honoured_by: "the pool's membership: its listeners (the KV-event subscriptions, the \
@@ -266,6 +284,26 @@ const FRAMEWORK_PLUGINS: [FrameworkPlugin; 29] = [
         plugin_type: "fcfs-ordering-policy",
         kind: PluginKind::FlowControl,
         honoured_by: "the flow controller (`orderingPolicyRef`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "edf-ordering-policy",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller (`orderingPolicyRef`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "slo-deadline-ordering-policy",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller (`orderingPolicyRef`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "sheddable-eviction-filter",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller's in-flight eviction (`flowControl.enableEviction`)",
+    },
+    FrameworkPlugin {
+        plugin_type: "priority-then-time-eviction-order-policy",
+        kind: PluginKind::FlowControl,
+        honoured_by: "the flow controller's in-flight eviction (`flowControl.enableEviction`)",
     },
 ];
 

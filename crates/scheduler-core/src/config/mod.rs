@@ -54,7 +54,7 @@ pub use schema::{
 pub use sections::{
     DataLayerConfig, DataLayerSource, FeatureGates, PluginRef, RequestHandlerConfig,
 };
-pub use stability::{ALPHA_TYPES, check_stability, is_alpha};
+pub use stability::{ALPHA_TYPES, check_stability, check_stability_of, is_alpha};
 pub use upstream::{
     Area, OLDER_UPSTREAM_NAMES, SHEPHERD_EXTENSIONS, Status, UPSTREAM_TYPES, UpstreamType,
     not_implemented_message, upstream_type,

@@ -71,20 +71,37 @@ pub fn check_stability(
     config: &EndpointPickerConfig,
     allow_experimental: bool,
 ) -> Result<(), ConfigError> {
+    check_stability_of(
+        config
+            .plugins
+            .iter()
+            .map(|p| (p.name(), p.plugin_type.as_str())),
+        allow_experimental,
+    )
+}
+
+/// [`check_stability`] over declared plugins given as `(name, type)` pairs: for an embedder
+/// that takes some plugins out of the config before building the scheduler (flow-control
+/// policies, data-layer sources) and must still check them.
+///
+/// # Errors
+///
+/// As [`check_stability`].
+pub fn check_stability_of<'a>(
+    plugins: impl IntoIterator<Item = (&'a str, &'a str)>,
+    allow_experimental: bool,
+) -> Result<(), ConfigError> {
     if allow_experimental {
         return Ok(());
     }
-    let mut alpha: Vec<(&str, &str)> = config
-        .plugins
-        .iter()
-        .filter(|p| is_alpha(&p.plugin_type))
-        .map(|p| (p.name(), p.plugin_type.as_str()))
-        .collect();
-    alpha.sort_unstable();
-    match alpha.first() {
+    let first = plugins
+        .into_iter()
+        .filter(|(_, plugin_type)| is_alpha(plugin_type))
+        .min();
+    match first {
         Some((name, plugin_type)) => Err(ConfigError::ExperimentalPlugin {
-            name: (*name).to_string(),
-            plugin_type: (*plugin_type).to_string(),
+            name: name.to_string(),
+            plugin_type: plugin_type.to_string(),
         }),
         None => Ok(()),
     }

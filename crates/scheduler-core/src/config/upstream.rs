@@ -10,13 +10,11 @@
 //! written out, and a test keeps the two and the built-in registry in step.
 //!
 //! ```
-//! use shepherd_scheduler_core::config::{Area, Status, UPSTREAM_TYPES, upstream_type};
+//! use shepherd_scheduler_core::config::{Status, UPSTREAM_TYPES, upstream_type};
 //!
 //! assert_eq!(upstream_type("queue-scorer").unwrap().status, Status::Registry);
-//! assert!(UPSTREAM_TYPES.iter().all(|t| match t.status {
-//!     Status::NotYet(area) => area != Area::MultiCluster,
-//!     _ => true,
-//! }));
+//! // Every type upstream registers today is implemented.
+//! assert!(UPSTREAM_TYPES.iter().all(|t| !matches!(t.status, Status::NotYet(_))));
 //! assert!(upstream_type("my-own-scorer").is_none());
 //! ```
 
@@ -128,7 +126,7 @@ use PluginKind::{
     DataExtractor, DataSource, Decider, Discovery, Filter, FlowControl as Flow, Parser, Picker,
     Producer, ProfileHandler, RequestControl as Control, Scorer, Test,
 };
-use Status::{Framework, NotYet, Registry};
+use Status::{Framework, Registry};
 
 /// Every type `registerInTreePlugins` registers, in its order (llm-d router at `ebab68792`).
 #[rustfmt::skip]
@@ -149,8 +147,8 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     noted("context-length-aware", Scorer, Registry, "the request's length is the `token-producer`'s count when one is declared, else 4 bytes a token (upstream's estimate backend counts the same way)"),
     noted("session-affinity-scorer", Scorer, Registry, "the `session_id` strategy only (upstream's default `encoded_endpoint_header` is refused: it needs response-header plugins); `attribute` sources read a declared `agent-identity` or `session-id-producer`; `capacity` and `ttlSeconds` are Shepherd extensions"),
     noted("header-label-affinity-scorer", Scorer, Registry, "the adapters copy each configured `headerName` from the client's request; Alpha upstream: needs `--allow-experimental-plugins`"),
-    entry("models-data-source", DataSource, NotYet(DataLayer)),
-    entry("models-data-extractor", DataExtractor, NotYet(DataLayer)),
+    noted("models-data-source", DataSource, Framework, "the runtime's scraper GETs each endpoint's `http://<endpoint><path>` (default `/v1/models`) every `interval` (default: the scrape interval); `https` is not polled (a warning at start; its certificate files are still checked as upstream); a failed poll keeps the last list, as upstream; one source per config (a second is ignored)"),
+    noted("models-data-extractor", DataExtractor, Framework, "each endpoint's `data` entries (`id`, `object`, `created`, `owned_by`, `parent`; at most 256, fields cut at 512 bytes) kept in the `EndpointModels` table, a change logged; no scheduling plugin reads them, upstream or here"),
     noted("topology-extractor", DataExtractor, Registry, "reads the endpoints' labels when a topology plugin asks; upstream's fallback to the pod's `spec.hostname` is not applied (a warning at start)"),
     noted("dcgm-data-source", DataSource, Framework, "the runtime's scraper GETs each endpoint's exporter at `http://<endpoint ip>:<port><path>` every `interval` (default: the scrape interval); `https` is not scraped and `useNodeAddress` scrapes the endpoint's IP (a warning each at start); a failed scrape clears the attribute (upstream keeps the last value); one source per config (a second is ignored)"),
     noted("dcgm-extractor", DataExtractor, Framework, "the highest `DCGM_FI_DEV_GPU_UTIL` / 100 becomes the endpoint attribute `GPUUtilization` (samples of another `pod` skipped when the endpoint has a `pod` label); written whenever a `dcgm-data-source` is declared"),
@@ -162,7 +160,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     noted("disagg-headers-handler", Control, Framework, "deprecated upstream (PreRequest): the `disagg-profile-handler` now does its job, and in Shepherd the adapters send `x-prefiller-host-port` and `x-encoder-hosts-ports`; its parameters (`prefillProfile`, `encodeProfile`) are accepted and unused (a warning): the headers name the stages the profile handler ran"),
     noted("prefill-header-handler", Control, Framework, "deprecated upstream name of `disagg-headers-handler` (accepted the same way)"),
     noted("pd-profile-handler", ProfileHandler, Registry, "deprecated upstream alias of `disagg-profile-handler` with the flat parameters (`decodeProfile`, `prefillProfile`, `deciderPluginName` defaulting to `prefix-based-pd-decider`, which must be declared); unknown keys ignored as upstream; a `primaryPort` is checked and not applied: Shepherd sends the picked rank's own `ip:port`"),
-    noted("disagg-profile-handler", ProfileHandler, Registry, "decode, then encode (when the `encode` profile exists and `deciders.encode` approves), then prefill (`decode-first`; `prefill-first` is refused); the encode and prefill stages' hooks see the request ids `<id>:encode` and `<id>:prefill`; a stage that finds no server is left out; the adapters send `x-encoder-hosts-ports` (every encode pick, its picker's `maxNumOfEndpoints`, default 1) and `x-prefiller-host-port`, replacing any the client sent"),
+    noted("disagg-profile-handler", ProfileHandler, Registry, "decode, then encode (when the `encode` profile exists and `deciders.encode` approves), then prefill (`decode-first`); with `stageOrder: prefill-first`, prefill first for every request (no prefill decider, as upstream), then decode with the prefill pick as its peer endpoint (topology affinity), encode after the decode pick; the encode and prefill stages' hooks see the request ids `<id>:encode` and `<id>:prefill`; a stage that finds no server is left out; the adapters send `x-encoder-hosts-ports` (every encode pick, its picker's `maxNumOfEndpoints`, default 1) and `x-prefiller-host-port`, replacing any the client sent"),
     entry("always-disagg-pd-decider", Decider, Registry),
     noted("prefix-based-pd-decider", Decider, Registry, "prompt tokens are Shepherd's estimate (token ids, else 4 bytes a token); the cached part is the decode profile's prefix estimate for the decode server"),
     noted("always-disagg-multimodal-decider", Decider, Registry, "approves requests with media: a chat completions message with a content part that is not text (image, audio, video, file), as the parser reads it; upstream reads the multimodal features its `token-producer` found (for the `vllm` backend, vLLM's render); parameters are ignored, as upstream"),
@@ -179,8 +177,8 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     noted("header-profile-handler", ProfileHandler, Registry, "a header naming no configured profile fails the request with HTTP 400 (upstream: 429); the adapters copy the header; Alpha upstream: needs `--allow-experimental-plugins`"),
     noted("endpoint-attribute-scorer", Scorer, Registry, "the attribute is a custom metric of the `core-metrics-extractor` (`engineConfigs[].customMetrics`), read at every scrape; `producer` is accepted, and any producer reads the same attributes (the extractor's custom metrics are Shepherd's only ones); Alpha upstream: needs `--allow-experimental-plugins`"),
     noted("topology-affinity-scorer", Scorer, Registry, "the peer is the decode pick, in the prefill and encode stages; topology comes from endpoint labels (see `topology-extractor`)"),
-    entry("burst-prefix-cache-producer", Producer, NotYet(PrecisePrefixCache)),
-    entry("p2p-source-producer", Producer, NotYet(PrecisePrefixCache)),
+    noted("burst-prefix-cache-producer", Producer, Registry, "requests are not held for `windowDurationMs`: each is steered as it arrives, within the window, to where the first request of its prompt went (that first one gets no affinity: the other scorers place it), up to `maxPerReplica`, then to the least window-loaded server (`balanceBy` requests or tokens); with `minColocateBlocks`, a new prompt sharing that many leading blocks joins the server holding the longest such prefix below its fair share of the window so far (upstream: of the sealed batch); past `maxBatchSize` a request gets no affinity (upstream fails it); prompts hashed as the approximate producer hashes them (a warning at start)"),
+    noted("p2p-source-producer", Producer, Registry, "after each stage's pick, reads the named producer's prefix match for every endpoint of the pool, samples a source within one block of the most cached tokens (weights `1/(1+waiting)`, the request id's FNV-1a hash as coordinate) and, when it out-caches the computing server (the prefill pick, else the destination) by `minCachedTokenDelta`, the adapters send `x-kv-cache-source-host-port` (a client's value removed); every cached block counts (Shepherd's indexes have no CPU tier); `prefillProfileName` is not needed (a warning when set otherwise)"),
     noted("multicluster-session-affinity-filter", Filter, Registry, "a `session-affinity-filter` under another name, as upstream (the endpoints are clusters); the `session_id` strategy only, as the stock filter; Alpha upstream: needs `--allow-experimental-plugins`"),
     noted("multicluster-queue-scorer", Scorer, Registry, "reads the endpoint attribute `llm-d.ai/multicluster-queue-size` that the `multicluster-metrics-extractor` writes (a config without one is refused, as upstream); Alpha upstream: needs `--allow-experimental-plugins`"),
     noted("multicluster-kv-cache-utilization-scorer", Scorer, Registry, "reads the endpoint attribute `llm-d.ai/multicluster-kv-cache-utilization` that the `multicluster-metrics-extractor` writes (a config without one is refused, as upstream); Alpha upstream: needs `--allow-experimental-plugins`"),
@@ -188,13 +186,13 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     noted("multicluster-approx-prefix-cache-producer", Producer, Registry, "an `approx-prefix-cache-producer` under another name, as upstream (its index keys on the endpoint: a cluster); Alpha upstream: needs `--allow-experimental-plugins`"),
     noted("global-strict-fairness-policy", Flow, Framework, "upstream's default fairness policy: a band whose `fairnessPolicyRef` names it serves its oldest request first, whatever its flow; Shepherd's default is round-robin"),
     noted("round-robin-fairness-policy", Flow, Framework, "Shepherd's default fairness policy"),
-    noted("program-aware-fairness", Flow, Framework, "least attained service (`las`) with upstream's parameters, score, half-life decay and idle eviction, but a program is charged each dispatched request's size in bytes at dispatch, not `prompt + 2 × completion` tokens at completion (the flow queue does not see responses); at most 65,536 programs tracked; no `program_aware_*` metrics"),
+    noted("program-aware-fairness", Flow, Framework, "least attained service (`las`) with upstream's parameters, score, half-life decay and idle eviction; a program is charged `prompt + 2 × completion` tokens of each request's `usage` when it completes, as upstream; at most 65,536 programs tracked and 65,536 admitted requests awaited; no `program_aware_*` metrics"),
     entry("fcfs-ordering-policy", Flow, Framework),
-    entry("edf-ordering-policy", Flow, NotYet(FlowControl)),
-    entry("slo-deadline-ordering-policy", Flow, NotYet(PredictedLatency)),
+    entry("edf-ordering-policy", Flow, Framework),
+    entry("slo-deadline-ordering-policy", Flow, Framework),
     entry("static-usage-limit-policy", Flow, Framework),
-    entry("sheddable-eviction-filter", Flow, NotYet(FlowControl)),
-    entry("priority-then-time-eviction-order-policy", Flow, NotYet(FlowControl)),
+    noted("sheddable-eviction-filter", Flow, Framework, "upstream's fixed eviction filter with `flowControl.enableEviction`: only sheddable requests (priority < 0) in flight are evicted; declared or not, as upstream; the `shepherd-epp` and `shepherd-gateway` adapters answer an evicted request 429 (see `docs/flow-control.md` for what each does mid-response)"),
+    noted("priority-then-time-eviction-order-policy", Flow, Framework, "upstream's fixed eviction order with `flowControl.enableEviction`: the lowest priority first, then the most recently dispatched; declared or not, as upstream"),
     entry("priority-holdback-policy", Flow, Framework),
     noted("soft-reflective-ceiling-policy", Flow, Framework, "upstream's schedule (ceiling `1 - i·s/(N-1)` by rank, one shared tick alternating the gated bands with period `round(s/(1-s))`); the tick advances once per dispatch attempt (upstream: once per dispatch cycle); a request goes straight through only while its band is under its reflective ceiling"),
     noted("approx-prefix-cache-producer", Producer, Registry, "the block size is fixed when built (upstream can take it from the first candidate's metrics); auto-tuned capacity converts server blocks to index blocks"),
@@ -215,7 +213,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("core-metrics-extractor", DataExtractor, Framework),
     noted("multicluster-metrics-data-source", DataSource, Framework, "the runtime's scraper reads each cluster at its `metricsAddress`/`metricsPort` labels (else its address) over http; with `https` (upstream's default) the clusters are not scraped, a warning at start (https scraping is not built in, and never downgraded to clear text); TLS parameters checked and unused; Alpha upstream: needs `--allow-experimental-plugins`"),
     noted("multicluster-metrics-extractor", DataExtractor, Framework, "writes `llm-d.ai/multicluster-kv-cache-utilization` and `llm-d.ai/multicluster-queue-size`; every endpoint is then read as a cluster: the two averages are also its load metrics (waiting, KV utilization) and no engine mapping applies; Alpha upstream: needs `--allow-experimental-plugins`"),
-    entry("k8s-notification-source", DataSource, NotYet(DataLayer)),
+    noted("k8s-notification-source", DataSource, Framework, "upstream's checks (`version` and `kind` required, one source per kind, only notification extractors wired to it); nothing is watched: Shepherd has no notification extractors (upstream's are compiled-in Go plugins, none in-tree) — a warning at start says so"),
     noted("endpoint-notification-source", DataSource, Framework, "the pool's membership does its job: the KV-event subscriptions and the producers hear of endpoints added and removed; its extractors (`precise-prefix-cache-producer`, `mm-embeddings-cache-producer`) are the producers declared in `plugins`"),
     noted("request-attribute-reporter", Control, Framework, "expressions in a CEL subset (numbers, strings, `usage.FIELD` paths, `has()`, arithmetic, comparison, logic, `?:`; integers and doubles are one number type); others are refused at load naming the subset. `shepherd-epp` sends the value as dynamic metadata with its answer to the response's end, as upstream (the usage is read from OpenAI-style JSON or SSE bodies, not from gRPC responses); `shepherd-gateway` evaluates it and logs the value at debug level (it has no dynamic metadata to set)"),
     noted("openai-parser", Parser, Framework, "claims chat/completions, completions, embeddings, responses (and the two `/render` sub-paths); `conversations` and `images/generations` are not claimed (the fallback, if any, forwards them); paths match at a `/` boundary"),
@@ -229,7 +227,7 @@ pub const UPSTREAM_TYPES: &[UpstreamType] = &[
     entry("utilization-detector", Flow, Framework),
     noted("file-discovery", Discovery, Framework, "the endpoints file is polled every second with `watchFile` (upstream: fsnotify events); `name` and `namespace` are checked and not kept (Shepherd names endpoints by `ip:port`); a file that does not load on a reload keeps the endpoints in force; not combined with the `endpoints` section or Kubernetes discovery"),
     noted("multicluster-file-discovery", Discovery, Framework, "`file-discovery` with hostnames and IPv6 accepted; a hostname is resolved when the file is read (start and reloads) to its first address, which the picker routes to (upstream hands Envoy the hostname); `metricsAddress`/`metricsPort` labels move the scrape target; Alpha upstream: needs `--allow-experimental-plugins`"),
-    noted("agent-identity", Control, Registry, "publishes the `agent-identity` attribute for session-affinity `attribute` sources; Shepherd's flow control does not take it as the fairness id (upstream's director does when no fairness header is sent); Alpha upstream: needs `--allow-experimental-plugins`"),
+    noted("agent-identity", Control, Registry, "publishes the `agent-identity` attribute for session-affinity `attribute` sources and, as upstream's director, flow control takes it as the fairness id when no fairness header is sent (the `llm_d_epp_*` request metrics still label such a request with an empty `fairness_id`; a reload that drops the plugin keeps its identity in use until restart); Alpha upstream: needs `--allow-experimental-plugins`"),
 ];
 
 /// Type names Shepherd registers that upstream used to register (the Gateway API Inference

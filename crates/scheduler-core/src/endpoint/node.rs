@@ -250,6 +250,7 @@ impl Endpoint {
     }
 
     /// Prompt tokens of the requests in flight here.
+    #[inline]
     pub fn in_flight_prompt_tokens(&self) -> u64 {
         self.counters.prompt_tokens.load(Ordering::Relaxed)
     }

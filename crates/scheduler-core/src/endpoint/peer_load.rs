@@ -81,12 +81,14 @@ impl Endpoint {
     }
 
     /// Prompt tokens in flight here from this replica and its peers.
+    #[inline]
     pub fn total_in_flight_prompt_tokens(&self) -> u64 {
         self.in_flight_prompt_tokens()
             .saturating_add(self.peers.prompt_tokens.load(Ordering::Relaxed))
     }
 
     /// Pending prefill tokens here from this replica and its peers.
+    #[inline]
     pub fn total_pending_prefill_tokens(&self) -> u64 {
         self.pending_prefill_tokens()
             .saturating_add(self.peers.prefill_tokens.load(Ordering::Relaxed))

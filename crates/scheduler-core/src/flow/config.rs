@@ -14,15 +14,15 @@
 //! | `usageLimitPolicyPluginRef` | a `static-usage-limit-policy` (default: threshold 1) or `priority-holdback-policy` plugin |
 //! | `saturationDetector.pluginRef` | a `utilization-detector` (default) or `concurrency-detector` plugin |
 //! | `fairnessPolicyRef` | `round-robin-fairness-policy` (Shepherd's default) or `global-strict-fairness-policy` (the oldest request of the band first, whatever its flow) |
-//! | `orderingPolicyRef` | `fcfs-ordering-policy` (the only one Shepherd has) |
+//! | `orderingPolicyRef` | `fcfs-ordering-policy` (default), `edf-ordering-policy` or `slo-deadline-ordering-policy` ([`OrderingPolicy`]) |
 //!
 //! Quantities accept numbers or Kubernetes quantity strings (`"1k"`, `"500M"`, `"1Gi"`);
 //! durations accept Go duration strings (`"60s"`, `"1m30s"`, `"200ms"`). Upstream defaults the
 //! fairness policy to `global-strict-fairness-policy`; Shepherd's default is round-robin
 //! (DESIGN.md section 6): a band gets global-strict when its `fairnessPolicyRef` names it.
 //! `usageLimitPolicyPluginRef` names a `static-usage-limit-policy` or `priority-holdback-policy`
-//! plugin ([`UsageLimitPolicy`]); `enableEviction` is rejected when
-//! set: not supported yet.
+//! plugin ([`UsageLimitPolicy`]); `enableEviction: true` turns on in-flight eviction of
+//! sheddable requests ([`eviction`](super::eviction)).
 //!
 //! ```
 //! use std::time::Duration;
@@ -43,6 +43,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use super::ordering::OrderingPolicy;
 use super::program_aware::{PROGRAM_AWARE_FAIRNESS_POLICY, ProgramAwareSettings};
 use super::saturation::{Detector, UtilizationDetector};
 use super::usage_limit::UsageLimitPolicy;
@@ -256,7 +257,7 @@ pub struct FlowControlConfig {
     /// Which saturation detector to use (absent: `utilization-detector` with defaults).
     #[serde(default)]
     pub saturation_detector: Option<SaturationDetectorConfig>,
-    /// Not supported yet: rejected when true.
+    /// Evict in-flight sheddable requests when a higher band is blocked (default false).
     #[serde(default)]
     pub enable_eviction: bool,
 }
@@ -284,6 +285,8 @@ pub struct BandLimits {
     pub max_bytes: u64,
     /// How the band chooses among its flows.
     pub fairness: Fairness,
+    /// Which request of a flow goes first.
+    pub ordering: OrderingPolicy,
 }
 
 impl BandLimits {
@@ -299,6 +302,7 @@ impl Default for BandLimits {
             max_requests: Self::DEFAULT_MAX_REQUESTS,
             max_bytes: Self::DEFAULT_MAX_BYTES,
             fairness: Fairness::RoundRobin,
+            ordering: OrderingPolicy::Fcfs,
         }
     }
 }
@@ -329,6 +333,9 @@ pub struct FlowSettings {
     /// The parameters of `program-aware-fairness` (the first instance a band names), for
     /// the bands whose fairness is [`Fairness::ProgramAware`].
     pub program_aware: ProgramAwareSettings,
+    /// Whether in-flight sheddable requests are evicted for blocked higher bands
+    /// (`enableEviction`; see [`eviction`](super::eviction)).
+    pub enable_eviction: bool,
 }
 
 impl FlowSettings {
@@ -338,6 +345,14 @@ impl FlowSettings {
     /// The wait budget while the pool has no endpoint (`None`: no limit).
     pub fn no_endpoint_budget(&self) -> Option<Duration> {
         self.no_endpoint_ttl.unwrap_or(self.ttl)
+    }
+
+    /// Whether any band uses `program-aware-fairness`.
+    pub fn uses_program_aware(&self) -> bool {
+        [self.default_band, self.default_negative_band]
+            .iter()
+            .chain(self.bands.iter().map(|(_, b)| b))
+            .any(|b| b.fairness == Fairness::ProgramAware)
     }
 
     /// The limits of the band for `priority`.
@@ -363,6 +378,7 @@ impl Default for FlowSettings {
             detector: Detector::default(),
             usage_limit: UsageLimitPolicy::default(),
             program_aware: ProgramAwareSettings::default(),
+            enable_eviction: false,
         }
     }
 }
@@ -393,12 +409,6 @@ impl FlowControlConfig {
     /// Validates the section; `plugins` are the config's plugin instances, against which
     /// `saturationDetector.pluginRef` is resolved (a bare detector type name also works).
     pub fn validate(&self, plugins: &[PluginSpec]) -> Result<FlowSettings, FlowConfigError> {
-        if self.enable_eviction {
-            return Err(invalid(
-                "flowControl.enableEviction",
-                "not supported by Shepherd yet",
-            ));
-        }
         let ttl = match self.default_request_ttl {
             None => Some(FlowSettings::DEFAULT_TTL),
             Some(GoDuration(d)) if d.is_zero() => None,
@@ -450,6 +460,7 @@ impl FlowControlConfig {
             detector: self.detector(plugins)?,
             usage_limit: self.usage_limit(plugins)?,
             program_aware: self.program_aware(plugins)?,
+            enable_eviction: self.enable_eviction,
         })
     }
 
@@ -510,8 +521,9 @@ impl FlowControlConfig {
 pub const ROUND_ROBIN_FAIRNESS_POLICY: &str = "round-robin-fairness-policy";
 /// Upstream's default fairness policy (one arrival order across the band's flows).
 pub const GLOBAL_STRICT_FAIRNESS_POLICY: &str = "global-strict-fairness-policy";
-/// The ordering policy Shepherd implements.
-pub const FCFS_ORDERING_POLICY: &str = "fcfs-ordering-policy";
+pub use super::ordering::{
+    EDF_ORDERING_POLICY, FCFS_ORDERING_POLICY, SLO_DEADLINE_ORDERING_POLICY,
+};
 
 fn band(
     path: &str,
@@ -550,18 +562,42 @@ fn band(
             }
         }
     };
-    check_policy(
-        &format!("{path}.orderingPolicyRef"),
-        b.ordering_policy_ref.as_deref(),
-        FCFS_ORDERING_POLICY,
-        plugins,
-    )?;
+    let ordering = match b.ordering_policy_ref.as_deref() {
+        None => fallback.ordering,
+        Some(reference) => {
+            ordering_policy(&format!("{path}.orderingPolicyRef"), reference, plugins)?
+        }
+    };
     let pick = |q: Option<Quantity>, d: u64| q.map(|q| q.0).filter(|&n| n > 0).unwrap_or(d);
     Ok(BandLimits {
         max_requests: pick(b.max_requests, fallback.max_requests),
         max_bytes: pick(b.max_bytes, fallback.max_bytes),
         fairness,
+        ordering,
     })
+}
+
+/// The ordering policy a reference names: a plugin instance of an ordering type or, as a
+/// shorthand, the type itself.
+fn ordering_policy(
+    path: &str,
+    reference: &str,
+    plugins: &[PluginSpec],
+) -> Result<OrderingPolicy, FlowConfigError> {
+    let plugin_type = plugins
+        .iter()
+        .find(|p| p.name() == reference)
+        .map_or(reference, |p| p.plugin_type.as_str());
+    if let Some(policy) = OrderingPolicy::from_type(plugin_type) {
+        return Ok(policy);
+    }
+    let message = match crate::config::not_implemented_message(plugin_type) {
+        Some(not_yet) => format!("`{reference}`: {not_yet}"),
+        None => format!(
+            "`{reference}` ({plugin_type}) is not an ordering policy (expected {FCFS_ORDERING_POLICY}, {EDF_ORDERING_POLICY} or {SLO_DEADLINE_ORDERING_POLICY})"
+        ),
+    };
+    Err(invalid(path, &message))
 }
 
 /// A policy reference names a plugin instance (or, as a shorthand, a type); its type must be

@@ -9,6 +9,10 @@
 //! - [`usage_limit`]: how full the pool may get before each priority is held back
 //!   ([`UsageLimitPolicy`]: upstream's `static-usage-limit-policy`, `priority-holdback-policy`
 //!   and `soft-reflective-ceiling-policy`, whose schedule is [`soft_ceiling`]);
+//! - [`eviction`]: in-flight eviction of sheddable requests for blocked higher bands
+//!   ([`Evictor`]: upstream's `enableEviction`);
+//! - [`ordering`]: which request of a flow goes first ([`OrderingPolicy`]: FCFS, EDF, SLO
+//!   deadline);
 //! - [`reason`]: why a request was dropped ([`DropReason`]: header value and HTTP status);
 //! - [`config`]: the upstream `flowControl` section ([`FlowControlConfig`]) validated into
 //!   [`FlowSettings`].
@@ -41,6 +45,8 @@
 //! ```
 
 pub mod config;
+pub mod eviction;
+pub mod ordering;
 pub mod program_aware;
 pub mod queue;
 pub mod reason;
@@ -52,7 +58,10 @@ pub use config::{
     BandLimits, Fairness, FlowConfigError, FlowControlConfig, FlowSettings, PriorityBandConfig,
     SaturationDetectorConfig, parse_go_duration,
 };
-pub use queue::{FlowCounters, FlowQueue, Ticket};
+pub use eviction::{Demand, EvictionSettings, Evictor};
+pub use ordering::OrderingPolicy;
+pub use program_aware::ProgramLedger;
+pub use queue::{Arrival, FlowCounters, FlowQueue, Ticket};
 pub use reason::{DropReason, Rejected};
 pub use saturation::{
     ConcurrencyDetector, ConcurrencyMode, Detector, Pending, SaturationDetector,

@@ -10,13 +10,17 @@
 //! service decays with the half-life `lasHalfLifeSeconds` (`0`: no decay), and a program idle
 //! for `evictionTtlSeconds` is forgotten, checked every `evictionSweepSeconds`.
 //!
-//! **Difference from upstream.** Upstream charges a program `prompt_tokens + 2 ×
-//! completion_tokens` from the response's usage when the request completes. Shepherd's flow
-//! queue sees requests only up to their dispatch, so it charges each dispatched request's
-//! size in bytes at dispatch (a proxy for its input; the scores are scale-free, so only the
-//! proportions between programs matter). Output tokens are not counted. At most
-//! [`MAX_PROGRAMS`] programs are tracked; a new one beyond that scores as unserved until an
-//! idle one is forgotten. Upstream's Prometheus series (`program_aware_*`) are not exported.
+//! **Charging.** As upstream, a program is charged `prompt_tokens + 2 × completion_tokens`
+//! of each of its requests' `usage` when the request completes (a request without usage, a
+//! failure or a cancellation, costs nothing), whether it waited in the queue or went straight
+//! through. The [`ProgramLedger`] does it: the flow controller notes each admitted request's
+//! id and program ([`ProgramLedger::expect`]), and the ledger, a
+//! [`CompletionHook`] every scheduler over the same shared resources runs (installed with
+//! [`ProgramLedger::install`]), charges the program when the request's handle finishes. At
+//! most [`MAX_PROGRAMS`] programs are tracked (a new one beyond that scores as unserved until
+//! an idle one is forgotten) and at most [`MAX_EXPECTED`] admitted requests awaited (the
+//! oldest forgotten first: its completion is then not charged). Upstream's Prometheus series
+//! (`program_aware_*`) are not exported.
 //!
 //! ```
 //! use shepherd_scheduler_core::flow::program_aware::ProgramAwareSettings;
@@ -29,19 +33,34 @@
 //! assert!(ProgramAwareSettings::from_parameters(&serde_json::json!({"strategy": "drr"})).is_err());
 //! ```
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hashbrown::HashMap;
+use parking_lot::Mutex;
 use serde::Deserialize;
 
 use super::config::FlowConfigError;
 use crate::clock::Timestamp;
+use crate::completion::{CompletedRequest, Completion, CompletionHook};
+use crate::resources::Resources;
 
 /// Upstream's plugin type.
 pub const PROGRAM_AWARE_FAIRNESS_POLICY: &str = "program-aware-fairness";
 
 /// Most programs whose attained service is tracked at once.
 pub const MAX_PROGRAMS: usize = 65_536;
+
+/// Most admitted requests whose completion the ledger awaits at once.
+pub const MAX_EXPECTED: usize = 65_536;
+
+/// The [`Resources`] name of the [`ProgramLedger`].
+pub const PROGRAM_LEDGER: &str = "shepherd.flow.program-ledger";
+
+/// Upstream's cost weights: a prompt token counts once, a completion token twice.
+const WEIGHT_INPUT_TOKEN: f64 = 1.0;
+const WEIGHT_OUTPUT_TOKEN: f64 = 2.0;
 
 /// The policy's parameters, validated (see the [module docs](self)).
 #[derive(Debug, Clone, PartialEq)]
@@ -211,6 +230,115 @@ impl ProgramServices {
         }
         self.last_sweep = Some(now);
         self.programs.retain(|_, a| elapsed(a.active, now) <= ttl);
+    }
+}
+
+/// Each program's attained service, charged in tokens at completion (see the
+/// [module docs](self)).
+///
+/// ```
+/// use std::sync::Arc;
+/// use shepherd_scheduler_core::clock::Timestamp;
+/// use shepherd_scheduler_core::flow::program_aware::{ProgramAwareSettings, ProgramLedger};
+///
+/// let ledger = ProgramLedger::new(ProgramAwareSettings::default());
+/// ledger.expect("req-1", "agent-a");
+/// ledger.complete("req-1", Some((100, 50)), Timestamp::ZERO);
+/// assert_eq!(ledger.service("agent-a", Timestamp::ZERO), 200.0); // 100 + 2 × 50
+/// ledger.complete("req-1", Some((100, 50)), Timestamp::ZERO); // charged once
+/// assert_eq!(ledger.service("agent-a", Timestamp::ZERO), 200.0);
+/// ```
+#[derive(Debug)]
+pub struct ProgramLedger {
+    settings: ProgramAwareSettings,
+    state: Mutex<LedgerState>,
+}
+
+#[derive(Debug, Default)]
+struct LedgerState {
+    services: ProgramServices,
+    /// Admitted request id → (program, admission number).
+    expected: HashMap<Box<str>, (Box<str>, u64), ahash::RandomState>,
+    /// Admission number → request id, oldest first (for the bound).
+    order: BTreeMap<u64, Box<str>>,
+    next: u64,
+}
+
+impl ProgramLedger {
+    /// An empty ledger with these parameters.
+    pub fn new(settings: ProgramAwareSettings) -> Self {
+        ProgramLedger {
+            settings,
+            state: Mutex::new(LedgerState::default()),
+        }
+    }
+
+    /// The ledger in `resources` ([`PROGRAM_LEDGER`]), made with `settings` if absent: every
+    /// scheduler built over these resources afterwards runs it as a completion hook.
+    pub fn install(resources: &Resources, settings: ProgramAwareSettings) -> Arc<ProgramLedger> {
+        resources.get_or_insert_with(PROGRAM_LEDGER, || ProgramLedger::new(settings))
+    }
+
+    /// The parameters it runs with.
+    pub fn settings(&self) -> &ProgramAwareSettings {
+        &self.settings
+    }
+
+    /// Notes that request `id` of `program` was admitted: its completion will be charged to
+    /// `program`.
+    pub fn expect(&self, id: &str, program: &str) {
+        let mut state = self.state.lock();
+        let n = state.next;
+        state.next += 1;
+        if let Some((_, old)) = state.expected.insert(id.into(), (program.into(), n)) {
+            state.order.remove(&old);
+        }
+        state.order.insert(n, id.into());
+        while state.expected.len() > MAX_EXPECTED {
+            let Some((_, oldest)) = state.order.pop_first() else {
+                break;
+            };
+            state.expected.remove(&oldest);
+        }
+    }
+
+    /// Request `id` completed at `now` with `usage` (`(prompt_tokens, completion_tokens)`):
+    /// its program is charged `prompt + 2 × completion`. Nothing for a request not expected
+    /// (or already charged).
+    pub fn complete(&self, id: &str, usage: Option<(u64, u64)>, now: Timestamp) {
+        let mut state = self.state.lock();
+        let Some((program, n)) = state.expected.remove(id) else {
+            return;
+        };
+        state.order.remove(&n);
+        let Some((prompt, completion)) = usage else {
+            return;
+        };
+        let cost = WEIGHT_INPUT_TOKEN * prompt as f64 + WEIGHT_OUTPUT_TOKEN * completion as f64;
+        state.services.charge(&program, cost, now, &self.settings);
+    }
+
+    /// `program`'s attained service at `now`, in tokens (decayed).
+    pub fn service(&self, program: &str, now: Timestamp) -> f64 {
+        self.state
+            .lock()
+            .services
+            .service(program, now, &self.settings)
+    }
+
+    /// How many admitted requests await their completion.
+    pub fn expected_len(&self) -> usize {
+        self.state.lock().expected.len()
+    }
+}
+
+impl CompletionHook for ProgramLedger {
+    fn on_complete(&self, request: &CompletedRequest<'_>, completion: &Completion) {
+        let usage = completion
+            .usage
+            .as_ref()
+            .map(|u| (u.prompt_tokens, u.completion_tokens));
+        self.complete(request.id, usage, request.finished_at);
     }
 }
 

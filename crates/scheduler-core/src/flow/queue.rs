@@ -9,7 +9,9 @@
 //!   every higher band is empty). Negative priorities are sheddable: see [`FlowQueue::admit`].
 //! - **Flows**: within a band, requests are grouped by a fairness id (`""` is the default
 //!   flow); the band serves its non-empty flows in turn, one request each (round robin), and a
-//!   flow's requests in arrival order (FCFS). A flow that appears joins the end of the round.
+//!   flow's requests in the order of the band's ordering policy ([`OrderingPolicy`]: arrival
+//!   order by default, or earliest deadline first). A flow that appears joins the end of the
+//!   round.
 //! - **Limits**: per band, queued requests and bytes ([`BandLimits`](super::BandLimits)); over all bands, the
 //!   global limits of [`FlowSettings`]. A request over a limit is refused with
 //!   [`DropReason::QueueFull`].
@@ -23,7 +25,9 @@
 //!   counted as a drop.
 //!
 //! Every operation is O(log n) (the expiry index and the band lookup are ordered maps; flows
-//! and requests are intrusive lists in slabs), and memory is bounded by the limits: requests
+//! and requests are intrusive lists in slabs), except that queueing under a deadline ordering
+//! walks back past the flow's requests ranked after the new one
+//! ([`ordering`](super::ordering)); memory is bounded by the limits: requests
 //! and flows live in slabs whose free slots are reused, and empty flows and bands are removed.
 //!
 //! ```
@@ -57,10 +61,13 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::config::{Fairness, FlowSettings};
-use super::program_aware::{ProgramServices, las_pick};
+#[cfg(doc)]
+use super::ordering::OrderingPolicy;
+use super::program_aware::{ProgramLedger, las_pick};
 use super::reason::{DropReason, Rejected};
 use super::soft_ceiling::SoftCeilingTick;
 use super::usage_limit::UsageLimitPolicy;
@@ -81,6 +88,23 @@ pub struct Ticket {
     generation: u32,
 }
 
+/// A request as the queue files it: [`FlowQueue::enqueue_arrival`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Arrival<'a> {
+    /// Its band: higher first; negative is sheddable.
+    pub priority: i32,
+    /// Its flow within the band (`""`: the default flow).
+    pub flow_id: &'a str,
+    /// Its size, counted against the limits.
+    pub bytes: u64,
+    /// Its time-to-live while the pool has endpoints (`None`: none); the
+    /// `edf-ordering-policy` orders by it.
+    pub ttl: Option<Duration>,
+    /// Its time-to-first-token objective (`x-llm-d-slo-ttft-ms`), which the
+    /// `slo-deadline-ordering-policy` orders by.
+    pub slo_ttft: Option<Duration>,
+}
+
 /// What the queue has counted since it was created.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlowCounters {
@@ -98,6 +122,12 @@ impl FlowCounters {
     pub fn dropped(&self, reason: DropReason) -> u64 {
         self.dropped[reason.index()]
     }
+
+    /// Counts `n` more drops for `reason` (for the drops decided outside the queue: the
+    /// evictions of requests in flight).
+    pub fn add_dropped(&mut self, reason: DropReason, n: u64) {
+        self.dropped[reason.index()] += n;
+    }
 }
 
 struct Entry<T> {
@@ -106,6 +136,8 @@ struct Entry<T> {
     priority: i32,
     flow: u32,
     seq: u64,
+    /// Its place in its flow under the band's ordering policy (then `seq`).
+    rank: Timestamp,
     enqueued_at: Timestamp,
     /// Its budget while the pool has endpoints.
     own_ttl: Option<Duration>,
@@ -143,8 +175,9 @@ pub struct FlowQueue<T> {
     seen_levels: BTreeMap<i32, Timestamp>,
     /// The soft-reflective policy's shared tick (advanced by dispatch calls).
     soft_tick: SoftCeilingTick,
-    /// Each program's attained service, for `program-aware-fairness` bands.
-    services: ProgramServices,
+    /// Each program's attained service, for `program-aware-fairness` bands (charged at
+    /// completion, through the ledger's completion hook).
+    ledger: Arc<ProgramLedger>,
 }
 
 impl<T> std::fmt::Debug for FlowQueue<T> {
@@ -170,6 +203,14 @@ impl<T> FlowQueue<T> {
 
     /// An empty queue with these settings.
     pub fn new(settings: FlowSettings) -> Self {
+        let ledger = Arc::new(ProgramLedger::new(settings.program_aware.clone()));
+        Self::with_ledger(settings, ledger)
+    }
+
+    /// An empty queue whose `program-aware-fairness` bands read each program's attained
+    /// service from `ledger` (which the schedulers charge at completion; see
+    /// [`ProgramLedger::install`]).
+    pub fn with_ledger(settings: FlowSettings, ledger: Arc<ProgramLedger>) -> Self {
         FlowQueue {
             global_max_requests: settings
                 .max_requests
@@ -188,7 +229,7 @@ impl<T> FlowQueue<T> {
             regime_since: Timestamp::ZERO,
             seen_levels: BTreeMap::new(),
             soft_tick: SoftCeilingTick::default(),
-            services: ProgramServices::default(),
+            ledger,
         }
     }
 
@@ -301,6 +342,11 @@ impl<T> FlowQueue<T> {
             .map_or(0, |b| b.len as usize)
     }
 
+    /// The priorities of the bands with requests queued, highest first.
+    pub fn queued_priorities(&self) -> impl Iterator<Item = i32> + '_ {
+        self.bands.keys().map(|k| k.0)
+    }
+
     /// Bytes queued in the band of `priority`.
     pub fn band_bytes(&self, priority: i32) -> u64 {
         self.bands.get(&Reverse(priority)).map_or(0, |b| b.bytes)
@@ -346,6 +392,32 @@ impl<T> FlowQueue<T> {
         now: Timestamp,
         ttl: Option<Duration>,
     ) -> Result<Ticket, Rejected<T>> {
+        let arrival = Arrival {
+            priority,
+            flow_id,
+            bytes,
+            ttl,
+            slo_ttft: None,
+        };
+        self.enqueue_arrival(item, arrival, now)
+    }
+
+    /// Queues `item` as `arrival` describes it (its band, flow, size, time-to-live and TTFT
+    /// objective, which the `slo-deadline-ordering-policy` orders by). Refused with
+    /// [`DropReason::QueueFull`] (and counted) if its band or the whole queue has no room.
+    pub fn enqueue_arrival(
+        &mut self,
+        item: T,
+        arrival: Arrival<'_>,
+        now: Timestamp,
+    ) -> Result<Ticket, Rejected<T>> {
+        let Arrival {
+            priority,
+            flow_id,
+            bytes,
+            ttl,
+            slo_ttft,
+        } = arrival;
         let total = self.len + self.expired.len() as u64;
         let global_bytes_ok = self
             .bytes
@@ -388,17 +460,29 @@ impl<T> FlowQueue<T> {
                 (self.slots.len() - 1) as u32
             }
         };
-        // Append to the flow's list.
+        // Into the flow's list, after every request ranked at or before it (at the tail under
+        // FCFS, where every rank is equal).
+        let rank = band.limits.ordering.rank(now, ttl, slo_ttft);
         let flow = band.flow(flow_index);
-        let prev = flow.tail;
-        flow.tail = slot;
-        if prev == NIL {
-            flow.head = slot;
+        let mut prev = flow.tail;
+        while prev != NIL {
+            match self.slots[prev as usize].entry.as_ref() {
+                Some(e) if e.rank > rank => prev = e.prev,
+                _ => break,
+            }
         }
-        if prev != NIL
-            && let Some(e) = self.slots[prev as usize].entry.as_mut()
-        {
-            e.next = slot;
+        let next = if prev == NIL {
+            std::mem::replace(&mut flow.head, slot)
+        } else {
+            match self.slots[prev as usize].entry.as_mut() {
+                Some(e) => std::mem::replace(&mut e.next, slot),
+                None => NIL,
+            }
+        };
+        if next == NIL {
+            flow.tail = slot;
+        } else if let Some(e) = self.slots[next as usize].entry.as_mut() {
+            e.prev = slot;
         }
         band.len += 1;
         band.bytes += bytes;
@@ -409,11 +493,12 @@ impl<T> FlowQueue<T> {
             priority,
             flow: flow_index,
             seq,
+            rank,
             enqueued_at: now,
             own_ttl: ttl,
             deadline,
             prev,
-            next: NIL,
+            next,
         });
         if let Some(d) = deadline {
             self.deadlines.insert((d, seq, slot));
@@ -511,18 +596,21 @@ impl<T> FlowQueue<T> {
             return self.pop_least_served(now);
         }
         if band.limits.fairness == Fairness::GlobalStrict {
-            let mut oldest: Option<(u64, u32)> = None;
+            // The head that the band's ordering policy puts first (under FCFS: the oldest).
+            let mut oldest: Option<((Timestamp, u64), u32)> = None;
             let mut flow = band.cursor;
             loop {
                 let f = band.flow(flow);
                 let (head, next) = (f.head, f.ring_next);
-                let seq = self
+                let key = self
                     .slots
                     .get(head as usize)
                     .and_then(|s| s.entry.as_ref())
-                    .map_or(u64::MAX, |e| e.seq);
-                if oldest.is_none_or(|(best, _)| seq < best) {
-                    oldest = Some((seq, head));
+                    .map_or((Timestamp::from_nanos(u64::MAX), u64::MAX), |e| {
+                        (e.rank, e.seq)
+                    });
+                if oldest.is_none_or(|(best, _)| key < best) {
+                    oldest = Some((key, head));
                 }
                 flow = next;
                 if flow == band.cursor {
@@ -541,11 +629,11 @@ impl<T> FlowQueue<T> {
     }
 
     /// Removes the head of the top band's flow with the least attained service
-    /// (`program-aware-fairness`), charging its program the request's bytes.
+    /// (`program-aware-fairness`; the service is charged at completion, not here).
     fn pop_least_served(&mut self, now: Timestamp) -> Option<Entry<T>> {
-        let settings = &self.settings.program_aware;
+        let settings = self.ledger.settings();
         let band = self.bands.values_mut().next()?;
-        let mut heads: Vec<(u32, u32)> = Vec::new();
+        let mut heads: Vec<u32> = Vec::new();
         let mut scores: Vec<(f64, f64)> = Vec::new();
         let mut flow = band.cursor;
         loop {
@@ -559,8 +647,8 @@ impl<T> FlowQueue<T> {
                     Duration::from_nanos(now.as_nanos().saturating_sub(e.enqueued_at.as_nanos()))
                         .as_secs_f64()
                 });
-            let service = self.services.service(&band.flow(flow).key, now, settings);
-            heads.push((flow, head));
+            let service = self.ledger.service(&band.flow(flow).key, now);
+            heads.push(flow);
             scores.push((service, waited));
             flow = next;
             if flow == band.cursor {
@@ -568,19 +656,17 @@ impl<T> FlowQueue<T> {
             }
         }
         let best = las_pick(&scores, settings)?;
-        let (flow, head) = *heads.get(best)?;
-        let program: Box<str> = band.flow(flow).key.clone();
+        let flow = *heads.get(best)?;
+        let head = band.flow(flow).head;
         if band.cursor == flow {
             band.cursor = band.flow(flow).ring_next;
         }
-        let entry = self.remove_slot(head);
-        self.services.charge(
-            &program,
-            entry.bytes as f64,
-            now,
-            &self.settings.program_aware,
-        );
-        Some(entry)
+        Some(self.remove_slot(head))
+    }
+
+    /// The ledger of the programs' attained service.
+    pub fn ledger(&self) -> &Arc<ProgramLedger> {
+        &self.ledger
     }
 
     /// Removes and returns every request whose TTL has run out at `now` (deadline `<= now`),

@@ -28,32 +28,40 @@ pub enum DropReason {
     /// hanging ([`FlowQueue::drain`](super::FlowQueue::drain)).
     #[error("shutting_down: the picker is shutting down")]
     ShuttingDown,
+    /// A sheddable request in flight was ended to make room for a blocked higher band
+    /// (`enableEviction`; [`eviction`](super::eviction)).
+    #[error("evicted: request evicted by flow control")]
+    Evicted,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 4] = [
+    pub const ALL: [DropReason; 5] = [
         DropReason::Shed,
         DropReason::QueueFull,
         DropReason::TtlExpired,
         DropReason::ShuttingDown,
+        DropReason::Evicted,
     ];
 
-    /// The header value and counter label: `shed`, `queue_full` or `ttl_expired`.
+    /// The header value and counter label: `shed`, `queue_full`, `ttl_expired`,
+    /// `shutting_down` or `evicted`.
     pub const fn as_str(self) -> &'static str {
         match self {
             DropReason::Shed => "shed",
             DropReason::QueueFull => "queue_full",
             DropReason::TtlExpired => "ttl_expired",
             DropReason::ShuttingDown => "shutting_down",
+            DropReason::Evicted => "evicted",
         }
     }
 
-    /// The HTTP status to answer with: 429 for `shed` and `queue_full` (retry later), 503 for
-    /// `ttl_expired` and `shutting_down`.
+    /// The HTTP status to answer with: 429 for `shed`, `queue_full` and `evicted` (retry
+    /// later; upstream answers an evicted request 429), 503 for `ttl_expired` and
+    /// `shutting_down`.
     pub const fn http_status(self) -> u16 {
         match self {
-            DropReason::Shed | DropReason::QueueFull => 429,
+            DropReason::Shed | DropReason::QueueFull | DropReason::Evicted => 429,
             DropReason::TtlExpired | DropReason::ShuttingDown => 503,
         }
     }
@@ -65,6 +73,7 @@ impl DropReason {
             DropReason::QueueFull => 1,
             DropReason::TtlExpired => 2,
             DropReason::ShuttingDown => 3,
+            DropReason::Evicted => 4,
         }
     }
 }

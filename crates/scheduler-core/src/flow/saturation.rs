@@ -126,6 +126,11 @@ impl UtilizationDetector {
         plugin_parameters::<UtilizationParams>(Self::TYPE, parameters)?.build()
     }
 
+    /// How old an endpoint's metrics may be before they count as stale.
+    pub fn staleness_threshold(&self) -> Duration {
+        Duration::from_nanos(self.staleness_nanos)
+    }
+
     /// The `headroom` parameter (accepted for compatibility: upstream uses it only in the
     /// detector's scheduling filter, which Shepherd does not run).
     pub fn headroom(&self) -> f64 {

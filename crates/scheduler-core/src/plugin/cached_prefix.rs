@@ -35,14 +35,31 @@ use crate::endpoint::EndpointId;
 ///
 /// Endpoints without an entry are believed to cache nothing. When several scorers publish,
 /// the largest estimate per endpoint wins.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct CachedPrefix {
     /// `(endpoint, cached tokens)`, sorted by endpoint.
     entries: Vec<(EndpointId, u64)>,
     /// Bit `id mod 64` set for every endpoint with an entry: most candidates of a pick hold
     /// none of the prompt, and this answers them without searching `entries`.
     present: u64,
+    /// The estimates again, indexed by endpoint id, for ids below [`DENSE_IDS`] (0: none):
+    /// a candidate's estimate in one read, whatever order candidates come in. Kept across
+    /// cycles (only the recorded slots are zeroed), so a steady pick allocates nothing.
+    dense: Vec<u64>,
 }
+
+/// Endpoint ids below this are also indexed densely (ids are dense and reused, so this is a
+/// pool size; 32 KiB of `u64`s at most).
+const DENSE_IDS: usize = 4096;
+
+impl PartialEq for CachedPrefix {
+    fn eq(&self, other: &Self) -> bool {
+        // `dense` repeats `entries`.
+        self.entries == other.entries && self.present == other.present
+    }
+}
+
+impl Eq for CachedPrefix {}
 
 /// `endpoint`'s bit in [`CachedPrefix::present`].
 #[inline]
@@ -66,13 +83,24 @@ impl CachedPrefix {
 
     /// Forgets every estimate, keeping the allocation.
     pub fn clear(&mut self) {
-        self.entries.clear();
+        for (endpoint, _) in self.entries.drain(..) {
+            if let Some(slot) = self.dense.get_mut(endpoint.0 as usize) {
+                *slot = 0;
+            }
+        }
         self.present = 0;
     }
 
     /// Records `tokens` cached on `endpoint`, keeping the larger of two estimates.
     pub fn record(&mut self, endpoint: EndpointId, tokens: u64) {
         self.present |= bit(endpoint);
+        let id = endpoint.0 as usize;
+        if id < DENSE_IDS {
+            if self.dense.len() <= id {
+                self.dense.resize(id + 1, 0);
+            }
+            self.dense[id] = self.dense[id].max(tokens);
+        }
         // Publishers usually hand endpoints in ascending order: append without searching.
         if self.entries.last().is_none_or(|last| last.0 < endpoint) {
             self.entries.push((endpoint, tokens));
@@ -89,6 +117,11 @@ impl CachedPrefix {
     pub fn cached_tokens(&self, endpoint: EndpointId) -> u64 {
         if self.present & bit(endpoint) == 0 {
             return 0;
+        }
+        let id = endpoint.0 as usize;
+        if id < DENSE_IDS {
+            // An id past the dense table has no entry (recording grows the table).
+            return self.dense.get(id).copied().unwrap_or(0);
         }
         self.entries
             .binary_search_by_key(&endpoint, |e| e.0)
@@ -159,6 +192,29 @@ mod tests {
             proptest::prop_assert!(uncached <= prompt);
             let best = estimates.iter().filter(|e| e.0 == probe).map(|e| e.1).max().unwrap_or(0);
             proptest::prop_assert_eq!(uncached, prompt.saturating_sub(best));
+        }
+
+        #[test]
+        fn a_reused_table_answers_as_the_estimates_say(
+            rounds in proptest::collection::vec(
+                proptest::collection::vec((0u32..12, 0u64..1000), 0..20), 1..4),
+        ) {
+            // Ids 500 apart: some indexed densely, some (≥ 4096) only searched; each round
+            // reuses the table after `clear`, as cycles do.
+            let mut cached = CachedPrefix::default();
+            for estimates in rounds {
+                cached.clear();
+                for &(e, t) in &estimates {
+                    cached.record(EndpointId(e * 500), t);
+                }
+                for probe in 0..13u32 {
+                    let best = estimates.iter().filter(|e| e.0 == probe).map(|e| e.1).max();
+                    proptest::prop_assert_eq!(
+                        cached.cached_tokens(EndpointId(probe * 500)),
+                        best.unwrap_or(0)
+                    );
+                }
+            }
         }
     }
 }

@@ -33,6 +33,7 @@ pub struct PluginInstance {
     scorer: Option<Arc<dyn Scorer>>,
     picker: Option<Arc<dyn Picker>>,
     pick_hook: Option<Arc<dyn PickHook>>,
+    every_profile_hook: Option<Arc<dyn PickHook>>,
     completion_hook: Option<Arc<dyn CompletionHook>>,
     membership: Option<Arc<dyn MembershipListener>>,
     metrics: Option<Arc<dyn MetricsSource>>,
@@ -133,6 +134,18 @@ impl PluginInstance {
         self
     }
 
+    /// Adds a pick hook that runs in every profile, whether a profile lists the plugin or not
+    /// (a request-level producer, which upstream runs once per request).
+    pub fn with_every_profile_hook(mut self, hook: Arc<dyn PickHook>) -> Self {
+        self.every_profile_hook = Some(hook);
+        self
+    }
+
+    /// The every-profile pick hook facet.
+    pub fn as_every_profile_hook(&self) -> Option<&Arc<dyn PickHook>> {
+        self.every_profile_hook.as_ref()
+    }
+
     /// Adds a completion hook facet.
     pub fn with_completion_hook(mut self, hook: Arc<dyn CompletionHook>) -> Self {
         self.completion_hook = Some(hook);
@@ -221,6 +234,7 @@ impl std::fmt::Debug for PluginInstance {
             .field("scorer", &self.scorer.is_some())
             .field("picker", &self.picker.is_some())
             .field("pick_hook", &self.pick_hook.is_some())
+            .field("every_profile_hook", &self.every_profile_hook.is_some())
             .field("completion_hook", &self.completion_hook.is_some())
             .field("membership_listener", &self.membership.is_some())
             .field("metrics_source", &self.metrics.is_some())

@@ -27,6 +27,32 @@ impl PrefixMatch {
         self.active.clear();
     }
 
+    /// Sets the match to `total` blocks of which each `(endpoint, blocks)` of `matched` holds
+    /// the given leading blocks (for a producer that decides matches itself, such as
+    /// `burst-prefix-cache-producer`); entries are sorted by endpoint, and counts capped at
+    /// `total`.
+    ///
+    /// ```
+    /// use shepherd_scheduler_core::endpoint::EndpointId;
+    /// use shepherd_scheduler_core::prefix::PrefixMatch;
+    ///
+    /// let mut found = PrefixMatch::new();
+    /// found.set(16, [(EndpointId(3), 16)]);
+    /// assert_eq!(found.matched_blocks(EndpointId(3)), 16);
+    /// assert_eq!(found.score(EndpointId(2)), 0.0);
+    /// ```
+    pub fn set(&mut self, total: usize, matched: impl IntoIterator<Item = (EndpointId, usize)>) {
+        self.reset(total);
+        self.matched.extend(
+            matched
+                .into_iter()
+                .filter(|(_, blocks)| *blocks > 0)
+                .map(|(id, blocks)| (id, blocks.min(total))),
+        );
+        self.matched.sort_unstable_by_key(|m| m.0);
+        self.matched.dedup_by_key(|m| m.0);
+    }
+
     /// Blocks in the request (the denominator of every score).
     pub fn total_blocks(&self) -> usize {
         self.total

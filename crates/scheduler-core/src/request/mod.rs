@@ -33,5 +33,7 @@ pub use id::{MAX_REQUEST_ID_LEN, generate_request_id, is_valid_request_id};
 pub use parse::{ApiKind, ParseLimits, parse_openai_request};
 pub use parser_kind::ParserKind;
 pub use parser_set::{ParserEntry, ParserSet, SkipReason, SkippedParser};
-pub use plugin_headers::{MAX_PLUGIN_HEADER_LEN, PLUGIN_HEADERS, SLO_TPOT_HEADER, SLO_TTFT_HEADER};
+pub use plugin_headers::{
+    LLM_D_SLO_TTFT_HEADER, MAX_PLUGIN_HEADER_LEN, PLUGIN_HEADERS, SLO_TPOT_HEADER, SLO_TTFT_HEADER,
+};
 pub use types::{InferenceRequest, Prompt};

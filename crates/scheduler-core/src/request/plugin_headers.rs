@@ -19,11 +19,15 @@
 /// The request's time-to-first-token objective, in milliseconds.
 pub const SLO_TTFT_HEADER: &str = "x-slo-ttft-ms";
 
+/// The same objective under upstream's current name (the `slo-deadline-ordering-policy`
+/// reads it first, then [`SLO_TTFT_HEADER`], its deprecated alias).
+pub const LLM_D_SLO_TTFT_HEADER: &str = "x-llm-d-slo-ttft-ms";
+
 /// The request's time-per-output-token objective, in milliseconds.
 pub const SLO_TPOT_HEADER: &str = "x-slo-tpot-ms";
 
 /// Every header the adapters copy into the request for plugins (lower-case).
-pub const PLUGIN_HEADERS: &[&str] = &[SLO_TTFT_HEADER, SLO_TPOT_HEADER];
+pub const PLUGIN_HEADERS: &[&str] = &[SLO_TTFT_HEADER, SLO_TPOT_HEADER, LLM_D_SLO_TTFT_HEADER];
 
 /// Longest header value copied (longer ones are not objectives: they are left out).
 pub const MAX_PLUGIN_HEADER_LEN: usize = 64;

@@ -172,8 +172,17 @@ impl SchedulerBuilder {
             .iter()
             .map(|p| super::PluginTimers::of(p, &self.shared.metrics))
             .collect();
+        let mut hooks = self.completion_hooks;
+        // The flow controller's program-aware ledger, charged when each request completes.
+        if let Some(ledger) = self
+            .shared
+            .resources
+            .get::<crate::flow::ProgramLedger>(crate::flow::program_aware::PROGRAM_LEDGER)
+        {
+            hooks.push(ledger);
+        }
         let completer = Arc::new(Completer {
-            hooks: self.completion_hooks,
+            hooks,
             metrics: Arc::clone(&self.shared.metrics),
             clock: Arc::clone(&clock),
         });

@@ -484,6 +484,10 @@ impl Scheduler {
         let mut ids = spare::ids();
         ids.extend(candidates.iter().map(|e| e.id()));
         spare::give_candidates(candidates);
+        let kv_cache_source = cycle
+            .extensions
+            .get::<crate::disagg::KvCacheSource>()
+            .map(|s| s.0.clone());
         let CycleState {
             extensions,
             annotations,
@@ -505,7 +509,7 @@ impl Scheduler {
             m.schedule_duration
                 .observe(self.clock.now().saturating_since(started));
         }
-        let decision = Decision::new(handle, breakdown);
+        let decision = Decision::new(handle, breakdown).with_kv_cache_source(kv_cache_source);
         if let Some(observer) = observer {
             observer.profile_finished(&ProfileOutcome {
                 profile: profile.name(),

@@ -8,10 +8,10 @@
 //! each of them from the client's request (values of at most 64 bytes).
 //!
 //! A session-affinity scorer or filter reads the identity with the source
-//! `{attribute: agent-identity}`. Upstream's director also takes it as the request's
-//! flow-control fairness id when no fairness header is sent; Shepherd's flow control does
-//! not (the fairness id comes from `x-llm-d-inference-fairness-id` only). Alpha upstream:
-//! needs `--allow-experimental-plugins`.
+//! `{attribute: agent-identity}`. As upstream's director, flow control takes it as the
+//! request's fairness id when no fairness header (`x-llm-d-inference-fairness-id`) is sent
+//! (`shepherd_runtime::flow::FlowController::request_of`), so each agent session is its own
+//! flow. Alpha upstream: needs `--allow-experimental-plugins`.
 //!
 //! | parameter | default | meaning |
 //! |---|---|---|

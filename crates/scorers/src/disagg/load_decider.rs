@@ -1,5 +1,6 @@
-//! `prefill-load-pd-decider` (Shepherd's extension): the prefix-based decider for long prompts,
-//! plus short prompts sent to the prefill servers while those have nothing queued ahead of them.
+//! `prefill-load-pd-decider` (Shepherd's extension): the prefix-based decider for long prompts
+//! while the prefill servers keep up, plus short prompts sent to the prefill servers while those
+//! have nothing queued ahead of them.
 //!
 //! `prefix-based-pd-decider` keeps every prompt with fewer than `nonCachedTokens` uncached
 //! tokens on its decode server. That is right while the prefill servers are busy (a short
@@ -13,10 +14,13 @@
 //! 1. no cached-prefix estimate in the decode profile (no prefix scorer) or no uncached token:
 //!    aggregated (as the prefix-based decider);
 //! 2. uncached tokens on the decode server ≥ `nonCachedTokens` (and the prompt ≥
-//!    `promptTokens`): disaggregated (as the prefix-based decider);
-//! 3. otherwise disaggregated only when the least-loaded prefill server (role `prefill`,
-//!    `encode-prefill`, `prefill-decode`, `both` or `encode-prefill-decode`, as
-//!    `prefill-filter` keeps them; enabled; the decode server itself left out) has at most
+//!    `promptTokens`): disaggregated (as the prefix-based decider) unless the least-loaded
+//!    prefill server (role `prefill`, `encode-prefill`, `prefill-decode`, `both` or
+//!    `encode-prefill-decode`, as `prefill-filter` keeps them; enabled; the decode server
+//!    itself left out) has more than `longQueueTokens` pending beyond what the decode server
+//!    itself has: then the prefill servers are the bottleneck, the prompt would wait longer
+//!    there than where it decodes, and it is served aggregated;
+//! 3. otherwise disaggregated only when the least-loaded prefill server has at most
 //!    `max(queueTokens, the decode server's own pending prefill)` tokens pending.
 //!
 //! The decider does not choose the prefill server: the prefill profile does. Give that profile
@@ -28,8 +32,17 @@
 //! server starts the prompt in its next step, as soon as the decode server would; with more,
 //! the prompt would wait at least a whole step (hundreds of milliseconds of prefill) behind
 //! other prompts, so it stays where it decodes. `queueTokens: 0` turns the load rule off (the
-//! decider then decides as `prefix-based-pd-decider`). No server is disaggregated to when the
-//! pool has none that prefills.
+//! decider then decides as `prefix-based-pd-decider` for short prompts). No server is
+//! disaggregated to when the pool has none that prefills.
+//!
+//! `longQueueTokens` defaults to 32768, four of those step budgets: a long prompt accepts
+//! up to four full prefill steps queued ahead of it on a prefill server (on an H100 serving an
+//! 8B model, about 0.75 s) to keep its prefill out of the decode batches. A pool whose prefill
+//! servers fall further behind than that is short of prefill capacity for its traffic, and a
+//! long prompt is then better prefilled where it decodes than queued. Set it from the TTFT
+//! objective: the tokens the prefill servers get through in the time a long prompt may wait.
+//! `longQueueTokens: 0` turns this rule off (long prompts are disaggregated whatever the
+//! queue, as `prefix-based-pd-decider` does).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -54,11 +67,14 @@
 //! // The prefill server has a 12k-token prompt to prefill: the short one stays.
 //! let _document = prefill.start_request_uncached(12_000, 12_000);
 //! assert!(!decider.disaggregate(&cycle, &decode));
-//! // A long prompt still goes (2048 uncached tokens or more).
+//! // A long prompt still goes (2048 uncached tokens or more, and the queue within 32768).
 //! let long = InferenceRequest::new("l", "m", Prompt::Tokens(vec![7; 4000]));
 //! let mut cycle = CycleState::new(&long, Timestamp::from_millis(0), std::time::Duration::from_secs(1));
 //! CachedPrefix::publish(&mut cycle.extensions, [(decode.id(), 0)]);
 //! assert!(decider.disaggregate(&cycle, &decode));
+//! // Behind 40k tokens the prefill server is the bottleneck: the long prompt stays too.
+//! let _more = prefill.start_request_uncached(28_000, 28_000);
+//! assert!(!decider.disaggregate(&cycle, &decode));
 //! ```
 
 use std::sync::Arc;
@@ -84,15 +100,19 @@ pub struct PrefillLoadDeciderParameters {
     /// A shorter prompt is disaggregated when the least-loaded prefill server has at most this
     /// many tokens pending to prefill (or no more than the decode server has); 0: never.
     pub queue_tokens: u64,
+    /// A long prompt stays on its decode server when the least-loaded prefill server has more
+    /// than this many tokens pending beyond the decode server's own; 0: no such limit.
+    pub long_queue_tokens: u64,
 }
 
 impl Default for PrefillLoadDeciderParameters {
-    /// `nonCachedTokens` 2048, `promptTokens` 0, `queueTokens` 8192.
+    /// `nonCachedTokens` 2048, `promptTokens` 0, `queueTokens` 8192, `longQueueTokens` 32768.
     fn default() -> Self {
         PrefillLoadDeciderParameters {
             non_cached_tokens: 2048,
             prompt_tokens: 0,
             queue_tokens: 8192,
+            long_queue_tokens: 32_768,
         }
     }
 }
@@ -145,7 +165,14 @@ impl Decider for PrefillLoadDecider {
         }
         let long = self.params.non_cached_tokens;
         if long > 0 && prompt >= self.params.prompt_tokens && uncached >= long {
-            return true;
+            let limit = self.params.long_queue_tokens;
+            if limit == 0 {
+                return true;
+            }
+            let bound = decode.pending_prefill_tokens().saturating_add(limit);
+            return self
+                .shortest_prefill_queue(decode)
+                .is_some_and(|queued| queued <= bound);
         }
         if self.params.queue_tokens == 0 {
             return false;
@@ -251,19 +278,50 @@ mod tests {
     }
 
     #[test]
-    fn long_prompts_go_whatever_the_load_and_cached_ones_stay() {
+    fn long_prompts_go_while_the_prefill_queue_keeps_up_and_cached_ones_stay() {
         let (d, e) = rig(
             PrefillLoadDeciderParameters::default(),
             &[Some("decode"), Some("prefill")],
         );
-        let _p = e[1].start_request_uncached(50_000, 50_000);
+        let _p = e[1].start_request_uncached(30_000, 30_000);
         assert!(decide(&d, &e[0], 4000, Some(1000)));
         // 1000 uncached of 4000: short, and the prefill server is busy.
         assert!(!decide(&d, &e[0], 4000, Some(3000)));
         // Fully cached on the decode server, or no estimate: aggregated.
-        drop(_p);
         assert!(!decide(&d, &e[0], 4000, Some(4000)));
         assert!(!decide(&d, &e[0], 4000, None));
+        // 32768 + 1 pending on the prefill server, none on the decode server: the long prompt
+        // stays where it decodes.
+        let _q = e[1].start_request_uncached(2_769, 2_769);
+        assert!(!decide(&d, &e[0], 4000, Some(0)));
+        // The decode server is as far behind: the prefill server is the shorter wait again.
+        let _own = e[0].start_request_uncached(5_000, 5_000);
+        assert!(decide(&d, &e[0], 4000, Some(0)));
+        drop(_q);
+        drop(_own);
+        drop(_p);
+        assert!(decide(&d, &e[0], 4000, Some(0)));
+    }
+
+    #[test]
+    fn zero_long_queue_tokens_sends_long_prompts_whatever_the_queue() {
+        let params = PrefillLoadDeciderParameters {
+            long_queue_tokens: 0,
+            ..PrefillLoadDeciderParameters::default()
+        };
+        let (d, e) = rig(params, &[Some("decode"), Some("prefill")]);
+        let _p = e[1].start_request_uncached(500_000, 500_000);
+        assert!(decide(&d, &e[0], 4000, Some(0)));
+        assert!(!decide(&d, &e[0], 300, Some(0)));
+    }
+
+    #[test]
+    fn long_prompts_stay_without_a_prefill_server() {
+        let (d, e) = rig(
+            PrefillLoadDeciderParameters::default(),
+            &[Some("decode"), Some("decode")],
+        );
+        assert!(!decide(&d, &e[0], 4000, Some(0)));
     }
 
     #[test]
@@ -306,8 +364,10 @@ mod tests {
     #[test]
     fn parameters_parse_strictly() {
         let p: PrefillLoadDeciderParameters =
-            serde_json::from_value(serde_json::json!({"queueTokens": 100})).unwrap();
+            serde_json::from_value(serde_json::json!({"queueTokens": 100, "longQueueTokens": 7}))
+                .unwrap();
         assert_eq!(p.queue_tokens, 100);
+        assert_eq!(p.long_queue_tokens, 7);
         assert_eq!(p.non_cached_tokens, 2048);
         assert!(
             serde_json::from_value::<PrefillLoadDeciderParameters>(serde_json::json!({"queue": 1}))

@@ -26,7 +26,7 @@
 
 use serde::Deserialize;
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
-use shepherd_scheduler_core::disagg::{DEFAULT_ENCODE_PROFILE, ProfileHandlerSpec};
+use shepherd_scheduler_core::disagg::{DEFAULT_ENCODE_PROFILE, ProfileHandlerSpec, StageOrder};
 use shepherd_scheduler_core::plugin::PluginInstance;
 
 /// Registry type name.
@@ -92,6 +92,7 @@ impl PdProfileHandlerParameters {
             prefill_decider: Some(named(&self.decider_plugin_name, DEFAULT_DECIDER)),
             encode_profile: DEFAULT_ENCODE_PROFILE.to_string(),
             encode_decider: None,
+            stage_order: StageOrder::DecodeFirst,
         })
     }
 }

@@ -13,7 +13,7 @@
 //! | `profiles.encode` | `encode` | the encode profile; when the config has no profile of that name, the encode stage never runs (as upstream) |
 //! | `deciders.prefill` | — | the decider plugin's name; without one, every request is served aggregated by the decode profile |
 //! | `deciders.encode` | — | the encode decider plugin's name (`always-disagg-multimodal-decider`); without one, no request is encoded separately |
-//! | `stageOrder` | `decode-first` | only `decode-first` (upstream's `prefill-first` is refused) |
+//! | `stageOrder` | `decode-first` | `decode-first`, or `prefill-first`: the prefill profile runs first for every request (whenever it exists), then the decode profile with the prefill pick as its peer (what `topology-affinity-filter` and `-scorer` compare with); a prefill decider is refused in that order, as upstream. Case, `-` and `_` are ignored (`PrefillFirst`, `prefill`). |
 //!
 //! Upstream's deprecated flat form loads too (`decodeProfile`, `prefillProfile`,
 //! `encodeProfile`, `prefillDeciderPluginName`, `deciderPluginName`,
@@ -62,7 +62,7 @@
 
 use serde::Deserialize;
 use shepherd_scheduler_core::config::{PluginArgs, PluginError};
-use shepherd_scheduler_core::disagg::{DEFAULT_ENCODE_PROFILE, ProfileHandlerSpec};
+use shepherd_scheduler_core::disagg::{DEFAULT_ENCODE_PROFILE, ProfileHandlerSpec, StageOrder};
 use shepherd_scheduler_core::plugin::PluginInstance;
 
 /// Registry type name.
@@ -94,7 +94,7 @@ pub struct Deciders {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct DisaggProfileHandlerParameters {
-    /// `decode-first` (the only order built).
+    /// `decode-first` (default) or `prefill-first`.
     pub stage_order: Option<String>,
     /// The profiles.
     pub profiles: Option<Profiles>,
@@ -129,21 +129,16 @@ impl DisaggProfileHandlerParameters {
                 "use one format: the nested `profiles` / `deciders` or the deprecated flat fields",
             ));
         }
-        match self.stage_order.as_deref().map(normalized).as_deref() {
-            None | Some("" | "decodefirst" | "decode") => {}
-            Some("prefillfirst" | "prefill") => {
-                return Err(PluginError::invalid(
+        let stage_order =
+            StageOrder::parse(self.stage_order.as_deref().unwrap_or("")).ok_or_else(|| {
+                PluginError::invalid(
                     "stageOrder",
-                    "`prefill-first` is not built in Shepherd; use `decode-first`",
-                ));
-            }
-            Some(_) => {
-                return Err(PluginError::invalid(
-                    "stageOrder",
-                    "must be `decode-first` or `prefill-first`",
-                ));
-            }
-        }
+                    format!(
+                        "invalid stage order {:?}, must be \"decode-first\" or \"prefill-first\"",
+                        self.stage_order.as_deref().unwrap_or("")
+                    ),
+                )
+            })?;
         let profiles = self.profiles.clone().unwrap_or_default();
         let deciders = self.deciders.clone().unwrap_or_default();
         let encode_decider = deciders
@@ -170,22 +165,21 @@ impl DisaggProfileHandlerParameters {
             .or_else(|| self.prefill_decider_plugin_name.clone())
             .or_else(|| self.decider_plugin_name.clone())
             .filter(|d| !d.is_empty());
+        if stage_order == StageOrder::PrefillFirst && decider.is_some() {
+            return Err(PluginError::invalid(
+                "deciders.prefill",
+                "prefill decider is not supported in prefill-first stage order",
+            ));
+        }
         Ok(ProfileHandlerSpec {
             decode_profile: decode,
             prefill_profile: prefill,
             prefill_decider: decider,
             encode_profile: encode,
             encode_decider,
+            stage_order,
         })
     }
-}
-
-fn normalized(order: &str) -> String {
-    order
-        .chars()
-        .filter(|c| *c != '-' && *c != '_')
-        .collect::<String>()
-        .to_ascii_lowercase()
 }
 
 /// Builds a `disagg-profile-handler`.
@@ -265,10 +259,6 @@ mod tests {
     #[test]
     fn what_is_not_built_is_refused_by_name() {
         for (json, field) in [
-            (
-                serde_json::json!({"stageOrder": "prefill-first"}),
-                "stageOrder",
-            ),
             (serde_json::json!({"stageOrder": "sideways"}), "stageOrder"),
             (
                 serde_json::json!({"decodeProfile": "d", "profiles": {"decode": "e"}}),
@@ -279,5 +269,51 @@ mod tests {
             assert!(err.contains(field), "{err}");
         }
         assert!(spec(serde_json::json!({"unknown": 1})).is_err());
+    }
+
+    /// Upstream's `TestDisaggProfileHandlerFactory_StageOrder` cases
+    /// (disagg_profile_handler_test.go @ ebab68792).
+    #[test]
+    fn stage_orders_as_upstream_parses_them() {
+        for (json, order) in [
+            (serde_json::json!({}), StageOrder::DecodeFirst),
+            (
+                serde_json::json!({"stageOrder": "decode-first"}),
+                StageOrder::DecodeFirst,
+            ),
+            (
+                serde_json::json!({"stageOrder": "prefill-first"}),
+                StageOrder::PrefillFirst,
+            ),
+            (
+                serde_json::json!({"stageOrder": "PrefillFirst"}),
+                StageOrder::PrefillFirst,
+            ),
+            (
+                serde_json::json!({"stageOrder": "prefill_first"}),
+                StageOrder::PrefillFirst,
+            ),
+            (
+                serde_json::json!({"stageOrder": "prefill-first", "profiles": {"decode": "d", "prefill": "p"}}),
+                StageOrder::PrefillFirst,
+            ),
+            (
+                serde_json::json!({"stageOrder": "prefill-first", "deciders": {"encode": "mm"}}),
+                StageOrder::PrefillFirst,
+            ),
+        ] {
+            assert_eq!(spec(json.clone()).unwrap().stage_order, order, "{json}");
+        }
+        // A prefill decider, in any of its spellings, is refused in prefill-first.
+        for json in [
+            serde_json::json!({"stageOrder": "prefill-first", "deciders": {"prefill": "p"}}),
+            serde_json::json!({"stageOrder": "prefill-first", "deciderPluginName": "p"}),
+            serde_json::json!({"stageOrder": "prefill-first", "prefillDeciderPluginName": "p"}),
+        ] {
+            let err = spec(json).unwrap_err();
+            assert!(err.contains("not supported in prefill-first"), "{err}");
+        }
+        let err = spec(serde_json::json!({"stageOrder": "invalid-order"})).unwrap_err();
+        assert!(err.contains("invalid stage order"), "{err}");
     }
 }

@@ -44,6 +44,7 @@ use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
 use shepherd_scheduler_core::resources::Resources;
 
 use super::TokenProducer;
+use super::burst_prefix::BurstWindow;
 use super::token::{BegunPrompt, PartialTokens};
 
 /// The prefix match of the current request against one producer's index (a cycle
@@ -164,6 +165,9 @@ pub struct PrefixProducer {
     precise: bool,
     tokens: Option<TokenSource>,
     speculation: Option<Speculation>,
+    /// A `burst-prefix-cache-producer`'s window: matches come from its placements, not from
+    /// the index (which only hashes).
+    burst: Option<Arc<BurstWindow>>,
     name: Arc<str>,
 }
 
@@ -208,7 +212,18 @@ impl PrefixProducer {
             precise: false,
             tokens: None,
             speculation: None,
+            burst: None,
             name: Arc::from(name),
+        }
+    }
+
+    /// A `burst-prefix-cache-producer` (see [`burst_prefix`](super::burst_prefix)): prompts
+    /// are hashed with `index`'s layout (nothing is recorded in it), and each request's match
+    /// is a full match on the server `window` steers it to, none elsewhere.
+    pub fn burst(index: Arc<PrefixIndex>, window: Arc<BurstWindow>, name: &str) -> Self {
+        PrefixProducer {
+            burst: Some(window),
+            ..PrefixProducer::new(index, false, name)
         }
     }
 
@@ -235,6 +250,7 @@ impl PrefixProducer {
                 index: Arc::clone(precise),
                 ttl,
             }),
+            burst: None,
             name: Arc::from(name),
         }
     }
@@ -310,7 +326,14 @@ impl PrefixProducer {
                     }
                     None => (self.index.chain(seed, &prompt), PrefixMatch::new()),
                 };
-                self.index.match_into(&mut chain, &prompt, &mut found);
+                match &self.burst {
+                    Some(window) => {
+                        let total = chain.complete(&prompt).len();
+                        let steered = window.assign(chain.computed(), cycle.now);
+                        found.set(total, steered.map(|on| (on, total)));
+                    }
+                    None => self.index.match_into(&mut chain, &prompt, &mut found),
+                }
                 drop(prompt);
                 let tokenized = match tokenized {
                     Some(Cow::Owned(prompt)) => Some(prompt),
@@ -392,6 +415,22 @@ impl PrefixProducer {
     /// it (the prompt is hashed here when no consumer produced a match this cycle). A precise
     /// producer records nothing: the server's events will say what it cached.
     pub fn record(&self, cycle: &mut CycleState<'_>, picked: &Arc<Endpoint>) {
+        if let Some(window) = &self.burst {
+            // A request the window steered nowhere anchors its prompt where it went.
+            let Some(at) = self.position(&cycle.extensions) else {
+                return;
+            };
+            if let Some(info) = cycle
+                .extensions
+                .get_mut::<Produced>()
+                .and_then(|produced| produced.live_mut().get_mut(at))
+                && !std::mem::replace(&mut info.recorded, true)
+                && info.found.matches().is_empty()
+            {
+                window.anchor(info.chain.computed(), picked.id());
+            }
+            return;
+        }
         if self.precise {
             self.speculate(cycle, picked);
             return;

@@ -132,10 +132,34 @@ pub struct ContextLengthAware {
     filtering: bool,
     resources: Arc<Resources>,
     tokens: OnceLock<Option<Arc<TokenProducer>>>,
+    /// What the endpoints' labels said, remembered: a pick parses none and reads no label
+    /// map.
+    parsed: RwLock<Remembered>,
+}
+
+/// The remembered parses.
+#[derive(Debug, Default)]
+struct Remembered {
     /// Per endpoint id: the stamp of the labels it was parsed from
-    /// ([`Endpoint::labels_stamp`]) and what they said. Labels change rarely; a pick parses
-    /// none and reads no label map.
-    parsed: RwLock<Vec<Option<Parsed>>>,
+    /// ([`Endpoint::labels_stamp`]) and what they said. Labels change rarely.
+    endpoints: Vec<Option<Parsed>>,
+    /// The distinct ranges seen, in the order first seen (at most [`MEMO`]; later ones get
+    /// no slot): a pick scores each once, however many endpoints share it.
+    ranges: Vec<ContextRange>,
+}
+
+impl Remembered {
+    /// `range`'s memo slot, given one if there is room.
+    fn slot_of(&mut self, range: ContextRange) -> u8 {
+        if let Some(i) = self.ranges.iter().position(|r| *r == range) {
+            return i as u8;
+        }
+        if self.ranges.len() < MEMO {
+            self.ranges.push(range);
+            return (self.ranges.len() - 1) as u8;
+        }
+        NO_SLOT
+    }
 }
 
 /// What an endpoint's label says.
@@ -143,9 +167,15 @@ pub struct ContextLengthAware {
 enum Labelled {
     None,
     Bad,
-    /// A range, with its [`width_score`].
-    Range(ContextRange, f64),
+    /// A range, with its [`width_score`] and its slot in a pick's memo ([`NO_SLOT`]: none).
+    Range(ContextRange, f64, u8),
 }
+
+/// How many distinct ranges a pick scores once each (pools have a handful).
+const MEMO: usize = 16;
+
+/// [`Labelled::Range`]'s slot of a range not in the memo.
+const NO_SLOT: u8 = u8::MAX;
 
 /// One endpoint's remembered parse.
 #[derive(Debug, Clone, Copy)]
@@ -177,8 +207,9 @@ impl ContextLengthAware {
     fn parse(&self, labels: &EndpointLabels) -> Labelled {
         match labels.get(&self.label) {
             None => Labelled::None,
-            Some(text) => ContextRange::parse(text)
-                .map_or(Labelled::Bad, |r| Labelled::Range(r, width_score(r))),
+            Some(text) => ContextRange::parse(text).map_or(Labelled::Bad, |r| {
+                Labelled::Range(r, width_score(r), NO_SLOT)
+            }),
         }
     }
 
@@ -188,6 +219,7 @@ impl ContextLengthAware {
         let mut fresh: Vec<(usize, Parsed)> = Vec::new();
         {
             let parsed = self.parsed.read();
+            let parsed = &parsed.endpoints;
             for (i, endpoint) in candidates.iter().enumerate() {
                 // The stamp first: labels set after it was read show as a new stamp.
                 let stamp = endpoint.labels_stamp();
@@ -206,11 +238,14 @@ impl ContextLengthAware {
         }
         if !fresh.is_empty() {
             let mut parsed = self.parsed.write();
-            for (slot, entry) in fresh {
-                if parsed.len() <= slot {
-                    parsed.resize(slot + 1, None);
+            for (slot, mut entry) in fresh {
+                if let Labelled::Range(range, _, memo) = &mut entry.said {
+                    *memo = parsed.slot_of(*range);
                 }
-                parsed[slot] = Some(entry);
+                if parsed.endpoints.len() <= slot {
+                    parsed.endpoints.resize(slot + 1, None);
+                }
+                parsed.endpoints[slot] = Some(entry);
             }
         }
     }
@@ -223,13 +258,26 @@ impl Scorer for ContextLengthAware {
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         let length = self.length(cycle.request);
+        // Each distinct range scored once (NaN: not yet).
+        let mut memo = [f64::NAN; MEMO];
         self.for_each_range(candidates, |i, said| {
             if let Some(slot) = out.get_mut(i) {
-                *slot = Score::new(match said {
+                // Every value below is in [0, 1] by construction.
+                slot.neutral = false;
+                slot.value = match said {
                     Labelled::None => 0.5,
                     Labelled::Bad => 0.0,
-                    Labelled::Range(range, width) => scored(length, range, width),
-                });
+                    Labelled::Range(range, width, memo_slot) => {
+                        match memo.get_mut(usize::from(memo_slot)) {
+                            Some(known) if !known.is_nan() => *known,
+                            Some(unknown) => {
+                                *unknown = scored(length, range, width);
+                                *unknown
+                            }
+                            None => scored(length, range, width),
+                        }
+                    }
+                };
             }
         });
     }
@@ -247,7 +295,7 @@ impl Filter for ContextLengthAware {
             keep[i] = match said {
                 Labelled::None => true,
                 Labelled::Bad => false,
-                Labelled::Range(range, _) => range.contains(length),
+                Labelled::Range(range, _, _) => range.contains(length),
             };
         });
         let mut i = 0;
@@ -270,7 +318,7 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
         filtering: parameters.enable_filtering,
         resources: Arc::clone(args.resources),
         tokens: OnceLock::new(),
-        parsed: RwLock::new(Vec::new()),
+        parsed: RwLock::new(Remembered::default()),
     });
     Ok(PluginInstance::scorer(plugin.clone()).with_filter(plugin))
 }
@@ -330,6 +378,52 @@ mod tests {
             )
         );
         assert_eq!(score(Some("bad")), 0.0);
+    }
+
+    #[test]
+    fn shared_and_distinct_ranges_score_as_upstream_past_the_memo() {
+        use shepherd_scheduler_core::clock::Timestamp;
+        use shepherd_scheduler_core::endpoint::Pool;
+        use shepherd_scheduler_core::request::Prompt;
+        use shepherd_scheduler_core::shared::SharedState;
+        use std::time::Duration;
+
+        let shared = SharedState::new(Arc::new(Pool::new()));
+        let args = PluginArgs::new(TYPE_NAME, TYPE_NAME, &serde_json::Value::Null, &shared, 0);
+        let plugin = factory(&args).unwrap();
+        let scorer = plugin.as_scorer().unwrap();
+        let pool = Pool::new();
+        // 200 endpoints over 100 distinct ranges: more than the memo holds, each shared.
+        pool.set_members((0..200).map(|i| format!("10.0.{}.{}:8000", i / 100, i % 100)));
+        let snapshot = pool.snapshot();
+        let candidates: Vec<&Arc<Endpoint>> = snapshot.endpoints().iter().collect();
+        let range_of = |i: usize| ContextRange {
+            min: (i % 100) as u64 * 37,
+            max: (i % 100) as u64 * 37 + 500 + (i % 7) as u64,
+        };
+        for (i, e) in candidates.iter().enumerate() {
+            let r = range_of(i);
+            e.set_labels(
+                [(DEFAULT_LABEL.to_string(), format!("{}-{}", r.min, r.max))]
+                    .into_iter()
+                    .collect(),
+            );
+        }
+        let request = InferenceRequest::new("r", "m", Prompt::Text("x".repeat(4000)));
+        let length = TokenCount::of(&request).tokens as u64;
+        let mut out = vec![Score::NEUTRAL; candidates.len()];
+        // The first pick parses, the later ones read the remembered parses and the memo.
+        for _ in 0..3 {
+            let mut cycle = CycleState::new(&request, Timestamp::ZERO, Duration::from_secs(1));
+            scorer.score(&mut cycle, &candidates, &mut out);
+            for (i, score) in out.iter().enumerate() {
+                assert_eq!(
+                    score.value,
+                    range_score(length, range_of(i)),
+                    "endpoint {i}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -106,14 +106,77 @@ impl Normalization {
 /// Upstream's score of `value` over `range` (1 when the range is a single value).
 #[inline]
 pub fn normalized(value: f64, range: Option<(f64, f64)>, lower_is_better: bool) -> f64 {
-    let Some((min, max)) = range else {
-        return 0.0;
-    };
-    if max == min {
-        return 1.0;
+    Linear::over(range, lower_is_better).score(value)
+}
+
+/// [`normalized`] with its range worked out once for a pick: the span's reciprocal
+/// precomputed, so each candidate costs a multiplication instead of a division.
+#[derive(Debug, Clone, Copy)]
+struct Linear {
+    min: f64,
+    shape: Shape,
+    lower_is_better: bool,
+}
+
+/// How a [`Linear`] maps values.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    /// No value known: every score 0.
+    Unknown,
+    /// max = min: every score 1.
+    Flat,
+    /// `1 / (max − min)`.
+    Scaled(f64),
+}
+
+impl Linear {
+    #[inline]
+    fn over(range: Option<(f64, f64)>, lower_is_better: bool) -> Linear {
+        let (min, shape) = match range {
+            None => (0.0, Shape::Unknown),
+            Some((min, max)) if max == min => (min, Shape::Flat),
+            Some((min, max)) => (min, Shape::Scaled(1.0 / (max - min))),
+        };
+        Linear {
+            min,
+            shape,
+            lower_is_better,
+        }
     }
-    let n = ((value - min) / (max - min)).clamp(0.0, 1.0);
-    if lower_is_better { 1.0 - n } else { n }
+
+    /// Turns each slot's value (NaN: none, scoring 0) into its score.
+    fn score_in_place(self, slots: &mut [Score]) {
+        let scale = match self.shape {
+            Shape::Unknown => {
+                slots.fill(judged(0.0));
+                return;
+            }
+            Shape::Flat => {
+                for slot in slots {
+                    *slot = judged(if slot.value.is_nan() { 0.0 } else { 1.0 });
+                }
+                return;
+            }
+            Shape::Scaled(scale) => scale,
+        };
+        for slot in slots {
+            let value = slot.value;
+            let n = ((value - self.min) * scale).clamp(0.0, 1.0);
+            // A NaN value stays NaN through the arithmetic: `judged` scores it 0.
+            *slot = judged(if self.lower_is_better { 1.0 - n } else { n });
+        }
+    }
+
+    #[inline]
+    fn score(self, value: f64) -> f64 {
+        let scale = match self.shape {
+            Shape::Unknown => return 0.0,
+            Shape::Flat => return 1.0,
+            Shape::Scaled(scale) => scale,
+        };
+        let n = ((value - self.min) * scale).clamp(0.0, 1.0);
+        if self.lower_is_better { 1.0 - n } else { n }
+    }
 }
 
 /// Checks upstream's attribute/producer rule: an attribute with a `/` needs `producer` set.
@@ -157,8 +220,55 @@ pub(crate) fn column_of(
     })
 }
 
-/// Candidates whose values an adaptive range keeps on the stack while it is found.
-const ON_STACK: usize = 256;
+/// A judged score of a value [`Linear::score`] returned: in `[0, 1]`, or NaN (infinite
+/// values), which scores 0.
+#[inline]
+fn judged(value: f64) -> Score {
+    Score {
+        value: if value.is_nan() { 0.0 } else { value },
+        neutral: false,
+    }
+}
+
+/// The smallest and largest of the slots' values, NaN ones skipped; `None` when every value
+/// is NaN. Four running pairs, so that the comparisons do not wait on one another.
+fn range_of(slots: &[Score]) -> Option<(f64, f64)> {
+    // `if v < lo { v } else { lo }` is one `minsd`; a NaN compares false: skipped.
+    #[inline(always)]
+    fn low(lo: f64, v: f64) -> f64 {
+        if v < lo { v } else { lo }
+    }
+    #[inline(always)]
+    fn high(hi: f64, v: f64) -> f64 {
+        if v > hi { v } else { hi }
+    }
+    let (mut l0, mut l1, mut l2, mut l3) =
+        (f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    let (mut h0, mut h1, mut h2, mut h3) = (
+        f64::NEG_INFINITY,
+        f64::NEG_INFINITY,
+        f64::NEG_INFINITY,
+        f64::NEG_INFINITY,
+    );
+    let mut quads = slots.chunks_exact(4);
+    for q in &mut quads {
+        l0 = low(l0, q[0].value);
+        h0 = high(h0, q[0].value);
+        l1 = low(l1, q[1].value);
+        h1 = high(h1, q[1].value);
+        l2 = low(l2, q[2].value);
+        h2 = high(h2, q[2].value);
+        l3 = low(l3, q[3].value);
+        h3 = high(h3, q[3].value);
+    }
+    for slot in quads.remainder() {
+        l0 = low(l0, slot.value);
+        h0 = high(h0, slot.value);
+    }
+    let lo = low(low(l0, l1), low(l2, l3));
+    let hi = high(high(h0, h1), high(h2, h3));
+    (lo <= hi).then_some((lo, hi))
+}
 
 /// The scorer (see the module docs).
 #[derive(Debug)]
@@ -192,40 +302,30 @@ impl Scorer for EndpointAttributeScorer {
     }
 
     fn score(&self, _cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
+        let lower_is_better = self.lower_is_better;
         self.table.read(|values| {
             let column = values.column(self.column);
-            let value = |e: &&Arc<Endpoint>| column.get(e.id());
-            let score = |v: Option<f64>, range| {
-                Score::new(v.map_or(0.0, |v| normalized(v, range, self.lower_is_better)))
-            };
             match self.normalization {
                 Normalization::Fixed(..) => {
-                    let range = self.normalization.range(std::iter::empty());
+                    let linear = Linear::over(
+                        self.normalization.range(std::iter::empty()),
+                        lower_is_better,
+                    );
                     for (endpoint, slot) in candidates.iter().zip(out.iter_mut()) {
-                        *slot = score(value(endpoint), range);
+                        let value = column.get(endpoint.id()).map_or(0.0, |v| linear.score(v));
+                        *slot = judged(value);
                     }
                 }
                 // The candidates' range needs every value before the first score: each is
-                // looked up once, kept on the stack (NaN: none), for the pools that fit.
-                Normalization::Adaptive if candidates.len() <= ON_STACK => {
-                    let mut seen = [f64::NAN; ON_STACK];
-                    for (endpoint, v) in candidates.iter().zip(seen.iter_mut()) {
-                        *v = value(endpoint).unwrap_or(f64::NAN);
-                    }
-                    let seen = &seen[..candidates.len()];
-                    let known = seen.iter().copied().filter(|v| !v.is_nan());
-                    let range = self.normalization.range(known);
-                    for (v, slot) in seen.iter().zip(out.iter_mut()) {
-                        *slot = score(Some(*v).filter(|v| !v.is_nan()), range);
-                    }
-                }
+                // looked up once and kept in its output slot (NaN: none) until the range is
+                // known, then turned into its score in place.
                 Normalization::Adaptive => {
-                    let range = self
-                        .normalization
-                        .range(candidates.iter().filter_map(value));
+                    let n = candidates.len().min(out.len());
                     for (endpoint, slot) in candidates.iter().zip(out.iter_mut()) {
-                        *slot = score(value(endpoint), range);
+                        slot.value = column.get(endpoint.id()).unwrap_or(f64::NAN);
                     }
+                    let linear = Linear::over(range_of(&out[..n]), lower_is_better);
+                    linear.score_in_place(&mut out[..n]);
                 }
             }
         });
@@ -287,7 +387,51 @@ pub fn factory(args: &PluginArgs<'_>) -> Result<PluginInstance, PluginError> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_scorer_gives_each_candidate_its_normalized_value() {
+        use shepherd_scheduler_core::clock::Timestamp;
+        use shepherd_scheduler_core::endpoint::Pool;
+        use shepherd_scheduler_core::request::{InferenceRequest, Prompt};
+        use std::time::Duration;
+
+        let pool = Pool::new();
+        pool.set_members((0..23).map(|i| format!("10.0.0.{i}:8000")));
+        let snapshot = pool.snapshot();
+        let candidates: Vec<&Arc<Endpoint>> = snapshot.endpoints().iter().collect();
+        let table = Arc::new(EndpointAttributes::default());
+        let column = table.column("q").unwrap();
+        // Every third endpoint has no value (scores 0); the others spread over [-7, 40].
+        let value_of = |i: usize| (!i.is_multiple_of(3)).then(|| (i * 37 % 48) as f64 - 7.0);
+        for (i, e) in candidates.iter().enumerate() {
+            if let Some(v) = value_of(i) {
+                table.set(e.id(), &[("q".to_string(), v)]);
+            }
+        }
+        let request = InferenceRequest::new("r", "m", Prompt::Text("x".into()));
+        for lower_is_better in [true, false] {
+            for normalization in [Normalization::Adaptive, Normalization::Fixed(0.0, 30.0)] {
+                let scorer = EndpointAttributeScorer::new(
+                    Arc::clone(&table),
+                    column,
+                    lower_is_better,
+                    normalization,
+                );
+                let mut cycle = CycleState::new(&request, Timestamp::ZERO, Duration::from_secs(1));
+                let mut out = vec![Score::NEUTRAL; candidates.len()];
+                scorer.score(&mut cycle, &candidates, &mut out);
+                let range = normalization.range((0..candidates.len()).filter_map(value_of));
+                for (i, score) in out.iter().enumerate() {
+                    let expected =
+                        value_of(i).map_or(0.0, |v| normalized(v, range, lower_is_better));
+                    assert_eq!(score.value, expected, "endpoint {i}");
+                    assert!(!score.neutral);
+                }
+            }
+        }
+    }
 
     #[test]
     fn upstreams_adaptive_and_fixed_examples() {

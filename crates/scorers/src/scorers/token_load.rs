@@ -143,10 +143,19 @@ impl Scorer for TokenLoadScorer {
         // candidate: looked up and worked out once (the sum is `load_with`'s, term by term).
         let load = self.load();
         let output = load.request_tokens(0, input, cycle.request.max_tokens);
-        let threshold = self.threshold;
-        let score = |tokens: u64| {
+        // A multiplication per candidate rather than a division; a load at or past the
+        // threshold scores exactly 0. Loads below it are below 2⁶³ (the threshold is an
+        // `i64`): converted as signed integers, one instruction.
+        let threshold = self.threshold as u64;
+        let per_token = 1.0 / self.threshold;
+        let score = |tokens: u64| Score {
             // `load_with` is never negative: 0 scores 1, as upstream's idle endpoint.
-            Score::new(1.0 - (tokens as f64).min(threshold) / threshold)
+            value: if tokens >= threshold {
+                0.0
+            } else {
+                (1.0 - (tokens as i64) as f64 * per_token).max(0.0)
+            },
+            neutral: false,
         };
         match cycle.extensions.get::<CachedPrefix>() {
             Some(cached) => {

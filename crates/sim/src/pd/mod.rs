@@ -8,8 +8,9 @@
 //!    its decode server);
 //! 3. `decider 1P:3D`, `decider 2P:2D`: the same pools, policy `pd-decider`
 //!    (`prefill-load-pd-decider`: disaggregate when the decode server caches less than
-//!    `nonCachedTokens` of the prompt, and a shorter prompt while the least-loaded prefill
-//!    server has at most `queueTokens` pending to prefill);
+//!    `nonCachedTokens` of the prompt unless the least-loaded prefill server has more than
+//!    `longQueueTokens` pending beyond the decode server's own, and a shorter prompt while
+//!    the least-loaded prefill server has at most `queueTokens` pending to prefill);
 //! 4. `decider 1PD:3D`, `decider 2PD:2D`: the decider on pools whose prefill servers are
 //!    `prefill-decode` (both role filters keep them: they prefill for the decode servers and
 //!    take aggregated requests too).
