@@ -121,7 +121,6 @@ const fn noted(
     }
 }
 
-use Area::*;
 use PluginKind::{
     DataExtractor, DataSource, Decider, Discovery, Filter, FlowControl as Flow, Parser, Picker,
     Producer, ProfileHandler, RequestControl as Control, Scorer, Test,
