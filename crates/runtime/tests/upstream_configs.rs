@@ -792,7 +792,10 @@ fn alpha_flow_control_and_data_layer_types_need_the_flag_too() {
     // The runtime takes these out of the scheduling policy; the check still sees them.
     for (fixture, alpha) in [
         ("flow-eviction.yaml", "eviction"),
-        ("soft-reflective-ceiling.yaml", "soft-reflective-ceiling-policy"),
+        (
+            "soft-reflective-ceiling.yaml",
+            "soft-reflective-ceiling-policy",
+        ),
         ("dcgm-gpu-utilization.yaml", "dcgm"),
     ] {
         let config = load(fixture).unwrap();

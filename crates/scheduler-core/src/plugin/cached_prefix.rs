@@ -42,10 +42,13 @@ pub struct CachedPrefix {
     /// Bit `id mod 64` set for every endpoint with an entry: most candidates of a pick hold
     /// none of the prompt, and this answers them without searching `entries`.
     present: u64,
-    /// The estimates again, indexed by endpoint id, for ids below [`DENSE_IDS`] (0: none):
-    /// a candidate's estimate in one read, whatever order candidates come in. Kept across
-    /// cycles (only the recorded slots are zeroed), so a steady pick allocates nothing.
+    /// The estimates again, indexed by endpoint id, for ids below [`DENSE_IDS`] (0: none),
+    /// once a reader asked for them ([`CachedPrefix::indexed`]): a candidate's estimate in one
+    /// read, whatever order candidates come in. Kept across cycles (only the recorded slots
+    /// are zeroed), so a steady pick allocates nothing; a cycle no reader indexes pays nothing.
     dense: Vec<u64>,
+    /// Whether `dense` holds this cycle's estimates.
+    indexed: bool,
 }
 
 /// Endpoint ids below this are also indexed densely (ids are dense and reused, so this is a
@@ -83,23 +86,22 @@ impl CachedPrefix {
 
     /// Forgets every estimate, keeping the allocation.
     pub fn clear(&mut self) {
-        for (endpoint, _) in self.entries.drain(..) {
-            if let Some(slot) = self.dense.get_mut(endpoint.0 as usize) {
-                *slot = 0;
+        if std::mem::take(&mut self.indexed) {
+            for (endpoint, _) in &self.entries {
+                if let Some(slot) = self.dense.get_mut(endpoint.0 as usize) {
+                    *slot = 0;
+                }
             }
         }
+        self.entries.clear();
         self.present = 0;
     }
 
     /// Records `tokens` cached on `endpoint`, keeping the larger of two estimates.
     pub fn record(&mut self, endpoint: EndpointId, tokens: u64) {
         self.present |= bit(endpoint);
-        let id = endpoint.0 as usize;
-        if id < DENSE_IDS {
-            if self.dense.len() <= id {
-                self.dense.resize(id + 1, 0);
-            }
-            self.dense[id] = self.dense[id].max(tokens);
+        if self.indexed {
+            self.index_one(endpoint, tokens);
         }
         // Publishers usually hand endpoints in ascending order: append without searching.
         if self.entries.last().is_none_or(|last| last.0 < endpoint) {
@@ -112,6 +114,30 @@ impl CachedPrefix {
         }
     }
 
+    /// Indexes the estimates by endpoint id, so that [`cached_tokens`](Self::cached_tokens)
+    /// answers each in one read instead of a search: for a reader asking about every
+    /// candidate (a load scorer). Estimates recorded later this cycle are indexed too.
+    pub fn indexed(&mut self) -> &Self {
+        if !self.indexed {
+            self.indexed = true;
+            for i in 0..self.entries.len() {
+                let (endpoint, tokens) = self.entries[i];
+                self.index_one(endpoint, tokens);
+            }
+        }
+        self
+    }
+
+    fn index_one(&mut self, endpoint: EndpointId, tokens: u64) {
+        let id = endpoint.0 as usize;
+        if id < DENSE_IDS {
+            if self.dense.len() <= id {
+                self.dense.resize(id + 1, 0);
+            }
+            self.dense[id] = self.dense[id].max(tokens);
+        }
+    }
+
     /// Estimated cached prompt tokens on `endpoint` (0 when unknown).
     #[inline]
     pub fn cached_tokens(&self, endpoint: EndpointId) -> u64 {
@@ -119,8 +145,8 @@ impl CachedPrefix {
             return 0;
         }
         let id = endpoint.0 as usize;
-        if id < DENSE_IDS {
-            // An id past the dense table has no entry (recording grows the table).
+        if self.indexed && id < DENSE_IDS {
+            // An id past the dense table has no entry (indexing grows the table).
             return self.dense.get(id).copied().unwrap_or(0);
         }
         self.entries
@@ -204,8 +230,16 @@ mod tests {
             let mut cached = CachedPrefix::default();
             for estimates in rounds {
                 cached.clear();
-                for &(e, t) in &estimates {
+                // Indexed before, midway or never (a cycle with no load scorer).
+                let index_at = estimates.len() / 2;
+                for (i, &(e, t)) in estimates.iter().enumerate() {
+                    if i == index_at && e % 2 == 0 {
+                        cached.indexed();
+                    }
                     cached.record(EndpointId(e * 500), t);
+                }
+                if estimates.len() % 3 == 1 {
+                    cached.indexed();
                 }
                 for probe in 0..13u32 {
                     let best = estimates.iter().filter(|e| e.0 == probe).map(|e| e.1).max();

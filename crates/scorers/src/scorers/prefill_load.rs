@@ -143,8 +143,12 @@ impl Scorer for PrefillLoadScorer {
 
     fn score(&self, cycle: &mut CycleState<'_>, candidates: &[&Arc<Endpoint>], out: &mut [Score]) {
         let prompt_tokens = cycle.request.prompt.estimated_tokens() as u64;
-        // Looked up once: the cycle's extensions are a type map.
-        let cached = cycle.extensions.get::<CachedPrefix>();
+        // Looked up once (the cycle's extensions are a type map), and indexed: each candidate
+        // is read twice.
+        let cached = cycle
+            .extensions
+            .get_mut::<CachedPrefix>()
+            .map(|cached| &*cached.indexed());
         let cost = |endpoint: &Endpoint| self.cost_with(cached, endpoint, prompt_tokens);
         let scale = candidates
             .iter()

@@ -157,7 +157,12 @@ impl Scorer for TokenLoadScorer {
             },
             neutral: false,
         };
-        match cycle.extensions.get::<CachedPrefix>() {
+        // Indexed: each candidate's estimate in one read.
+        match cycle
+            .extensions
+            .get_mut::<CachedPrefix>()
+            .map(|cached| cached.indexed())
+        {
             Some(cached) => {
                 for (slot, endpoint) in out.iter_mut().zip(candidates) {
                     let uncached = cached.uncached_tokens(endpoint.id(), input);
