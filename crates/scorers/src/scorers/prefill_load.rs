@@ -148,7 +148,7 @@ impl Scorer for PrefillLoadScorer {
         let cached = cycle
             .extensions
             .get_mut::<CachedPrefix>()
-            .map(|cached| &*cached.indexed());
+            .map(|cached| cached.indexed());
         let cost = |endpoint: &Endpoint| self.cost_with(cached, endpoint, prompt_tokens);
         let scale = candidates
             .iter()
