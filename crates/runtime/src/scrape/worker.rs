@@ -38,6 +38,24 @@ struct FailureLog {
     suppressed: u64,
 }
 
+impl FailureLog {
+    /// A failure: `Some(failures not logged since the last line)` when this one is to be
+    /// logged (the first of a streak, or [`LOG_EVERY`] after the last line), else `None`.
+    fn failed(&mut self) -> Option<u64> {
+        let now = Instant::now();
+        if self
+            .last_logged
+            .is_none_or(|at| now.duration_since(at) >= LOG_EVERY)
+        {
+            self.last_logged = Some(now);
+            Some(std::mem::take(&mut self.suppressed))
+        } else {
+            self.suppressed += 1;
+            None
+        }
+    }
+}
+
 impl Worker {
     pub(crate) async fn run(self) {
         let mut ticker = interval(self.settings.scrape_interval());
@@ -97,23 +115,15 @@ impl Worker {
                 }
             }
             Err(error) => {
-                let now = Instant::now();
-                if log
-                    .last_logged
-                    .is_none_or(|at| now.duration_since(at) >= LOG_EVERY)
-                {
+                if let Some(not_logged) = log.failed() {
                     tracing::warn!(
                         endpoint = %self.address,
                         source = %source.name,
                         url = %url,
                         %error,
-                        not_logged = log.suppressed,
+                        not_logged,
                         "models poll failed; keeping the last list"
                     );
-                    log.last_logged = Some(now);
-                    log.suppressed = 0;
-                } else {
-                    log.suppressed += 1;
                 }
             }
         }
@@ -146,23 +156,15 @@ impl Worker {
             Err(error) => {
                 self.attributes
                     .set_value(endpoint.id(), dcgm::ATTRIBUTE, f64::NAN);
-                let now = Instant::now();
-                if log
-                    .last_logged
-                    .is_none_or(|at| now.duration_since(at) >= LOG_EVERY)
-                {
+                if let Some(not_logged) = log.failed() {
                     tracing::warn!(
                         endpoint = %self.address,
                         source = %dcgm.name,
                         url = %url,
                         %error,
-                        not_logged = log.suppressed,
+                        not_logged,
                         "DCGM exporter scrape failed"
                     );
-                    log.last_logged = Some(now);
-                    log.suppressed = 0;
-                } else {
-                    log.suppressed += 1;
                 }
             }
         }
@@ -209,23 +211,15 @@ impl Worker {
                 if clear_after > 0 && failures == clear_after {
                     endpoint.clear_metrics();
                 }
-                let now = Instant::now();
-                let due = log
-                    .last_logged
-                    .is_none_or(|at| now.duration_since(at) >= LOG_EVERY);
-                if due {
+                if let Some(not_logged) = log.failed() {
                     tracing::warn!(
                         endpoint = %self.address,
                         url = %url,
                         %error,
                         consecutive_failures = failures,
-                        not_logged = log.suppressed,
+                        not_logged,
                         "metrics scrape failed"
                     );
-                    log.last_logged = Some(now);
-                    log.suppressed = 0;
-                } else {
-                    log.suppressed += 1;
                 }
             }
         }
