@@ -51,10 +51,32 @@ pub const MAX_FILE_BYTES: usize = 1 << 20;
 /// Most endpoints taken from one file (more are skipped with a warning).
 pub const MAX_FILE_ENDPOINTS: usize = 10_000;
 
+/// An endpoints file's top level: its `endpoints` list, of `E` (this module's entries, or the
+/// multi-cluster file's).
 #[derive(Debug, Deserialize)]
-struct EndpointsFile {
-    #[serde(default)]
-    endpoints: Vec<Entry>,
+struct EndpointsFile<E> {
+    #[serde(default = "Vec::new")]
+    endpoints: Vec<E>,
+}
+
+/// The `endpoints` list of an endpoints file (an empty file: none).
+///
+/// # Errors
+///
+/// A file over [`MAX_FILE_BYTES`], not UTF-8, or one that does not parse.
+pub(crate) fn read_entries<E: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<Vec<E>, String> {
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(format!(
+            "the endpoints file is {} bytes, over the {MAX_FILE_BYTES}-byte limit",
+            bytes.len()
+        ));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let file: EndpointsFile<E> = serde_norway::from_str(text).map_err(|e| e.to_string())?;
+    Ok(file.endpoints)
 }
 
 #[derive(Debug, Deserialize)]
@@ -96,22 +118,11 @@ impl Port {
 ///
 /// A file over [`MAX_FILE_BYTES`], or one that does not parse as the schema above.
 pub fn parse_endpoints_file(bytes: &[u8]) -> Result<(EndpointSet, Vec<String>), String> {
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "the endpoints file is {} bytes, over the {MAX_FILE_BYTES}-byte limit",
-            bytes.len()
-        ));
-    }
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-    let file: EndpointsFile = if text.trim().is_empty() {
-        EndpointsFile { endpoints: vec![] }
-    } else {
-        serde_norway::from_str(text).map_err(|e| e.to_string())?
-    };
+    let entries: Vec<Entry> = read_entries(bytes)?;
     let mut skipped = Vec::new();
     let mut names = BTreeSet::new();
     let mut specs = Vec::new();
-    for (i, e) in file.endpoints.into_iter().enumerate() {
+    for (i, e) in entries.into_iter().enumerate() {
         let name = if e.name.is_empty() {
             format!("endpoints[{i}]")
         } else {

@@ -50,6 +50,7 @@ use std::sync::Arc;
 use shepherd_scheduler_core::metrics::MetricsSource;
 use tokio::sync::watch;
 
+pub(crate) use endpoints_file::read_entries;
 pub use endpoints_file::{
     EndpointsFileDiscovery, MAX_FILE_BYTES, MAX_FILE_ENDPOINTS, parse_endpoints_file,
 };

@@ -34,7 +34,7 @@ use std::net::{IpAddr, SocketAddr};
 use serde::Deserialize;
 
 use crate::config::EndpointSpec;
-use crate::discovery::{EndpointSet, MAX_FILE_BYTES, MAX_FILE_ENDPOINTS};
+use crate::discovery::{EndpointSet, MAX_FILE_ENDPOINTS, read_entries};
 
 /// The label naming a cluster's metrics host.
 pub const METRICS_ADDRESS_LABEL: &str = "metricsAddress";
@@ -56,12 +56,6 @@ pub struct ClusterEntry {
     pub port: u16,
     /// The entry's labels (with `metricsAddress` set to a hostname `host` when absent).
     pub labels: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ClustersFile {
-    #[serde(default)]
-    endpoints: Vec<Entry>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -107,24 +101,13 @@ pub fn is_host_or_ip(address: &str) -> bool {
 ///
 /// # Errors
 ///
-/// A file over [`MAX_FILE_BYTES`], or one that does not parse.
+/// A file over [`MAX_FILE_BYTES`](crate::discovery::MAX_FILE_BYTES), or one that does not parse.
 pub fn parse_clusters_file(bytes: &[u8]) -> Result<(Vec<ClusterEntry>, Vec<String>), String> {
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "the endpoints file is {} bytes, over the {MAX_FILE_BYTES}-byte limit",
-            bytes.len()
-        ));
-    }
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-    let file: ClustersFile = if text.trim().is_empty() {
-        ClustersFile { endpoints: vec![] }
-    } else {
-        serde_norway::from_str(text).map_err(|e| e.to_string())?
-    };
+    let entries: Vec<Entry> = read_entries(bytes)?;
     let mut skipped = Vec::new();
     let mut names = BTreeSet::new();
     let mut clusters = Vec::new();
-    for (i, e) in file.endpoints.into_iter().enumerate() {
+    for (i, e) in entries.into_iter().enumerate() {
         if e.name.is_empty() {
             skipped.push(format!("endpoint endpoints[{i}]: `name` is required"));
             continue;
