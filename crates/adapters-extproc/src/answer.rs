@@ -455,6 +455,20 @@ mod tests {
 
     use super::*;
 
+    /// A route to `destination` with nothing else set.
+    fn route_to(destination: &str) -> Route<'_> {
+        Route {
+            destination,
+            content_length: None,
+            remove: &[],
+            prefill: None,
+            encode: None,
+            kv_source: None,
+            trace: None,
+            body: None,
+        }
+    }
+
     #[test]
     fn a_body_streams_back_in_chunks_each_a_slice_of_its_buffer() {
         let body: Vec<u8> = (0..250u8).collect();
@@ -522,14 +536,8 @@ mod tests {
     fn a_disaggregated_route_names_the_prefill_server_to_the_decode_side() {
         let options = ExtProcOptions::default();
         let mut route = Route {
-            destination: "10.0.0.2:8000",
-            content_length: None,
-            remove: &[],
             prefill: Some("10.0.0.1:8000"),
-            encode: None,
-            kv_source: None,
-            trace: None,
-            body: None,
+            ..route_to("10.0.0.2:8000")
         };
         let m = route_mutation(&route, &options);
         assert_eq!(
@@ -555,14 +563,8 @@ mod tests {
     fn an_encoded_route_names_every_encode_server_to_the_decode_side() {
         let options = ExtProcOptions::default();
         let mut route = Route {
-            destination: "10.0.0.3:8000",
-            content_length: None,
-            remove: &[],
-            prefill: None,
             encode: Some("10.0.0.1:8000,10.0.0.2:8000"),
-            kv_source: None,
-            trace: None,
-            body: None,
+            ..route_to("10.0.0.3:8000")
         };
         let m = route_mutation(&route, &options);
         assert_eq!(
@@ -589,14 +591,8 @@ mod tests {
     fn a_route_with_a_kv_source_names_it_to_the_model_server_side() {
         let options = ExtProcOptions::default();
         let mut route = Route {
-            destination: "10.0.0.2:8000",
-            content_length: None,
-            remove: &[],
-            prefill: None,
-            encode: None,
             kv_source: Some("10.0.0.7:8000"),
-            trace: None,
-            body: None,
+            ..route_to("10.0.0.2:8000")
         };
         let m = route_mutation(&route, &options);
         assert_eq!(
